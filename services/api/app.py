@@ -1,0 +1,54 @@
+"""The FastAPI app factory: one place wires the API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from services.api.context import ApiContext
+from services.api.errors import install_handlers
+from services.api.routes import batches, contracts, jobs, ops
+from shared.broker import make_broker
+from shared.db.engine import make_engine
+from shared.settings import Settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url, pool_size=10)
+        broker = make_broker(settings)
+        app.state.ctx = ApiContext(settings=settings, engine=engine, broker=broker)
+        try:
+            yield
+        finally:
+            broker.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="settleq",
+        version="1.0.0",
+        summary="Exactly-once settlement pipeline for financial batch data",
+        lifespan=lifespan,
+    )
+    install_handlers(app)
+    for module in (batches, jobs, contracts, ops):
+        app.include_router(module.router)
+
+    default_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = default_openapi()
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(
+                batches.COMPONENT_SCHEMAS
+            )
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

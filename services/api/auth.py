@@ -1,0 +1,99 @@
+"""Who is calling: a producer (HMAC-signed request) or a bearer-token role."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from fastapi import Depends, Request
+
+from services.api.context import ApiContext, get_context
+from services.api.errors import ApiError
+from shared.settings import ProducerKey
+from shared.signing import SignatureError, token_matches, verify_request
+
+Role = Literal["producer", "viewer", "operator"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    role: Role
+    key: ProducerKey | None = None
+
+    @property
+    def key_id(self) -> str | None:
+        return self.key.key_id if self.key else None
+
+
+def path_and_query(request: Request) -> str:
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> ProducerKey:
+    """Verify ``X-Key-Id`` / ``X-Signature`` over method, path and body (SPEC §3.1)."""
+    key_id = request.headers.get("x-key-id")
+    signature = request.headers.get("x-signature")
+    if not key_id or not signature:
+        raise ApiError(401, "signature_missing", "X-Key-Id and X-Signature are required")
+    key = ctx.settings.producer_key(key_id)
+    if key is None:
+        raise ApiError(401, "unknown_key", "unknown producer key")
+    try:
+        verify_request(
+            signature,
+            key.secrets,
+            request.method,
+            path_and_query(request),
+            body,
+            now=int(time.time()),
+            tolerance_s=ctx.settings.signature_tolerance_s,
+        )
+    except SignatureError as exc:
+        raise ApiError(401, exc.code, str(exc)) from None
+    return key
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _token_role(ctx: ApiContext, token: str) -> Role | None:
+    if token_matches(token, ctx.settings.operator_tokens):
+        return "operator"
+    if token_matches(token, ctx.settings.viewer_tokens):
+        return "viewer"
+    return None
+
+
+def reader(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -> Principal:
+    """Viewer or operator token, or a signed producer GET (limited to its own jobs)."""
+    token = _bearer(request)
+    if token is not None:
+        role = _token_role(ctx, token)
+        if role is None:
+            raise ApiError(401, "invalid_token", "bearer token is not valid")
+        return Principal(role)
+    if request.headers.get("x-signature") or request.headers.get("x-key-id"):
+        return Principal("producer", authenticate_producer(ctx, request, b""))
+    raise ApiError(401, "token_missing", "a bearer token or a signed request is required")
+
+
+def operator(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -> Principal:
+    token = _bearer(request)
+    if token is None:
+        raise ApiError(401, "token_missing", "an operator bearer token is required")
+    role = _token_role(ctx, token)
+    if role is None:
+        raise ApiError(401, "invalid_token", "bearer token is not valid")
+    if role != "operator":
+        raise ApiError(403, "forbidden", "this endpoint needs an operator token")
+    return Principal(role)
+
+
+Reader = Annotated[Principal, Depends(reader)]
+Operator = Annotated[Principal, Depends(operator)]
+Ctx = Annotated[ApiContext, Depends(get_context)]

@@ -1,0 +1,37 @@
+"""The API's wiring: engine, broker and keys, made in the app's lifespan."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from fastapi import Request
+from sqlalchemy import Engine
+
+from shared.db.migrate import load_internal_key
+from shared.settings import Settings
+
+
+@dataclass
+class ApiContext:
+    settings: Settings
+    engine: Engine
+    broker: RabbitmqBroker
+    _internal_key: bytes | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def internal_key(self) -> bytes:
+        # Loaded on first use so the API starts (and answers 503) while the database is down.
+        with self._lock:
+            if self._internal_key is None:
+                self._internal_key = load_internal_key(
+                    self.engine, self.settings.internal_signing_key
+                )
+            return self._internal_key
+
+
+def get_context(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.ctx
+    return ctx

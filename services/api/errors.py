@@ -1,0 +1,129 @@
+"""Error bodies (SPEC §3): ``{"error": {"code", "message", "details"}}``.
+
+Domain and adapter failures are mapped to HTTP here, at the edge; a 500 never
+carries internals, and no error ever echoes a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import dramatiq.errors
+import pika.exceptions
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import exc as sa_exc
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("settleq.api")
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: list[dict[str, Any]] = []
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or []
+        self.headers = headers
+        super().__init__(message)
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details or []}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
+    """Pydantic errors without their ``input`` (it may be huge or sensitive)."""
+    return [
+        {"loc": [str(p) for p in e.get("loc", ())], "type": e.get("type"), "msg": e.get("msg")}
+        for e in errors[:50]
+    ]
+
+
+def validation_error(errors: list[Any]) -> ApiError:
+    details = validation_details(errors)
+    types = [d["type"] for d in details]
+    # The most specific code wins: an unknown field or an out-of-range decimal
+    # is what a producer needs to fix first.
+    for preferred in ("extra_forbidden", "decimal_out_of_range", "decimal_must_be_string"):
+        if preferred in types:
+            code = preferred
+            break
+    else:
+        code = types[0] if types else "validation_error"
+    message = details[0]["msg"] if details else "request is invalid"
+    return ApiError(422, code, message, details)
+
+
+_BROKER_DOWN = (
+    dramatiq.errors.ConnectionError,
+    pika.exceptions.AMQPConnectionError,
+    pika.exceptions.AMQPChannelError,
+)
+_DATABASE_DOWN = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
+
+
+def install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        err = validation_error(list(exc.errors()))
+        return error_response(err.status, err.code, err.message, err.details)
+
+    @app.exception_handler(ValidationError)
+    async def _validation(_: Request, exc: ValidationError) -> JSONResponse:
+        err = validation_error(list(exc.errors()))
+        return error_response(err.status, err.code, err.message, err.details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    async def _broker_down(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("broker unavailable: %s", type(exc).__name__)
+        return error_response(503, "broker_unavailable", "the message broker is unreachable")
+
+    async def _database_down(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", type(exc).__name__)
+        return error_response(503, "database_unavailable", "the database is unreachable")
+
+    for cls in _BROKER_DOWN:
+        app.add_exception_handler(cls, _broker_down)
+    for cls in _DATABASE_DOWN:
+        app.add_exception_handler(cls, _database_down)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return error_response(500, "internal_error", "internal error")

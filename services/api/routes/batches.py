@@ -1,0 +1,98 @@
+"""``POST /v1/batches``: the front door (SPEC §3.2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from services.api.auth import Ctx, authenticate_producer
+from services.api.errors import ApiError, ErrorBody
+from services.api.schemas import Accepted
+from services.api.submission import response_body, submit
+from shared.kinds import BATCH
+
+router = APIRouter(tags=["batches"])
+
+# The body is read raw (its exact bytes are signed) and validated by the kinds'
+# own models; its schema is published under components (see app.openapi).
+_BATCH_SCHEMA = BATCH.json_schema(ref_template="#/components/schemas/{model}")
+COMPONENT_SCHEMAS: dict[str, Any] = _BATCH_SCHEMA.pop("$defs", {})
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body (the signature covers its exact bytes), refused past ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
+    parts = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _idempotency_key(request: Request) -> str | None:
+    value = request.headers.get("idempotency-key")
+    if value is None:
+        return None
+    if not 1 <= len(value) <= 255 or not value.isprintable():
+        raise ApiError(
+            422, "idempotency_key_invalid", "Idempotency-Key must be 1-255 printable characters"
+        )
+    return value
+
+
+_errors: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        401: "signature missing, invalid, stale or of an unknown key",
+        403: "a document names a partition the key may not submit for",
+        409: "Idempotency-Key reused with a different body",
+        413: "body above the configured limit",
+        415: "unsupported content type",
+        422: "invalid batch",
+        503: "broker or database unavailable: nothing was accepted",
+    }.items()
+}
+_errors[200] = {"model": Accepted, "description": "the same submission, seen before"}
+
+
+@router.post(
+    "/v1/batches",
+    operation_id="submitBatch",
+    status_code=202,
+    response_model=Accepted,
+    responses=_errors,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": _BATCH_SCHEMA},
+                "application/x-ndjson": {
+                    "schema": {
+                        "type": "string",
+                        "description": 'first line {"kind": ...}, then one document per line',
+                    }
+                },
+            },
+        }
+    },
+)
+async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
+    body = await read_body(request, ctx.settings.max_body_bytes)
+    key = authenticate_producer(ctx, request, body)
+    result = await run_in_threadpool(
+        submit,
+        ctx,
+        key,
+        body,
+        request.headers.get("content-type", ""),
+        _idempotency_key(request),
+    )
+    return JSONResponse(response_body(result), status_code=202 if result.created else 200)

@@ -1,0 +1,138 @@
+"""Job status for dashboards (viewer token) and producers (signed GET, own jobs)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+
+from services.api.auth import Ctx, Principal, Reader
+from services.api.context import ApiContext
+from services.api.errors import ApiError
+from services.api.schemas import Job, JobPage, LineOutcome, LinePage
+from services.api.timefmt import iso, parse_iso
+from shared.db import jobs as jobs_db
+from shared.db.outcomes import list_lines
+from shared.money import to_wire
+
+router = APIRouter(tags=["jobs"])
+ERRORS = {401: {"description": "unauthenticated"}, 404: {"description": "no such job"}}
+
+
+def _job(status: jobs_db.JobStatus) -> Job:
+    finished = sum(status.outcomes.values())
+    return Job.model_validate(
+        {
+            "job_id": status.job_id,
+            "kind": status.kind,
+            "state": status.state,
+            "created_at": iso(status.created_at),
+            "finished_at": iso(status.finished_at),
+            "documents": status.documents,
+            "lines": status.lines,
+            "chunks": {"total": status.chunks_total, "done": status.chunks_done},
+            "outcomes": status.outcomes,
+            "amounts": {k: to_wire(v) for k, v in status.amounts.items()},
+            "progress": round(finished / status.lines, 4) if status.lines else 1,
+        }
+    )
+
+
+def _visible_job(ctx: ApiContext, who: Principal, job_id: str) -> jobs_db.JobStatus:
+    status = jobs_db.job_status(ctx.engine, job_id)
+    # A producer sees only its own jobs; another's is indistinguishable from none.
+    if status is None or (who.role == "producer" and status.key_id != who.key_id):
+        raise ApiError(404, "job_not_found", "no such job")
+    return status
+
+
+@router.get("/v1/jobs/{job_id}", operation_id="getJob", responses=ERRORS)
+async def get_job(job_id: str, ctx: Ctx, who: Reader) -> Job:
+    return _job(await run_in_threadpool(_visible_job, ctx, who, job_id))
+
+
+def _encode_cursor(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except ValueError:
+        raise ApiError(422, "invalid_cursor", "cursor is not valid") from None
+
+
+@router.get("/v1/jobs", operation_id="listJobs", responses=ERRORS)
+async def list_jobs(
+    ctx: Ctx,
+    who: Reader,
+    state: Literal["accepted", "processing", "completed"] | None = None,
+    partition_key: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> JobPage:
+    before = None
+    if cursor is not None:
+        created, _, job_id = _decode_cursor(cursor).partition("|")
+        try:
+            before = (parse_iso(created), job_id)
+        except ValueError:
+            raise ApiError(422, "invalid_cursor", "cursor is not valid") from None
+
+    def load() -> JobPage:
+        rows = jobs_db.list_jobs(
+            ctx.engine,
+            state=state,
+            partition_key=partition_key,
+            key_id=who.key_id,
+            limit=limit,
+            before=before,
+        )
+        items = [s for s in (jobs_db.job_status(ctx.engine, job_id) for job_id, _ in rows) if s]
+        next_cursor = None
+        if len(rows) == limit:
+            last_id, last_created = rows[-1]
+            next_cursor = _encode_cursor(f"{iso(last_created)}|{last_id}")
+        return JobPage(items=[_job(s) for s in items], next_cursor=next_cursor)
+
+    return await run_in_threadpool(load)
+
+
+@router.get("/v1/jobs/{job_id}/lines", operation_id="listJobLines", responses=ERRORS)
+async def job_lines(
+    job_id: str,
+    ctx: Ctx,
+    who: Reader,
+    outcome: Literal["posted", "disputed", "duplicate", "dead_lettered"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> LinePage:
+    after = None
+    if cursor is not None:
+        if not cursor.isdigit():
+            raise ApiError(422, "invalid_cursor", "cursor is not valid")
+        after = int(cursor)
+
+    def load() -> LinePage:
+        _visible_job(ctx, who, job_id)
+        rows = list_lines(ctx.engine, job_id, outcome=outcome, after_id=after, limit=limit)
+        items = [
+            LineOutcome(
+                document_id=r.document_id,
+                line_ref=r.line_ref,
+                outcome=r.outcome,
+                reason=r.reason,
+                amount=to_wire(r.amount),
+                claimed_amount=to_wire(r.claimed_amount),
+                delta=to_wire(r.delta),
+                reconciliation_key=r.reconciliation_key,
+                contract_version=r.contract_version,
+            )
+            for r in rows
+        ]
+        next_cursor = str(rows[-1].id) if len(rows) == limit else None
+        return LinePage(items=items, next_cursor=next_cursor)
+
+    return await run_in_threadpool(load)

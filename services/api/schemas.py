@@ -1,0 +1,93 @@
+"""Response shapes of the HTTP API (amounts are strings, SPEC §3.3, §9)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+
+class Accepted(BaseModel):
+    job_id: str
+    status_url: str
+    documents: int
+    lines: int
+    chunks: int
+
+
+class ChunkProgress(BaseModel):
+    total: int
+    done: int
+
+
+class Outcomes(BaseModel):
+    posted: int
+    disputed: int
+    duplicate: int
+    dead_lettered: int
+
+
+class Amounts(BaseModel):
+    posted: str
+    disputed: str
+
+
+class Job(BaseModel):
+    job_id: str
+    kind: str
+    state: Literal["accepted", "processing", "completed"]
+    created_at: str
+    finished_at: str | None
+    documents: int
+    lines: int
+    chunks: ChunkProgress
+    outcomes: Outcomes
+    amounts: Amounts
+    progress: float
+
+
+class JobPage(BaseModel):
+    items: list[Job]
+    next_cursor: str | None
+
+
+class LineOutcome(BaseModel):
+    document_id: str
+    line_ref: str
+    outcome: Literal["posted", "disputed", "duplicate", "dead_lettered"]
+    reason: str | None
+    amount: str | None
+    claimed_amount: str | None
+    delta: str | None
+    reconciliation_key: str | None
+    contract_version: int
+
+
+class LinePage(BaseModel):
+    items: list[LineOutcome]
+    next_cursor: str | None
+
+
+class Contract(BaseModel):
+    kind: str
+    partition_key: str
+    version: int
+    body: dict[str, Any]
+    created_at: str
+
+
+class ContractVersion(BaseModel):
+    version: int
+    body_sha256: str
+    created_at: str
+
+
+class ContractList(BaseModel):
+    kind: str
+    partition_key: str
+    items: list[ContractVersion]
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, str] = {}

@@ -1,0 +1,343 @@
+"""``settleq``: run the services, migrate, submit and watch batches (SPEC §6)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.table import Table
+
+from shared.settings import Settings
+
+app = typer.Typer(help="settleq: exactly-once settlement pipeline", no_args_is_help=True)
+console = Console()
+
+UrlOpt = Annotated[str, typer.Option(envvar="SETTLEQ_URL", help="API base URL")]
+KeyOpt = Annotated[str | None, typer.Option(envvar="SETTLEQ_CLIENT_KEY_ID")]
+SecretOpt = Annotated[str | None, typer.Option(envvar="SETTLEQ_CLIENT_SECRET")]
+TokenOpt = Annotated[str | None, typer.Option(envvar="SETTLEQ_CLIENT_TOKEN")]
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("pika").setLevel(logging.WARNING)
+
+
+@app.command()
+def migrate() -> None:
+    """Apply the database migrations and create the internal signing key."""
+    from shared.db.engine import make_engine
+    from shared.db.migrate import ensure_internal_key, upgrade
+
+    settings = Settings()
+    upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    ensure_internal_key(engine)
+    engine.dispose()
+    console.print("[green]migrated[/green]")
+
+
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option()] = None,
+    port: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Serve the HTTP API."""
+    import uvicorn
+
+    from services.api.app import create_app
+
+    _logging()
+    settings = Settings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        log_level="warning",
+    )
+
+
+@app.command()
+def worker(
+    queues: Annotated[
+        str, typer.Option(help="fast_path, compute_heavy or both, comma-separated")
+    ] = "fast_path,compute_heavy",
+    threads: Annotated[int | None, typer.Option()] = None,
+    processes: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Run Dramatiq workers for the given queue families."""
+    settings = Settings()
+    count = processes or settings.worker_processes
+    if count > 1:
+        children = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "services.cli",
+                    "worker",
+                    "--queues",
+                    queues,
+                    "--threads",
+                    str(threads or settings.worker_threads),
+                    "--processes",
+                    "1",
+                ]
+            )
+            for _ in range(count)
+        ]
+        _supervise(children)
+        return
+    from services.worker.runner import run_worker
+
+    _logging()
+    tiers = [q.strip() for q in queues.split(",") if q.strip()]
+    run_worker(settings, tiers, threads or settings.worker_threads)
+
+
+def _supervise(children: list[subprocess.Popen[bytes]]) -> None:
+    """Wait for children; on SIGTERM/SIGINT pass it on and wait for them to stop."""
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while any(child.poll() is None for child in children):
+        if not stopping and any(child.poll() is not None for child in children):
+            stop()  # one part died: take the stack down rather than run half of it
+        time.sleep(0.2)
+
+
+def _stack_commands(port: int) -> list[list[str]]:
+    me = [sys.executable, "-m", "services.cli"]
+    return [
+        [*me, "api", "--port", str(port)],
+        [*me, "worker", "--queues", "fast_path"],
+        [*me, "worker", "--queues", "compute_heavy"],
+    ]
+
+
+@app.command()
+def up(port: Annotated[int, typer.Option()] = 8000) -> None:
+    """Run the API and both worker tiers on this machine."""
+    children = [subprocess.Popen(cmd) for cmd in _stack_commands(port)]
+    _supervise(children)
+
+
+def _client(url: str, key_id: str | None, secret: str | None, token: str | None) -> Any:
+    from services.client import Client
+
+    return Client(url, key_id=key_id, secret=secret, token=token)
+
+
+def _print_job(job: dict[str, Any]) -> None:
+    table = Table(title=f"job {job['job_id']} ({job['kind']}): {job['state']}")
+    for column in (
+        "lines",
+        "posted",
+        "disputed",
+        "duplicate",
+        "dead_lettered",
+        "amount posted",
+        "amount disputed",
+    ):
+        table.add_column(column, justify="right")
+    o = job["outcomes"]
+    table.add_row(
+        str(job["lines"]),
+        str(o["posted"]),
+        str(o["disputed"]),
+        str(o["duplicate"]),
+        str(o["dead_lettered"]),
+        job["amounts"]["posted"],
+        job["amounts"]["disputed"],
+    )
+    console.print(table)
+
+
+def _wait_with_progress(client: Any, job_id: str, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    with Progress(
+        TextColumn("[bold]settling"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[detail]}"),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("job", total=1.0, detail="")
+        while True:
+            job: dict[str, Any] = client.job(job_id)
+            done = job["chunks"]["done"]
+            progress.update(
+                task, completed=job["progress"], detail=f"chunks {done}/{job['chunks']['total']}"
+            )
+            if job["state"] == "completed" or time.monotonic() > deadline:
+                return job
+            time.sleep(0.25)
+
+
+@app.command()
+def submit(
+    file: Path,
+    wait: Annotated[bool, typer.Option("--wait")] = False,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+    idempotency_key: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Sign and submit a batch file (JSON, or NDJSON when named *.ndjson)."""
+    body = file.read_bytes()
+    ctype = "application/x-ndjson" if file.suffix == ".ndjson" else "application/json"
+    client = _client(url, key_id, secret, None)
+    response = client.submit(body, ctype, idempotency_key)
+    if response.status_code not in (200, 202):
+        console.print(f"[red]{response.status_code}[/red] {response.text}")
+        raise typer.Exit(1)
+    accepted = response.json()
+    console.print(f"accepted job {accepted['job_id']}: {accepted['lines']} lines")
+    if wait:
+        _print_job(_wait_with_progress(client, accepted["job_id"], timeout=3600))
+
+
+@app.command()
+def status(
+    job_id: str,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Show a job's state and outcome counts."""
+    _print_job(_client(url, key_id, secret, token).job(job_id))
+
+
+@app.command()
+def gen(
+    kind: Annotated[str, typer.Option()] = "promo_accrual",
+    lines: Annotated[int, typer.Option()] = 100,
+    vendors: Annotated[int, typer.Option()] = 5,
+    seed: Annotated[int, typer.Option()] = 7,
+) -> None:
+    """Print a synthetic batch (deterministic for a seed)."""
+    from shared.synthetic import promo_batch
+
+    if kind != "promo_accrual":
+        raise typer.BadParameter(f"no generator for kind {kind!r} yet")
+    sys.stdout.write(json.dumps(promo_batch(lines, vendors=vendors, seed=seed)) + "\n")
+
+
+def _demo_credentials() -> dict[str, str]:
+    from shared.signing import token_digest
+
+    secret = secrets.token_hex(16)
+    token = secrets.token_hex(16)
+    return {
+        "SETTLEQ_PRODUCER_KEYS": json.dumps(
+            [{"key_id": "demo", "secrets": [secret], "partitions": ["*"]}]
+        ),
+        "SETTLEQ_OPERATOR_TOKENS": token_digest(token),
+        "SETTLEQ_CLIENT_KEY_ID": "demo",
+        "SETTLEQ_CLIENT_SECRET": secret,
+        "SETTLEQ_CLIENT_TOKEN": token,
+    }
+
+
+def _wait_ready(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"the stack at {url} did not become ready")
+
+
+def run_demo(url: str, key_id: str, secret: str, token: str, lines: int) -> dict[str, Any]:
+    from shared.synthetic import promo_batch, promo_contract
+
+    client = _client(url, key_id, secret, token)
+    batch = promo_batch(lines, vendors=5, seed=int(time.time()))
+    for vendor in sorted({d["partition_key"] for d in batch["documents"]}):
+        response = client.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/1", promo_contract())
+        if response.status_code not in (200, 201):
+            raise RuntimeError(f"contract PUT failed: {response.status_code} {response.text}")
+    response = client.submit(json.dumps(batch).encode())
+    if response.status_code not in (200, 202):
+        raise RuntimeError(f"submit failed: {response.status_code} {response.text}")
+    job_id = response.json()["job_id"]
+    console.print(f"submitted job {job_id}: {lines} promo_accrual lines over 5 vendors")
+    job = _wait_with_progress(client, job_id, timeout=300)
+    _print_job(job)
+    return job
+
+
+@app.command()
+def demo(
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+    token: TokenOpt = None,
+    lines: Annotated[int, typer.Option()] = 500,
+    start_stack: Annotated[bool, typer.Option("--start-stack")] = False,
+) -> None:
+    """Publish contracts and run one batch through the stack; print its outcome.
+
+    With --start-stack: migrate, start the stack with fresh demo credentials,
+    run the demo, and stop the stack again.
+    """
+    if not start_stack:
+        if not (key_id and secret and token):
+            raise typer.BadParameter("needs --key-id, --secret and --token (or --start-stack)")
+        run_demo(url, key_id, secret, token, lines)
+        return
+    creds = _demo_credentials()
+    env = {**os.environ, **creds}
+    port = int(url.rsplit(":", 1)[-1]) if url.count(":") == 2 else 8000
+    subprocess.run([sys.executable, "-m", "services.cli", "migrate"], env=env, check=True)
+    stack = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up", "--port", str(port)], env=env
+    )
+    try:
+        _wait_ready(url)
+        job = run_demo(
+            url,
+            creds["SETTLEQ_CLIENT_KEY_ID"],
+            creds["SETTLEQ_CLIENT_SECRET"],
+            creds["SETTLEQ_CLIENT_TOKEN"],
+            lines,
+        )
+    finally:
+        stack.send_signal(signal.SIGTERM)
+        stack.wait(timeout=60)
+    if job["state"] != "completed":
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""A small HTTP client for settleq: signs producer requests (SPEC §3.1).
+
+Used by the command line (``settleq submit``, ``demo``, ``status``) and tests.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from shared.signing import sign_request
+
+
+@dataclass
+class Client:
+    base_url: str
+    key_id: str | None = None
+    secret: str | None = None
+    token: str | None = None
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        self.http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def signed(
+        self,
+        method: str,
+        path: str,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        timestamp: int | None = None,
+    ) -> httpx.Response:
+        if self.key_id is None or self.secret is None:
+            raise RuntimeError("a producer key id and secret are needed for signed requests")
+        t = int(time.time()) if timestamp is None else timestamp
+        all_headers = {
+            "X-Key-Id": self.key_id,
+            "X-Signature": sign_request(self.secret, t, method, path, body),
+            **(headers or {}),
+        }
+        return self.http.request(method, path, content=body, headers=all_headers)
+
+    def bearer(self, method: str, path: str, json: Any = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return self.http.request(method, path, json=json, headers=headers)
+
+    def submit(
+        self,
+        body: bytes,
+        content_type: str = "application/json",
+        idempotency_key: str | None = None,
+    ) -> httpx.Response:
+        headers = {"Content-Type": content_type}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        return self.signed("POST", "/v1/batches", body, headers)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        path = f"/v1/jobs/{job_id}"
+        response = self.bearer("GET", path) if self.token else self.signed("GET", path)
+        response.raise_for_status()
+        result: dict[str, Any] = response.json()
+        return result
+
+    def wait(self, job_id: str, timeout: float = 300, poll: float = 0.2) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if job["state"] == "completed" or time.monotonic() > deadline:
+                return job
+            time.sleep(poll)

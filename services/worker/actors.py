@@ -1,0 +1,113 @@
+"""Dramatiq broker setup and the two actors.
+
+Actors are registered on an explicit broker in a factory, never at import:
+``@dramatiq.actor`` would otherwise bind to whatever global broker exists
+when the module is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.middleware import (
+    AgeLimit,
+    CurrentMessage,
+    Retries,
+    ShutdownNotifications,
+    TimeLimit,
+)
+
+from services.worker.context import WorkerContext
+from services.worker.failures import is_transient, reason_of
+from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
+from shared.broker import make_broker
+from shared.errors import TransientError
+from shared.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
+from shared.settings import Settings
+
+log = logging.getLogger("settleq.worker")
+
+Stage = Callable[[WorkerContext, Any, int], object]
+
+
+def build_broker(settings: Settings) -> RabbitmqBroker:
+    """Broker with confirms and the middleware that owns retries and time limits."""
+    return make_broker(
+        settings,
+        [
+            AgeLimit(),
+            TimeLimit(time_limit=settings.task_timeout_s * 1000),
+            ShutdownNotifications(),
+            CurrentMessage(),
+            # The actor decides when attempts are exhausted (it records the dead
+            # letter first), so every transient failure that reaches here retries.
+            Retries(
+                max_retries=None,
+                min_backoff=settings.backoff_base_ms,
+                max_backoff=settings.backoff_max_ms,
+                retry_when=lambda _retries, exc: is_transient(exc),
+            ),
+        ],
+    )
+
+
+def current_attempt() -> int:
+    message = CurrentMessage.get_current_message()
+    retries = message.options.get("retries", 0) if message is not None else 0
+    return int(retries) + 1
+
+
+def run_stage(ctx: WorkerContext, stage: Stage, raw: Any) -> None:
+    """Run a stage; map its failure onto retry or dead letter. Never loses a chunk."""
+    attempt = current_attempt()
+    try:
+        stage(ctx, raw, attempt)
+    except Exception as exc:
+        if is_transient(exc):
+            if attempt < ctx.settings.max_attempts:
+                log.info("attempt %d failed transiently (%s); retrying", attempt, reason_of(exc))
+                raise TransientError(reason_of(exc), str(exc)) from exc
+            reason, error_class = "retries_exhausted", "TransientError"
+        else:
+            # A bug, not bad data: keep the work as a dead letter an operator can requeue.
+            log.exception("stage %s failed unexpectedly", stage.__name__)
+            reason, error_class = "internal_error", type(exc).__name__
+        try:
+            dead_letter_chunk(
+                ctx,
+                raw,
+                reason=reason,
+                error_class=error_class,
+                message=str(exc)[:2000],
+                attempts=attempt,
+            )
+        except Exception as record_exc:
+            # Recording failed too (database down?): retry the message rather than drop it.
+            raise TransientError("dead_letter_unrecorded", str(record_exc)) from exc
+
+
+def register_actors(broker: RabbitmqBroker, ctx: WorkerContext) -> None:
+    settings = ctx.settings
+
+    def validate(message: dict[str, Any]) -> None:
+        run_stage(ctx, validate_chunk, message)
+
+    def settle(message: dict[str, Any]) -> None:
+        run_stage(ctx, settle_chunk, message)
+
+    dramatiq.actor(
+        validate,
+        actor_name=VALIDATE_ACTOR,
+        queue_name=settings.queue_name(FAST_PATH),
+        broker=broker,
+    )
+    dramatiq.actor(
+        settle,
+        actor_name=SETTLE_ACTOR,
+        queue_name=settings.queue_name(COMPUTE_HEAVY),
+        broker=broker,
+    )

@@ -1,0 +1,67 @@
+"""Everything a worker stage needs, made once per process (never at import)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from sqlalchemy import Engine
+
+from shared.db.contracts import load_bodies
+from shared.db.engine import make_engine
+from shared.db.migrate import load_internal_key
+from shared.dedup import ClaimStore
+from shared.kinds.base import Kind
+from shared.settings import Settings
+
+
+@dataclass
+class ContractCache:
+    """Published contract versions are immutable, so a parsed one is kept forever."""
+
+    engine: Engine
+    _known: dict[tuple[str, str, int], Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def load(
+        self, kind: Kind[Any, Any], wanted: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], Any]:
+        wanted = set(wanted)
+        missing = [w for w in wanted if (kind.name, *w) not in self._known]
+        if missing:
+            with self.engine.connect() as conn:
+                bodies = load_bodies(conn, kind.name, missing)
+            parsed = {k: kind.contract_model.model_validate(b) for k, b in bodies.items()}
+            with self._lock:
+                for (partition, version), contract in parsed.items():
+                    self._known[(kind.name, partition, version)] = contract
+        return {w: self._known[(kind.name, *w)] for w in wanted if (kind.name, *w) in self._known}
+
+
+@dataclass
+class WorkerContext:
+    settings: Settings
+    engine: Engine
+    claims: ClaimStore
+    internal_key: bytes
+    broker: RabbitmqBroker
+    contracts: ContractCache
+
+
+def make_context(settings: Settings, broker: RabbitmqBroker) -> WorkerContext:
+    engine = make_engine(settings.database_url, pool_size=settings.worker_threads + 1)
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    return WorkerContext(
+        settings=settings,
+        engine=engine,
+        claims=ClaimStore(
+            client, settings.queue_prefix, settings.claim_lease_ms, settings.done_ttl_s
+        ),
+        internal_key=load_internal_key(engine, settings.internal_signing_key),
+        broker=broker,
+        contracts=ContractCache(engine),
+    )

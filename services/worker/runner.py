@@ -1,0 +1,44 @@
+"""``settleq worker``: one Dramatiq worker process consuming chosen tiers."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Sequence
+
+import dramatiq
+
+from services.worker.actors import build_broker, register_actors
+from services.worker.context import make_context
+from shared.messages import COMPUTE_HEAVY, FAST_PATH
+from shared.settings import Settings
+
+log = logging.getLogger("settleq.worker")
+
+TIERS = (FAST_PATH, COMPUTE_HEAVY)
+
+
+def run_worker(settings: Settings, tiers: Sequence[str], threads: int) -> None:
+    unknown = set(tiers) - set(TIERS)
+    if unknown:
+        raise ValueError(f"unknown queue families: {sorted(unknown)}; use {TIERS}")
+    broker = build_broker(settings)
+    dramatiq.set_broker(broker)
+    ctx = make_context(settings, broker)
+    register_actors(broker, ctx)
+    queues = {settings.queue_name(tier) for tier in tiers}
+    for queue in queues:
+        broker.declare_queue(queue)
+    worker = dramatiq.Worker(broker, queues=queues, worker_threads=threads)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    worker.start()
+    log.info("worker consuming %s with %d threads", sorted(queues), threads)
+    stop.wait()
+    log.info("stopping: finishing in-flight messages")
+    # Unacked messages of a stopped worker go back to RabbitMQ for redelivery.
+    worker.stop(timeout=settings.task_timeout_s * 1000)
+    broker.close()
+    ctx.engine.dispose()

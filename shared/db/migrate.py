@@ -1,0 +1,48 @@
+"""Apply the Alembic migrations and make sure the internal signing key exists."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, select
+
+from shared.db import tables
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+INTERNAL_KEY = "internal_signing_key"
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str) -> None:
+    command.upgrade(alembic_config(url), "head")
+
+
+def ensure_internal_key(engine: Engine) -> None:
+    """Generate the chunk-signing key once, at migrate time (SPEC §7)."""
+    with engine.begin() as conn:
+        found = conn.execute(
+            select(tables.meta.c.value).where(tables.meta.c.key == INTERNAL_KEY)
+        ).first()
+        if found is None:
+            conn.execute(tables.meta.insert().values(key=INTERNAL_KEY, value=secrets.token_hex(32)))
+
+
+def load_internal_key(engine: Engine, configured: str | None) -> bytes:
+    if configured:
+        return configured.encode()
+    with engine.connect() as conn:
+        value = conn.execute(
+            select(tables.meta.c.value).where(tables.meta.c.key == INTERNAL_KEY)
+        ).scalar_one_or_none()
+    if value is None:
+        raise RuntimeError("no internal signing key: run `settleq migrate` first")
+    return str(value).encode()

@@ -1,0 +1,176 @@
+"""The database schema (SQLAlchemy Core). ``ledger_entries`` is SPEC §8's
+stable table: finance queries it directly; rows are never updated or deleted.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from shared.db.types import BigId, money_column_type
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+KEY = String(64)  # lower-case hex SHA-256
+ID = String(128)
+TS = DateTime(timezone=True)
+
+meta = Table(
+    "settleq_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+contracts = Table(
+    "contracts",
+    metadata,
+    Column("kind", String(32), primary_key=True),
+    Column("partition_key", ID, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("body_sha256", KEY, nullable=False),
+    Column("created_at", TS, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("key_id", ID, nullable=False),
+    Column("idempotency_key", String(255), nullable=False),
+    Column("body_sha256", KEY, nullable=False),
+    Column("kind", String(32), nullable=False),
+    # "receiving" until every chunk is confirmed by the broker, then "accepted";
+    # processing/completed are derived from chunk_results when read.
+    Column("state", String(16), nullable=False),
+    Column("documents", Integer, nullable=False),
+    Column("lines", Integer, nullable=False),
+    Column("chunks_total", Integer, nullable=False),
+    Column("created_at", TS, nullable=False),
+    UniqueConstraint("key_id", "idempotency_key"),
+    Index(None, "created_at"),
+)
+
+job_partitions = Table(
+    "job_partitions",
+    metadata,
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("partition_key", ID, primary_key=True),
+    Index(None, "partition_key"),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("documents", Integer, nullable=False),
+    Column("lines", Integer, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("payload_sha256", KEY, nullable=False),
+    Column("created_at", TS, nullable=False),
+    Index(None, "job_id"),
+)
+
+# One row per processed chunk: the chunk's processed marker and its counter
+# increments at once. Summed when a job is read, so no chunk waits on a hot
+# job row.
+chunk_results = Table(
+    "chunk_results",
+    metadata,
+    Column("chunk_id", String(32), primary_key=True),
+    Column("job_id", ForeignKey("jobs.id"), nullable=False),
+    Column("posted", Integer, nullable=False),
+    Column("disputed", Integer, nullable=False),
+    Column("duplicate", Integer, nullable=False),
+    Column("dead_lettered", Integer, nullable=False),
+    Column("amount_posted", money_column_type(), nullable=False),
+    Column("amount_disputed", money_column_type(), nullable=False),
+    Column("created_at", TS, nullable=False),
+    Index(None, "job_id"),
+)
+
+ledger_entries = Table(
+    "ledger_entries",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("reconciliation_key", KEY, nullable=False),
+    Column("contract_version", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("partition_key", ID, nullable=False),
+    Column("document_id", ID, nullable=False),
+    Column("line_ref", ID, nullable=False),
+    Column("job_id", String(32), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("amount", money_column_type(), nullable=False),
+    Column("claimed_amount", money_column_type(), nullable=True),
+    Column("delta", money_column_type(), nullable=False),
+    Column("supersedes_id", BigId, ForeignKey("ledger_entries.id"), nullable=True),
+    Column("correlation_id", ID, nullable=True),
+    Column("created_at", TS, nullable=False),
+    UniqueConstraint("reconciliation_key", "contract_version"),
+    Index(None, "job_id"),
+)
+
+line_outcomes = Table(
+    "line_outcomes",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("job_id", String(32), nullable=False),
+    Column("chunk_id", String(32), nullable=False),
+    Column("document_id", ID, nullable=False),
+    Column("line_ref", ID, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", String(64), nullable=True),
+    Column("amount", money_column_type(), nullable=True),
+    Column("claimed_amount", money_column_type(), nullable=True),
+    Column("delta", money_column_type(), nullable=True),
+    Column("reconciliation_key", KEY, nullable=True),
+    Column("contract_version", Integer, nullable=False),
+    Index(None, "job_id", "outcome", "id"),
+)
+
+dead_letters = Table(
+    "dead_letters",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("job_id", String(32), nullable=False),
+    Column("chunk_id", String(32), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("partition_key", ID, nullable=False),
+    Column("document_id", ID, nullable=True),
+    Column("line_ref", ID, nullable=True),  # null for a document-level dead letter
+    Column("reason", String(64), nullable=False),
+    Column("error_class", String(32), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("lines", Integer, nullable=False),
+    Column("contract_version", Integer, nullable=True),
+    Column("payload", Text, nullable=False),
+    Column("first_failed_at", TS, nullable=False),
+    Column("last_failed_at", TS, nullable=False),
+    Index(None, "job_id"),
+    Index(None, "status", "reason"),
+)

@@ -1,0 +1,24 @@
+"""Reconciliation keys: SHA-256 over immutable business fields (SPEC §5).
+
+Fields are joined by ``|``; a missing optional field joins as an empty string.
+Keys are lower-case hex.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+
+def sha256_hex(*fields: object) -> str:
+    joined = "|".join("" if f is None else str(f) for f in fields)
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+
+
+def promo_line_item_hash(
+    line_no: int, sku: str, store_id: str | None, transaction_date: str | None
+) -> str:
+    return sha256_hex(line_no, sku, store_id, transaction_date)
+
+
+def promo_key(document_id: str, line_item_hash: str, promo_tier: str, period: str) -> str:
+    return sha256_hex(document_id, line_item_hash, promo_tier, period)

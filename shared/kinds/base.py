@@ -1,0 +1,72 @@
+"""The settlement-kind interface: what the pipeline needs to know of a kind.
+
+A kind validates its documents (a Pydantic model), expands a document into
+lines with reconciliation keys, validates its contract body, and settles one
+line against its pinned contract. Everything here is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Identifier = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+
+Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
+
+
+class WireModel(BaseModel):
+    """Every wire shape refuses unknown fields and coerces nothing."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Document(WireModel):
+    document_id: Identifier
+    partition_key: Identifier
+    contract_version: int = Field(ge=1, le=2**31 - 1)
+    correlation_id: Identifier | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One settleable unit of a document (a promo line, a freight leg...)."""
+
+    document_id: str
+    line_ref: str
+    reconciliation_key: str
+    claimed_amount: Decimal | None
+    raw: Any  # the kind's own line model, handed back to ``settle``
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    outcome: Literal["posted", "disputed"]
+    amount: Decimal
+    claimed_amount: Decimal | None
+    note: str | None = None
+
+
+D = TypeVar("D", bound=Document)
+C = TypeVar("C", bound=WireModel)
+
+
+class Kind(Generic[D, C]):
+    name: ClassVar[str]
+    document_model: type[D]
+    contract_model: type[C]
+
+    def lines(self, document: D) -> list[Line]:
+        raise NotImplementedError
+
+    def settle(self, document: D, line: Line, contract: C) -> Settlement:
+        """Settle one line; raise ``BusinessError`` with a SPEC §9 reason."""
+        raise NotImplementedError
+
+    def line_count(self, document: D) -> int:
+        return len(self.lines(document))

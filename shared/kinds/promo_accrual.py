@@ -1,0 +1,87 @@
+"""``promo_accrual``: retailer promotion claims against a vendor's tier rates.
+
+model = qualifying_units * tier_rate, rounded once to 0.01 half up;
+posted when abs(claimed - model) <= tolerance, else disputed (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from shared.errors import BusinessError
+from shared.keys import promo_key, promo_line_item_hash
+from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.money import CENT, Money, Quantity, quantize
+
+
+class PromoLine(WireModel):
+    line_no: int = Field(ge=1, le=2**31 - 1)
+    sku: Identifier
+    promo_tier: Identifier
+    qualifying_units: Quantity
+    claimed_amount: Money
+    store_id: Identifier | None = None
+    transaction_date: dt.date | None = Field(default=None, strict=False)
+
+
+class PromoDocument(Document):
+    period: Identifier
+    lines: list[PromoLine] = Field(min_length=1, max_length=1_000_000)
+
+
+class PromoBatch(WireModel):
+    kind: Literal["promo_accrual"]
+    documents: list[PromoDocument] = Field(min_length=1)
+
+
+class PromoContract(WireModel):
+    tier_rates: dict[Identifier, Quantity] = Field(min_length=1)
+    tolerance: Money = Field()
+
+
+class PromoAccrual(Kind[PromoDocument, PromoContract]):
+    name: ClassVar[str] = "promo_accrual"
+    document_model = PromoDocument
+    contract_model = PromoContract
+    batch_model = PromoBatch
+
+    def lines(self, document: PromoDocument) -> list[Line]:
+        out = []
+        for line in document.lines:
+            tx_date = line.transaction_date.isoformat() if line.transaction_date else None
+            item_hash = promo_line_item_hash(line.line_no, line.sku, line.store_id, tx_date)
+            out.append(
+                Line(
+                    document_id=document.document_id,
+                    line_ref=str(line.line_no),
+                    reconciliation_key=promo_key(
+                        document.document_id, item_hash, line.promo_tier, document.period
+                    ),
+                    claimed_amount=line.claimed_amount,
+                    raw=line,
+                )
+            )
+        return out
+
+    def line_count(self, document: PromoDocument) -> int:
+        return len(document.lines)
+
+    def settle(self, document: PromoDocument, line: Line, contract: PromoContract) -> Settlement:
+        promo: PromoLine = line.raw
+        if promo.qualifying_units < 0:
+            raise BusinessError("negative_quantity", f"line {promo.line_no}: negative units")
+        rate = contract.tier_rates.get(promo.promo_tier)
+        if rate is None:
+            raise BusinessError(
+                "unknown_promo_tier", f"line {promo.line_no}: tier {promo.promo_tier!r}"
+            )
+        model = quantize(promo.qualifying_units * rate, CENT)
+        within = abs(promo.claimed_amount - model) <= contract.tolerance
+        return Settlement(
+            outcome="posted" if within else "disputed",
+            amount=model,
+            claimed_amount=promo.claimed_amount,
+        )

@@ -1,0 +1,100 @@
+"""One validated settings object: environment ``SETTLEQ_*``, optional YAML.
+
+``SETTLEQ_CONFIG`` names a YAML file holding the same settings; environment
+variables win over it. Nothing else in settleq reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+MiB = 1024 * 1024
+
+
+class ProducerKey(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key_id: str = Field(min_length=1)
+    secrets: list[str] = Field(min_length=1, max_length=2)
+    partitions: list[str] = Field(default_factory=list)
+
+    def may_submit_for(self, partition_key: str) -> bool:
+        return "*" in self.partitions or partition_key in self.partitions
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SETTLEQ_", extra="ignore")
+
+    database_url: str = "sqlite:///./settleq.db"
+    broker_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    queue_prefix: str = Field(default="settleq", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    max_queue_depth: int = 5000
+
+    producer_keys: list[ProducerKey] = Field(default_factory=list)
+    viewer_tokens: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    operator_tokens: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    internal_signing_key: str | None = None
+    signature_tolerance_s: int = 300
+
+    max_body_bytes: int = 256 * MiB
+    max_chunk_documents: int = Field(default=750, ge=1)
+    max_chunk_bytes: int = Field(default=45 * MiB, ge=1024)
+
+    task_timeout_s: int = 180
+    max_attempts: int = Field(default=5, ge=1)
+    backoff_base_ms: int = Field(default=500, ge=1)
+    backoff_max_ms: int = 60_000
+    claim_lease_ms: int = Field(default=30_000, ge=100)
+    done_ttl_s: int = 3 * 24 * 3600
+
+    worker_processes: int = Field(default=1, ge=1)
+    worker_threads: int = Field(default=4, ge=1)
+
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+
+    # Fault injection for the exactly-once tests: seconds a settle pauses after
+    # claiming its keys and before committing. Always 0 in production.
+    fault_settle_pause_s: float = 0.0
+
+    @field_validator("viewer_tokens", "operator_tokens", mode="before")
+    @classmethod
+    def _split_csv(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip().lower() for part in value.split(",") if part.strip()]
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("SETTLEQ_CONFIG")
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    def producer_key(self, key_id: str) -> ProducerKey | None:
+        for key in self.producer_keys:
+            if key.key_id == key_id:
+                return key
+        return None
+
+    def queue_name(self, family: str) -> str:
+        return f"{self.queue_prefix}.{family}"

@@ -1,0 +1,114 @@
+"""HMAC signatures: producer requests (SPEC §3.1) and internal chunk messages.
+
+Producer header: ``X-Signature: t=<unix seconds>,v1=<hex>[,v1=<hex>...]`` with
+``v1 = HMAC-SHA256(secret, f"{t}.{METHOD}.{path_and_query}.".encode() + body)``.
+Every comparison is constant-time; secrets never appear in an error message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class SignatureError(Exception):
+    """A refused signature; ``code`` is the SPEC's machine code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class ParsedSignature:
+    timestamp: int
+    signatures: tuple[str, ...]
+
+
+def signing_payload(timestamp: int, method: str, path_and_query: str, body: bytes) -> bytes:
+    return f"{timestamp}.{method.upper()}.{path_and_query}.".encode() + body
+
+
+def sign_request(secret: str, timestamp: int, method: str, path_and_query: str, body: bytes) -> str:
+    """The ``X-Signature`` header value a producer sends."""
+    mac = hmac.new(
+        secret.encode(), signing_payload(timestamp, method, path_and_query, body), hashlib.sha256
+    )
+    return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+def parse_signature_header(header: str) -> ParsedSignature:
+    timestamp: int | None = None
+    sigs: list[str] = []
+    for part in header.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep:
+            raise SignatureError("signature_invalid", "malformed X-Signature header")
+        if name == "t":
+            if not value.isdigit() or len(value) > 12:
+                raise SignatureError("signature_invalid", "malformed signature timestamp")
+            timestamp = int(value)
+        elif name == "v1":
+            sigs.append(value.strip().lower())
+    if timestamp is None or not sigs:
+        raise SignatureError("signature_invalid", "X-Signature needs t= and at least one v1=")
+    return ParsedSignature(timestamp, tuple(sigs))
+
+
+def verify_request(
+    header: str | None,
+    secrets: Iterable[str],
+    method: str,
+    path_and_query: str,
+    body: bytes,
+    now: int,
+    tolerance_s: int,
+) -> None:
+    """Raise ``SignatureError`` unless one ``v1`` matches one active secret."""
+    if not header:
+        raise SignatureError("signature_missing", "X-Signature header is required")
+    parsed = parse_signature_header(header)
+    if abs(now - parsed.timestamp) > tolerance_s:
+        raise SignatureError(
+            "timestamp_outside_tolerance",
+            f"signature timestamp is more than {tolerance_s} s away from server time",
+        )
+    payload = signing_payload(parsed.timestamp, method, path_and_query, body)
+    matched = False
+    for secret in secrets:
+        expected = hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
+        for candidate in parsed.signatures:
+            # Evaluate every pair so timing does not reveal which one matched.
+            matched |= hmac.compare_digest(expected, candidate)
+    if not matched:
+        raise SignatureError("signature_invalid", "signature does not match")
+
+
+def _canonical(fields: Mapping[str, Any]) -> bytes:
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sign_message(key: bytes, fields: Mapping[str, Any]) -> str:
+    """Signature of an internal chunk message over its canonical JSON."""
+    return hmac.new(key, _canonical(fields), hashlib.sha256).hexdigest()
+
+
+def verify_message(key: bytes, fields: Mapping[str, Any], signature: str) -> bool:
+    return hmac.compare_digest(sign_message(key, fields), signature)
+
+
+def token_digest(token: str) -> str:
+    """Bearer tokens are configured as SHA-256 hex digests, never in clear."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(token: str, digests: Iterable[str]) -> bool:
+    digest = token_digest(token)
+    found = False
+    for candidate in digests:
+        found |= hmac.compare_digest(digest, candidate.strip().lower())
+    return found
