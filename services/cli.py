@@ -31,6 +31,20 @@ TokenOpt = Annotated[str | None, typer.Option(envvar="SETTLEQ_CLIENT_TOKEN")]
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
+@app.command()
+def openapi() -> None:
+    """Print the OpenAPI document the API serves, as YAML (for openapi.yaml)."""
+    sys.stdout.write(render_openapi())
+
+
+def render_openapi() -> str:
+    import yaml
+
+    from services.api.app import create_app
+
+    return str(yaml.safe_dump(create_app(Settings()).openapi(), sort_keys=False, width=100))
+
+
 def _logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("pika").setLevel(logging.WARNING)

@@ -21,12 +21,14 @@ class Client:
     secret: str | None = None
     token: str | None = None
     timeout: float = 60.0
+    http: httpx.Client | None = None  # injectable (e.g. FastAPI's TestClient)
 
     def __post_init__(self) -> None:
-        self.http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+        if self.http is None:
+            self.http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
 
     def close(self) -> None:
-        self.http.close()
+        self._http.close()
 
     def signed(
         self,
@@ -44,11 +46,16 @@ class Client:
             "X-Signature": sign_request(self.secret, t, method, path, body),
             **(headers or {}),
         }
-        return self.http.request(method, path, content=body, headers=all_headers)
+        return self._http.request(method, path, content=body, headers=all_headers)
+
+    @property
+    def _http(self) -> httpx.Client:
+        assert self.http is not None
+        return self.http
 
     def bearer(self, method: str, path: str, json: Any = None) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        return self.http.request(method, path, json=json, headers=headers)
+        return self._http.request(method, path, json=json, headers=headers)
 
     def submit(
         self,

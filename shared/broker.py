@@ -36,7 +36,7 @@ def make_broker(
 def enqueue(broker: RabbitmqBroker, queue_name: str, actor_name: str, body: dict[str, Any]) -> None:
     """Publish one message and return once RabbitMQ confirmed it.
 
-    Raises ``dramatiq.errors.ConnectionError`` when the broker is unreachable.
+    Raises ``dramatiq.errors.BrokerConnectionError`` when the broker is unreachable.
     """
     broker.declare_queue(queue_name)
     broker.enqueue(

@@ -7,7 +7,10 @@ larger than ``max_bytes`` travels alone in its own chunk.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import hashlib
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 
 def chunk_sizes(sizes: Iterable[int], max_documents: int, max_bytes: int) -> Iterator[range]:
@@ -25,3 +28,39 @@ def chunk_sizes(sizes: Iterable[int], max_documents: int, max_bytes: int) -> Ite
         used += size
     if count:
         yield range(start, start + count)
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """A chunk ready to store: a JSON array of whole serialized documents."""
+
+    id: str
+    seq: int
+    documents: int
+    lines: int
+    payload: bytes
+    payload_sha256: str
+
+
+def build_chunks(
+    serialized: Sequence[bytes],
+    line_counts: Sequence[int],
+    max_documents: int,
+    max_bytes: int,
+    new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+) -> list[NewChunk]:
+    """Group serialized documents into chunk payloads (``[doc,doc,...]``)."""
+    chunks = []
+    for seq, span in enumerate(chunk_sizes((len(s) for s in serialized), max_documents, max_bytes)):
+        payload = b"[" + b",".join(serialized[i] for i in span) + b"]"
+        chunks.append(
+            NewChunk(
+                id=new_id(),
+                seq=seq,
+                documents=len(span),
+                lines=sum(line_counts[i] for i in span),
+                payload=payload,
+                payload_sha256=hashlib.sha256(payload).hexdigest(),
+            )
+        )
+    return chunks

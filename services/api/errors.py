@@ -83,7 +83,7 @@ def validation_error(errors: list[Any]) -> ApiError:
 
 
 _BROKER_DOWN = (
-    dramatiq.errors.ConnectionError,
+    dramatiq.errors.BrokerConnectionError,
     pika.exceptions.AMQPConnectionError,
     pika.exceptions.AMQPChannelError,
 )

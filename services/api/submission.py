@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from services.api.context import ApiContext
 from services.api.errors import ApiError, validation_error
 from shared.broker import enqueue
-from shared.chunking import chunk_sizes
+from shared.chunking import NewChunk, build_chunks
 from shared.db import jobs as jobs_db
 from shared.kinds import BATCH, KINDS
 from shared.kinds.base import Document
@@ -92,9 +92,7 @@ def _check_scope(key: ProducerKey, documents: Sequence[Document]) -> None:
         )
 
 
-def _build_chunks(
-    ctx: ApiContext, kind_name: str, documents: Sequence[Document]
-) -> list[jobs_db.NewChunk]:
+def _build_chunks(ctx: ApiContext, kind_name: str, documents: Sequence[Document]) -> list[NewChunk]:
     kind = KINDS[kind_name]
     # Correlation ids are fixed here, once, so every retry and event carries the same one.
     serialized = [
@@ -103,26 +101,12 @@ def _build_chunks(
         .encode()
         for d in documents
     ]
-    chunks = []
-    for seq, span in enumerate(
-        chunk_sizes(
-            (len(s) for s in serialized),
-            ctx.settings.max_chunk_documents,
-            ctx.settings.max_chunk_bytes,
-        )
-    ):
-        payload = b"[" + b",".join(serialized[i] for i in span) + b"]"
-        chunks.append(
-            jobs_db.NewChunk(
-                id=uuid.uuid4().hex,
-                seq=seq,
-                documents=len(span),
-                lines=sum(kind.line_count(documents[i]) for i in span),
-                payload=payload,
-                payload_sha256=hashlib.sha256(payload).hexdigest(),
-            )
-        )
-    return chunks
+    return build_chunks(
+        serialized,
+        [kind.line_count(d) for d in documents],
+        ctx.settings.max_chunk_documents,
+        ctx.settings.max_chunk_bytes,
+    )
 
 
 def publish_job(ctx: ApiContext, job_id: str, kind_name: str) -> None:

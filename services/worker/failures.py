@@ -21,7 +21,7 @@ _TRANSIENT = (
     redis.BusyLoadingError,
     pika.exceptions.AMQPConnectionError,
     pika.exceptions.AMQPChannelError,
-    dramatiq.errors.ConnectionError,
+    dramatiq.errors.BrokerConnectionError,
 )
 
 

@@ -15,22 +15,13 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from shared.chunking import NewChunk
 from shared.db import tables
 from shared.money import ZERO
 
 J = tables.jobs
 C = tables.chunks
 R = tables.chunk_results
-
-
-@dataclass(frozen=True)
-class NewChunk:
-    id: str
-    seq: int
-    documents: int
-    lines: int
-    payload: bytes
-    payload_sha256: str
 
 
 @dataclass(frozen=True)
@@ -83,7 +74,13 @@ def find_job(engine: Engine, key_id: str, idempotency_key: str) -> ExistingJob |
     with engine.connect() as conn:
         row = conn.execute(
             select(
-                J.c.id, J.c.body_sha256, J.c.state, J.c.documents, J.c.lines, J.c.chunks_total
+                J.c.id,
+                J.c.kind,
+                J.c.body_sha256,
+                J.c.state,
+                J.c.documents,
+                J.c.lines,
+                J.c.chunks_total,
             ).where(J.c.key_id == key_id, J.c.idempotency_key == idempotency_key)
         ).first()
     return None if row is None else ExistingJob(**row._mapping)

@@ -1,0 +1,53 @@
+"""Redis leases against a real Redis (SPEC §4.4)."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from shared.dedup import ClaimStore, LeaseKeeper
+from tests.support.factories import uid
+
+
+def store(client: redis.Redis, lease_ms: int = 1000) -> ClaimStore:
+    return ClaimStore(client, uid("tclaims"), lease_ms=lease_ms, done_ttl_s=60)
+
+
+def test_free_keys_are_leased_and_others_see_them_contended(redis_client):
+    claims = store(redis_client)
+    keys = [claims.key("promo_accrual", uid(), 1) for _ in range(3)]
+    mine = claims.claim(keys)
+    assert mine.contended == []
+    theirs = claims.claim(keys)
+    assert theirs.contended == keys
+    claims.release(theirs)  # releasing what it does not own changes nothing
+    assert claims.claim(keys).contended == keys
+    claims.release(mine)
+    assert claims.claim(keys).contended == []
+
+
+def test_done_keys_are_not_contended(redis_client):
+    claims = store(redis_client)
+    keys = [claims.key("promo_accrual", uid(), 1)]
+    first = claims.claim(keys)
+    claims.mark_done(first)
+    assert claims.claim(keys).contended == []
+    assert redis_client.get(keys[0]) == b"done"
+
+
+def test_a_dead_workers_lease_expires(redis_client):
+    claims = store(redis_client, lease_ms=200)
+    keys = [claims.key("promo_accrual", uid(), 1)]
+    claims.claim(keys)
+    time.sleep(0.3)
+    assert claims.claim(keys).contended == []
+
+
+def test_a_working_attempt_keeps_its_lease(redis_client):
+    claims = store(redis_client, lease_ms=300)
+    keys = [claims.key("promo_accrual", uid(), 1)]
+    mine = claims.claim(keys)
+    with LeaseKeeper(claims, mine, 300):
+        time.sleep(0.8)
+        assert claims.claim(keys).contended == keys

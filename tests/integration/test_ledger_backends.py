@@ -1,0 +1,101 @@
+"""The settlement transaction behaves the same on PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from shared.db import tables
+from shared.db.contracts import ContractConflict, put_contract
+from shared.db.engine import make_engine
+from shared.db.ledger import ChunkRef, commit_plan
+from shared.kinds import get_kind
+from shared.kinds.promo_accrual import PromoContract, PromoDocument
+from shared.settlement import plan_chunk
+from tests.support.factories import promo_doc, promo_line, store_job, uid
+from tests.support.infra import ServiceEnv, migrate
+
+KIND = get_kind("promo_accrual")
+CONTRACT = PromoContract.model_validate({"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"})
+
+
+@pytest.fixture(params=["postgresql", "sqlite"], scope="module")
+def ledger_engine(
+    request: pytest.FixtureRequest, test_env: ServiceEnv, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engine]:
+    if request.param == "postgresql":
+        url = test_env.database_url
+    else:
+        url = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'settleq.db'}"
+        migrate(url)
+    engine = make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+def _chunk(engine: Engine, docs: list[dict]) -> tuple[ChunkRef, list[PromoDocument]]:
+    from shared.settings import Settings
+
+    job_id, [message] = store_job(engine, Settings(), b"k", docs)
+    parsed = [PromoDocument.model_validate(d) for d in docs]
+    lines = sum(len(d.lines) for d in parsed)
+    return ChunkRef(message["chunk_id"], job_id, "promo_accrual", lines), parsed
+
+
+def _count(engine: Engine, job_id: str) -> int:
+    L = tables.ledger_entries
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).where(L.c.job_id == job_id)).scalar_one())
+
+
+def test_second_commit_of_a_chunk_changes_nothing(ledger_engine: Engine) -> None:
+    vendor = uid("V-")
+    ref, docs = _chunk(ledger_engine, [promo_doc(vendor, [promo_line(1, "3", "0.38")])])
+    plan = plan_chunk(KIND, docs, {(vendor, 1): CONTRACT})
+    with ledger_engine.begin() as conn:
+        first = commit_plan(conn, ref, plan, 1)
+    with ledger_engine.begin() as conn:
+        second = commit_plan(conn, ref, plan, 2)
+    assert first is not None and first.posted == 1
+    # 3 * 0.125 = 0.375, a tie at the cent: half up gives 0.38, exact on both backends.
+    assert first.amount_posted == Decimal("0.38")
+    assert second is None
+    assert _count(ledger_engine, ref.job_id) == 1
+
+
+def test_same_identity_twice_in_one_chunk_posts_once(ledger_engine: Engine) -> None:
+    vendor = uid("V-")
+    doc = promo_doc(vendor, [promo_line(1, "8", "1.00")])
+    ref, docs = _chunk(ledger_engine, [doc, dict(doc)])
+    with ledger_engine.begin() as conn:
+        outcome = commit_plan(conn, ref, plan_chunk(KIND, docs, {(vendor, 1): CONTRACT}), 1)
+    assert outcome is not None and (outcome.posted, outcome.duplicate) == (1, 1)
+    assert _count(ledger_engine, ref.job_id) == 1
+
+
+def test_contract_versions_are_immutable(ledger_engine: Engine) -> None:
+    vendor = uid("V-")
+    body = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
+    assert put_contract(ledger_engine, "promo_accrual", vendor, 1, body) == "created"
+    assert put_contract(ledger_engine, "promo_accrual", vendor, 1, dict(body)) == "unchanged"
+    with pytest.raises(ContractConflict):
+        put_contract(ledger_engine, "promo_accrual", vendor, 1, {**body, "tolerance": "0.10"})
+
+
+def test_money_columns_read_back_exact(ledger_engine: Engine) -> None:
+    vendor = uid("V-")
+    ref, docs = _chunk(
+        ledger_engine, [promo_doc(vendor, [promo_line(1, "999999.999999", "124999.9999")])]
+    )
+    with ledger_engine.begin() as conn:
+        commit_plan(conn, ref, plan_chunk(KIND, docs, {(vendor, 1): CONTRACT}), 1)
+    L = tables.ledger_entries
+    with ledger_engine.connect() as conn:
+        row = conn.execute(select(L.c.amount, L.c.claimed_amount).where(L.c.job_id == ref.job_id)).one()
+    # 999999.999999 * 0.125 = 124999.999999875 -> 125000.00
+    assert (row.amount, row.claimed_amount) == (Decimal("125000.00"), Decimal("124999.9999"))
+    assert isinstance(row.amount, Decimal)

@@ -1,0 +1,86 @@
+"""Builders for test data: promo documents, stored jobs, chunk messages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from sqlalchemy import Engine
+
+from shared.chunking import build_chunks
+from shared.db import jobs as jobs_db
+from shared.db.contracts import put_contract
+from shared.kinds import BATCH, KINDS
+from shared.messages import ChunkMessage
+from shared.settings import Settings
+from shared.synthetic import promo_contract
+
+
+def uid(prefix: str = "") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def promo_line(
+    line_no: int, units: str, claimed: str, tier: str = "T1", sku: str = "SKU-1", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "line_no": line_no,
+        "sku": sku,
+        "promo_tier": tier,
+        "qualifying_units": units,
+        "claimed_amount": claimed,
+        **extra,
+    }
+
+
+def promo_doc(
+    vendor: str, lines: list[dict[str, Any]], version: int = 1, document_id: str | None = None
+) -> dict[str, Any]:
+    return {
+        "document_id": document_id or uid("INV-"),
+        "partition_key": vendor,
+        "contract_version": version,
+        "period": "2026-Q3",
+        "lines": lines,
+    }
+
+
+def publish_promo_contracts(engine: Engine, vendors: list[str], version: int = 1) -> None:
+    for vendor in vendors:
+        put_contract(engine, "promo_accrual", vendor, version, promo_contract())
+
+
+def store_job(
+    engine: Engine, settings: Settings, key: bytes, documents: list[dict[str, Any]],
+    kind: str = "promo_accrual",
+) -> tuple[str, list[dict[str, Any]]]:
+    """Store an accepted job the way the front door does; return its signed messages."""
+    batch = BATCH.validate_python({"kind": kind, "documents": documents})
+    body = json.dumps({"kind": kind, "documents": documents}).encode()
+    docs = list(batch.documents)
+    serialized = [d.model_dump_json().encode() for d in docs]
+    chunks = build_chunks(
+        serialized,
+        [KINDS[kind].line_count(d) for d in docs],
+        settings.max_chunk_documents,
+        settings.max_chunk_bytes,
+    )
+    job = jobs_db.NewJob(
+        id=uuid.uuid4().hex,
+        key_id="acme",
+        idempotency_key=uuid.uuid4().hex,  # each call is a new submission
+        body_sha256=hashlib.sha256(body).hexdigest(),
+        kind=kind,
+        documents=len(docs),
+        lines=sum(c.lines for c in chunks),
+        partition_keys=[d.partition_key for d in docs],
+        chunks=chunks,
+    )
+    assert jobs_db.create_job(engine, job)
+    jobs_db.mark_accepted(engine, job.id)
+    messages = [
+        ChunkMessage(c.id, job.id, kind, c.payload_sha256).signed(key) for c in chunks
+    ]
+    return job.id, messages

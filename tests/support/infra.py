@@ -1,0 +1,181 @@
+"""Real services for tests, each test run isolated: its own PostgreSQL
+database, its own RabbitMQ queue prefix, its own Redis key prefix on a Redis
+database number kept for tests. Everything is removed at the end.
+
+A service that is down fails the run: tests never silently skip it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pika
+import psycopg
+import redis
+
+from shared.db.engine import make_engine
+from shared.db.migrate import ensure_internal_key, upgrade
+from shared.settings import ProducerKey, Settings
+from shared.signing import token_digest
+
+PG_HOST = os.environ.get("SETTLEQ_TEST_PG_HOST", "127.0.0.1")
+PG_ADMIN = f"postgresql://postgres@{PG_HOST}:5432/postgres"
+REDIS_URL = os.environ.get("SETTLEQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+BROKER_URL = os.environ.get("SETTLEQ_TEST_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+PRODUCER_ID = "acme"
+PRODUCER_SECRET = "test-secret-acme-0001"
+SCOPED_ID = "scoped"
+SCOPED_SECRET = "test-secret-scoped-0002"
+SCOPED_PARTITIONS = ["VENDOR-0000", "VENDOR-0001"]
+VIEWER_TOKEN = "viewer-token-0003"
+OPERATOR_TOKEN = "operator-token-0004"
+
+
+def check_services() -> None:
+    problems = []
+    try:
+        psycopg.connect(PG_ADMIN, connect_timeout=3).close()
+    except Exception as exc:
+        problems.append(f"PostgreSQL at {PG_HOST}:5432: {exc}")
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_timeout=3).ping()
+    except Exception as exc:
+        problems.append(f"Redis at {REDIS_URL}: {exc}")
+    try:
+        pika.BlockingConnection(pika.URLParameters(BROKER_URL)).close()
+    except Exception as exc:
+        problems.append(f"RabbitMQ at {BROKER_URL}: {exc}")
+    if problems:
+        raise RuntimeError("test services are down (bash .ci/run starts them): " + "; ".join(problems))
+
+
+def create_database(name: str) -> str:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"postgresql://postgres@{PG_HOST}:5432/{name}"
+
+
+def drop_database(name: str) -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+        )
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def migrate(url: str) -> None:
+    upgrade(url)
+    engine = make_engine(url)
+    ensure_internal_key(engine)
+    engine.dispose()
+
+
+def queue_names(prefix: str) -> list[str]:
+    names = []
+    for family in ("fast_path", "compute_heavy"):
+        base = f"{prefix}.{family}"
+        names += [base, f"{base}.DQ", f"{base}.XQ"]
+    return names
+
+
+def delete_queues(prefix: str) -> None:
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+    try:
+        for name in queue_names(prefix):
+            channel = connection.channel()
+            channel.queue_delete(queue=name)
+            channel.close()
+    finally:
+        connection.close()
+
+
+def queue_depth(prefix: str, family: str) -> int:
+    """Ready messages in a queue (0 if it does not exist)."""
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+    try:
+        channel = connection.channel()
+        try:
+            frame = channel.queue_declare(queue=f"{prefix}.{family}", passive=True)
+        except pika.exceptions.ChannelClosedByBroker:
+            return 0
+        return int(frame.method.message_count)
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def delete_redis_keys(prefix: str) -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start : start + 1000])
+    client.close()
+
+
+@dataclass
+class ServiceEnv:
+    """One isolated set of names on the real services."""
+
+    database_url: str
+    queue_prefix: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "database_url": self.database_url,
+            "broker_url": BROKER_URL,
+            "redis_url": REDIS_URL,
+            "queue_prefix": self.queue_prefix,
+            "producer_keys": [
+                ProducerKey(key_id=PRODUCER_ID, secrets=[PRODUCER_SECRET], partitions=["*"]),
+                ProducerKey(key_id=SCOPED_ID, secrets=[SCOPED_SECRET], partitions=SCOPED_PARTITIONS),
+            ],
+            "viewer_tokens": [token_digest(VIEWER_TOKEN)],
+            "operator_tokens": [token_digest(OPERATOR_TOKEN)],
+            "backoff_base_ms": 100,
+            "backoff_max_ms": 2000,
+            "claim_lease_ms": 3000,
+            "worker_threads": 2,
+        }
+        values.update(self.overrides)
+        values.update(overrides)
+        return Settings(**values)
+
+    def environ(self, **overrides: Any) -> dict[str, str]:
+        """The same settings as ``SETTLEQ_*`` variables, for subprocesses."""
+        settings = self.settings(**overrides)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SETTLEQ_")}
+        for name, value in settings.model_dump().items():
+            if value is None:
+                continue
+            if name == "producer_keys":
+                text = json.dumps(value)
+            elif name in ("viewer_tokens", "operator_tokens"):
+                text = ",".join(value)
+            else:
+                text = str(value)
+            env[f"SETTLEQ_{name.upper()}"] = text
+        return env
+
+
+@contextmanager
+def isolated_env(tag: str) -> Iterator[ServiceEnv]:
+    check_services()
+    suffix = uuid.uuid4().hex[:10]
+    db_name = f"settleq_test_{tag}_{suffix}"
+    url = create_database(db_name)
+    prefix = f"t{suffix}"
+    try:
+        migrate(url)
+        yield ServiceEnv(database_url=url, queue_prefix=prefix)
+    finally:
+        drop_database(db_name)
+        delete_queues(prefix)
+        delete_redis_keys(prefix)

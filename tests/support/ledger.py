@@ -1,0 +1,49 @@
+"""Read-side helpers for assertions: what the ledger and a job hold."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from shared.db import tables
+
+L = tables.ledger_entries
+
+
+def ledger_rows(engine: Engine, job_id: str) -> list[Any]:
+    with engine.connect() as conn:
+        return list(conn.execute(select(L).where(L.c.job_id == job_id).order_by(L.c.id)).all())
+
+
+def identity_counts(engine: Engine, keys: list[str]) -> Counter[tuple[str, int]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(L.c.reconciliation_key, L.c.contract_version).where(
+                L.c.reconciliation_key.in_(keys)
+            )
+        ).all()
+    return Counter((r.reconciliation_key, r.contract_version) for r in rows)
+
+
+def max_rows_per_identity(engine: Engine) -> int:
+    with engine.connect() as conn:
+        counts = conn.execute(
+            select(func.count()).group_by(L.c.reconciliation_key, L.c.contract_version)
+        ).scalars()
+        return max(counts, default=0)
+
+
+def dead_letters(engine: Engine, job_id: str) -> list[Any]:
+    d = tables.dead_letters
+    with engine.connect() as conn:
+        return list(conn.execute(select(d).where(d.c.job_id == job_id).order_by(d.c.id)).all())
+
+
+def chunk_results(engine: Engine, job_id: str) -> list[Any]:
+    r = tables.chunk_results
+    with engine.connect() as conn:
+        return list(
+            conn.execute(select(r).where(r.c.job_id == job_id).order_by(r.c.chunk_id)).all()
+        )
