@@ -35,7 +35,9 @@ def open_message(key: bytes, raw: Any) -> ChunkMessage:
     """Verify a received message; raise ``StructuralError('signature_mismatch')``."""
     if not isinstance(raw, dict):
         raise StructuralError("signature_mismatch", "chunk message is not an object")
-    fields = {k: raw.get(k) for k in ("chunk_id", "job_id", "kind", "payload_sha256")}
+    fields: dict[str, Any] = {
+        k: raw.get(k) for k in ("chunk_id", "job_id", "kind", "payload_sha256")
+    }
     sig = raw.get("sig")
     if (
         not all(isinstance(v, str) for v in fields.values())

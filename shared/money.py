@@ -22,8 +22,9 @@ CENT = Decimal("0.01")
 BASIS = Decimal("0.0001")
 ZERO = Decimal(0)
 
-# Plain decimal notation with an optional exponent; no spaces, no "NaN"/"Infinity".
-_DECIMAL_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+# Plain decimal notation (ASCII digits) with an optional exponent; no spaces,
+# no "NaN"/"Infinity", no "+5", ".5" or "5.".
+_DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 class DecimalOutOfRange(ValueError):
@@ -89,13 +90,25 @@ Money = Annotated[
     Decimal,
     _validator(MONEY_PLACES, "money"),
     _SERIALIZE,
-    WithJsonSchema({"type": "string", "pattern": r"^-?\d+(\.\d{1,4})?$", "examples": ["16.65"]}),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^-?[0-9]+(\.[0-9]{1,4})?([eE][+-]?[0-9]+)?$",
+            "examples": ["16.65"],
+        }
+    ),
 ]
 Quantity = Annotated[
     Decimal,
     _validator(QUANTITY_PLACES, "quantity"),
     _SERIALIZE,
-    WithJsonSchema({"type": "string", "pattern": r"^-?\d+(\.\d{1,6})?$", "examples": ["37"]}),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^-?[0-9]+(\.[0-9]{1,6})?([eE][+-]?[0-9]+)?$",
+            "examples": ["37"],
+        }
+    ),
 ]
 
 

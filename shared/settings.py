@@ -7,6 +7,7 @@ variables win over it. Nothing else in settleq reads the environment.
 from __future__ import annotations
 
 import os
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,6 +20,7 @@ from pydantic_settings import (
 )
 
 MiB = 1024 * 1024
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class ProducerKey(BaseModel):
@@ -75,6 +77,14 @@ class Settings(BaseSettings):
             return [part.strip().lower() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("viewer_tokens", "operator_tokens")
+    @classmethod
+    def _sha256_digests(cls, value: list[str]) -> list[str]:
+        # Tokens are configured as digests only; a clear token here is a mistake.
+        if any(not _SHA256_HEX.fullmatch(v) for v in value):
+            raise ValueError("tokens must be SHA-256 hex digests of the bearer tokens")
+        return value
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -87,6 +97,9 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         config_file = os.environ.get("SETTLEQ_CONFIG")
         if config_file:
+            # A mistyped path must not silently run on defaults (a local SQLite ledger).
+            if not os.path.isfile(config_file):
+                raise FileNotFoundError(f"SETTLEQ_CONFIG names no file: {config_file}")
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from shared.errors import BusinessError
 from shared.kinds.base import Document, Kind, Line, Settlement
+
+# NUMERIC(20,4) holds 16 integer digits.
+LEDGER_LIMIT = Decimal(10) ** 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,10 @@ def plan_chunk(
         for line in lines:
             try:
                 settlement = kind.settle(document, line, contract)
+                if abs(settlement.amount) >= LEDGER_LIMIT:
+                    raise BusinessError(
+                        "amount_out_of_range", "the modelled amount does not fit the ledger"
+                    )
             except BusinessError as exc:
                 plan.lines.append(PlannedLine(document, line, None, exc.reason, str(exc)))
             else:

@@ -10,9 +10,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 class SignatureError(Exception):
@@ -49,11 +53,14 @@ def parse_signature_header(header: str) -> ParsedSignature:
         if not sep:
             raise SignatureError("signature_invalid", "malformed X-Signature header")
         if name == "t":
-            if not value.isdigit() or len(value) > 12:
+            if not _TIMESTAMP.fullmatch(value):
                 raise SignatureError("signature_invalid", "malformed signature timestamp")
             timestamp = int(value)
         elif name == "v1":
-            sigs.append(value.strip().lower())
+            candidate = value.strip().lower()
+            # Only well-formed digests are compared (compare_digest refuses non-ASCII text).
+            if _HEX_DIGEST.fullmatch(candidate):
+                sigs.append(candidate)
     if timestamp is None or not sigs:
         raise SignatureError("signature_invalid", "X-Signature needs t= and at least one v1=")
     return ParsedSignature(timestamp, tuple(sigs))
@@ -98,6 +105,8 @@ def sign_message(key: bytes, fields: Mapping[str, Any]) -> str:
 
 
 def verify_message(key: bytes, fields: Mapping[str, Any], signature: str) -> bool:
+    if not _HEX_DIGEST.fullmatch(signature):
+        return False
     return hmac.compare_digest(sign_message(key, fields), signature)
 
 

@@ -62,7 +62,8 @@ def _parse_ndjson(body: bytes) -> tuple[str, list[Document]]:
         header = json.loads(lines[0])
     except ValueError:
         raise ApiError(422, "json_invalid", "the first NDJSON line is not JSON") from None
-    kind = KINDS.get(header.get("kind")) if isinstance(header, dict) else None
+    name = header.get("kind") if isinstance(header, dict) else None
+    kind = KINDS.get(name) if isinstance(name, str) else None
     if kind is None or set(header) != {"kind"}:
         raise ApiError(422, "unknown_kind", 'the first NDJSON line must be {"kind": "<kind>"}')
     if len(lines) < 2:

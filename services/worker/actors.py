@@ -46,7 +46,7 @@ def build_broker(settings: Settings) -> RabbitmqBroker:
             # The actor decides when attempts are exhausted (it records the dead
             # letter first), so every transient failure that reaches here retries.
             Retries(
-                max_retries=None,
+                max_retries=settings.max_attempts,  # unused: retry_when takes precedence
                 min_backoff=settings.backoff_base_ms,
                 max_backoff=settings.backoff_max_ms,
                 retry_when=lambda _retries, exc: is_transient(exc),
@@ -100,14 +100,8 @@ def register_actors(broker: RabbitmqBroker, ctx: WorkerContext) -> None:
         run_stage(ctx, settle_chunk, message)
 
     dramatiq.actor(
-        validate,
-        actor_name=VALIDATE_ACTOR,
-        queue_name=settings.queue_name(FAST_PATH),
-        broker=broker,
-    )
+        actor_name=VALIDATE_ACTOR, queue_name=settings.queue_name(FAST_PATH), broker=broker
+    )(validate)
     dramatiq.actor(
-        settle,
-        actor_name=SETTLE_ACTOR,
-        queue_name=settings.queue_name(COMPUTE_HEAVY),
-        broker=broker,
-    )
+        actor_name=SETTLE_ACTOR, queue_name=settings.queue_name(COMPUTE_HEAVY), broker=broker
+    )(settle)

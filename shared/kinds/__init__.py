@@ -18,13 +18,7 @@ def get_kind(name: str) -> Kind[Any, Any]:
 
 def _batch_adapter() -> TypeAdapter[Any]:
     models = tuple(getattr(kind, "batch_model") for kind in KINDS.values())  # noqa: B009
-    union: Any = (
-        models[0]
-        if len(models) == 1
-        else Annotated[
-            models, Field(discriminator="kind")  # type: ignore[valid-type]
-        ]
-    )
+    union: Any = models[0] if len(models) == 1 else Annotated[models, Field(discriminator="kind")]
     return TypeAdapter(union)
 
 

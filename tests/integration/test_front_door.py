@@ -24,8 +24,8 @@ from tests.support.infra import (
     PRODUCER_ID,
     PRODUCER_SECRET,
     SCOPED_ID,
-    SCOPED_SECRET,
     SCOPED_PARTITIONS,
+    SCOPED_SECRET,
     ServiceEnv,
     queue_depth,
 )
@@ -138,12 +138,19 @@ def test_invalid_json_is_422(api: Client, trace: Trace) -> None:
 def test_missing_bad_stale_and_unknown_signatures_are_401(api: Client, trace: Trace) -> None:
     body = good_batch()
     assert api.http is not None
-    missing = api.http.post("/v1/batches", content=body, headers={"Content-Type": "application/json"})
+    missing = api.http.post(
+        "/v1/batches", content=body, headers={"Content-Type": "application/json"}
+    )
     assert (missing.status_code, error_code(missing)) == (401, "signature_missing")
     wrong = Client("http://testserver", PRODUCER_ID, "not-the-secret", http=api.http).submit(body)
     assert (wrong.status_code, error_code(wrong)) == (401, "signature_invalid")
-    stale = api.signed("POST", "/v1/batches", body, {"Content-Type": "application/json"},
-                       timestamp=int(time.time()) - 301)
+    stale = api.signed(
+        "POST",
+        "/v1/batches",
+        body,
+        {"Content-Type": "application/json"},
+        timestamp=int(time.time()) - 301,
+    )
     assert (stale.status_code, error_code(stale)) == (401, "timestamp_outside_tolerance")
     stranger = Client("http://testserver", "nobody", PRODUCER_SECRET, http=api.http).submit(body)
     assert (stranger.status_code, error_code(stranger)) == (401, "unknown_key")

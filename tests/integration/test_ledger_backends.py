@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -95,7 +94,9 @@ def test_money_columns_read_back_exact(ledger_engine: Engine) -> None:
         commit_plan(conn, ref, plan_chunk(KIND, docs, {(vendor, 1): CONTRACT}), 1)
     L = tables.ledger_entries
     with ledger_engine.connect() as conn:
-        row = conn.execute(select(L.c.amount, L.c.claimed_amount).where(L.c.job_id == ref.job_id)).one()
+        row = conn.execute(
+            select(L.c.amount, L.c.claimed_amount).where(L.c.job_id == ref.job_id)
+        ).one()
     # 999999.999999 * 0.125 = 124999.999999875 -> 125000.00
     assert (row.amount, row.claimed_amount) == (Decimal("125000.00"), Decimal("124999.9999"))
     assert isinstance(row.amount, Decimal)

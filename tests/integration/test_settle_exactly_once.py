@@ -52,7 +52,10 @@ def test_settled_chunk_posts_each_line_once_and_counts_add_up(ctx, vendor):
     outcome = settle_chunk(ctx, message, 1)
     assert outcome is not None
     assert (outcome.posted, outcome.disputed, outcome.duplicate, outcome.dead_lettered) == (
-        2, 1, 0, 0,
+        2,
+        1,
+        0,
+        0,
     )
     rows = ledger_rows(ctx.engine, job_id)
     assert sorted(r.amount for r in rows) == [Decimal("1.00"), Decimal("2.00"), Decimal("5.00")]
@@ -162,7 +165,9 @@ def test_tampered_message_is_dead_lettered_not_settled(ctx, vendor):
     assert ledger_rows(ctx.engine, job_id) == []
     [letter] = dead_letters(ctx.engine, job_id)
     assert (letter.reason, letter.lines, letter.error_class) == (
-        "signature_mismatch", 3, "StructuralError",
+        "signature_mismatch",
+        3,
+        "StructuralError",
     )
 
 
@@ -176,8 +181,9 @@ def test_newer_contract_version_posts_a_delta_row(ctx, vendor):
     # Version 2 pays T1 at 0.45: 8 * 0.45 = 3.60, delta 3.60 - 1.00 = 2.60.
     from shared.db.contracts import put_contract
 
-    put_contract(ctx.engine, "promo_accrual", vendor, 2,
-                 {"tier_rates": {"T1": "0.45"}, "tolerance": "0.05"})
+    put_contract(
+        ctx.engine, "promo_accrual", vendor, 2, {"tier_rates": {"T1": "0.45"}, "tolerance": "0.05"}
+    )
     second_id, [second] = store_job(
         ctx.engine, ctx.settings, ctx.internal_key, [promo_doc(vendor, [line], 2, doc_id)]
     )

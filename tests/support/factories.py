@@ -53,7 +53,10 @@ def publish_promo_contracts(engine: Engine, vendors: list[str], version: int = 1
 
 
 def store_job(
-    engine: Engine, settings: Settings, key: bytes, documents: list[dict[str, Any]],
+    engine: Engine,
+    settings: Settings,
+    key: bytes,
+    documents: list[dict[str, Any]],
     kind: str = "promo_accrual",
 ) -> tuple[str, list[dict[str, Any]]]:
     """Store an accepted job the way the front door does; return its signed messages."""
@@ -80,7 +83,5 @@ def store_job(
     )
     assert jobs_db.create_job(engine, job)
     jobs_db.mark_accepted(engine, job.id)
-    messages = [
-        ChunkMessage(c.id, job.id, kind, c.payload_sha256).signed(key) for c in chunks
-    ]
+    messages = [ChunkMessage(c.id, job.id, kind, c.payload_sha256).signed(key) for c in chunks]
     return job.id, messages

@@ -53,7 +53,9 @@ def check_services() -> None:
     except Exception as exc:
         problems.append(f"RabbitMQ at {BROKER_URL}: {exc}")
     if problems:
-        raise RuntimeError("test services are down (bash .ci/run starts them): " + "; ".join(problems))
+        raise RuntimeError(
+            "test services are down (bash .ci/run starts them): " + "; ".join(problems)
+        )
 
 
 def create_database(name: str) -> str:
@@ -135,7 +137,9 @@ class ServiceEnv:
             "queue_prefix": self.queue_prefix,
             "producer_keys": [
                 ProducerKey(key_id=PRODUCER_ID, secrets=[PRODUCER_SECRET], partitions=["*"]),
-                ProducerKey(key_id=SCOPED_ID, secrets=[SCOPED_SECRET], partitions=SCOPED_PARTITIONS),
+                ProducerKey(
+                    key_id=SCOPED_ID, secrets=[SCOPED_SECRET], partitions=SCOPED_PARTITIONS
+                ),
             ],
             "viewer_tokens": [token_digest(VIEWER_TOKEN)],
             "operator_tokens": [token_digest(OPERATOR_TOKEN)],

@@ -30,7 +30,9 @@ def identity_counts(engine: Engine, keys: list[str]) -> Counter[tuple[str, int]]
 def max_rows_per_identity(engine: Engine) -> int:
     with engine.connect() as conn:
         counts = conn.execute(
-            select(func.count()).group_by(L.c.reconciliation_key, L.c.contract_version)
+            select(func.count())
+            .select_from(L)
+            .group_by(L.c.reconciliation_key, L.c.contract_version)
         ).scalars()
         return max(counts, default=0)
 

@@ -117,7 +117,11 @@ def test_random_batches_satisfy_the_invariants(seed: int) -> None:
         # Mostly small documents, some exactly at the cap, some oversize.
         sizes = [
             rng.choice(
-                [rng.randint(0, max_bytes // 3 + 1), max_bytes, rng.randint(max_bytes, 3 * max_bytes)]
+                [
+                    rng.randint(0, max_bytes // 3 + 1),
+                    max_bytes,
+                    rng.randint(max_bytes, 3 * max_bytes),
+                ]
             )
             for _ in range(count)
         ]

@@ -200,8 +200,14 @@ def _sha(text: str) -> str:
 def test_lines_carry_document_line_ref_claim_and_the_spec_key() -> None:
     doc = _doc(
         _line(line_no=1),
-        _line(line_no=2, sku="SKU-2", store_id="ST-9", transaction_date="2026-07-01",
-              promo_tier="T1", claimed_amount="1.25"),
+        _line(
+            line_no=2,
+            sku="SKU-2",
+            store_id="ST-9",
+            transaction_date="2026-07-01",
+            promo_tier="T1",
+            claimed_amount="1.25",
+        ),
     )
     first, second = KIND.lines(doc)
 

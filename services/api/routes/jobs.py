@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
-from services.api.errors import ApiError
+from services.api.errors import ApiError, ErrorBody
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
 from services.api.timefmt import iso, parse_iso
 from shared.db import jobs as jobs_db
@@ -18,7 +18,10 @@ from shared.db.outcomes import list_lines
 from shared.money import to_wire
 
 router = APIRouter(tags=["jobs"])
-ERRORS = {401: {"description": "unauthenticated"}, 404: {"description": "no such job"}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "unauthenticated"},
+    404: {"model": ErrorBody, "description": "no such job"},
+}
 
 
 def _job(status: jobs_db.JobStatus) -> Job:

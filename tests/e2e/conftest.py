@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.infra import ServiceEnv, isolated_env
+from tests.support.stack import Stack
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+@pytest.fixture(scope="module")
+def stack_env() -> Iterator[ServiceEnv]:
+    """Each e2e module gets its own database and queue prefix."""
+    with isolated_env("e") as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
+def stack(stack_env: ServiceEnv, request: pytest.FixtureRequest) -> Iterator[Stack]:
+    """The stack, with the module's ``STACK_SETTINGS`` as setting overrides."""
+    logs = ARTIFACTS / "logs" / request.module.__name__.rsplit(".", 1)[-1]
+    logs.mkdir(parents=True, exist_ok=True)
+    running = Stack(stack_env, logs, **getattr(request.module, "STACK_SETTINGS", {}))
+    try:
+        yield running.start()
+    finally:
+        running.stop()

@@ -1,0 +1,173 @@
+"""Jobs, line outcomes and contracts over HTTP, with their roles (SPEC §3.3-3.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from services.api.app import create_app
+from services.client import Client
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk
+from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
+from tests.support.infra import (
+    OPERATOR_TOKEN,
+    PRODUCER_ID,
+    PRODUCER_SECRET,
+    SCOPED_ID,
+    SCOPED_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def http(test_env: ServiceEnv) -> Iterator[TestClient]:
+    with TestClient(create_app(test_env.settings())) as client:
+        yield client
+
+
+def as_role(
+    http: TestClient, token: str | None = None, key: tuple[str, str] | None = None
+) -> Client:
+    key_id, secret = key or (None, None)
+    return Client("http://testserver", key_id, secret, token=token, http=http)
+
+
+@pytest.fixture(scope="module")
+def settled_job(ctx: WorkerContext) -> tuple[str, str]:
+    """One settled job of producer acme: 3 posted, 1 disputed, 1 dead-lettered."""
+    vendor = uid("V-")
+    publish_promo_contracts(ctx.engine, [vendor])
+    docs = [
+        promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "40", "6.00")]),
+        promo_doc(
+            vendor,
+            [
+                promo_line(1, "16", "2.00"),
+                promo_line(2, "24", "3.00"),
+                promo_line(3, "1", "1.00", tier="T9"),
+            ],
+        ),
+    ]
+    job_id, messages = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    for message in messages:
+        settle_chunk(ctx, message, 1)
+    return job_id, vendor
+
+
+def test_viewer_sees_job_status_with_string_amounts(http, settled_job) -> None:
+    job_id, _ = settled_job
+    response = as_role(http, VIEWER_TOKEN).bearer("GET", f"/v1/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    job = response.json()
+    assert job["state"] == "completed" and job["progress"] == 1
+    assert job["outcomes"] == {"posted": 3, "disputed": 1, "duplicate": 0, "dead_lettered": 1}
+    # posted: 1.00 + 2.00 + 3.00 (modelled); disputed: the claim of 6.00
+    assert job["amounts"] == {"posted": "6.0000", "disputed": "6.0000"}
+    assert job["chunks"] == {"total": 1, "done": 1} and job["finished_at"]
+
+
+def test_producer_sees_only_its_own_jobs(http, settled_job) -> None:
+    job_id, _ = settled_job
+    own = as_role(http, key=(PRODUCER_ID, PRODUCER_SECRET)).signed("GET", f"/v1/jobs/{job_id}")
+    assert own.status_code == 200
+    other = as_role(http, key=(SCOPED_ID, SCOPED_SECRET)).signed("GET", f"/v1/jobs/{job_id}")
+    assert other.status_code == 404
+    unsigned = http.get(f"/v1/jobs/{job_id}")
+    assert unsigned.status_code == 401
+    assert (
+        http.get(f"/v1/jobs/{job_id}", headers={"Authorization": "Bearer nope"}).status_code == 401
+    )
+
+
+def test_line_outcomes_page_through_with_a_cursor(http, settled_job) -> None:
+    job_id, _ = settled_job
+    viewer = as_role(http, VIEWER_TOKEN)
+    seen = []
+    cursor = None
+    while True:
+        path = f"/v1/jobs/{job_id}/lines?limit=2" + (f"&cursor={cursor}" if cursor else "")
+        page = viewer.bearer("GET", path).json()
+        seen += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == 5
+    assert {line["outcome"] for line in seen} == {"posted", "disputed", "dead_lettered"}
+    disputed = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines?outcome=disputed").json()["items"]
+    assert [(d["amount"], d["claimed_amount"], d["line_ref"]) for d in disputed] == [
+        ("5.0000", "6.0000", "2")
+    ]
+    dead = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines?outcome=dead_lettered").json()["items"]
+    assert dead[0]["reason"] == "unknown_promo_tier"
+
+
+def test_jobs_list_filters_by_partition_newest_first(http, ctx, settled_job) -> None:
+    job_id, vendor = settled_job
+    newer_id, _ = store_job(
+        ctx.engine,
+        ctx.settings,
+        ctx.internal_key,
+        [promo_doc(vendor, [promo_line(1, "8", "1.00")])],
+    )
+    viewer = as_role(http, VIEWER_TOKEN)
+    page = viewer.bearer("GET", f"/v1/jobs?partition_key={vendor}&limit=1").json()
+    assert [j["job_id"] for j in page["items"]] == [newer_id]
+    rest = viewer.bearer(
+        "GET", f"/v1/jobs?partition_key={vendor}&limit=1&cursor={page['next_cursor']}"
+    ).json()
+    assert [j["job_id"] for j in rest["items"]] == [job_id]
+    completed = viewer.bearer("GET", f"/v1/jobs?partition_key={vendor}&state=completed").json()
+    assert [j["job_id"] for j in completed["items"]] == [job_id]
+
+
+def test_contracts_need_an_operator_and_are_immutable(http) -> None:
+    vendor = uid("V-")
+    path = f"/v1/contracts/promo_accrual/{vendor}/3"
+    body = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
+    operator = as_role(http, OPERATOR_TOKEN)
+    assert http.put(path, json=body).status_code == 401
+    assert as_role(http, VIEWER_TOKEN).bearer("PUT", path, body).status_code == 403
+    assert operator.bearer("PUT", path, body).status_code == 201
+    assert operator.bearer("PUT", path, body).status_code == 200
+    changed = operator.bearer("PUT", path, {**body, "tolerance": "0.10"})
+    assert changed.status_code == 409
+    assert changed.json()["error"]["code"] == "contract_version_conflict"
+    got = operator.bearer("GET", path).json()
+    assert got["body"] == body and got["version"] == 3
+    listed = operator.bearer("GET", f"/v1/contracts/promo_accrual/{vendor}").json()
+    assert [v["version"] for v in listed["items"]] == [3]
+    assert operator.bearer("GET", f"/v1/contracts/promo_accrual/{vendor}/4").status_code == 404
+    assert operator.bearer("PUT", f"/v1/contracts/nope/{vendor}/1", body).status_code == 404
+    bad = operator.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/5", {"tier_rates": {}})
+    assert bad.status_code == 422
+    number = operator.bearer(
+        "PUT",
+        f"/v1/contracts/promo_accrual/{vendor}/6",
+        {"tier_rates": {"T1": 0.125}, "tolerance": "0"},
+    )
+    assert number.status_code == 422
+
+
+def test_health_and_readiness_need_no_token(http) -> None:
+    assert http.get("/healthz").json()["status"] == "ok"
+    ready = http.get("/readyz")
+    assert ready.status_code == 200 and set(ready.json()["checks"]) == {
+        "database",
+        "redis",
+        "broker",
+    }
+
+
+def test_openapi_yaml_is_what_the_app_serves(http) -> None:
+    published = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    assert published == http.get("/openapi.json").json(), (
+        "openapi.yaml is stale: run `settleq openapi > openapi.yaml`"
+    )

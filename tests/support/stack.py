@@ -1,0 +1,142 @@
+"""The whole stack as real processes: ``settleq api`` and ``settleq worker``s."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from services.client import Client
+from tests.support.infra import (
+    OPERATOR_TOKEN,
+    PRODUCER_ID,
+    PRODUCER_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Stack:
+    def __init__(self, env: ServiceEnv, logs: Path, **overrides: Any) -> None:
+        self.env = env
+        self.logs = logs
+        self.overrides = overrides
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[Any] = []
+        self._clients: list[Client] = []
+
+    def _spawn(self, name: str, args: list[str], **overrides: Any) -> subprocess.Popen[bytes]:
+        environ = self.env.environ(**{**self.overrides, **overrides})
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
+        self._logs.append(log)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", *args],
+            cwd=ROOT,
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.processes[name] = process
+        return process
+
+    def start_api(self) -> None:
+        self._spawn("api", ["api", "--port", str(self.port)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"API did not start:\n{self.log('api')}")
+
+    def start_worker(
+        self, tier: str, name: str | None = None, **overrides: Any
+    ) -> subprocess.Popen[bytes]:
+        return self._spawn(name or tier, ["worker", "--queues", tier], **overrides)
+
+    def start(self) -> Stack:
+        self.start_api()
+        self.start_worker("fast_path")
+        self.start_worker("compute_heavy")
+        return self
+
+    def kill(self, name: str) -> None:
+        process = self.processes.pop(name)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+
+    def log(self, name: str) -> str:
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace")[-5000:] if path.exists() else ""
+
+    def client(self, **kwargs: Any) -> Client:
+        """A client closed with the stack."""
+        client = Client(self.url, timeout=120, **kwargs)
+        self._clients.append(client)
+        return client
+
+    def producer(self) -> Client:
+        return self.client(key_id=PRODUCER_ID, secret=PRODUCER_SECRET)
+
+    def viewer(self) -> Client:
+        return self.client(token=VIEWER_TOKEN)
+
+    def operator(self) -> Client:
+        return self.client(token=OPERATOR_TOKEN)
+
+
+def queue_messages(prefix: str) -> int:
+    """Ready plus unacknowledged messages in every queue of this prefix."""
+    out = subprocess.run(
+        ["rabbitmqctl", "list_queues", "-q", "--formatter", "json", "name", "messages"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return sum(q["messages"] for q in json.loads(out) if q["name"].startswith(f"{prefix}."))
+
+
+def wait_until_drained(prefix: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if queue_messages(prefix) == 0:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"queues of {prefix} did not drain in {timeout} s")
