@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=5, ge=1)
     backoff_base_ms: int = Field(default=500, ge=1)
     backoff_max_ms: int = 60_000
+    # Messages of a job whose submission never finished (no 202) are dropped
+    # after this long; the producer's retry of the submission republishes them.
+    receiving_timeout_s: int = 600
     claim_lease_ms: int = Field(default=30_000, ge=100)
     done_ttl_s: int = 3 * 24 * 3600
 

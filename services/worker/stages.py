@@ -7,6 +7,7 @@ transient one propagates for the actor to retry.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import time
@@ -17,7 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from services.worker.context import WorkerContext
 from shared.broker import enqueue
-from shared.db.jobs import chunk_processed, job_state, load_chunk
+from shared.db.jobs import chunk_processed, load_chunk, receiving_since
 from shared.db.ledger import ChunkOutcome, ChunkRef, commit_chunk_failure, commit_plan
 from shared.dedup import LeaseKeeper
 from shared.errors import StructuralError, TransientError
@@ -53,7 +54,13 @@ def _load(ctx: WorkerContext, raw: Any) -> LoadedChunk | None:
                 "chunk %s of job %s is not stored; dropped", message.chunk_id, message.job_id
             )
             return None
-        if job_state(conn, row.job_id) == "receiving":
+        since = receiving_since(conn, row.job_id)
+        if since is not None:
+            waited = (dt.datetime.now(dt.UTC) - since).total_seconds()
+            if waited > ctx.settings.receiving_timeout_s:
+                # The producer never got its 202; its retry republishes every chunk.
+                log.warning("chunk %s of an unaccepted job; dropped", row.id)
+                return None
             raise TransientError("job_not_ready", "job is still being enqueued")
         if chunk_processed(conn, row.id):
             return None

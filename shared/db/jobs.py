@@ -161,8 +161,13 @@ def stored_chunks(engine: Engine, job_id: str) -> list[tuple[str, str]]:
     return [(r.id, r.payload_sha256) for r in rows]
 
 
-def job_state(conn: Connection, job_id: str) -> str | None:
-    return conn.execute(select(J.c.state).where(J.c.id == job_id)).scalar_one_or_none()
+def receiving_since(conn: Connection, job_id: str) -> dt.datetime | None:
+    """When a job still being enqueued was stored; None once it is accepted."""
+    row = conn.execute(select(J.c.state, J.c.created_at).where(J.c.id == job_id)).first()
+    if row is None or row.state != "receiving":
+        return None
+    created: dt.datetime = row.created_at
+    return created if created.tzinfo else created.replace(tzinfo=dt.UTC)
 
 
 def load_chunk(conn: Connection, chunk_id: str) -> Any:

@@ -19,7 +19,8 @@ from services.api.app import create_app
 from services.client import Client
 from shared.db import tables
 from shared.db.engine import make_engine
-from tests.support.factories import promo_doc, promo_line, uid
+from shared.db.jobs import job_status
+from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import (
     PRODUCER_ID,
     PRODUCER_SECRET,
@@ -92,6 +93,27 @@ def test_same_batch_twice_returns_the_same_job(api: Client, test_env: ServiceEnv
     assert (first.status_code, second.status_code) == (202, 200)
     assert first.json() == second.json()
     assert queue_depth(test_env.queue_prefix, "fast_path") == depth
+
+
+def test_retry_of_a_half_enqueued_submission_finishes_it(api: Client, test_env: ServiceEnv) -> None:
+    """The API died after storing the job and before enqueueing all of it: the
+    producer's retry (no 202 was seen) enqueues every chunk and accepts it."""
+    vendor = uid("V-")
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")]) for _ in range(3)]
+    body = batch(*docs)
+    settings = test_env.settings(max_chunk_documents=1)
+    engine = make_engine(test_env.database_url)
+    try:
+        job_id, messages = store_job(engine, settings, b"unused", docs, accept=False, body=body)
+        viewer_sees = job_status(engine, job_id)
+    finally:
+        engine.dispose()
+    assert viewer_sees is None  # not accepted: invisible
+    depth = queue_depth(test_env.queue_prefix, "fast_path")
+    response = api.submit(body)
+    assert response.status_code == 200 and response.json()["job_id"] == job_id
+    assert response.json()["chunks"] == len(messages) == 3
+    assert queue_depth(test_env.queue_prefix, "fast_path") == depth + 3
 
 
 def test_idempotency_key_reused_with_another_body_is_409(api: Client) -> None:

@@ -236,3 +236,18 @@ def test_redis_down_is_transient(ctx, vendor):
     finally:
         ctx.claims = real
     assert settle_chunk(ctx, message, 2) is not None
+
+
+def test_chunk_of_a_job_still_being_enqueued_waits_then_is_dropped_if_never_accepted(ctx, vendor):
+    docs = three_line_docs(vendor)
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, accept=False)
+    with pytest.raises(TransientError) as err:
+        settle_chunk(ctx, message, 1)
+    assert err.value.reason == "job_not_ready"
+    patient = ctx.settings
+    ctx.settings = patient.model_copy(update={"receiving_timeout_s": 0})
+    try:
+        assert settle_chunk(ctx, message, 2) is None  # no 202 was given: nothing to settle
+    finally:
+        ctx.settings = patient
+    assert ledger_rows(ctx.engine, job_id) == [] and chunk_results(ctx.engine, job_id) == []

@@ -58,10 +58,18 @@ def store_job(
     key: bytes,
     documents: list[dict[str, Any]],
     kind: str = "promo_accrual",
+    *,
+    accept: bool = True,
+    body: bytes | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
-    """Store an accepted job the way the front door does; return its signed messages."""
+    """Store a job the way the front door does; return its signed messages.
+
+    ``accept=False`` leaves it ``receiving``, as if the API died while enqueueing;
+    ``body`` makes it the stored form of exactly that submission.
+    """
     batch = BATCH.validate_python({"kind": kind, "documents": documents})
-    body = json.dumps({"kind": kind, "documents": documents}).encode()
+    given = body is not None
+    body = body or json.dumps({"kind": kind, "documents": documents}).encode()
     docs = list(batch.documents)
     serialized = [d.model_dump_json().encode() for d in docs]
     chunks = build_chunks(
@@ -73,7 +81,8 @@ def store_job(
     job = jobs_db.NewJob(
         id=uuid.uuid4().hex,
         key_id="acme",
-        idempotency_key=uuid.uuid4().hex,  # each call is a new submission
+        # Each call is a new submission unless it stands for a given body.
+        idempotency_key=hashlib.sha256(body).hexdigest() if given else uuid.uuid4().hex,
         body_sha256=hashlib.sha256(body).hexdigest(),
         kind=kind,
         documents=len(docs),
@@ -82,6 +91,7 @@ def store_job(
         chunks=chunks,
     )
     assert jobs_db.create_job(engine, job)
-    jobs_db.mark_accepted(engine, job.id)
+    if accept:
+        jobs_db.mark_accepted(engine, job.id)
     messages = [ChunkMessage(c.id, job.id, kind, c.payload_sha256).signed(key) for c in chunks]
     return job.id, messages
