@@ -1,13 +1,14 @@
-"""Chunk messages: what travels on the broker, signed with the internal key.
+"""Work messages: what travels on the broker, signed with the internal key.
 
 A message carries a reference to the stored chunk (claim check) and the
 SHA-256 of its payload, never the payload itself, so no broker message grows
-with the batch.
+with the batch. A requeued dead letter travels the same way, naming the dead
+letter and which requeue of it this is.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import StructuralError
@@ -18,6 +19,9 @@ COMPUTE_HEAVY = "compute_heavy"
 VALIDATE_ACTOR = "validate"
 SETTLE_ACTOR = "settle"
 
+_TEXT_FIELDS = ("chunk_id", "job_id", "kind", "payload_sha256")
+_REQUEUE_FIELDS = ("dead_letter_id", "requeue")
+
 
 @dataclass(frozen=True)
 class ChunkMessage:
@@ -25,25 +29,36 @@ class ChunkMessage:
     job_id: str
     kind: str
     payload_sha256: str
+    dead_letter_id: int | None = None  # set when this is a requeue of a dead letter
+    requeue: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {name: getattr(self, name) for name in _TEXT_FIELDS}
+        if self.dead_letter_id is not None:
+            fields.update(dead_letter_id=self.dead_letter_id, requeue=self.requeue)
+        return fields
 
     def signed(self, key: bytes) -> dict[str, Any]:
-        fields = asdict(self)
+        fields = self.fields()
         return {**fields, "sig": sign_message(key, fields)}
 
 
 def open_message(key: bytes, raw: Any) -> ChunkMessage:
     """Verify a received message; raise ``StructuralError('signature_mismatch')``."""
+    refused = StructuralError("signature_mismatch", "chunk message signature does not match")
     if not isinstance(raw, dict):
-        raise StructuralError("signature_mismatch", "chunk message is not an object")
-    fields: dict[str, Any] = {
-        k: raw.get(k) for k in ("chunk_id", "job_id", "kind", "payload_sha256")
-    }
+        raise refused
+    names = set(_TEXT_FIELDS) | ({*_REQUEUE_FIELDS} if "dead_letter_id" in raw else set())
+    fields: dict[str, Any] = {name: raw.get(name) for name in sorted(names)}
     sig = raw.get("sig")
+    well_formed = all(isinstance(fields[n], str) for n in _TEXT_FIELDS) and all(
+        type(fields[n]) is int for n in _REQUEUE_FIELDS if n in fields
+    )
     if (
-        not all(isinstance(v, str) for v in fields.values())
+        not well_formed
         or not isinstance(sig, str)
-        or set(raw) != {*fields, "sig"}
+        or set(raw) != {*names, "sig"}
         or not verify_message(key, fields, sig)
     ):
-        raise StructuralError("signature_mismatch", "chunk message signature does not match")
+        raise refused
     return ChunkMessage(**fields)

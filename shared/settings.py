@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     # Fault injection for the exactly-once tests: seconds a settle pauses after
     # claiming its keys and before committing. Always 0 in production.
     fault_settle_pause_s: float = 0.0
+    # Fault injection: the first N settle attempts of every chunk fail transiently.
+    fault_transient_attempts: int = 0
 
     @field_validator("viewer_tokens", "operator_tokens", mode="before")
     @classmethod

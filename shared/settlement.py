@@ -1,19 +1,23 @@
-"""Plan a chunk's settlement: pure, no I/O.
+"""Decode and plan a chunk's settlement: pure, no I/O.
 
-Given decoded documents and the contracts that exist, decide for every line
-whether it settles (and to what) or is dead-lettered, and with which reason.
-Whether a settled line posts or is a duplicate is decided later, by the
-ledger's unique constraint.
+Given the stored chunk bytes and the contracts that exist, decide for every
+line whether it settles (and to what) or is dead-lettered, and with which
+reason. A document that cannot be decoded or settled is isolated: it is
+dead-lettered alone and the rest of the chunk goes on. Whether a settled line
+posts or is a duplicate is decided later, by the ledger's unique constraint.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from shared.errors import BusinessError
+from pydantic import TypeAdapter, ValidationError
+
+from shared.errors import BusinessError, StructuralError
 from shared.kinds.base import Document, Kind, Line, Settlement
 
 # NUMERIC(20,4) holds 16 integer digits.
@@ -31,13 +35,26 @@ class PlannedLine:
 
 @dataclass(frozen=True, slots=True)
 class DocumentFailure:
-    """Every line of the document is dead-lettered under one reason."""
+    """Every line of one document (or of an unreadable chunk) dead-lettered at once."""
 
-    document: Document
-    lines: list[Line]
+    document: Document | None  # None: the bytes could not be decoded
+    lines: list[Line]  # per-line outcomes; empty when undecodable
     reason: str
     message: str
     error_class: str = "BusinessError"
+    line_count: int | None = None  # lines covered, when ``lines`` cannot say
+    payload: str | None = None  # the undecodable bytes, for the operator
+    document_id: str | None = None
+    partition_key: str = ""
+
+    @property
+    def covered(self) -> int:
+        return len(self.lines) if self.line_count is None else self.line_count
+
+    def dead_letter_payload(self) -> str:
+        if self.document is not None:
+            return self.document.model_dump_json()
+        return self.payload or ""
 
 
 @dataclass
@@ -56,6 +73,36 @@ class ChunkPlan:
         )
 
 
+def _settle_document(
+    kind: Kind[Any, Any], document: Document, contract: Any, plan: ChunkPlan
+) -> None:
+    lines = kind.lines(document)
+    if contract is None:
+        plan.failed_documents.append(
+            DocumentFailure(
+                document,
+                lines,
+                "unknown_contract_version",
+                f"no {kind.name} contract {document.partition_key} "
+                f"version {document.contract_version}",
+            )
+        )
+        return
+    planned = []
+    for line in lines:
+        try:
+            settlement = kind.settle(document, line, contract)
+            if abs(settlement.amount) >= LEDGER_LIMIT:
+                raise BusinessError(
+                    "amount_out_of_range", "the modelled amount does not fit the ledger"
+                )
+        except BusinessError as exc:
+            planned.append(PlannedLine(document, line, None, exc.reason, str(exc)))
+        else:
+            planned.append(PlannedLine(document, line, settlement))
+    plan.lines.extend(planned)
+
+
 def plan_chunk(
     kind: Kind[Any, Any],
     documents: Sequence[Document],
@@ -63,30 +110,24 @@ def plan_chunk(
 ) -> ChunkPlan:
     plan = ChunkPlan()
     for document in documents:
-        lines = kind.lines(document)
-        contract = contracts.get((document.partition_key, document.contract_version))
-        if contract is None:
+        try:
+            _settle_document(
+                kind,
+                document,
+                contracts.get((document.partition_key, document.contract_version)),
+                plan,
+            )
+        except Exception as exc:  # a poison document: isolate it, settle the rest
             plan.failed_documents.append(
                 DocumentFailure(
                     document,
-                    lines,
-                    "unknown_contract_version",
-                    f"no {kind.name} contract {document.partition_key} "
-                    f"version {document.contract_version}",
+                    [],
+                    "internal_error",
+                    f"{type(exc).__name__}: {exc}"[:2000],
+                    error_class=type(exc).__name__,
+                    line_count=kind.line_count(document),
                 )
             )
-            continue
-        for line in lines:
-            try:
-                settlement = kind.settle(document, line, contract)
-                if abs(settlement.amount) >= LEDGER_LIMIT:
-                    raise BusinessError(
-                        "amount_out_of_range", "the modelled amount does not fit the ledger"
-                    )
-            except BusinessError as exc:
-                plan.lines.append(PlannedLine(document, line, None, exc.reason, str(exc)))
-            else:
-                plan.lines.append(PlannedLine(document, line, settlement))
     return plan
 
 
@@ -102,4 +143,102 @@ def plan_failure(
         failed_documents=[
             DocumentFailure(d, kind.lines(d), reason, message, error_class) for d in documents
         ]
+    )
+
+
+def unreadable(
+    payload: bytes, lines: int, reason: str, message: str, error_class: str = "StructuralError"
+) -> ChunkPlan:
+    """A chunk whose bytes cannot be trusted or read: one dead letter for all its lines."""
+    return ChunkPlan(
+        failed_documents=[
+            DocumentFailure(
+                None,
+                [],
+                reason,
+                message,
+                error_class,
+                line_count=lines,
+                payload=payload.decode("utf-8", "replace"),
+            )
+        ]
+    )
+
+
+@dataclass
+class Decoded:
+    documents: list[Document]
+    failures: list[DocumentFailure]
+
+
+def decode_chunk(
+    kind: Kind[Any, Any], adapter: TypeAdapter[Any], payload: bytes, expected_lines: int
+) -> Decoded:
+    """Decode a chunk's JSON array of documents, isolating documents that fail.
+
+    Raises ``StructuralError('schema_invalid')`` when the bytes are not a JSON
+    array at all. The lines of undecodable documents are whatever the chunk
+    held beyond its readable documents, so the job's counts still add up.
+    """
+    try:
+        return Decoded(list(adapter.validate_json(payload)), [])
+    except ValidationError:
+        pass
+    try:
+        items = json.loads(payload)
+    except ValueError:
+        raise StructuralError("schema_invalid", "chunk payload is not JSON") from None
+    if not isinstance(items, list):
+        raise StructuralError("schema_invalid", "chunk payload is not a list of documents")
+    decoded = Decoded([], [])
+    bad: list[tuple[Any, str]] = []
+    for item in items:
+        try:
+            decoded.documents.append(kind.document_model.model_validate_json(json.dumps(item)))
+        except ValidationError as exc:
+            bad.append((item, str(exc)[:2000]))
+    remaining = expected_lines - sum(kind.line_count(d) for d in decoded.documents)
+    for index, (item, message) in enumerate(bad):
+        fields = item if isinstance(item, dict) else {}
+        estimate = len(fields["lines"]) if isinstance(fields.get("lines"), list) else 0
+        count = remaining if index == len(bad) - 1 else min(estimate, remaining)
+        remaining -= count
+        decoded.failures.append(
+            DocumentFailure(
+                None,
+                [],
+                "schema_invalid",
+                message,
+                "StructuralError",
+                line_count=count,
+                payload=json.dumps(item)[:1_000_000],
+                document_id=_text(fields.get("document_id")),
+                partition_key=_text(fields.get("partition_key")) or "",
+            )
+        )
+    return decoded
+
+
+def _text(value: Any) -> str | None:
+    return value[:128] if isinstance(value, str) else None
+
+
+def restrict_to_line(plan: ChunkPlan, line_ref: str) -> ChunkPlan:
+    """Keep only one line of a plan (a requeued line-level dead letter)."""
+    return ChunkPlan(
+        lines=[p for p in plan.lines if p.line.line_ref == line_ref],
+        failed_documents=[
+            DocumentFailure(
+                f.document,
+                [line for line in f.lines if line.line_ref == line_ref],
+                f.reason,
+                f.message,
+                f.error_class,
+                line_count=1,
+                payload=f.payload,
+                document_id=f.document_id,
+                partition_key=f.partition_key,
+            )
+            for f in plan.failed_documents
+        ][:1],
     )

@@ -1,7 +1,8 @@
-"""The two pipeline stages a chunk goes through (SPEC §4.3, §4.4).
+"""The two pipeline stages a unit of work goes through (SPEC §4.3, §4.4).
 
-Each stage decodes its message, calls the pure domain, and records the result;
-a structural or business failure is recorded as a dead letter here, and a
+A unit is a stored chunk, or a requeued dead letter of one. Each stage
+verifies its message, calls the pure domain, and records the result; a
+structural or business failure is recorded as a dead letter here, and a
 transient one propagates for the actor to retry.
 """
 
@@ -14,33 +15,85 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from services.worker.context import WorkerContext
 from shared.broker import enqueue
+from shared.db import dead_letters
 from shared.db.jobs import chunk_processed, load_chunk, receiving_since
-from shared.db.ledger import ChunkOutcome, ChunkRef, commit_chunk_failure, commit_plan
-from shared.dedup import LeaseKeeper
+from shared.db.ledger import ChunkOutcome, ChunkRef, Requeue, commit_plan
+from shared.dedup import Claim, LeaseKeeper
 from shared.errors import StructuralError, TransientError
 from shared.kinds import KINDS
-from shared.kinds.base import Document
 from shared.messages import COMPUTE_HEAVY, SETTLE_ACTOR, ChunkMessage, open_message
-from shared.settlement import plan_chunk, plan_failure
+from shared.settlement import (
+    ChunkPlan,
+    Decoded,
+    decode_chunk,
+    plan_chunk,
+    plan_failure,
+    restrict_to_line,
+    unreadable,
+)
 
 log = logging.getLogger("settleq.worker")
 
-_DOCUMENT_LISTS = {name: TypeAdapter(list[kind.document_model]) for name, kind in KINDS.items()}  # type: ignore[name-defined]
+_DOCUMENT_LISTS: dict[str, TypeAdapter[Any]] = {
+    name: TypeAdapter(list[kind.document_model])  # type: ignore[name-defined]
+    for name, kind in KINDS.items()
+}
 
 
 @dataclass(frozen=True)
-class LoadedChunk:
+class Unit:
     message: ChunkMessage
     ref: ChunkRef
-    payload: bytes
+    chunk_payload: bytes
+    payload: bytes  # what to decode: the chunk, or the requeued dead letter's document
+    line_ref: str | None = None  # a requeued line-level dead letter settles this line only
 
 
-def _load(ctx: WorkerContext, raw: Any) -> LoadedChunk | None:
-    """Verify and fetch a chunk; None when there is nothing (left) to do."""
+def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
+    """False for a submission that never got its 202; retry while it may still."""
+    since = receiving_since(conn, job_id)
+    if since is None:
+        return True
+    if (dt.datetime.now(dt.UTC) - since).total_seconds() > ctx.settings.receiving_timeout_s:
+        # The producer never got its 202; its retry republishes every chunk.
+        log.warning("message of unaccepted job %s dropped", job_id)
+        return False
+    raise TransientError("job_not_ready", "job is still being enqueued")
+
+
+def _requeue_unit(conn: Any, message: ChunkMessage, row: Any) -> Unit | None:
+    letter = dead_letters.load(conn, message.dead_letter_id or 0)
+    if (
+        letter is None
+        or letter.chunk_id != row.id
+        or letter.status != "requeued"
+        or letter.requeues != message.requeue
+    ):
+        log.warning("stale requeue of dead letter %s dropped", message.dead_letter_id)
+        return None
+    ref = ChunkRef(
+        chunk_id=row.id,
+        job_id=row.job_id,
+        kind=row.kind,
+        lines=letter.lines,
+        requeue=Requeue(letter.id, letter.requeues, letter.lines),
+    )
+    if chunk_processed(conn, ref.result_id):
+        return None
+    chunk_payload = bytes(row.payload)
+    if letter.document_id is None and letter.line_ref is None:
+        payload = chunk_payload  # a chunk-level dead letter re-runs the whole stored chunk
+    else:
+        payload = b"[" + letter.payload.encode() + b"]"
+    return Unit(message, ref, chunk_payload, payload, letter.line_ref)
+
+
+def _load(ctx: WorkerContext, raw: Any) -> Unit | None:
+    """Verify and fetch a unit of work; None when there is nothing (left) to do."""
     try:
         message = open_message(ctx.internal_key, raw)
     except StructuralError as exc:
@@ -54,102 +107,98 @@ def _load(ctx: WorkerContext, raw: Any) -> LoadedChunk | None:
                 "chunk %s of job %s is not stored; dropped", message.chunk_id, message.job_id
             )
             return None
-        since = receiving_since(conn, row.job_id)
-        if since is not None:
-            waited = (dt.datetime.now(dt.UTC) - since).total_seconds()
-            if waited > ctx.settings.receiving_timeout_s:
-                # The producer never got its 202; its retry republishes every chunk.
-                log.warning("chunk %s of an unaccepted job; dropped", row.id)
-                return None
-            raise TransientError("job_not_ready", "job is still being enqueued")
+        if not _check_accepted(ctx, conn, row.job_id):
+            return None
+        if message.dead_letter_id is not None:
+            return _requeue_unit(conn, message, row)
         if chunk_processed(conn, row.id):
             return None
     ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
-    return LoadedChunk(message, ref, bytes(row.payload))
+    payload = bytes(row.payload)
+    return Unit(message, ref, payload, payload)
+
+
+def _record(
+    ctx: WorkerContext, ref: ChunkRef, plan: ChunkPlan, attempt: int
+) -> ChunkOutcome | None:
+    with ctx.engine.begin() as conn:
+        return commit_plan(conn, ref, plan, attempt)
 
 
 def _record_tampered(ctx: WorkerContext, raw: Any, exc: StructuralError) -> None:
     """A message whose signature fails is untrusted: its chunk (if it names a real
     one) is dead-lettered whole, so an operator requeues it from the stored copy."""
     chunk_id = raw.get("chunk_id") if isinstance(raw, dict) else None
-    with ctx.engine.begin() as conn:
+    with ctx.engine.connect() as conn:
         row = load_chunk(conn, chunk_id) if isinstance(chunk_id, str) else None
-        if row is None:
-            log.error("unsigned or tampered message naming no stored chunk; dropped")
-            return
-        ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
-        commit_chunk_failure(
-            conn,
-            ref,
-            reason=exc.reason,
-            error_class="StructuralError",
-            message=str(exc),
-            attempts=1,
-            payload=bytes(row.payload).decode("utf-8", "replace"),
-        )
+    if row is None:
+        log.error("unsigned or tampered message naming no stored chunk; dropped")
+        return
+    ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
+    _record(ctx, ref, unreadable(bytes(row.payload), row.lines, exc.reason, str(exc)), 1)
 
 
-def _decode(ctx: WorkerContext, chunk: LoadedChunk, attempt: int) -> list[Document] | None:
-    """Re-check the stored chunk; a mismatch or schema failure dead-letters it."""
+def _decode(ctx: WorkerContext, unit: Unit, attempt: int) -> Decoded | None:
+    """Re-check the stored bytes; an unreadable unit is dead-lettered whole."""
+    kind = KINDS.get(unit.ref.kind)
+    adapter = _DOCUMENT_LISTS.get(unit.ref.kind)
     try:
-        if hashlib.sha256(chunk.payload).hexdigest() != chunk.message.payload_sha256:
+        if hashlib.sha256(unit.chunk_payload).hexdigest() != unit.message.payload_sha256:
             raise StructuralError("signature_mismatch", "chunk payload does not match its digest")
-        adapter = _DOCUMENT_LISTS.get(chunk.ref.kind)
-        if adapter is None:
-            raise StructuralError("schema_invalid", f"unknown kind {chunk.ref.kind!r}")
-        try:
-            documents: list[Document] = adapter.validate_json(chunk.payload)
-        except ValidationError as exc:
-            raise StructuralError("schema_invalid", str(exc)[:2000]) from None
+        if kind is None or adapter is None:
+            raise StructuralError("schema_invalid", f"unknown kind {unit.ref.kind!r}")
+        return decode_chunk(kind, adapter, unit.payload, unit.ref.lines)
     except StructuralError as exc:
-        with ctx.engine.begin() as conn:
-            commit_chunk_failure(
-                conn,
-                chunk.ref,
-                reason=exc.reason,
-                error_class="StructuralError",
-                message=str(exc),
-                attempts=attempt,
-                payload=chunk.payload.decode("utf-8", "replace"),
-            )
+        _record(
+            ctx, unit.ref, unreadable(unit.payload, unit.ref.lines, exc.reason, str(exc)), attempt
+        )
         return None
-    return documents
 
 
 def validate_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> None:
-    """fast_path: signature, schema, contract presence; then on to settlement."""
-    chunk = _load(ctx, raw)
-    if chunk is None:
+    """fast_path: signature, digest, schema, contract presence; then on to settlement."""
+    unit = _load(ctx, raw)
+    if unit is None:
         return
-    documents = _decode(ctx, chunk, attempt)
-    if documents is None:
+    decoded = _decode(ctx, unit, attempt)
+    if decoded is None:
         return
-    kind = KINDS[chunk.ref.kind]
-    wanted = {(d.partition_key, d.contract_version) for d in documents}
+    kind = KINDS[unit.ref.kind]
+    wanted = {(d.partition_key, d.contract_version) for d in decoded.documents}
     missing = wanted - set(ctx.contracts.load(kind, wanted))
-    if missing:
-        # Settlement dead-letters these documents with unknown_contract_version,
-        # in the same transaction as the rest of the chunk.
-        log.info("chunk %s names %d unknown contract versions", chunk.ref.chunk_id, len(missing))
+    if missing or decoded.failures:
+        # Settlement dead-letters these documents alone, in the same transaction
+        # as the rest of the chunk.
+        log.info(
+            "chunk %s: %d unknown contract versions, %d unreadable documents",
+            unit.ref.chunk_id,
+            len(missing),
+            len(decoded.failures),
+        )
     enqueue(
         ctx.broker,
         ctx.settings.queue_name(COMPUTE_HEAVY),
         SETTLE_ACTOR,
-        chunk.message.signed(ctx.internal_key),
+        unit.message.signed(ctx.internal_key),
     )
 
 
 def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | None:
     """compute_heavy: claim, settle, commit once, mark done (SPEC §4.4)."""
-    chunk = _load(ctx, raw)
-    if chunk is None:
+    unit = _load(ctx, raw)
+    if unit is None:
         return None
-    documents = _decode(ctx, chunk, attempt)
-    if documents is None:
+    decoded = _decode(ctx, unit, attempt)
+    if decoded is None:
         return None
-    kind = KINDS[chunk.ref.kind]
-    contracts = ctx.contracts.load(kind, {(d.partition_key, d.contract_version) for d in documents})
-    plan = plan_chunk(kind, documents, contracts)
+    kind = KINDS[unit.ref.kind]
+    contracts = ctx.contracts.load(
+        kind, {(d.partition_key, d.contract_version) for d in decoded.documents}
+    )
+    plan = plan_chunk(kind, decoded.documents, contracts)
+    plan.failed_documents += decoded.failures
+    if unit.line_ref is not None:
+        plan = restrict_to_line(plan, unit.line_ref)
     claim = ctx.claims.claim(
         [ctx.claims.key(kind.name, key, version) for key, version in plan.claim_keys()]
     )
@@ -160,10 +209,8 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
         )
     try:
         with LeaseKeeper(ctx.claims, claim, ctx.settings.claim_lease_ms):
-            if ctx.settings.fault_settle_pause_s:
-                time.sleep(ctx.settings.fault_settle_pause_s)
-            with ctx.engine.begin() as conn:
-                outcome = commit_plan(conn, chunk.ref, plan, attempt)
+            _injected_faults(ctx, attempt)
+            outcome = _record(ctx, unit.ref, plan, attempt)
     except BaseException:
         _release_quietly(ctx, claim)
         raise
@@ -174,7 +221,18 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
     return outcome
 
 
-def _release_quietly(ctx: WorkerContext, claim: Any) -> None:
+def _injected_faults(ctx: WorkerContext, attempt: int) -> None:
+    """Fault injection for the failure tests (all off by default): between the
+    claims and the commit, the most delicate point of the protocol."""
+    settings = ctx.settings
+    if settings.fault_settle_pause_s:
+        time.sleep(settings.fault_settle_pause_s)
+    if attempt <= settings.fault_transient_attempts:
+        log.warning("injected transient fault on attempt %d", attempt)
+        raise TransientError("injected_fault", f"injected transient fault, attempt {attempt}")
+
+
+def _release_quietly(ctx: WorkerContext, claim: Claim) -> None:
     try:
         ctx.claims.release(claim)
     except Exception:  # the lease expires by itself
@@ -184,28 +242,21 @@ def _release_quietly(ctx: WorkerContext, claim: Any) -> None:
 def dead_letter_chunk(
     ctx: WorkerContext, raw: Any, *, reason: str, error_class: str, message: str, attempts: int
 ) -> None:
-    """Dead-letter every line of a chunk that could not be processed at all."""
-    chunk = _load(ctx, raw)
-    if chunk is None:
+    """Dead-letter every line of a unit that could not be processed at all."""
+    unit = _load(ctx, raw)
+    if unit is None:
         return
-    kind = KINDS.get(chunk.ref.kind)
-    adapter = _DOCUMENT_LISTS.get(chunk.ref.kind)
-    with ctx.engine.begin() as conn:
-        try:
-            documents = adapter.validate_json(chunk.payload) if adapter else None
-        except ValidationError:
-            documents = None
-        if kind is None or documents is None:
-            commit_chunk_failure(
-                conn,
-                chunk.ref,
-                reason=reason,
-                error_class=error_class,
-                message=message,
-                attempts=attempts,
-                payload=chunk.payload.decode("utf-8", "replace"),
-            )
-            return
-        commit_plan(
-            conn, chunk.ref, plan_failure(kind, documents, reason, error_class, message), attempts
-        )
+    kind = KINDS.get(unit.ref.kind)
+    adapter = _DOCUMENT_LISTS.get(unit.ref.kind)
+    try:
+        if kind is None or adapter is None:
+            raise StructuralError("schema_invalid", "unknown kind")
+        decoded = decode_chunk(kind, adapter, unit.payload, unit.ref.lines)
+    except StructuralError:
+        plan = unreadable(unit.payload, unit.ref.lines, reason, message, error_class)
+    else:
+        plan = plan_failure(kind, decoded.documents, reason, error_class, message)
+        plan.failed_documents += decoded.failures
+        if unit.line_ref is not None:
+            plan = restrict_to_line(plan, unit.line_ref)
+    _record(ctx, unit.ref, plan, attempts)

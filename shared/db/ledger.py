@@ -1,38 +1,56 @@
 """The settlement transaction (SPEC §4.4): one chunk, one database transaction.
 
-In order: the chunk's processed marker (a redelivered chunk stops here), the
+In order: the unit's processed marker (a redelivered chunk stops here), the
 ledger rows (``ON CONFLICT DO NOTHING`` on ``(reconciliation_key,
-contract_version)``: the source of truth for exactly-once), per-line outcomes,
-dead letters, and the chunk's counter increments.
+contract_version)``: the source of truth for exactly-once), dead letters,
+per-line outcomes, and the unit's counter increments. A unit is a chunk, or a
+requeued dead letter whose lines move from ``dead_lettered`` to their new outcome.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, delete, select, update
 
 from shared.db import tables
 from shared.db.dialect import insert_ignoring_conflicts
-from shared.kinds.base import Document
 from shared.money import ZERO
-from shared.settlement import ChunkPlan, PlannedLine
+from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine
 
 L = tables.ledger_entries
 R = tables.chunk_results
 
 
 @dataclass(frozen=True)
+class Requeue:
+    """A dead letter sent through settlement again (its ``number``-th requeue)."""
+
+    dead_letter_id: int
+    number: int
+    lines: int  # the lines it held: they leave ``dead_lettered`` for their new outcome
+
+
+@dataclass(frozen=True)
 class ChunkRef:
+    """One unit of work: a stored chunk, or a requeued dead letter of it."""
+
     chunk_id: str
     job_id: str
     kind: str
     lines: int
+    requeue: Requeue | None = None
+
+    @property
+    def result_id(self) -> str:
+        """The processed marker: one per chunk, one per requeue of a dead letter."""
+        if self.requeue is None:
+            return self.chunk_id
+        return f"rq{self.requeue.dead_letter_id}.{self.requeue.number}"
 
 
 @dataclass
@@ -54,8 +72,9 @@ def _claim_marker(conn: Connection, chunk: ChunkRef, now: dt.datetime) -> bool:
     row = conn.execute(
         insert_ignoring_conflicts(conn, R)
         .values(
-            chunk_id=chunk.chunk_id,
+            chunk_id=chunk.result_id,
             job_id=chunk.job_id,
+            source="chunk" if chunk.requeue is None else "requeue",
             posted=0,
             disputed=0,
             duplicate=0,
@@ -72,7 +91,7 @@ def _claim_marker(conn: Connection, chunk: ChunkRef, now: dt.datetime) -> bool:
 def _store_counts(conn: Connection, chunk: ChunkRef, outcome: ChunkOutcome) -> None:
     conn.execute(
         update(R)
-        .where(R.c.chunk_id == chunk.chunk_id)
+        .where(R.c.chunk_id == chunk.result_id)
         .values(
             posted=outcome.posted,
             disputed=outcome.disputed,
@@ -170,8 +189,10 @@ def _outcome_row(chunk: ChunkRef, p: PlannedLine, outcome: str, delta: Any) -> d
 
 def _dead_letter_row(
     chunk: ChunkRef,
-    document: Document | None,
     *,
+    document_id: str | None,
+    partition_key: str,
+    contract_version: int | None,
     line_ref: str | None,
     reason: str,
     error_class: str,
@@ -180,14 +201,13 @@ def _dead_letter_row(
     attempts: int,
     payload: str,
     now: dt.datetime,
-    partition_key: str = "",
 ) -> dict[str, Any]:
     return {
         "job_id": chunk.job_id,
         "chunk_id": chunk.chunk_id,
         "kind": chunk.kind,
-        "partition_key": document.partition_key if document else partition_key,
-        "document_id": document.document_id if document else None,
+        "partition_key": partition_key,
+        "document_id": document_id,
         "line_ref": line_ref,
         "reason": reason,
         "error_class": error_class,
@@ -195,128 +215,143 @@ def _dead_letter_row(
         "attempts": attempts,
         "status": "dead",
         "lines": lines,
-        "contract_version": document.contract_version if document else None,
+        "contract_version": contract_version,
         "payload": payload,
         "first_failed_at": now,
         "last_failed_at": now,
     }
 
 
-def commit_plan(
-    conn: Connection, chunk: ChunkRef, plan: ChunkPlan, attempts: int
-) -> ChunkOutcome | None:
-    """Record a planned chunk; None when the chunk was already processed."""
-    now = dt.datetime.now(dt.UTC)
-    if not _claim_marker(conn, chunk, now):
-        return None
-    settled = [p for p in plan.lines if p.settlement is not None]
-    new = _insert_ledger(conn, chunk, settled, now)
-    outcome = ChunkOutcome()
-    outcome_rows: list[dict[str, Any]] = []
-    dead_rows: list[dict[str, Any]] = []
+def _line_dead_letter(chunk: ChunkRef, p: PlannedLine, attempts: int, now: dt.datetime) -> Any:
+    return _dead_letter_row(
+        chunk,
+        document_id=p.document.document_id,
+        partition_key=p.document.partition_key,
+        contract_version=p.document.contract_version,
+        line_ref=p.line.line_ref,
+        reason=p.reason or "",
+        error_class="BusinessError",
+        message=p.message,
+        lines=1,
+        attempts=attempts,
+        payload=p.document.model_dump_json(),
+        now=now,
+    )
+
+
+def _document_dead_letter(
+    chunk: ChunkRef, f: DocumentFailure, attempts: int, now: dt.datetime
+) -> Any:
+    d = f.document
+    return _dead_letter_row(
+        chunk,
+        document_id=d.document_id if d else f.document_id,
+        partition_key=d.partition_key if d else f.partition_key,
+        contract_version=d.contract_version if d else None,
+        line_ref=None,
+        reason=f.reason,
+        error_class=f.error_class,
+        message=f.message,
+        lines=f.covered,
+        attempts=attempts,
+        payload=f.dead_letter_payload(),
+        now=now,
+    )
+
+
+def _settled_outcomes(
+    chunk: ChunkRef, plan: ChunkPlan, new: dict[tuple[str, int], Decimal], outcome: ChunkOutcome
+) -> list[dict[str, Any]]:
+    rows = []
     for p in plan.lines:
+        s = p.settlement
+        if s is None:
+            continue
         ident = (p.line.reconciliation_key, p.document.contract_version)
-        if p.settlement is None:
-            outcome.dead_lettered += 1
-            outcome_rows.append(_outcome_row(chunk, p, "dead_lettered", None))
-            dead_rows.append(
-                _dead_letter_row(
-                    chunk,
-                    p.document,
-                    line_ref=p.line.line_ref,
-                    reason=p.reason or "",
-                    error_class="BusinessError",
-                    message=p.message,
-                    lines=1,
-                    attempts=attempts,
-                    payload=p.document.model_dump_json(),
-                    now=now,
-                )
-            )
-        elif ident in new:
+        if ident in new:
             # pop: a repeat of this identity later in the chunk is a duplicate
             delta = new.pop(ident)
-            s = p.settlement
             if s.outcome == "posted":
                 outcome.posted += 1
                 outcome.amount_posted += s.amount
             else:
                 outcome.disputed += 1
                 outcome.amount_disputed += s.claimed_amount or ZERO
-            outcome_rows.append(_outcome_row(chunk, p, s.outcome, delta))
+            rows.append(_outcome_row(chunk, p, s.outcome, delta))
         else:
             outcome.duplicate += 1
-            outcome_rows.append(_outcome_row(chunk, p, "duplicate", None))
-    for failure in plan.failed_documents:
-        outcome.dead_lettered += len(failure.lines)
-        for line in failure.lines:
-            outcome_rows.append(
-                _outcome_row(
-                    chunk,
-                    PlannedLine(failure.document, line, None, failure.reason),
-                    "dead_lettered",
-                    None,
-                )
-            )
-        dead_rows.append(
-            _dead_letter_row(
-                chunk,
-                failure.document,
-                line_ref=None,
-                reason=failure.reason,
-                error_class=failure.error_class,
-                message=failure.message,
-                lines=len(failure.lines),
-                attempts=attempts,
-                payload=failure.document.model_dump_json(),
-                now=now,
-            )
-        )
-    if outcome_rows:
-        conn.execute(tables.line_outcomes.insert(), outcome_rows)
-    if dead_rows:
-        conn.execute(tables.dead_letters.insert(), dead_rows)
-    _store_counts(conn, chunk, outcome)
-    return outcome
+            rows.append(_outcome_row(chunk, p, "duplicate", None))
+    return rows
 
 
-def commit_chunk_failure(
+def _dead_letters(
     conn: Connection,
     chunk: ChunkRef,
-    *,
-    reason: str,
-    error_class: str,
-    message: str,
+    plan: ChunkPlan,
     attempts: int,
-    payload: str,
-    partition_key: str = "",
+    now: dt.datetime,
+    outcome: ChunkOutcome,
+) -> list[dict[str, Any]]:
+    """Insert the plan's dead letters; return their lines' outcome rows, linked to them."""
+    letters: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for p in plan.lines:
+        if p.settlement is None:
+            letters.append(
+                (
+                    _line_dead_letter(chunk, p, attempts, now),
+                    [_outcome_row(chunk, p, "dead_lettered", None)],
+                )
+            )
+    for f in plan.failed_documents:
+        if f.document is None:
+            lines = []
+        else:
+            doc = f.document
+            lines = [
+                _outcome_row(chunk, PlannedLine(doc, line, None, f.reason), "dead_lettered", None)
+                for line in f.lines
+            ]
+        letters.append((_document_dead_letter(chunk, f, attempts, now), lines))
+    if not letters:
+        return []
+    outcome.dead_lettered += sum(letter["lines"] for letter, _ in letters)
+    ids = conn.execute(
+        tables.dead_letters.insert().returning(
+            tables.dead_letters.c.id, sort_by_parameter_order=True
+        ),
+        [letter for letter, _ in letters],
+    ).scalars()
+    rows = []
+    for letter_id, (_, line_rows) in zip(ids, letters, strict=True):
+        for row in line_rows:
+            row["dead_letter_id"] = letter_id
+            rows.append(row)
+    return rows
+
+
+def commit_plan(
+    conn: Connection, chunk: ChunkRef, plan: ChunkPlan, attempts: int
 ) -> ChunkOutcome | None:
-    """Dead-letter a whole chunk that cannot be read (signature, schema, retries)."""
+    """Record a planned unit of work; None when it was already processed."""
     now = dt.datetime.now(dt.UTC)
     if not _claim_marker(conn, chunk, now):
         return None
-    conn.execute(
-        tables.dead_letters.insert(),
-        [
-            _dead_letter_row(
-                chunk,
-                None,
-                line_ref=None,
-                reason=reason,
-                error_class=error_class,
-                message=message,
-                lines=chunk.lines,
-                attempts=attempts,
-                payload=payload,
-                now=now,
-                partition_key=partition_key,
+    settled = [p for p in plan.lines if p.settlement is not None]
+    new = _insert_ledger(conn, chunk, settled, now)
+    outcome = ChunkOutcome()
+    rows = _settled_outcomes(chunk, plan, new, outcome)
+    rows += _dead_letters(conn, chunk, plan, attempts, now, outcome)
+    if chunk.requeue is not None:
+        # The requeued lines leave dead_lettered for the outcome they have now.
+        outcome.dead_lettered -= chunk.requeue.lines
+        conn.execute(
+            delete(tables.line_outcomes).where(
+                tables.line_outcomes.c.dead_letter_id == chunk.requeue.dead_letter_id
             )
-        ],
-    )
-    outcome = ChunkOutcome(dead_lettered=chunk.lines)
+        )
+    if rows:
+        for row in rows:
+            row.setdefault("dead_letter_id", None)
+        conn.execute(tables.line_outcomes.insert(), rows)
     _store_counts(conn, chunk, outcome)
     return outcome
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))

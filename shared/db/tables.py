@@ -93,14 +93,15 @@ chunks = Table(
     Index(None, "job_id"),
 )
 
-# One row per processed chunk: the chunk's processed marker and its counter
-# increments at once. Summed when a job is read, so no chunk waits on a hot
-# job row.
+# One row per processed unit of work: a chunk (its processed marker) or a
+# requeued dead letter ("rq<id>.<n>"), holding that unit's counter increments.
+# Summed when a job is read, so no chunk waits on a hot job row.
 chunk_results = Table(
     "chunk_results",
     metadata,
     Column("chunk_id", String(32), primary_key=True),
     Column("job_id", ForeignKey("jobs.id"), nullable=False),
+    Column("source", String(16), nullable=False, server_default="chunk"),
     Column("posted", Integer, nullable=False),
     Column("disputed", Integer, nullable=False),
     Column("duplicate", Integer, nullable=False),
@@ -148,7 +149,10 @@ line_outcomes = Table(
     Column("delta", money_column_type(), nullable=True),
     Column("reconciliation_key", KEY, nullable=True),
     Column("contract_version", Integer, nullable=False),
+    # The dead letter a dead-lettered line belongs to: a requeue replaces these rows.
+    Column("dead_letter_id", BigId, nullable=True),
     Index(None, "job_id", "outcome", "id"),
+    Index(None, "dead_letter_id"),
 )
 
 dead_letters = Table(
@@ -171,6 +175,21 @@ dead_letters = Table(
     Column("payload", Text, nullable=False),
     Column("first_failed_at", TS, nullable=False),
     Column("last_failed_at", TS, nullable=False),
+    Column("requeues", Integer, nullable=False, server_default="0"),
+    Column("note", Text, nullable=True),
     Index(None, "job_id"),
     Index(None, "status", "reason"),
+)
+
+# Every operator action: who (a token fingerprint, never the token), when, what.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("at", TS, nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("target", String(255), nullable=False),
+    Column("details", Text, nullable=False),
+    Index(None, "at"),
 )

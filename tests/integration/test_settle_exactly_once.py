@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from services.worker.context import WorkerContext
-from services.worker.stages import settle_chunk, validate_chunk
+from services.worker.stages import settle_chunk
 from shared.db.jobs import job_status
 from shared.errors import TransientError
 from shared.kinds import get_kind
@@ -194,31 +194,6 @@ def test_newer_contract_version_posts_a_delta_row(ctx, vendor):
     assert new.reconciliation_key == old.reconciliation_key
     assert (new.amount, new.delta, new.supersedes_id) == (Decimal("3.60"), Decimal("2.60"), old.id)
     assert old.delta + new.delta == new.amount
-
-
-def test_validate_stage_dead_letters_a_schema_invalid_chunk(ctx, vendor):
-    from sqlalchemy import update
-
-    from shared.db import tables
-
-    docs = three_line_docs(vendor)
-    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
-    # Corrupt the stored payload and its digest consistently: only the schema can catch it.
-    import hashlib
-
-    bad = b'[{"document_id": 1}]'
-    with ctx.engine.begin() as conn:
-        conn.execute(
-            update(tables.chunks).where(tables.chunks.c.job_id == job_id).values(payload=bad)
-        )
-    forged = {**message, "payload_sha256": hashlib.sha256(bad).hexdigest()}
-    from shared.messages import ChunkMessage
-
-    fields = {k: forged[k] for k in ("chunk_id", "job_id", "kind", "payload_sha256")}
-    validate_chunk(ctx, ChunkMessage(**fields).signed(ctx.internal_key), 1)
-    [letter] = dead_letters(ctx.engine, job_id)
-    assert (letter.reason, letter.lines) == ("schema_invalid", 3)
-    assert ledger_rows(ctx.engine, job_id) == []
 
 
 def test_redis_down_is_transient(ctx, vendor):

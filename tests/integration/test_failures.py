@@ -1,0 +1,149 @@
+"""Failures are isolated and recorded (SPEC §4.6, issue 3), on the real services."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import select
+
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk, validate_chunk
+from shared.db import dead_letters as dl_db
+from shared.db import tables
+from shared.db.jobs import job_status
+from shared.messages import ChunkMessage
+from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
+from tests.support.infra import queue_depth
+from tests.support.ledger import dead_letters, ledger_rows
+from tests.support.tamper import replace_stored_payload
+
+
+@pytest.fixture(scope="module")
+def vendor(ctx: WorkerContext) -> str:
+    name = uid("V-")
+    publish_promo_contracts(ctx.engine, [name])
+    return name
+
+
+def test_one_poison_document_among_749_dead_letters_alone(ctx, vendor):
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")]) for _ in range(750)]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    stored = [json.dumps(d) for d in docs]
+    stored[400] = json.dumps({**docs[400], "contract_version": "seven"})  # poison
+    message = replace_stored_payload(
+        ctx.engine, ctx.internal_key, message, ("[" + ",".join(stored) + "]").encode()
+    )
+    outcome = settle_chunk(ctx, message, 1)
+    assert outcome is not None and (outcome.posted, outcome.dead_lettered) == (749, 1)
+    [letter] = dead_letters(ctx.engine, job_id)
+    assert (letter.reason, letter.document_id, letter.lines, letter.attempts) == (
+        "schema_invalid",
+        docs[400]["document_id"],
+        1,
+        1,
+    )
+    assert len(ledger_rows(ctx.engine, job_id)) == 749
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and sum(status.outcomes.values()) == status.lines == 750
+
+
+def test_unreadable_chunk_is_dead_lettered_whole_on_attempt_one(ctx, vendor):
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "8", "1.00")])]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    message = replace_stored_payload(ctx.engine, ctx.internal_key, message, b"not json at all")
+    validate_chunk(ctx, message, 1)
+    [letter] = dead_letters(ctx.engine, job_id)
+    assert (letter.reason, letter.error_class, letter.attempts, letter.lines) == (
+        "schema_invalid",
+        "StructuralError",
+        1,
+        2,
+    )
+    assert letter.document_id is None and letter.payload == "not json at all"
+
+
+def requeue(ctx: WorkerContext, dead_letter_id: int) -> dict:
+    """What the operator API does: mark requeued, then build the signed message."""
+    with ctx.engine.begin() as conn:
+        marked = dl_db.mark_requeued(conn, dead_letter_id)
+        chunk = conn.execute(
+            select(tables.chunks.c.payload_sha256).where(tables.chunks.c.id == marked.chunk_id)
+        ).scalar_one()
+    return ChunkMessage(
+        marked.chunk_id, marked.job_id, marked.kind, chunk, marked.id, marked.requeues
+    ).signed(ctx.internal_key)
+
+
+def test_requeued_dead_letters_post_and_move_the_counters_once(ctx):
+    vendor = uid("V-")  # no contract yet
+    docs = [
+        promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "16", "2.00")]),
+        promo_doc(vendor, [promo_line(1, "8", "1.00", tier="T7")]),
+    ]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    settle_chunk(ctx, message, 1)
+    letters = dead_letters(ctx.engine, job_id)
+    assert [(d.reason, d.lines) for d in letters] == [
+        ("unknown_contract_version", 2),
+        ("unknown_contract_version", 1),
+    ]
+    before = job_status(ctx.engine, job_id)
+    assert before is not None and before.outcomes["dead_lettered"] == 3
+
+    publish_promo_contracts(ctx.engine, [vendor])
+    messages = [requeue(ctx, d.id) for d in letters]
+    for m in messages:
+        settle_chunk(ctx, m, 1)
+        assert settle_chunk(ctx, m, 2) is None  # a redelivered requeue changes nothing
+
+    after = job_status(ctx.engine, job_id)
+    assert after is not None and after.state == "completed"
+    # Two lines posted; the T7 line now fails on its own, as a new line-level dead letter.
+    assert after.outcomes == {"posted": 2, "disputed": 0, "duplicate": 0, "dead_lettered": 1}
+    assert sum(after.outcomes.values()) == after.lines == 3
+    now = {(d.reason, d.status, d.line_ref) for d in dead_letters(ctx.engine, job_id)}
+    assert now == {
+        ("unknown_contract_version", "requeued", None),
+        ("unknown_promo_tier", "dead", "1"),
+    }
+    assert len(ledger_rows(ctx.engine, job_id)) == 2
+    with ctx.engine.connect() as conn:
+        lines = (
+            conn.execute(
+                select(tables.line_outcomes.c.outcome).where(
+                    tables.line_outcomes.c.job_id == job_id
+                )
+            )
+            .scalars()
+            .all()
+        )
+    assert sorted(lines) == ["dead_lettered", "posted", "posted"]
+    # The same dead letter cannot be requeued twice.
+    with ctx.engine.begin() as conn:
+        assert dl_db.mark_requeued(conn, letters[0].id) is None
+
+
+def test_stale_requeue_message_is_dropped(ctx, vendor):
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00", tier="T8")])]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    settle_chunk(ctx, message, 1)
+    [letter] = dead_letters(ctx.engine, job_id)
+    first = requeue(ctx, letter.id)
+    forged_again = {**first}
+    settle_chunk(ctx, first, 1)  # fails again: a new dead letter, the old one stays requeued
+    assert settle_chunk(ctx, forged_again, 1) is None
+    assert [d.status for d in dead_letters(ctx.engine, job_id)] == ["requeued", "dead"]
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and status.outcomes["dead_lettered"] == 1
+
+
+def test_validate_forwards_a_requeue_to_settlement(ctx):
+    vendor = uid("V-")
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")])]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    settle_chunk(ctx, message, 1)
+    [letter] = dead_letters(ctx.engine, job_id)
+    depth = queue_depth(ctx.settings.queue_prefix, "compute_heavy")
+    validate_chunk(ctx, requeue(ctx, letter.id), 1)
+    assert queue_depth(ctx.settings.queue_prefix, "compute_heavy") == depth + 1
