@@ -260,6 +260,117 @@ def gen(
     sys.stdout.write(json.dumps(promo_batch(lines, vendors=vendors, seed=seed)) + "\n")
 
 
+dlq = typer.Typer(help="Inspect, requeue and discard dead letters (operator token).")
+app.add_typer(dlq, name="dlq")
+
+
+def _operator(url: str, token: str | None) -> Any:
+    if not token:
+        raise typer.BadParameter("an operator token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
+    return _client(url, None, None, token)
+
+
+def _answer(response: Any) -> Any:
+    if response.status_code >= 400:
+        console.print(f"[red]{response.status_code}[/red] {response.text}")
+        raise typer.Exit(1)
+    return response.json()
+
+
+@dlq.command("list")
+def dlq_list(
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+    reason: Annotated[str | None, typer.Option()] = None,
+    status: Annotated[str | None, typer.Option()] = "dead",
+    job_id: Annotated[str | None, typer.Option()] = None,
+    partition_key: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+) -> None:
+    """List dead letters, newest first."""
+    query = {
+        "reason": reason,
+        "status": status,
+        "job_id": job_id,
+        "partition_key": partition_key,
+        "limit": limit,
+    }
+    params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
+    page = _answer(_operator(url, token).bearer("GET", f"/admin/dead-letters?{params}"))
+    table = Table(title="dead letters")
+    for column in ("id", "job", "partition", "document", "line", "reason", "lines", "status"):
+        table.add_column(column)
+    for d in page["items"]:
+        table.add_row(
+            str(d["id"]),
+            d["job_id"][:12],
+            d["partition_key"],
+            d["document_id"] or "",
+            d["line_ref"] or "",
+            d["reason"],
+            str(d["lines"]),
+            d["status"],
+        )
+    console.print(table)
+
+
+@dlq.command("show")
+def dlq_show(dead_letter_id: int, url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
+    """Show one dead letter with its payload."""
+    console.print_json(
+        data=_answer(_operator(url, token).bearer("GET", f"/admin/dead-letters/{dead_letter_id}"))
+    )
+
+
+@dlq.command("requeue")
+def dlq_requeue(
+    dead_letter_id: Annotated[int | None, typer.Argument()] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+    reason: Annotated[str | None, typer.Option()] = None,
+    job_id: Annotated[str | None, typer.Option()] = None,
+    partition_key: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 1000,
+) -> None:
+    """Requeue one dead letter by id, or every dead one matching the filters."""
+    client = _operator(url, token)
+    if dead_letter_id is not None:
+        result = _answer(client.bearer("POST", f"/admin/dead-letters/{dead_letter_id}/requeue"))
+    else:
+        body = {
+            "reason": reason,
+            "job_id": job_id,
+            "partition_key": partition_key,
+            "kind": kind,
+            "limit": limit,
+        }
+        result = _answer(
+            client.bearer(
+                "POST",
+                "/admin/dead-letters/requeue",
+                {k: v for k, v in body.items() if v is not None},
+            )
+        )
+    console.print(f"requeued {result['requeued']}")
+
+
+@dlq.command("discard")
+def dlq_discard(
+    dead_letter_id: int,
+    note: Annotated[str, typer.Option(help="why it is discarded (kept in the audit log)")],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Discard one dead letter, with a note."""
+    _answer(
+        _operator(url, token).bearer(
+            "POST", f"/admin/dead-letters/{dead_letter_id}/discard", {"note": note}
+        )
+    )
+    console.print(f"discarded {dead_letter_id}")
+
+
 def _demo_credentials() -> dict[str, str]:
     from shared.signing import token_digest
 

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
-from services.api.routes import batches, contracts, jobs, ops
+from services.api.routes import batches, contracts, dead_letters, jobs, ops
 from shared.broker import make_broker
 from shared.db.engine import make_engine
 from shared.settings import Settings
@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_handlers(app)
-    for module in (batches, jobs, contracts, ops):
+    for module in (batches, jobs, contracts, dead_letters, ops):
         app.include_router(module.router)
 
     default_openapi = app.openapi

@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 from services.api.context import ApiContext, get_context
 from services.api.errors import ApiError
 from shared.settings import ProducerKey
-from shared.signing import SignatureError, token_matches, verify_request
+from shared.signing import SignatureError, token_digest, token_matches, verify_request
 
 Role = Literal["producer", "viewer", "operator"]
 
@@ -20,10 +20,18 @@ Role = Literal["producer", "viewer", "operator"]
 class Principal:
     role: Role
     key: ProducerKey | None = None
+    token_digest: str | None = None
 
     @property
     def key_id(self) -> str | None:
         return self.key.key_id if self.key else None
+
+    @property
+    def actor(self) -> str:
+        """Who, for the audit log: a token's fingerprint (never the token) or a key id."""
+        if self.token_digest is not None:
+            return f"{self.role}:{self.token_digest[:12]}"
+        return f"producer:{self.key_id}"
 
 
 def path_and_query(request: Request) -> str:
@@ -76,7 +84,7 @@ def reader(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -
         role = _token_role(ctx, token)
         if role is None:
             raise ApiError(401, "invalid_token", "bearer token is not valid")
-        return Principal(role)
+        return Principal(role, token_digest=token_digest(token))
     if request.headers.get("x-signature") or request.headers.get("x-key-id"):
         return Principal("producer", authenticate_producer(ctx, request, b""))
     raise ApiError(401, "token_missing", "a bearer token or a signed request is required")
@@ -91,7 +99,7 @@ def operator(request: Request, ctx: Annotated[ApiContext, Depends(get_context)])
         raise ApiError(401, "invalid_token", "bearer token is not valid")
     if role != "operator":
         raise ApiError(403, "forbidden", "this endpoint needs an operator token")
-    return Principal(role)
+    return Principal(role, token_digest=token_digest(token))
 
 
 Reader = Annotated[Principal, Depends(reader)]

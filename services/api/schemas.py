@@ -91,3 +91,66 @@ class ContractList(BaseModel):
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = {}
+
+
+class DeadLetter(BaseModel):
+    id: int
+    job_id: str
+    kind: str
+    partition_key: str
+    document_id: str | None
+    line_ref: str | None
+    reason: str
+    error_class: str
+    message: str
+    attempts: int
+    status: Literal["dead", "requeued", "discarded"]
+    lines: int
+    contract_version: int | None
+    requeues: int
+    note: str | None
+    first_failed_at: str
+    last_failed_at: str
+
+
+class DeadLetterDetail(DeadLetter):
+    payload: Any
+
+
+class DeadLetterPage(BaseModel):
+    items: list[DeadLetter]
+    next_cursor: str | None
+
+
+class DeadLetterCount(BaseModel):
+    reason: str
+    status: str
+    count: int
+    lines: int
+
+
+class DeadLetterStats(BaseModel):
+    items: list[DeadLetterCount]
+    by_status: dict[str, int]
+
+
+class Requeued(BaseModel):
+    requeued: int
+
+
+class Discarded(BaseModel):
+    discarded: int
+
+
+class AuditEntry(BaseModel):
+    id: int
+    at: str
+    actor: str
+    action: str
+    target: str
+    details: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    items: list[AuditEntry]
+    next_cursor: str | None

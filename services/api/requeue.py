@@ -1,0 +1,64 @@
+"""Requeueing dead letters (SPEC §3.5): each one at most once per request that wins it.
+
+The dead letter is marked ``requeued`` (a conditional update: of two identical
+requests only one wins), the audit entry is written in the same transaction,
+and then its message is published with confirms. If publishing fails the mark
+is undone and the caller gets 503.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from services.api.context import ApiContext
+from shared.broker import enqueue
+from shared.db import dead_letters as dl_db
+from shared.db import tables
+from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
+
+
+def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:
+    """Requeue one dead letter; False when it is not ``dead`` (any more)."""
+    with ctx.engine.begin() as conn:
+        marked = dl_db.mark_requeued(conn, dead_letter_id)
+        if marked is None:
+            return False
+        digest = conn.execute(
+            select(tables.chunks.c.payload_sha256).where(tables.chunks.c.id == marked.chunk_id)
+        ).scalar_one()
+        dl_db.audit(
+            conn,
+            actor,
+            "dead_letter.requeue",
+            f"dead_letter:{dead_letter_id}",
+            {"job_id": marked.job_id, "requeue": marked.requeues},
+        )
+    message = ChunkMessage(
+        marked.chunk_id, marked.job_id, marked.kind, digest, marked.id, marked.requeues
+    )
+    try:
+        enqueue(
+            ctx.broker,
+            ctx.settings.queue_name(FAST_PATH),
+            VALIDATE_ACTOR,
+            message.signed(ctx.internal_key),
+        )
+    except Exception:
+        with ctx.engine.begin() as conn:
+            dl_db.unmark_requeued(conn, dead_letter_id, marked.requeues)
+            dl_db.audit(
+                conn,
+                actor,
+                "dead_letter.requeue_failed",
+                f"dead_letter:{dead_letter_id}",
+                {"reason": "broker_unavailable"},
+            )
+        raise
+    return True
+
+
+def requeue_matching(ctx: ApiContext, actor: str, where: dl_db.Filter, limit: int) -> int:
+    count = 0
+    for dead_letter_id in dl_db.ids_matching(ctx.engine, where, limit):
+        count += requeue_one(ctx, actor, dead_letter_id)
+    return count

@@ -1,0 +1,206 @@
+"""Dead letters and the audit log, for operators (SPEC §3.5, §9)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Path, Query
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.api.auth import Ctx, Operator
+from services.api.errors import ApiError, ErrorBody
+from services.api.requeue import requeue_matching, requeue_one
+from services.api.schemas import (
+    AuditEntry,
+    AuditPage,
+    DeadLetter,
+    DeadLetterCount,
+    DeadLetterDetail,
+    DeadLetterPage,
+    DeadLetterStats,
+    Discarded,
+    Requeued,
+)
+from services.api.timefmt import iso
+from shared.db import dead_letters as dl_db
+
+router = APIRouter(tags=["dead letters"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody},
+    403: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+}
+IdPath = Annotated[int, Path(ge=1, le=2**62)]
+Status = Literal["dead", "requeued", "discarded"]
+Text = Annotated[str | None, Query(max_length=128)]
+
+
+def _letter(row: Any) -> dict[str, Any]:
+    fields = {name: getattr(row, name) for name in DeadLetter.model_fields}
+    fields["first_failed_at"] = iso(row.first_failed_at)
+    fields["last_failed_at"] = iso(row.last_failed_at)
+    return fields
+
+
+def _payload(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # an unreadable chunk: shown as it was stored
+
+
+def _cursor(cursor: str | None) -> int | None:
+    if cursor is None:
+        return None
+    if not cursor.isdigit() or len(cursor) > 19:
+        raise ApiError(422, "invalid_cursor", "cursor is not valid")
+    return int(cursor)
+
+
+@router.get("/admin/dead-letters", operation_id="listDeadLetters", responses=ERRORS)
+async def list_dead_letters(
+    ctx: Ctx,
+    _: Operator,
+    reason: Text = None,
+    kind: Text = None,
+    partition_key: Text = None,
+    job_id: Text = None,
+    status: Status | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=32)] = None,
+) -> DeadLetterPage:
+    where = dl_db.Filter(reason, kind, partition_key, job_id, status)
+    rows = await run_in_threadpool(
+        dl_db.page, ctx.engine, where, before_id=_cursor(cursor), limit=limit
+    )
+    return DeadLetterPage(
+        items=[DeadLetter.model_validate(_letter(r)) for r in rows],
+        next_cursor=str(rows[-1].id) if len(rows) == limit else None,
+    )
+
+
+@router.get("/admin/dead-letters/stats", operation_id="deadLetterStats", responses=ERRORS)
+async def dead_letter_stats(ctx: Ctx, _: Operator) -> DeadLetterStats:
+    rows = await run_in_threadpool(dl_db.stats, ctx.engine)
+    by_status: dict[str, int] = {}
+    for r in rows:
+        by_status[r.status] = by_status.get(r.status, 0) + r.count
+    return DeadLetterStats(
+        items=[
+            DeadLetterCount(reason=r.reason, status=r.status, count=r.count, lines=r.lines or 0)
+            for r in rows
+        ],
+        by_status=by_status,
+    )
+
+
+@router.get("/admin/dead-letters/{dead_letter_id}", operation_id="getDeadLetter", responses=ERRORS)
+async def get_dead_letter(dead_letter_id: IdPath, ctx: Ctx, _: Operator) -> DeadLetterDetail:
+    row = await run_in_threadpool(dl_db.get, ctx.engine, dead_letter_id)
+    if row is None:
+        raise ApiError(404, "dead_letter_not_found", "no such dead letter")
+    return DeadLetterDetail.model_validate({**_letter(row), "payload": _payload(row.payload)})
+
+
+@router.post(
+    "/admin/dead-letters/{dead_letter_id}/requeue",
+    operation_id="requeueDeadLetter",
+    responses={**ERRORS, 409: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
+async def requeue_dead_letter(dead_letter_id: IdPath, ctx: Ctx, who: Operator) -> Requeued:
+    def run() -> bool:
+        if dl_db.get(ctx.engine, dead_letter_id) is None:
+            raise ApiError(404, "dead_letter_not_found", "no such dead letter")
+        return requeue_one(ctx, who.actor, dead_letter_id)
+
+    if not await run_in_threadpool(run):
+        raise ApiError(409, "not_requeueable", "only a dead letter in status 'dead' is requeued")
+    return Requeued(requeued=1)
+
+
+class RequeueFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=128)
+    kind: str | None = Field(default=None, max_length=128)
+    partition_key: str | None = Field(default=None, max_length=128)
+    job_id: str | None = Field(default=None, max_length=128)
+    limit: int = Field(ge=1, le=10_000)
+
+
+@router.post(
+    "/admin/dead-letters/requeue",
+    operation_id="requeueDeadLetters",
+    responses={**ERRORS, 503: {"model": ErrorBody}},
+)
+async def requeue_dead_letters(
+    body: Annotated[RequeueFilter, Body()], ctx: Ctx, who: Operator
+) -> Requeued:
+    where = dl_db.Filter(body.reason, body.kind, body.partition_key, body.job_id)
+    count = await run_in_threadpool(requeue_matching, ctx, who.actor, where, body.limit)
+    return Requeued(requeued=count)
+
+
+class DiscardNote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(min_length=1, max_length=2000)
+
+
+@router.post(
+    "/admin/dead-letters/{dead_letter_id}/discard",
+    operation_id="discardDeadLetter",
+    responses={**ERRORS, 409: {"model": ErrorBody}},
+)
+async def discard_dead_letter(
+    dead_letter_id: IdPath, body: Annotated[DiscardNote, Body()], ctx: Ctx, who: Operator
+) -> Discarded:
+    if not body.note.strip():
+        raise ApiError(422, "note_required", "a discard needs a note saying why")
+
+    def run() -> bool:
+        with ctx.engine.begin() as conn:
+            if dl_db.load(conn, dead_letter_id) is None:
+                raise ApiError(404, "dead_letter_not_found", "no such dead letter")
+            if not dl_db.discard(conn, dead_letter_id, body.note):
+                return False
+            dl_db.audit(
+                conn,
+                who.actor,
+                "dead_letter.discard",
+                f"dead_letter:{dead_letter_id}",
+                {"note": body.note},
+            )
+        return True
+
+    if not await run_in_threadpool(run):
+        raise ApiError(409, "not_discardable", "only a dead letter in status 'dead' is discarded")
+    return Discarded(discarded=1)
+
+
+@router.get("/admin/audit", operation_id="listAudit", tags=["audit"], responses=ERRORS)
+async def list_audit(
+    ctx: Ctx,
+    _: Operator,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=32)] = None,
+) -> AuditPage:
+    rows = await run_in_threadpool(
+        dl_db.audit_page, ctx.engine, before_id=_cursor(cursor), limit=limit
+    )
+    return AuditPage(
+        items=[
+            AuditEntry(
+                id=r.id,
+                at=iso(r.at) or "",
+                actor=r.actor,
+                action=r.action,
+                target=r.target,
+                details=json.loads(r.details),
+            )
+            for r in rows
+        ],
+        next_cursor=str(rows[-1].id) if len(rows) == limit else None,
+    )
