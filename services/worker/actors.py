@@ -45,6 +45,7 @@ def build_broker(settings: Settings) -> RabbitmqBroker:
             CurrentMessage(),
             # The actor decides when attempts are exhausted (it records the dead
             # letter first), so every transient failure that reaches here retries.
+            # Anything else was already recorded as a dead letter by the actor.
             Retries(
                 max_retries=settings.max_attempts,  # unused: retry_when takes precedence
                 min_backoff=settings.backoff_base_ms,
@@ -69,9 +70,17 @@ def run_stage(ctx: WorkerContext, stage: Stage, raw: Any) -> None:
     except Exception as exc:
         if is_transient(exc):
             if attempt < ctx.settings.max_attempts:
-                log.info("attempt %d failed transiently (%s); retrying", attempt, reason_of(exc))
-                raise TransientError(reason_of(exc), str(exc)) from exc
+                log.warning("attempt %d failed transiently (%s); retrying", attempt, reason_of(exc))
+                # Retry, not the error itself: Dramatiq then schedules the backoff
+                # without logging an expected failure as an error with a traceback.
+                raise dramatiq.Retry(reason_of(exc)) from exc
             reason, error_class = "retries_exhausted", "TransientError"
+            log.error(
+                "attempt %d of %d failed (%s): dead-lettered retries_exhausted",
+                attempt,
+                ctx.settings.max_attempts,
+                reason_of(exc),
+            )
         else:
             # A bug, not bad data: keep the work as a dead letter an operator can requeue.
             log.exception("stage %s failed unexpectedly", stage.__name__)

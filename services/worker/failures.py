@@ -12,6 +12,7 @@ from shared.errors import TransientError
 
 _TRANSIENT = (
     TransientError,
+    dramatiq.Retry,
     TimeLimitExceeded,  # a task past task_timeout_s may succeed on another attempt
     sa_exc.OperationalError,  # connection loss, deadlock, serialization, lock timeout
     sa_exc.TimeoutError,  # pool exhausted

@@ -41,10 +41,14 @@ class Stack:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[Any] = []
         self._clients: list[Client] = []
+        self._spawned: set[str] = set()
 
     def _spawn(self, name: str, args: list[str], **overrides: Any) -> subprocess.Popen[bytes]:
         environ = self.env.environ(**{**self.overrides, **overrides})
-        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
+        # A fresh log per run; a process restarted under its name appends to its own.
+        mode = "ab" if name in self._spawned else "wb"
+        self._spawned.add(name)
+        log = open(self.logs / f"{name}.log", mode)  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         process = subprocess.Popen(
             [sys.executable, "-m", "services.cli", *args],
@@ -79,6 +83,17 @@ class Stack:
         self.start_worker("compute_heavy")
         return self
 
+    def stop_one(self, name: str) -> None:
+        """SIGTERM one process and wait for it to exit (a graceful stop)."""
+        process = self.processes.pop(name)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+
     def kill(self, name: str) -> None:
         process = self.processes.pop(name)
         process.send_signal(signal.SIGKILL)
@@ -102,9 +117,11 @@ class Stack:
             client.close()
         self._clients.clear()
 
-    def log(self, name: str) -> str:
+    def log(self, name: str, tail: int | None = 5000) -> str:
+        """A process's output (its last ``tail`` characters, or all of it)."""
         path = self.logs / f"{name}.log"
-        return path.read_text(errors="replace")[-5000:] if path.exists() else ""
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return text[-tail:] if tail else text
 
     def client(self, **kwargs: Any) -> Client:
         """A client closed with the stack."""
