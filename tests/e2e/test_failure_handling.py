@@ -234,3 +234,52 @@ def test_sigterm_mid_chunk_finishes_it_and_loses_nothing(
         client.close()
     assert job["state"] == "completed"
     assert job["outcomes"] == {"posted": 10, "disputed": 0, "duplicate": 0, "dead_lettered": 0}
+
+
+def test_dlq_command_line_lists_shows_requeues_and_discards(base: Stack, engine: Engine) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.infra import OPERATOR_TOKEN
+    from tests.support.stack import ROOT
+
+    worker = "heavy-cli"
+    base.start_worker("compute_heavy", name=worker)
+    try:
+        vendor = vendor_with_contract(base)
+        docs = [promo_doc(vendor, [promo_line(1, "8", "1.00", tier="TX")]) for _ in range(2)]
+        job_id = submit(base, docs)
+        base.producer().wait(job_id, timeout=30)
+    finally:
+        base.stop_one(worker)
+
+    def dlq(*args: str) -> str:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "services.cli",
+                "dlq",
+                *args,
+                "--url",
+                base.url,
+                "--token",
+                OPERATOR_TOKEN,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    listed = dlq("list", "--job-id", job_id)
+    assert listed.count("unknown_promo_tier") == 2
+    first, second = (d.id for d in dead_letters(engine, job_id))
+    assert f'"id": {first}' in dlq("show", str(first))
+    assert "discarded" in dlq("discard", str(first), "--note", "claim withdrawn")
+    assert "requeued 1" in dlq("requeue", "--job-id", job_id)
+    assert {d.status for d in dead_letters(engine, job_id)} >= {"discarded", "requeued"}
+    assert second

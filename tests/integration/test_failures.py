@@ -147,3 +147,23 @@ def test_validate_forwards_a_requeue_to_settlement(ctx):
     depth = queue_depth(ctx.settings.queue_prefix, "compute_heavy")
     validate_chunk(ctx, requeue(ctx, letter.id), 1)
     assert queue_depth(ctx.settings.queue_prefix, "compute_heavy") == depth + 1
+
+
+def test_a_real_lock_timeout_is_classified_transient(ctx):
+    """PostgreSQL refusing to wait for a lock surfaces as a retryable failure."""
+    from sqlalchemy import text
+
+    from services.worker.failures import is_transient
+
+    holder = ctx.engine.connect()
+    try:
+        holder.execute(text("LOCK TABLE settleq_meta IN ACCESS EXCLUSIVE MODE"))
+        with ctx.engine.connect() as waiter:
+            waiter.execute(text("SET lock_timeout = '50ms'"))
+            with pytest.raises(Exception) as err:
+                waiter.execute(text("SELECT * FROM settleq_meta"))
+            waiter.rollback()
+        assert is_transient(err.value), type(err.value)
+    finally:
+        holder.rollback()
+        holder.close()
