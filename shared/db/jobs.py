@@ -199,8 +199,11 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
                 R.c.amount_posted,
                 R.c.amount_disputed,
                 R.c.created_at,
+                R.c.source,
             ).where(R.c.job_id == job_id)
         ).all()
+    # Requeues move counters but are not chunks: progress counts chunks only.
+    chunk_rows = [r for r in results if r.source == "chunk"]
     status = JobStatus(
         job_id=job.id,
         key_id=job.key_id,
@@ -210,7 +213,7 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
         documents=job.documents,
         lines=job.lines,
         chunks_total=job.chunks_total,
-        chunks_done=len(results),
+        chunks_done=len(chunk_rows),
         outcomes={name: sum(getattr(r, name) for r in results) for name in _OUTCOMES},
         # Summed in Python: exact on every backend (SQLite keeps money as text).
         amounts={
@@ -218,8 +221,8 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
             "disputed": sum((r.amount_disputed for r in results), ZERO),
         },
     )
-    if status.state == "completed" and results:
-        status.finished_at = max(r.created_at for r in results)
+    if status.state == "completed" and chunk_rows:
+        status.finished_at = max(r.created_at for r in chunk_rows)
     return status
 
 
@@ -233,7 +236,12 @@ def list_jobs(
     before: tuple[dt.datetime, str] | None,
 ) -> list[tuple[str, dt.datetime]]:
     """Job ids newest first, filtered; the cursor is (created_at, id) of the last seen."""
-    done = select(func.count()).select_from(R).where(R.c.job_id == J.c.id).scalar_subquery()
+    done = (
+        select(func.count())
+        .select_from(R)
+        .where(R.c.job_id == J.c.id, R.c.source == "chunk")
+        .scalar_subquery()
+    )
     query = select(J.c.id, J.c.created_at).where(J.c.state == "accepted")
     if key_id is not None:
         query = query.where(J.c.key_id == key_id)

@@ -99,6 +99,7 @@ def test_requeued_dead_letters_post_and_move_the_counters_once(ctx):
 
     after = job_status(ctx.engine, job_id)
     assert after is not None and after.state == "completed"
+    assert after.chunks_done == after.chunks_total == 1  # requeues are not chunks
     # Two lines posted; the T7 line now fails on its own, as a new line-level dead letter.
     assert after.outcomes == {"posted": 2, "disputed": 0, "duplicate": 0, "dead_lettered": 1}
     assert sum(after.outcomes.values()) == after.lines == 3
