@@ -88,6 +88,11 @@ def _settle_document(
             )
         )
         return
+    try:
+        kind.check_document(document, contract)
+    except BusinessError as exc:
+        plan.failed_documents.append(DocumentFailure(document, lines, exc.reason, str(exc)))
+        return
     planned = []
     for line in lines:
         try:

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from shared.kinds import KINDS
+
 log = logging.getLogger("settleq.api")
 
 
@@ -60,11 +62,15 @@ def error_response(
 
 
 def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
-    """Pydantic errors without their ``input`` (it may be huge or sensitive)."""
-    return [
-        {"loc": [str(p) for p in e.get("loc", ())], "type": e.get("type"), "msg": e.get("msg")}
-        for e in errors[:50]
-    ]
+    """Pydantic errors without their ``input`` (it may be huge or sensitive), and
+    without the batch's kind tag that the discriminated union puts first."""
+    details = []
+    for e in errors[:50]:
+        loc = [str(p) for p in e.get("loc", ())]
+        if loc and loc[0] in KINDS:
+            loc = loc[1:]
+        details.append({"loc": loc, "type": e.get("type"), "msg": e.get("msg")})
+    return details
 
 
 def validation_error(errors: list[Any]) -> ApiError:

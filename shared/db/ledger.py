@@ -10,16 +10,19 @@ requeued dead letter whose lines move from ``dead_lettered`` to their new outcom
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, select, text, tuple_, update
 
 from shared.db import tables
 from shared.db.dialect import insert_ignoring_conflicts
-from shared.money import ZERO
+from shared.kinds import KINDS
+from shared.money import ZERO, to_wire
 from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine
 
 L = tables.ledger_entries
@@ -103,13 +106,15 @@ def _store_counts(conn: Connection, chunk: ChunkRef, outcome: ChunkOutcome) -> N
     )
 
 
-Prior = list[tuple[int, int, Decimal]]  # (contract_version, id, amount) of committed rows
+Prior = tuple[int, Decimal] | None  # (id, amount) of the row a new one supersedes
 
 
-def _previous_rows(conn: Connection, keys: Iterable[str]) -> dict[str, Prior]:
-    """Committed rows of these keys: key -> [(contract_version, id, amount)]."""
-    wanted = sorted(set(keys))
-    found: dict[str, Prior] = {}
+def _priors_by_key_versions(
+    conn: Connection, idents: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], Prior]:
+    """The same reconciliation key under the latest earlier contract version."""
+    wanted = sorted({key for key, _ in idents})
+    history: dict[str, list[tuple[int, int, Decimal]]] = {}
     for start in range(0, len(wanted), 5000):
         rows = conn.execute(
             select(L.c.reconciliation_key, L.c.contract_version, L.c.id, L.c.amount).where(
@@ -117,21 +122,62 @@ def _previous_rows(conn: Connection, keys: Iterable[str]) -> dict[str, Prior]:
             )
         ).all()
         for r in rows:
-            found.setdefault(r.reconciliation_key, []).append((r.contract_version, r.id, r.amount))
-    return found
+            history.setdefault(r.reconciliation_key, []).append(
+                (r.contract_version, r.id, r.amount)
+            )
+    priors: dict[tuple[str, int], Prior] = {}
+    for key, version in idents:
+        earlier = [row for row in history.get(key, []) if row[0] < version]
+        priors[(key, version)] = max(earlier)[1:] if earlier else None
+    return priors
 
 
-def _ledger_row(
-    p: PlannedLine, chunk: ChunkRef, previous: Prior, now: dt.datetime
-) -> dict[str, Any]:
+def _lineage_lock(conn: Connection, kind: str, partition_key: str, line_ref: str) -> None:
+    """Serialise commits of one (kind, partition, line) on PostgreSQL, so each new
+    row measures its delta from the one committed just before it. (SQLite
+    already runs one writer at a time.)"""
+    if conn.dialect.name != "postgresql":
+        return
+    digest = hashlib.sha256(f"{kind}|{partition_key}|{line_ref}".encode()).digest()
+    conn.execute(
+        text("SELECT pg_advisory_xact_lock(:k)"),
+        {"k": int.from_bytes(digest[:8], "big", signed=True)},
+    )
+
+
+def _priors_by_line_history(
+    conn: Connection, kind: str, lines: Sequence[PlannedLine]
+) -> dict[tuple[str, int], Prior]:
+    """The latest committed row of the same (partition, line_ref), e.g. recipe at location."""
+    lineages = sorted({(p.document.partition_key, p.line.line_ref) for p in lines})
+    for partition_key, line_ref in lineages:  # sorted: no two chunks wait on each other
+        _lineage_lock(conn, kind, partition_key, line_ref)
+    latest: dict[tuple[str, str], tuple[int, Decimal]] = {}
+    for start in range(0, len(lineages), 2000):
+        rows = conn.execute(
+            select(L.c.partition_key, L.c.line_ref, L.c.id, L.c.amount).where(
+                L.c.kind == kind,
+                tuple_(L.c.partition_key, L.c.line_ref).in_(lineages[start : start + 2000]),
+            )
+        ).all()
+        for r in rows:
+            lineage = (r.partition_key, r.line_ref)
+            if lineage not in latest or r.id > latest[lineage][0]:
+                latest[lineage] = (r.id, r.amount)
+    return {
+        (p.line.reconciliation_key, p.document.contract_version): latest.get(
+            (p.document.partition_key, p.line.line_ref)
+        )
+        for p in lines
+    }
+
+
+def _ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) -> dict[str, Any]:
     assert p.settlement is not None
-    version = p.document.contract_version
-    earlier = [row for row in previous if row[0] < version]
-    prior = max(earlier) if earlier else None
     amount = p.settlement.amount
     return {
         "reconciliation_key": p.line.reconciliation_key,
-        "contract_version": version,
+        "contract_version": p.document.contract_version,
         "kind": chunk.kind,
         "partition_key": p.document.partition_key,
         "document_id": p.document.document_id,
@@ -140,8 +186,8 @@ def _ledger_row(
         "outcome": p.settlement.outcome,
         "amount": amount,
         "claimed_amount": p.settlement.claimed_amount,
-        "delta": amount - prior[2] if prior else amount,
-        "supersedes_id": prior[1] if prior else None,
+        "delta": amount - prior[1] if prior else amount,
+        "supersedes_id": prior[0] if prior else None,
         "correlation_id": p.document.correlation_id,
         "created_at": now,
     }
@@ -149,28 +195,68 @@ def _ledger_row(
 
 def _insert_ledger(
     conn: Connection, chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime
-) -> dict[tuple[str, int], Decimal]:
-    """Insert the first occurrence of every identity; return the new ones' deltas."""
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Insert the first occurrence of every identity; return the rows that were new."""
     first: dict[tuple[str, int], PlannedLine] = {}
     for p in settled:
         first.setdefault((p.line.reconciliation_key, p.document.contract_version), p)
     if not first:
         return {}
-    previous = _previous_rows(conn, (key for key, _ in first))
+    if KINDS[chunk.kind].delta_basis == "line_history":
+        priors = _priors_by_line_history(conn, chunk.kind, list(first.values()))
+    else:
+        priors = _priors_by_key_versions(conn, list(first))
     # Sorted so that concurrent chunks sharing keys lock them in the same order.
-    rows = [
-        _ledger_row(first[ident], chunk, previous.get(ident[0], []), now) for ident in sorted(first)
-    ]
+    rows = {ident: _ledger_row(first[ident], chunk, priors[ident], now) for ident in sorted(first)}
     result = conn.execute(
-        insert_ignoring_conflicts(conn, L).returning(
-            L.c.reconciliation_key, L.c.contract_version, L.c.delta
-        ),
-        rows,
+        insert_ignoring_conflicts(conn, L).returning(L.c.reconciliation_key, L.c.contract_version),
+        list(rows.values()),
     )
-    return {(r.reconciliation_key, r.contract_version): r.delta for r in result}
+    return {
+        (r.reconciliation_key, r.contract_version): rows[(r.reconciliation_key, r.contract_version)]
+        for r in result
+    }
 
 
-def _outcome_row(chunk: ChunkRef, p: PlannedLine, outcome: str, delta: Any) -> dict[str, Any]:
+def _events(new_rows: Iterable[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
+    """One outbox event per new posted or disputed ledger row (SPEC §9)."""
+    events = []
+    for row in new_rows:
+        event_id = hashlib.sha256(
+            f"{row['reconciliation_key']}|{row['contract_version']}".encode()
+        ).hexdigest()[:32]
+        body = {
+            "event_id": event_id,
+            "type": f"settlement.{row['outcome']}",
+            "kind": row["kind"],
+            "job_id": row["job_id"],
+            "document_id": row["document_id"],
+            "line_ref": row["line_ref"],
+            "partition_key": row["partition_key"],
+            "reconciliation_key": row["reconciliation_key"],
+            "contract_version": row["contract_version"],
+            "correlation_id": row["correlation_id"],
+            "amount": to_wire(row["amount"]),
+            "claimed_amount": to_wire(row["claimed_amount"]),
+            "delta": to_wire(row["delta"]),
+            "occurred_at": now.isoformat().replace("+00:00", "Z"),
+        }
+        events.append(
+            {
+                "event_id": event_id,
+                "routing_key": f"settlement.{row['outcome']}.{row['kind']}",
+                "partition_key": row["partition_key"],
+                "body": json.dumps(body, separators=(",", ":")),
+                "created_at": now,
+                "published_at": None,
+            }
+        )
+    return events
+
+
+def _outcome_row(
+    chunk: ChunkRef, p: PlannedLine, outcome: str, delta: Any, note: str | None = None
+) -> dict[str, Any]:
     s = p.settlement
     return {
         "job_id": chunk.job_id,
@@ -178,7 +264,7 @@ def _outcome_row(chunk: ChunkRef, p: PlannedLine, outcome: str, delta: Any) -> d
         "document_id": p.document.document_id,
         "line_ref": p.line.line_ref,
         "outcome": outcome,
-        "reason": p.reason,
+        "reason": p.reason or note,
         "amount": s.amount if s else None,
         "claimed_amount": s.claimed_amount if s else p.line.claimed_amount,
         "delta": delta,
@@ -277,7 +363,7 @@ def _settled_outcomes(
             else:
                 outcome.disputed += 1
                 outcome.amount_disputed += s.claimed_amount or ZERO
-            rows.append(_outcome_row(chunk, p, s.outcome, delta))
+            rows.append(_outcome_row(chunk, p, s.outcome, delta, s.note))
         else:
             outcome.duplicate += 1
             rows.append(_outcome_row(chunk, p, "duplicate", None))
@@ -338,8 +424,10 @@ def commit_plan(
         return None
     settled = [p for p in plan.lines if p.settlement is not None]
     new = _insert_ledger(conn, chunk, settled, now)
+    if new:
+        conn.execute(insert_ignoring_conflicts(conn, tables.outbox), _events(new.values(), now))
     outcome = ChunkOutcome()
-    rows = _settled_outcomes(chunk, plan, new, outcome)
+    rows = _settled_outcomes(chunk, plan, {k: v["delta"] for k, v in new.items()}, outcome)
     rows += _dead_letters(conn, chunk, plan, attempts, now, outcome)
     if chunk.requeue is not None:
         # The requeued lines leave dead_lettered for the outcome they have now.

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from shared.db.types import BigId, money_column_type
@@ -132,6 +133,8 @@ ledger_entries = Table(
     Column("created_at", TS, nullable=False),
     UniqueConstraint("reconciliation_key", "contract_version"),
     Index(None, "job_id"),
+    # A recipe's cost history at a location: where its next delta is measured from.
+    Index(None, "kind", "partition_key", "line_ref", "id"),
 )
 
 line_outcomes = Table(
@@ -192,4 +195,24 @@ audit_log = Table(
     Column("target", String(255), nullable=False),
     Column("details", Text, nullable=False),
     Index(None, "at"),
+)
+
+# Outcome events, written in the settlement transaction and published by the
+# relay (at least once, in commit order); ``event_id`` is stable across retries.
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("event_id", String(64), nullable=False, unique=True),
+    Column("routing_key", String(128), nullable=False),
+    Column("partition_key", ID, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("created_at", TS, nullable=False),
+    Column("published_at", TS, nullable=True),
+    Index(
+        "ix_outbox_unpublished",
+        "id",
+        postgresql_where=text("published_at IS NULL"),
+        sqlite_where=text("published_at IS NULL"),
+    ),
 )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter
 
 from shared.kinds.base import Kind
+from shared.kinds.freight_audit import FreightAudit
 from shared.kinds.promo_accrual import PromoAccrual
+from shared.kinds.recipe_cost import RecipeCost
 
-KINDS: dict[str, Kind[Any, Any]] = {kind.name: kind for kind in (PromoAccrual(),)}
+KINDS: dict[str, Kind[Any, Any]] = {
+    kind.name: kind for kind in (PromoAccrual(), RecipeCost(), FreightAudit())
+}
 
 
 def get_kind(name: str) -> Kind[Any, Any]:
@@ -17,9 +21,11 @@ def get_kind(name: str) -> Kind[Any, Any]:
 
 
 def _batch_adapter() -> TypeAdapter[Any]:
-    models = tuple(getattr(kind, "batch_model") for kind in KINDS.values())  # noqa: B009
-    union: Any = models[0] if len(models) == 1 else Annotated[models, Field(discriminator="kind")]
-    return TypeAdapter(union)
+    """One adapter over every kind's batch, told apart by ``kind``."""
+    models = tuple(kind.batch_model for kind in KINDS.values())
+    if len(models) == 1:
+        return TypeAdapter(models[0])
+    return TypeAdapter(Annotated[Union[models], Field(discriminator="kind")])  # noqa: UP007
 
 
 BATCH = _batch_adapter()

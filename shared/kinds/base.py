@@ -56,10 +56,26 @@ D = TypeVar("D", bound=Document)
 C = TypeVar("C", bound=WireModel)
 
 
+DeltaBasis = Literal["key_versions", "line_history"]
+
+
 class Kind(Generic[D, C]):
+    """One settlement kind. To add a kind: one module, one line in the registry.
+
+    ``delta_basis`` says what a ledger row's ``delta`` is measured against
+    (SPEC §8): ``key_versions``, the same reconciliation key under an earlier
+    contract version; ``line_history``, the latest committed row of the same
+    (partition, line_ref), e.g. a recipe at a location.
+    """
+
     name: ClassVar[str]
     document_model: type[D]
     contract_model: type[C]
+    batch_model: type[WireModel]
+    delta_basis: ClassVar[DeltaBasis] = "key_versions"
+
+    def check_document(self, document: D, contract: C) -> None:
+        """Refuse a whole document: raise ``BusinessError`` (e.g. ``missing_price``)."""
 
     def lines(self, document: D) -> list[Line]:
         raise NotImplementedError
