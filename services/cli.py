@@ -122,6 +122,15 @@ def worker(
     run_worker(settings, tiers, threads or settings.worker_threads)
 
 
+@app.command()
+def relay() -> None:
+    """Publish committed outcome events to the <prefix>.events exchange."""
+    from services.worker.relay import run_relay
+
+    _logging()
+    run_relay(Settings())
+
+
 def _supervise(children: list[subprocess.Popen[bytes]]) -> None:
     """Wait for children; on SIGTERM/SIGINT pass it on and wait for them to stop."""
     stopping = False
@@ -147,12 +156,13 @@ def _stack_commands(port: int) -> list[list[str]]:
         [*me, "api", "--port", str(port)],
         [*me, "worker", "--queues", "fast_path"],
         [*me, "worker", "--queues", "compute_heavy"],
+        [*me, "relay"],
     ]
 
 
 @app.command()
 def up(port: Annotated[int, typer.Option()] = 8000) -> None:
-    """Run the API and both worker tiers on this machine."""
+    """Run the API, both worker tiers and the outbox relay on this machine."""
     children = [subprocess.Popen(cmd) for cmd in _stack_commands(port)]
     _supervise(children)
 

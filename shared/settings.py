@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     claim_lease_ms: int = Field(default=30_000, ge=100)
     done_ttl_s: int = 3 * 24 * 3600
 
+    relay_batch: int = Field(default=500, ge=1)
+    relay_poll_s: float = 0.2
+
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=4, ge=1)
 
@@ -74,6 +77,8 @@ class Settings(BaseSettings):
     fault_settle_pause_s: float = 0.0
     # Fault injection: the first N settle attempts of every chunk fail transiently.
     fault_transient_attempts: int = 0
+    # Fault injection: the relay pauses this long after each batch (to be killed mid-stream).
+    fault_relay_batch_pause_s: float = 0.0
 
     @field_validator("viewer_tokens", "operator_tokens", mode="before")
     @classmethod
