@@ -263,11 +263,12 @@ def gen(
     seed: Annotated[int, typer.Option()] = 7,
 ) -> None:
     """Print a synthetic batch (deterministic for a seed)."""
-    from shared.synthetic import promo_batch
+    from shared.synthetic import GENERATORS
 
-    if kind != "promo_accrual":
-        raise typer.BadParameter(f"no generator for kind {kind!r} yet")
-    sys.stdout.write(json.dumps(promo_batch(lines, vendors=vendors, seed=seed)) + "\n")
+    if kind not in GENERATORS:
+        raise typer.BadParameter(f"kind must be one of {sorted(GENERATORS)}")
+    batch = GENERATORS[kind][0](lines, seed=seed)
+    sys.stdout.write(json.dumps(batch) + "\n")
 
 
 dlq = typer.Typer(help="Inspect, requeue and discard dead letters (operator token).")
@@ -409,23 +410,28 @@ def _wait_ready(url: str, timeout: float = 60) -> None:
     raise RuntimeError(f"the stack at {url} did not become ready")
 
 
-def run_demo(url: str, key_id: str, secret: str, token: str, lines: int) -> dict[str, Any]:
-    from shared.synthetic import promo_batch, promo_contract
+def run_demo(url: str, key_id: str, secret: str, token: str, lines: int) -> list[dict[str, Any]]:
+    """Contracts and one batch of each kind through a running stack."""
+    from shared.synthetic import GENERATORS
 
     client = _client(url, key_id, secret, token)
-    batch = promo_batch(lines, vendors=5, seed=int(time.time()))
-    for vendor in sorted({d["partition_key"] for d in batch["documents"]}):
-        response = client.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/1", promo_contract())
-        if response.status_code not in (200, 201):
-            raise RuntimeError(f"contract PUT failed: {response.status_code} {response.text}")
-    response = client.submit(json.dumps(batch).encode())
-    if response.status_code not in (200, 202):
-        raise RuntimeError(f"submit failed: {response.status_code} {response.text}")
-    job_id = response.json()["job_id"]
-    console.print(f"submitted job {job_id}: {lines} promo_accrual lines over 5 vendors")
-    job = _wait_with_progress(client, job_id, timeout=300)
-    _print_job(job)
-    return job
+    jobs = []
+    for kind, (make_batch, make_contract) in GENERATORS.items():
+        batch = make_batch(lines, seed=int(time.time()))
+        for partition in sorted({d["partition_key"] for d in batch["documents"]}):
+            path = f"/v1/contracts/{kind}/{partition}/1"
+            response = client.bearer("PUT", path, make_contract())
+            if response.status_code not in (200, 201, 409):
+                raise RuntimeError(f"contract PUT failed: {response.status_code} {response.text}")
+        response = client.submit(json.dumps(batch).encode())
+        if response.status_code not in (200, 202):
+            raise RuntimeError(f"submit failed: {response.status_code} {response.text}")
+        job_id = response.json()["job_id"]
+        console.print(f"submitted {kind} job {job_id}: {response.json()['lines']} lines")
+        job = _wait_with_progress(client, job_id, timeout=300)
+        _print_job(job)
+        jobs.append(job)
+    return jobs
 
 
 @app.command()
@@ -437,7 +443,7 @@ def demo(
     lines: Annotated[int, typer.Option()] = 500,
     start_stack: Annotated[bool, typer.Option("--start-stack")] = False,
 ) -> None:
-    """Publish contracts and run one batch through the stack; print its outcome.
+    """Publish contracts and run one batch of each kind through the stack; print outcomes.
 
     With --start-stack: migrate, start the stack with fresh demo credentials,
     run the demo, and stop the stack again.
@@ -456,7 +462,7 @@ def demo(
     )
     try:
         _wait_ready(url)
-        job = run_demo(
+        jobs = run_demo(
             url,
             creds["SETTLEQ_CLIENT_KEY_ID"],
             creds["SETTLEQ_CLIENT_SECRET"],
@@ -466,7 +472,7 @@ def demo(
     finally:
         stack.send_signal(signal.SIGTERM)
         stack.wait(timeout=60)
-    if job["state"] != "completed":
+    if any(job["state"] != "completed" for job in jobs):
         raise typer.Exit(1)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -64,3 +66,109 @@ def promo_batch(
             }
         )
     return {"kind": "promo_accrual", "documents": documents}
+
+
+RECIPE_BOM = {"FLOUR": "0.25", "TOMATO": "0.180", "MOZZ": "0.125", "BASIL": "0.004"}
+
+
+def recipe_contract() -> dict[str, Any]:
+    return {"bom": dict(RECIPE_BOM)}
+
+
+def recipe_batch(
+    lines: int,
+    *,
+    recipes: int = 5,
+    locations_per_request: int = 4,
+    seed: int = 7,
+    contract_version: int = 1,
+) -> dict[str, Any]:
+    """recipe_cost requests; a line is one location of a request."""
+    rng = random.Random(seed)
+    documents = []
+    made = 0
+    n = 0
+    while made < lines:
+        count = min(locations_per_request, lines - made)
+        recipe = f"RECIPE-{n % recipes:04d}"
+        prices = {sku: str(Decimal(rng.randint(50, 4000)) / 100) for sku in RECIPE_BOM}
+        documents.append(
+            {
+                "document_id": f"RCP-{seed}-{n:07d}",
+                "partition_key": recipe,
+                "recipe_id": recipe,
+                "contract_version": contract_version,
+                "location_ids": [f"STORE-{made + i:05d}" for i in range(count)],
+                "effective_at": "2026-07-01T00:00:00Z",
+                "pricing_snapshot": prices,
+                "trigger": rng.choice(["vendor_rate", "yield_edit", "spec_change", "bulk_import"]),
+            }
+        )
+        made += count
+        n += 1
+    return {"kind": "recipe_cost", "documents": documents}
+
+
+FREIGHT_CONTRACT = {
+    "rates": {"mile": "2.150", "cwt": "41.93", "unit": "2510.00", "flat": "45.00"},
+    "discount_pct": "0.80",
+    "fuel_surcharge": "0.25",
+    "accessorials": {"LIFTGATE": "75.00", "ENS": {"per": "mile", "rate": "0.1980"}},
+    "tolerance": "1.00",
+}
+
+
+def freight_contract() -> dict[str, Any]:
+    fresh: dict[str, Any] = json.loads(json.dumps(FREIGHT_CONTRACT))  # a deep copy
+    return fresh
+
+
+def freight_batch(
+    lines: int,
+    *,
+    carriers: int = 5,
+    legs_per_invoice: int = 3,
+    seed: int = 7,
+    contract_version: int = 1,
+) -> dict[str, Any]:
+    """freight_audit invoices billed at the contract's price (some overbilled)."""
+    rng = random.Random(seed)
+    documents = []
+    made = 0
+    n = 0
+    while made < lines:
+        legs = []
+        for leg_no in range(1, min(legs_per_invoice, lines - made) + 1):
+            made += 1
+            miles = Decimal(rng.randint(20, 900))
+            net = miles * Decimal("2.150") * Decimal("0.20")
+            billed = quantize(net * Decimal("1.25"), CENT)
+            if made % 40 == 0:
+                billed += Decimal("12.00")  # overbilled: disputed
+            legs.append(
+                {
+                    "leg_no": leg_no,
+                    "miles": str(miles),
+                    "accessorials": [],
+                    "billed_amount": str(billed),
+                }
+            )
+        documents.append(
+            {
+                "document_id": f"PRO-{seed}-{n:07d}",
+                "partition_key": f"CARRIER-{n % carriers:03d}",
+                "contract_version": contract_version,
+                "document_type": "EDI",
+                "legs": legs,
+            }
+        )
+        n += 1
+    return {"kind": "freight_audit", "documents": documents}
+
+
+Generator = tuple[Callable[..., dict[str, Any]], Callable[[], dict[str, Any]]]
+GENERATORS: dict[str, Generator] = {
+    "promo_accrual": (promo_batch, promo_contract),
+    "recipe_cost": (recipe_batch, recipe_contract),
+    "freight_audit": (freight_batch, freight_contract),
+}
