@@ -8,7 +8,15 @@ floats, NaN, Infinity and values outside the ledger column; rounding is
 from __future__ import annotations
 
 import re
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from contextlib import AbstractContextManager
+from decimal import (
+    ROUND_HALF_UP,
+    Context,
+    Decimal,
+    DivisionByZero,
+    InvalidOperation,
+    localcontext,
+)
 from typing import Annotated, Any
 
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
@@ -54,6 +62,16 @@ def parse_decimal(text: str, places: int) -> Decimal:
     if isinstance(value_exp, int) and -value_exp > places:
         raise DecimalOutOfRange(f"at most {places} decimal places")
     return value
+
+
+# Wide enough for any product of wire values (12 integer digits, 6 places, a
+# few factors) to be exact, so the only rounding is the final quantize.
+_EXACT = Context(prec=80, rounding=ROUND_HALF_UP, traps=[InvalidOperation, DivisionByZero])
+
+
+def exact_arithmetic() -> AbstractContextManager[Context]:
+    """``with exact_arithmetic():`` settlement math, then round once."""
+    return localcontext(_EXACT)
 
 
 def quantize(value: Decimal, quantum: Decimal) -> Decimal:

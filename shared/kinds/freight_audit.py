@@ -21,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from shared.errors import BusinessError
 from shared.keys import sha256_hex
 from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
-from shared.money import CENT, Money, Quantity, quantize
+from shared.money import CENT, Money, Quantity, exact_arithmetic, quantize
 
 DocumentType = Literal["PDF", "EDI", "XML"]
 RateBasis = Literal["mile", "cwt", "unit", "flat"]
@@ -141,7 +141,8 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
         self, document: FreightDocument, line: Line, contract: FreightContract
     ) -> Settlement:
         leg: Leg = line.raw
-        model = quantize(leg_charge(leg, contract), CENT)
+        with exact_arithmetic():
+            model = quantize(leg_charge(leg, contract), CENT)
         within = abs(leg.billed_amount - model) <= contract.tolerance
         return Settlement(
             outcome="posted" if within else "disputed",
@@ -197,5 +198,7 @@ def _accessorial(leg: Leg, code: str, contract: FreightContract) -> Decimal:
     if isinstance(price, PerMile):
         if leg.miles is None:
             raise BusinessError("missing_quantity", f"leg {leg.leg_no}: {code} is per mile")
+        if leg.miles < 0:
+            raise BusinessError("negative_quantity", f"leg {leg.leg_no}: negative miles")
         return price.rate * leg.miles
     return price

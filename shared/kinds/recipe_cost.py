@@ -10,17 +10,25 @@ for the whole request: never a silent zero.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
+import re
 from decimal import Decimal
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared.errors import BusinessError
 from shared.keys import sha256_hex
 from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
-from shared.money import Quantity, quantize
+from shared.money import Quantity, exact_arithmetic, quantize
 
 QUANTUM = Decimal("0.0001")
+_ISO_DATETIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}"  # date and hour:minute
+    r"(:[0-9]{2}(\.[0-9]{1,9})?)?"  # seconds, fraction
+    r"(Z|[+-][0-9]{2}:?[0-9]{2})"  # an offset is required
+)
 Trigger = Literal["vendor_rate", "yield_edit", "spec_change", "bulk_import"]
 
 
@@ -30,6 +38,14 @@ class RecipeDocument(Document):
     effective_at: dt.datetime = Field(strict=False)
     pricing_snapshot: dict[Identifier, Quantity] = Field(min_length=1, max_length=100_000)
     trigger: Trigger
+
+    @field_validator("effective_at", mode="before")
+    @classmethod
+    def _iso_text(cls, value: object) -> object:
+        # Pydantic would also take a unix timestamp; the SPEC asks for ISO-8601.
+        if not isinstance(value, str) or not _ISO_DATETIME.fullmatch(value):
+            raise ValueError("effective_at must be an ISO-8601 date-time string in UTC")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> RecipeDocument:
@@ -53,20 +69,27 @@ class RecipeContract(WireModel):
 
 
 def _canonical_decimal(value: Decimal) -> str:
-    """ "2.50" and "2.5" are one price: the request's identity must not depend on zeros."""
-    return format(value.normalize(), "f")
+    """ "2.50", "2.5" (and "-0", "0") are one price: identity must not depend on spelling."""
+    return "0" if value == 0 else format(value.normalize(), "f")
 
 
 def request_fingerprint(document: RecipeDocument) -> str:
-    """The request's canonical bytes: recipe, sorted locations, effective_at, sorted prices."""
-    prices = ",".join(
-        f"{sku}={_canonical_decimal(price)}"
-        for sku, price in sorted(document.pricing_snapshot.items())
-    )
+    """SHA-256 of the request's canonical bytes: a JSON array of the recipe, the sorted
+    locations, effective_at in UTC (``Z``) and the [sku, price] pairs sorted by sku.
+    JSON rather than a joined string, so that no id containing a separator can make
+    two different requests one."""
     effective = document.effective_at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-    return sha256_hex(
-        document.recipe_id, ",".join(sorted(document.location_ids)), effective, prices
+    canonical = json.dumps(
+        [
+            document.recipe_id,
+            sorted(document.location_ids),
+            effective,
+            [[sku, _canonical_decimal(p)] for sku, p in sorted(document.pricing_snapshot.items())],
+        ],
+        separators=(",", ":"),
+        ensure_ascii=False,
     )
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class RecipeCost(Kind[RecipeDocument, RecipeContract]):
@@ -99,8 +122,10 @@ class RecipeCost(Kind[RecipeDocument, RecipeContract]):
             raise BusinessError("missing_price", f"no price for {len(missing)} BOM sku(s): {shown}")
 
     def settle(self, document: RecipeDocument, line: Line, contract: RecipeContract) -> Settlement:
-        cost = sum(
-            (qty * document.pricing_snapshot[sku] for sku, qty in contract.bom.items()),
-            Decimal(0),
-        )
-        return Settlement(outcome="posted", amount=quantize(cost, QUANTUM), claimed_amount=None)
+        with exact_arithmetic():
+            cost = sum(
+                (qty * document.pricing_snapshot[sku] for sku, qty in contract.bom.items()),
+                Decimal(0),
+            )
+            amount = quantize(cost, QUANTUM)
+        return Settlement(outcome="posted", amount=amount, claimed_amount=None)
