@@ -1,0 +1,344 @@
+"""settleq benchmark: a quarterly vendor claim end to end on a real stack.
+
+Generates a deterministic promo_accrual batch (default 500,000 lines over 50
+vendors, 2% disputed, 1% repeated from an earlier batch), posts it as NDJSON
+to a stack of real processes on PostgreSQL, RabbitMQ and Redis, waits for the
+job, checks the ledger against the generator's own expectation and prints
+accept time, end-to-end time, lines/s, peak RSS and CPU seconds per process,
+and the latency of small batches sent by another vendor during the run.
+
+    python -m bench.run                 # 500,000 lines
+    python -m bench.run --lines 20000   # quick mode
+    python -m bench.run --flush-redis-at 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+from sqlalchemy import func, select
+
+from shared.db import tables
+from shared.db.engine import make_engine
+from tests.support.infra import REDIS_URL, isolated_env
+from tests.support.stack import Stack
+
+RATES = {"T1": Decimal("0.125"), "T2": Decimal("0.45"), "T3": Decimal("1.10")}
+TOLERANCE = Decimal("0.05")
+CONTRACT = {"tier_rates": {k: str(v) for k, v in RATES.items()}, "tolerance": str(TOLERANCE)}
+CENT = Decimal("0.01")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Expectation:
+    posted: int = 0
+    disputed: int = 0
+    duplicate: int = 0
+    amount_posted: Decimal = Decimal(0)
+    amount_disputed: Decimal = Decimal(0)
+
+
+@dataclass
+class Generated:
+    earlier: list[dict[str, Any]]
+    documents: list[dict[str, Any]]
+    expect: Expectation = field(default_factory=Expectation)
+
+
+def generate(lines: int, vendors: int, lines_per_doc: int = 20, seed: int = 500) -> Generated:
+    """Deterministic documents; the expectation is computed while generating."""
+    import random
+
+    rng = random.Random(seed)
+    expect = Expectation()
+
+    def document(tag: str, n: int) -> dict[str, Any]:
+        doc_lines = []
+        for line_no in range(1, lines_per_doc + 1):
+            tier = ("T1", "T2", "T3")[rng.randrange(3)]
+            units = rng.randrange(1, 500)
+            model = (units * RATES[tier]).quantize(CENT, rounding=ROUND_HALF_UP)
+            disputed = rng.random() < 0.02
+            claimed = model + Decimal("1.00") if disputed else model
+            doc_lines.append(
+                {
+                    "line_no": line_no,
+                    "sku": f"SKU-{rng.randrange(10**6):06d}",
+                    "promo_tier": tier,
+                    "qualifying_units": str(units),
+                    "claimed_amount": str(claimed),
+                }
+            )
+        return {
+            "document_id": f"{tag}-{n:07d}",
+            "partition_key": f"VENDOR-{n % vendors:04d}",
+            "contract_version": 1,
+            "period": "2026-Q3",
+            "lines": doc_lines,
+        }
+
+    def account(doc: dict[str, Any]) -> None:
+        for line in doc["lines"]:
+            model = (Decimal(line["qualifying_units"]) * RATES[line["promo_tier"]]).quantize(
+                CENT, rounding=ROUND_HALF_UP
+            )
+            claimed = Decimal(line["claimed_amount"])
+            if abs(claimed - model) <= TOLERANCE:
+                expect.posted += 1
+                expect.amount_posted += model
+            else:
+                expect.disputed += 1
+                expect.amount_disputed += claimed
+
+    repeated_docs = max(1, lines // lines_per_doc // 100)  # 1% of the lines
+    earlier = [document("EARLY", n) for n in range(repeated_docs)]
+    fresh = [document("CLAIM", n) for n in range(lines // lines_per_doc - repeated_docs)]
+    for doc in fresh:
+        account(doc)
+    expect.duplicate = repeated_docs * lines_per_doc
+    # The repeats are spread through the batch, as a producer's resend would be.
+    documents = list(fresh)
+    step = max(1, len(fresh) // repeated_docs)
+    for i, doc in enumerate(earlier):
+        documents.insert(min(len(documents), i * (step + 1)), doc)
+    return Generated(earlier, documents, expect)
+
+
+def ndjson(documents: list[dict[str, Any]]) -> bytes:
+    lines = [json.dumps({"kind": "promo_accrual"})] + [
+        json.dumps(d, separators=(",", ":")) for d in documents
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def process_stats(pid: int) -> tuple[float, float]:
+    """(peak RSS in MiB, CPU seconds) of a process and its descendants."""
+    peak = cpu = 0.0
+    for p in descendants(pid):
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]) / 1024)
+        cpu += (int(fields[11]) + int(fields[12])) / TICK
+    return peak, cpu
+
+
+def small_batches(stack: Stack, count: int, stop: threading.Event) -> list[float]:
+    """Send 10-line batches from another vendor during the big run; their latencies."""
+    client = stack.producer()
+    latencies = []
+    for n in range(count):
+        if stop.wait(0.5):
+            break
+        doc = {
+            "document_id": f"SMALL-{n}-{time.time_ns()}",
+            "partition_key": "VENDOR-SMALL",
+            "contract_version": 1,
+            "period": "2026-Q3",
+            "lines": [
+                {
+                    "line_no": i,
+                    "sku": f"S{i}",
+                    "promo_tier": "T1",
+                    "qualifying_units": "8",
+                    "claimed_amount": "1.00",
+                }
+                for i in range(1, 11)
+            ],
+        }
+        started = time.monotonic()
+        response = client.submit(json.dumps({"kind": "promo_accrual", "documents": [doc]}).encode())
+        job = client.wait(response.json()["job_id"], timeout=120, poll=0.02)
+        if job["state"] == "completed":
+            latencies.append(time.monotonic() - started)
+    return latencies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--lines", type=int, default=500_000)
+    parser.add_argument("--vendors", type=int, default=50)
+    parser.add_argument("--small-batches", type=int, default=10)
+    parser.add_argument("--flush-redis-at", type=float, default=None)
+    parser.add_argument(
+        "--workers",
+        default="fast_path:1,compute_heavy:2",
+        help="tier:processes,... (one process per entry)",
+    )
+    args = parser.parse_args()
+
+    started_gen = time.monotonic()
+    data = generate(args.lines, args.vendors)
+    body = ndjson(data.documents)
+    total = sum(len(d["lines"]) for d in data.documents)
+    print(
+        f"generated {total} lines, {len(body) / 1e6:.1f} MB NDJSON in "
+        f"{time.monotonic() - started_gen:.1f} s"
+    )
+
+    with isolated_env("bench") as env:
+        logs = Path("bench/logs")
+        logs.mkdir(parents=True, exist_ok=True)
+        stack = Stack(env, logs, worker_threads=4)
+        try:
+            stack.start_api()
+            for entry in args.workers.split(","):
+                tier, count = entry.split(":")
+                for i in range(int(count)):
+                    stack.start_worker(tier, name=f"{tier}-{i}")
+            stack._spawn("relay", ["relay"])
+            operator = stack.operator()
+            for vendor in [f"VENDOR-{n:04d}" for n in range(args.vendors)] + ["VENDOR-SMALL"]:
+                operator.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/1", CONTRACT)
+            producer = stack.producer()
+            earlier = producer.submit(
+                json.dumps({"kind": "promo_accrual", "documents": data.earlier}).encode()
+            )
+            producer.wait(earlier.json()["job_id"], timeout=300)
+
+            stop = threading.Event()
+            latencies: list[float] = []
+            sender = threading.Thread(
+                target=lambda: latencies.extend(small_batches(stack, args.small_batches, stop))
+            )
+            t0 = time.monotonic()
+            response = httpx.post(
+                f"{stack.url}/v1/batches",
+                content=body,
+                headers={**_signed(stack, body), "Content-Type": "application/x-ndjson"},
+                timeout=600,
+            )
+            accept_s = time.monotonic() - t0
+            assert response.status_code == 202, response.text
+            job_id = response.json()["job_id"]
+            sender.start()
+            flushed = False
+            while True:
+                job = producer.job(job_id)
+                if (
+                    args.flush_redis_at is not None
+                    and not flushed
+                    and job["progress"] >= args.flush_redis_at
+                ):
+                    redis.Redis.from_url(REDIS_URL).flushdb()
+                    flushed = True
+                    print(f"flushed Redis at progress {job['progress']}")
+                if job["state"] == "completed":
+                    break
+                time.sleep(0.05)
+            e2e_s = time.monotonic() - t0
+            stop.set()
+            sender.join()
+            stats = {name: process_stats(p.pid) for name, p in stack.processes.items()}
+            ok = verify(env.database_url, job, data.expect, total)
+        finally:
+            stack.stop()
+
+    print()
+    print(
+        "| lines | accept (POST→202) | end to end | lines/s "
+        f"| small-batch latency (median of {len(latencies)}) |"
+    )
+    print("|---|---|---|---|---|")
+    median = statistics.median(latencies) if latencies else float("nan")
+    print(f"| {total} | {accept_s:.2f} s | {e2e_s:.2f} s | {total / e2e_s:,.0f} | {median:.2f} s |")
+    print()
+    print("| process | peak RSS | CPU s | CPU µs/line |")
+    print("|---|---|---|---|")
+    cpu_total = 0.0
+    for name, (rss, cpu) in stats.items():
+        cpu_total += cpu
+        print(f"| {name} | {rss:.0f} MiB | {cpu:.1f} | {cpu / total * 1e6:.1f} |")
+    print(f"| all settleq processes | | {cpu_total:.1f} | {cpu_total / total * 1e6:.1f} |")
+    print(
+        f"\nratios: {total / e2e_s / os.cpu_count():,.0f} lines/s per core; "
+        f"accept {accept_s / e2e_s:.0%} of end to end; verification {'OK' if ok else 'FAILED'}"
+    )
+    return 0 if ok else 1
+
+
+def _signed(stack: Stack, body: bytes) -> dict[str, str]:
+    from shared.signing import sign_request
+    from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET
+
+    return {
+        "X-Key-Id": PRODUCER_ID,
+        "X-Signature": sign_request(PRODUCER_SECRET, int(time.time()), "POST", "/v1/batches", body),
+    }
+
+
+def verify(url: str, job: dict[str, Any], expect: Expectation, total: int) -> bool:
+    L = tables.ledger_entries
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(L.c.outcome, func.count(), func.sum(L.c.amount), func.sum(L.c.claimed_amount))
+            .where(L.c.job_id == job["job_id"])
+            .group_by(L.c.outcome)
+        ).all()
+        worst = conn.execute(
+            select(func.count())
+            .select_from(L)
+            .group_by(L.c.reconciliation_key, L.c.contract_version)
+            .order_by(func.count().desc())
+            .limit(1)
+        ).scalar()
+    engine.dispose()
+    by = {r[0]: r for r in rows}
+    checks = {
+        "counters add up": sum(job["outcomes"].values()) == job["lines"] == total,
+        "posted count": job["outcomes"]["posted"] == expect.posted == by["posted"][1],
+        "disputed count": job["outcomes"]["disputed"] == expect.disputed == by["disputed"][1],
+        "duplicates": job["outcomes"]["duplicate"] == expect.duplicate,
+        "no dead letters": job["outcomes"]["dead_lettered"] == 0,
+        "posted amount": Decimal(job["amounts"]["posted"])
+        == expect.amount_posted
+        == by["posted"][2],
+        "disputed amount": Decimal(job["amounts"]["disputed"])
+        == expect.amount_disputed
+        == by["disputed"][3],
+        "one row per identity": worst == 1,
+    }
+    for name, passed in checks.items():
+        print(f"  {'ok ' if passed else 'BAD'} {name}")
+    return all(checks.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
