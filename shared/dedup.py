@@ -18,7 +18,25 @@ from typing import Any
 import redis
 
 DONE = "done"
+_BATCH = 20_000  # keys per script call: one call per chunk, a bounded Redis pause
 
+# Lease every free key in one call: SET NX PX with the attempt's token. Returns
+# the 1-based positions of keys held by another live attempt (a done mark is
+# not a conflict: the ledger will call the line a duplicate).
+_CLAIM = """
+local contended = {}
+for i, key in ipairs(KEYS) do
+  local holder = redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+  if holder and holder ~= ARGV[1] and holder ~= 'done' then
+    contended[#contended + 1] = i
+  end
+end
+return contended
+"""
+_DONE = """
+for i, key in ipairs(KEYS) do redis.call('SET', key, 'done', 'EX', ARGV[1]) end
+return #KEYS
+"""
 # Renew or release only the keys this attempt still owns.
 _RENEW = """
 local n = 0
@@ -51,6 +69,8 @@ class ClaimStore:
         self._prefix = prefix
         self._lease_ms = lease_ms
         self._done_ttl_s = done_ttl_s
+        self._claim: Any = client.register_script(_CLAIM)
+        self._done: Any = client.register_script(_DONE)
         self._renew: Any = client.register_script(_RENEW)
         self._release: Any = client.register_script(_RELEASE)
 
@@ -60,15 +80,10 @@ class ClaimStore:
     def claim(self, keys: Sequence[str]) -> Claim:
         """Lease every free key in one round trip; report those leased by others."""
         claim = Claim(token=uuid.uuid4().hex, keys=list(keys))
-        if not keys:
-            return claim
-        pipe = self._redis.pipeline(transaction=False)
-        for key in keys:
-            # NX with GET (Redis 7): None when we took it, else the current holder.
-            pipe.set(key, claim.token, nx=True, px=self._lease_ms, get=True)
-        for key, holder in zip(keys, pipe.execute(), strict=True):
-            if holder is not None and holder != DONE.encode():
-                claim.contended.append(key)
+        for start in range(0, len(keys), _BATCH):
+            part = claim.keys[start : start + _BATCH]
+            positions = self._claim(keys=part, args=[claim.token, self._lease_ms])
+            claim.contended += [part[i - 1] for i in positions]
         return claim
 
     def renew(self, claim: Claim) -> None:
@@ -81,12 +96,8 @@ class ClaimStore:
 
     def mark_done(self, claim: Claim) -> None:
         """After commit: the keys are in the ledger; later claims may skip them."""
-        if not claim.keys:
-            return
-        pipe = self._redis.pipeline(transaction=False)
-        for key in claim.keys:
-            pipe.set(key, DONE, ex=self._done_ttl_s)
-        pipe.execute()
+        for start in range(0, len(claim.keys), _BATCH):
+            self._done(keys=claim.keys[start : start + _BATCH], args=[self._done_ttl_s])
 
 
 class LeaseKeeper:

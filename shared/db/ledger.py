@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select, text, tuple_, update
 
-from shared.db import tables
+from shared.db import bulk, tables
 from shared.db.dialect import insert_ignoring_conflicts
 from shared.kinds import KINDS
 from shared.money import ZERO, to_wire
@@ -202,6 +202,8 @@ def _insert_ledger(
         first.setdefault((p.line.reconciliation_key, p.document.contract_version), p)
     if not first:
         return {}
+    if conn.dialect.name == "postgresql" and KINDS[chunk.kind].delta_basis == "key_versions":
+        return _insert_ledger_bulk(conn, chunk, first, now)
     if KINDS[chunk.kind].delta_basis == "line_history":
         priors = _priors_by_line_history(conn, chunk.kind, list(first.values()))
     else:
@@ -216,6 +218,31 @@ def _insert_ledger(
         (r.reconciliation_key, r.contract_version): rows[(r.reconciliation_key, r.contract_version)]
         for r in result
     }
+
+
+def _insert_ledger_bulk(
+    conn: Connection,
+    chunk: ChunkRef,
+    first: dict[tuple[str, int], PlannedLine],
+    now: dt.datetime,
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """PostgreSQL: COPY to staging, one INSERT ... SELECT computing the deltas."""
+    rows = {ident: _ledger_row(first[ident], chunk, None, now) for ident in first}
+    new = bulk.insert_ledger_by_key_versions(conn, list(rows.values()))
+    for ident, (delta, supersedes_id) in new.items():
+        rows[ident]["delta"] = delta
+        rows[ident]["supersedes_id"] = supersedes_id
+    return {ident: rows[ident] for ident in new}
+
+
+def _insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
+    """Many rows into a table without conflicts: COPY on PostgreSQL."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        bulk.copy_rows(conn, table.name, list(rows[0]), rows)
+    else:
+        conn.execute(table.insert(), rows)
 
 
 def _events(new_rows: Iterable[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
@@ -424,8 +451,8 @@ def commit_plan(
         return None
     settled = [p for p in plan.lines if p.settlement is not None]
     new = _insert_ledger(conn, chunk, settled, now)
-    if new:
-        conn.execute(insert_ignoring_conflicts(conn, tables.outbox), _events(new.values(), now))
+    # An event id is its ledger row's identity, new exactly once: no conflicts.
+    _insert(conn, tables.outbox, _events(new.values(), now))
     outcome = ChunkOutcome()
     rows = _settled_outcomes(chunk, plan, {k: v["delta"] for k, v in new.items()}, outcome)
     rows += _dead_letters(conn, chunk, plan, attempts, now, outcome)
@@ -437,9 +464,8 @@ def commit_plan(
                 tables.line_outcomes.c.dead_letter_id == chunk.requeue.dead_letter_id
             )
         )
-    if rows:
-        for row in rows:
-            row.setdefault("dead_letter_id", None)
-        conn.execute(tables.line_outcomes.insert(), rows)
+    for row in rows:
+        row.setdefault("dead_letter_id", None)
+    _insert(conn, tables.line_outcomes, rows)
     _store_counts(conn, chunk, outcome)
     return outcome
