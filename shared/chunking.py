@@ -42,6 +42,59 @@ class NewChunk:
     payload_sha256: str
 
 
+class ChunkBuilder:
+    """Groups serialized documents into chunk payloads (``[doc,doc,...]``) as they
+    arrive, so a streamed batch never has to be held whole."""
+
+    def __init__(
+        self,
+        max_documents: int,
+        max_bytes: int,
+        new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ) -> None:
+        if max_documents < 1 or max_bytes < 1:
+            raise ValueError("chunk caps must be positive")
+        self.max_documents = max_documents
+        self.max_bytes = max_bytes
+        self.new_id = new_id
+        self.chunks: list[NewChunk] = []
+        self.documents = 0
+        self.lines = 0
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._lines = 0
+
+    def add(self, document: bytes, lines: int) -> None:
+        if self._parts and (
+            len(self._parts) == self.max_documents or self._size + len(document) > self.max_bytes
+        ):
+            self._close()
+        self._parts.append(document)
+        self._size += len(document)
+        self._lines += lines
+        self.documents += 1
+        self.lines += lines
+
+    def _close(self) -> None:
+        payload = b"[" + b",".join(self._parts) + b"]"
+        self.chunks.append(
+            NewChunk(
+                id=self.new_id(),
+                seq=len(self.chunks),
+                documents=len(self._parts),
+                lines=self._lines,
+                payload=payload,
+                payload_sha256=hashlib.sha256(payload).hexdigest(),
+            )
+        )
+        self._parts, self._size, self._lines = [], 0, 0
+
+    def finish(self) -> list[NewChunk]:
+        if self._parts:
+            self._close()
+        return self.chunks
+
+
 def build_chunks(
     serialized: Sequence[bytes],
     line_counts: Sequence[int],
@@ -50,17 +103,7 @@ def build_chunks(
     new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
 ) -> list[NewChunk]:
     """Group serialized documents into chunk payloads (``[doc,doc,...]``)."""
-    chunks = []
-    for seq, span in enumerate(chunk_sizes((len(s) for s in serialized), max_documents, max_bytes)):
-        payload = b"[" + b",".join(serialized[i] for i in span) + b"]"
-        chunks.append(
-            NewChunk(
-                id=new_id(),
-                seq=seq,
-                documents=len(span),
-                lines=sum(line_counts[i] for i in span),
-                payload=payload,
-                payload_sha256=hashlib.sha256(payload).hexdigest(),
-            )
-        )
-    return chunks
+    builder = ChunkBuilder(max_documents, max_bytes, new_id)
+    for document, lines in zip(serialized, line_counts, strict=True):
+        builder.add(document, lines)
+    return builder.finish()

@@ -22,3 +22,9 @@ def promo_line_item_hash(
 
 def promo_key(document_id: str, line_item_hash: str, promo_tier: str, period: str) -> str:
     return sha256_hex(document_id, line_item_hash, promo_tier, period)
+
+
+def correlation_id_for(job_id: str, document_id: str) -> str:
+    """The correlation id of a document that came without one: stable for the job's
+    document, so every retry, requeue and event of it carries the same id."""
+    return sha256_hex(job_id, document_id)[:32]

@@ -33,6 +33,10 @@ ZERO = Decimal(0)
 # Plain decimal notation (ASCII digits) with an optional exponent; no spaces,
 # no "NaN"/"Infinity", no "+5", ".5" or "5.".
 _DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_PLAIN = {
+    places: re.compile(rf"-?[0-9]{{1,12}}(\.[0-9]{{1,{places}}})?")
+    for places in (MONEY_PLACES, QUANTITY_PLACES)
+}
 
 
 class DecimalOutOfRange(ValueError):
@@ -46,6 +50,10 @@ def parse_decimal(text: str, places: int) -> Decimal:
     ``DecimalOutOfRange`` when it has more places than allowed or its absolute
     value is not below 10**12.
     """
+    # The common case, checked by one regex: at most 12 integer digits and
+    # ``places`` decimals is in range by construction.
+    if _PLAIN[places].fullmatch(text):
+        return Decimal(text)
     if len(text) > 64 or not _DECIMAL_TEXT.fullmatch(text):
         raise ValueError("not a decimal number")
     # An exponent like 1e999999 is range-checked before Decimal materialises it.

@@ -66,6 +66,49 @@ def parse_signature_header(header: str) -> ParsedSignature:
     return ParsedSignature(timestamp, tuple(sigs))
 
 
+class StreamingVerifier:
+    """Checks a producer signature over a body that arrives in parts.
+
+    The header is checked at once (missing, malformed, stale: refused before the
+    body is read); the MACs of every active secret are updated as the body
+    streams, and ``verify`` compares them in constant time at the end.
+    """
+
+    def __init__(
+        self,
+        header: str | None,
+        secrets: Iterable[str],
+        method: str,
+        path_and_query: str,
+        now: int,
+        tolerance_s: int,
+    ) -> None:
+        if not header:
+            raise SignatureError("signature_missing", "X-Signature header is required")
+        self._parsed = parse_signature_header(header)
+        if abs(now - self._parsed.timestamp) > tolerance_s:
+            raise SignatureError(
+                "timestamp_outside_tolerance",
+                f"signature timestamp is more than {tolerance_s} s away from server time",
+            )
+        prefix = signing_payload(self._parsed.timestamp, method, path_and_query, b"")
+        self._macs = [hmac.new(secret.encode(), prefix, hashlib.sha256) for secret in secrets]
+
+    def update(self, data: bytes) -> None:
+        for mac in self._macs:
+            mac.update(data)
+
+    def verify(self) -> None:
+        matched = False
+        for mac in self._macs:
+            expected = mac.hexdigest()
+            for candidate in self._parsed.signatures:
+                # Evaluate every pair so timing does not reveal which one matched.
+                matched |= hmac.compare_digest(expected, candidate)
+        if not matched:
+            raise SignatureError("signature_invalid", "signature does not match")
+
+
 def verify_request(
     header: str | None,
     secrets: Iterable[str],
@@ -76,23 +119,9 @@ def verify_request(
     tolerance_s: int,
 ) -> None:
     """Raise ``SignatureError`` unless one ``v1`` matches one active secret."""
-    if not header:
-        raise SignatureError("signature_missing", "X-Signature header is required")
-    parsed = parse_signature_header(header)
-    if abs(now - parsed.timestamp) > tolerance_s:
-        raise SignatureError(
-            "timestamp_outside_tolerance",
-            f"signature timestamp is more than {tolerance_s} s away from server time",
-        )
-    payload = signing_payload(parsed.timestamp, method, path_and_query, body)
-    matched = False
-    for secret in secrets:
-        expected = hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
-        for candidate in parsed.signatures:
-            # Evaluate every pair so timing does not reveal which one matched.
-            matched |= hmac.compare_digest(expected, candidate)
-    if not matched:
-        raise SignatureError("signature_invalid", "signature does not match")
+    verifier = StreamingVerifier(header, secrets, method, path_and_query, now, tolerance_s)
+    verifier.update(body)
+    verifier.verify()
 
 
 def _canonical(fields: Mapping[str, Any]) -> bytes:

@@ -11,7 +11,12 @@ from fastapi import Depends, Request
 from services.api.context import ApiContext, get_context
 from services.api.errors import ApiError
 from shared.settings import ProducerKey
-from shared.signing import SignatureError, token_digest, token_matches, verify_request
+from shared.signing import (
+    SignatureError,
+    StreamingVerifier,
+    token_digest,
+    token_matches,
+)
 
 Role = Literal["producer", "viewer", "operator"]
 
@@ -39,8 +44,8 @@ def path_and_query(request: Request) -> str:
     return request.url.path + (f"?{query}" if query else "")
 
 
-def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> ProducerKey:
-    """Verify ``X-Key-Id`` / ``X-Signature`` over method, path and body (SPEC §3.1)."""
+def producer_verifier(ctx: ApiContext, request: Request) -> tuple[ProducerKey, StreamingVerifier]:
+    """Check a producer's headers now; the returned verifier checks the body as it streams."""
     key_id = request.headers.get("x-key-id")
     signature = request.headers.get("x-signature")
     if not key_id or not signature:
@@ -49,15 +54,25 @@ def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> Pro
     if key is None:
         raise ApiError(401, "unknown_key", "unknown producer key")
     try:
-        verify_request(
+        verifier = StreamingVerifier(
             signature,
             key.secrets,
             request.method,
             path_and_query(request),
-            body,
             now=int(time.time()),
             tolerance_s=ctx.settings.signature_tolerance_s,
         )
+    except SignatureError as exc:
+        raise ApiError(401, exc.code, str(exc)) from None
+    return key, verifier
+
+
+def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> ProducerKey:
+    """Verify ``X-Key-Id`` / ``X-Signature`` over method, path and body (SPEC §3.1)."""
+    key, verifier = producer_verifier(ctx, request)
+    verifier.update(body)
+    try:
+        verifier.verify()
     except SignatureError as exc:
         raise ApiError(401, exc.code, str(exc)) from None
     return key

@@ -1,4 +1,4 @@
-"""Accepting a batch (SPEC §4.1): parse, scope, chunk, store, enqueue with confirms.
+"""Accepting a batch (SPEC §4.1): store, enqueue with confirms, then accept.
 
 A job is stored as ``receiving`` with its chunks, each chunk is published and
 confirmed by RabbitMQ, and only then is the job ``accepted`` and 202 answered.
@@ -8,27 +8,17 @@ workers refuse chunks of a ``receiving`` job, so nothing of it can settle.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from services.api.context import ApiContext
-from services.api.errors import ApiError, validation_error
+from services.api.errors import ApiError
+from services.api.ingest import Ingested
 from shared.broker import enqueue
-from shared.chunking import NewChunk, build_chunks
 from shared.db import jobs as jobs_db
-from shared.kinds import BATCH, KINDS
-from shared.kinds.base import Document
 from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
 from shared.settings import ProducerKey
-
-JSON = "application/json"
-NDJSON = "application/x-ndjson"
 
 
 @dataclass(frozen=True)
@@ -38,76 +28,6 @@ class Submitted:
     lines: int
     chunks: int
     created: bool  # False: the same submission seen before (200, not 202)
-
-
-def parse_batch(body: bytes, content_type: str) -> tuple[str, list[Document]]:
-    """Decode and validate a batch; raise ``ApiError`` 415/422."""
-    media = content_type.split(";")[0].strip().lower()
-    try:
-        if media == JSON:
-            batch = BATCH.validate_json(body)
-            return batch.kind, list(batch.documents)
-        if media == NDJSON:
-            return _parse_ndjson(body)
-    except ValidationError as exc:
-        raise validation_error(list(exc.errors())) from None
-    raise ApiError(415, "unsupported_media_type", f"content type must be {JSON} or {NDJSON}")
-
-
-def _parse_ndjson(body: bytes) -> tuple[str, list[Document]]:
-    lines = [line for line in body.split(b"\n") if line.strip()]
-    if not lines:
-        raise ApiError(422, "empty_batch", "an NDJSON batch needs a header line and documents")
-    try:
-        header = json.loads(lines[0])
-    except ValueError:
-        raise ApiError(422, "json_invalid", "the first NDJSON line is not JSON") from None
-    name = header.get("kind") if isinstance(header, dict) else None
-    kind = KINDS.get(name) if isinstance(name, str) else None
-    if kind is None or set(header) != {"kind"}:
-        raise ApiError(422, "unknown_kind", 'the first NDJSON line must be {"kind": "<kind>"}')
-    if len(lines) < 2:
-        raise ApiError(422, "empty_batch", "an NDJSON batch needs at least one document")
-    documents = []
-    for number, line in enumerate(lines[1:], start=2):
-        try:
-            documents.append(kind.document_model.model_validate_json(line))
-        except ValidationError as exc:
-            err = validation_error(list(exc.errors()))
-            for d in err.details:
-                d["loc"] = [f"line {number}", *d["loc"]]
-            raise err from None
-    return kind.name, documents
-
-
-def _check_scope(key: ProducerKey, documents: Sequence[Document]) -> None:
-    refused = sorted(
-        {d.partition_key for d in documents if not key.may_submit_for(d.partition_key)}
-    )
-    if refused:
-        raise ApiError(
-            403,
-            "partition_not_allowed",
-            f"key {key.key_id} may not submit for {len(refused)} partition(s)",
-            [{"partition_key": p} for p in refused[:20]],
-        )
-
-
-def _build_chunks(ctx: ApiContext, kind_name: str, documents: Sequence[Document]) -> list[NewChunk]:
-    kind = KINDS[kind_name]
-    # Correlation ids are fixed here, once, so every retry and event carries the same one.
-    serialized = [
-        (d if d.correlation_id else d.model_copy(update={"correlation_id": uuid.uuid4().hex}))
-        .model_dump_json()
-        .encode()
-        for d in documents
-    ]
-    return build_chunks(
-        serialized,
-        [kind.line_count(d) for d in documents],
-        ctx.settings.max_chunk_documents,
-        ctx.settings.max_chunk_bytes,
-    )
 
 
 def publish_job(ctx: ApiContext, job_id: str, kind_name: str) -> None:
@@ -120,37 +40,38 @@ def publish_job(ctx: ApiContext, job_id: str, kind_name: str) -> None:
     jobs_db.mark_accepted(ctx.engine, job_id)
 
 
-def submit(
-    ctx: ApiContext, key: ProducerKey, body: bytes, content_type: str, idempotency_key: str | None
-) -> Submitted:
-    body_sha = hashlib.sha256(body).hexdigest()
-    idem = idempotency_key or body_sha
-    existing = jobs_db.find_job(ctx.engine, key.key_id, idem)
+def previous_submission(
+    ctx: ApiContext, key: ProducerKey, idempotency_key: str, body_sha256: str
+) -> Submitted | None:
+    """The job this submission repeats, if any (SPEC §3.2 idempotency)."""
+    existing = jobs_db.find_job(ctx.engine, key.key_id, idempotency_key)
+    return None if existing is None else _resubmitted(ctx, existing, body_sha256)
+
+
+def submit(ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: str) -> Submitted:
+    existing = previous_submission(ctx, key, idempotency_key, batch.body_sha256)
     if existing is not None:
-        return _resubmitted(ctx, existing, body_sha)
-    kind_name, documents = parse_batch(body, content_type)
-    _check_scope(key, documents)
+        return existing
     ctx.internal_key  # noqa: B018 - fail with 503 before storing anything if the DB is down
-    kind = KINDS[kind_name]
     new = jobs_db.NewJob(
         id=uuid.uuid4().hex,
         key_id=key.key_id,
-        idempotency_key=idem,
-        body_sha256=body_sha,
-        kind=kind_name,
-        documents=len(documents),
-        lines=sum(kind.line_count(d) for d in documents),
-        partition_keys=[d.partition_key for d in documents],
-        chunks=_build_chunks(ctx, kind_name, documents),
+        idempotency_key=idempotency_key,
+        body_sha256=batch.body_sha256,
+        kind=batch.kind,
+        documents=batch.documents,
+        lines=batch.lines,
+        partition_keys=sorted(batch.partitions),
+        chunks=batch.chunks,
     )
     if not jobs_db.create_job(ctx.engine, new):
         # Lost a race with the same submission: answer as its repeat.
-        raced = jobs_db.find_job(ctx.engine, key.key_id, idem)
+        raced = previous_submission(ctx, key, idempotency_key, batch.body_sha256)
         if raced is None:
             raise ApiError(409, "submission_conflict", "retry the submission")
-        return _resubmitted(ctx, raced, body_sha)
+        return raced
     try:
-        publish_job(ctx, new.id, kind_name)
+        publish_job(ctx, new.id, batch.kind)
     except Exception:
         jobs_db.discard_unaccepted(ctx.engine, new.id)
         raise
@@ -160,9 +81,7 @@ def submit(
 def _resubmitted(ctx: ApiContext, job: jobs_db.ExistingJob, body_sha: str) -> Submitted:
     if job.body_sha256 != body_sha:
         raise ApiError(
-            409,
-            "idempotency_key_reused",
-            "this Idempotency-Key was used with a different body",
+            409, "idempotency_key_reused", "this Idempotency-Key was used with a different body"
         )
     if job.state == "receiving":
         # An earlier attempt stored the job but did not finish enqueueing (it

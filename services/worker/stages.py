@@ -24,6 +24,7 @@ from shared.db.jobs import chunk_processed, load_chunk, receiving_since
 from shared.db.ledger import ChunkOutcome, ChunkRef, Requeue, commit_plan
 from shared.dedup import Claim, LeaseKeeper
 from shared.errors import StructuralError, TransientError
+from shared.keys import correlation_id_for
 from shared.kinds import KINDS
 from shared.messages import COMPUTE_HEAVY, SETTLE_ACTOR, ChunkMessage, open_message
 from shared.settlement import (
@@ -147,12 +148,23 @@ def _decode(ctx: WorkerContext, unit: Unit, attempt: int) -> Decoded | None:
             raise StructuralError("signature_mismatch", "chunk payload does not match its digest")
         if kind is None or adapter is None:
             raise StructuralError("schema_invalid", f"unknown kind {unit.ref.kind!r}")
-        return decode_chunk(kind, adapter, unit.payload, unit.ref.lines)
+        decoded = decode_chunk(kind, adapter, unit.payload, unit.ref.lines)
     except StructuralError as exc:
         _record(
             ctx, unit.ref, unreadable(unit.payload, unit.ref.lines, exc.reason, str(exc)), attempt
         )
         return None
+    # A document that came without a correlation id gets one derived from the job
+    # and document, the same on every retry, requeue and event.
+    decoded.documents = [
+        d
+        if d.correlation_id
+        else d.model_copy(
+            update={"correlation_id": correlation_id_for(unit.ref.job_id, d.document_id)}
+        )
+        for d in decoded.documents
+    ]
+    return decoded
 
 
 def validate_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> None:

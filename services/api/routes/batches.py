@@ -8,11 +8,13 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from services.api.auth import Ctx, authenticate_producer
+from services.api.auth import Ctx, producer_verifier
 from services.api.errors import ApiError, ErrorBody
+from services.api.ingest import Ingest, media_type
 from services.api.schemas import Accepted
 from services.api.submission import response_body, submit
 from shared.kinds import BATCH
+from shared.signing import SignatureError
 
 router = APIRouter(tags=["batches"])
 
@@ -20,21 +22,6 @@ router = APIRouter(tags=["batches"])
 # own models; its schema is published under components (see app.openapi).
 _BATCH_SCHEMA = BATCH.json_schema(ref_template="#/components/schemas/{model}")
 COMPONENT_SCHEMAS: dict[str, Any] = _BATCH_SCHEMA.pop("$defs", {})
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body (the signature covers its exact bytes), refused past ``limit``."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
-    parts = []
-    size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
-        parts.append(part)
-    return b"".join(parts)
 
 
 def _idempotency_key(request: Request) -> str | None:
@@ -85,14 +72,27 @@ _errors[200] = {"model": Accepted, "description": "the same submission, seen bef
     },
 )
 async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
-    body = await read_body(request, ctx.settings.max_body_bytes)
-    key = authenticate_producer(ctx, request, body)
-    result = await run_in_threadpool(
-        submit,
-        ctx,
-        key,
-        body,
-        request.headers.get("content-type", ""),
-        _idempotency_key(request),
-    )
+    # Header checks first: an unsigned, stale or unknown caller is refused
+    # before a byte of its body is read.
+    key, verifier = producer_verifier(ctx, request)
+    ingest = Ingest(ctx.settings, key, media_type(request.headers.get("content-type", "")))
+    idempotency_key = _idempotency_key(request)
+    limit = ctx.settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
+        verifier.update(part)
+        # Validation runs in a thread: the event loop keeps serving other requests.
+        await run_in_threadpool(ingest.feed, part)
+    try:
+        verifier.verify()
+    except SignatureError as exc:
+        raise ApiError(401, exc.code, str(exc)) from None
+    batch = await run_in_threadpool(ingest.finish)
+    result = await run_in_threadpool(submit, ctx, key, batch, idempotency_key or batch.body_sha256)
     return JSONResponse(response_body(result), status_code=202 if result.created else 200)

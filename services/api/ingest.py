@@ -1,0 +1,149 @@
+"""Validating and chunking a batch body while it streams in (SPEC §3.2, §4.1-4.2).
+
+NDJSON is handled a line at a time: each document is validated, checked
+against the key's partitions, and appended (as the producer's own bytes) to
+the chunk being built; the body itself is never held whole. A JSON body is one
+document tree and is validated when complete. ``feed`` runs in a worker thread
+so that the event loop keeps serving other requests meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from services.api.errors import ApiError, validation_error
+from shared.chunking import ChunkBuilder, NewChunk
+from shared.kinds import BATCH, KINDS
+from shared.kinds.base import Document, Kind
+from shared.settings import ProducerKey, Settings
+
+JSON = "application/json"
+NDJSON = "application/x-ndjson"
+
+
+def media_type(content_type: str) -> str:
+    media = content_type.split(";")[0].strip().lower()
+    if media not in (JSON, NDJSON):
+        raise ApiError(415, "unsupported_media_type", f"content type must be {JSON} or {NDJSON}")
+    return media
+
+
+@dataclass
+class Ingested:
+    kind: str
+    chunks: list[NewChunk]
+    documents: int
+    lines: int
+    partitions: set[str]
+    body_sha256: str
+
+
+@dataclass
+class Ingest:
+    settings: Settings
+    key: ProducerKey
+    media: str
+    sha: hashlib._Hash = field(default_factory=hashlib.sha256)
+    partitions: set[str] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)
+    error: ApiError | None = None
+    kind: Kind | None = None  # type: ignore[type-arg]
+    _pending: bytes = b""
+    _line_no: int = 0
+    _json: list[bytes] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.builder = ChunkBuilder(
+            self.settings.max_chunk_documents, self.settings.max_chunk_bytes
+        )
+
+    def feed(self, data: bytes) -> None:
+        self.sha.update(data)
+        if self.error is not None:
+            return  # the first error is the answer; the rest is only hashed
+        if self.media == JSON:
+            self._json.append(data)
+            return
+        lines = (self._pending + data).split(b"\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self._ndjson_line(line)
+
+    def finish(self) -> Ingested:
+        if self.media == JSON:
+            self._json_body(b"".join(self._json))
+        elif self.error is None:
+            self._ndjson_line(self._pending)
+        if self.error is None and self.builder.documents == 0:
+            self.error = ApiError(422, "empty_batch", "a batch needs at least one document")
+        if self.error is not None:
+            raise self.error
+        if self.refused:
+            refused = sorted(self.refused)
+            raise ApiError(
+                403,
+                "partition_not_allowed",
+                f"key {self.key.key_id} may not submit for {len(refused)} partition(s)",
+                [{"partition_key": p} for p in refused[:20]],
+            )
+        assert self.kind is not None
+        return Ingested(
+            kind=self.kind.name,
+            chunks=self.builder.finish(),
+            documents=self.builder.documents,
+            lines=self.builder.lines,
+            partitions=self.partitions,
+            body_sha256=self.sha.hexdigest(),
+        )
+
+    def _accept(self, document: Document, raw: bytes) -> None:
+        assert self.kind is not None
+        if not self.key.may_submit_for(document.partition_key):
+            self.refused.add(document.partition_key)
+        self.partitions.add(document.partition_key)
+        self.builder.add(raw, self.kind.line_count(document))
+
+    def _ndjson_line(self, line: bytes) -> None:
+        line = line.strip()
+        if not line:
+            return
+        self._line_no += 1
+        if self.kind is None:
+            self.kind = self._header(line)
+            return
+        try:
+            document = self.kind.document_model.model_validate_json(line)
+        except ValidationError as exc:
+            err = validation_error(list(exc.errors()))
+            for detail in err.details:
+                detail["loc"] = [f"line {self._line_no}", *detail["loc"]]
+            self.error = err
+            return
+        self._accept(document, line)
+
+    def _header(self, line: bytes) -> Kind | None:  # type: ignore[type-arg]
+        try:
+            header = json.loads(line)
+        except ValueError:
+            header = None
+        name = header.get("kind") if isinstance(header, dict) else None
+        kind = KINDS.get(name) if isinstance(name, str) else None
+        if kind is None or set(header) != {"kind"}:
+            self.error = ApiError(
+                422, "unknown_kind", 'the first NDJSON line must be {"kind": "<kind>"}'
+            )
+        return kind
+
+    def _json_body(self, body: bytes) -> None:
+        try:
+            batch = BATCH.validate_json(body)
+        except ValidationError as exc:
+            self.error = validation_error(list(exc.errors()))
+            return
+        self.kind = KINDS[batch.kind]
+        for document in batch.documents:
+            self._accept(document, document.model_dump_json().encode())
