@@ -61,19 +61,19 @@ class Relay:
             if not rows:
                 return 0
             channel = self._open()
-            for row in rows:
+            for _, event_id, routing_key, body in rows:
                 # With confirms on, this returns once RabbitMQ has the message.
                 channel.basic_publish(
                     exchange=self.exchange,
-                    routing_key=row.routing_key,
-                    body=row.body.encode(),
+                    routing_key=routing_key,
+                    body=body,
                     properties=pika.BasicProperties(
-                        message_id=row.event_id,
+                        message_id=event_id,
                         delivery_mode=2,
                         content_type="application/json",
                     ),
                 )
-            outbox.mark_published(conn, [row.id for row in rows])
+            outbox.mark_published(conn, [row[0] for row in rows])
         return len(rows)
 
     def run(self, stop: threading.Event) -> None:

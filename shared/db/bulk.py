@@ -49,7 +49,9 @@ def copy_rows(
         cursor.close()
 
 
-LEDGER_STAGE_COLUMNS = (
+STAGE_COLUMNS = (
+    "seq",
+    "first",
     "reconciliation_key",
     "contract_version",
     "kind",
@@ -57,7 +59,9 @@ LEDGER_STAGE_COLUMNS = (
     "document_id",
     "line_ref",
     "job_id",
+    "chunk_id",
     "outcome",
+    "note",
     "amount",
     "claimed_amount",
     "correlation_id",
@@ -65,52 +69,80 @@ LEDGER_STAGE_COLUMNS = (
 )
 
 _STAGE = """
-CREATE TEMP TABLE IF NOT EXISTS ledger_stage (
-    reconciliation_key varchar(64), contract_version integer, kind varchar(32),
-    partition_key varchar(128), document_id varchar(128), line_ref varchar(128),
-    job_id varchar(32), outcome varchar(16), amount numeric(20,4),
-    claimed_amount numeric(20,4), correlation_id varchar(128), created_at timestamptz
+CREATE TEMP TABLE IF NOT EXISTS settle_stage (
+    seq integer, first boolean, reconciliation_key varchar(64), contract_version integer,
+    kind varchar(32), partition_key varchar(128), document_id varchar(128),
+    line_ref varchar(128), job_id varchar(32), chunk_id varchar(32), outcome varchar(16),
+    note varchar(64), amount numeric(20,4), claimed_amount numeric(20,4),
+    correlation_id varchar(128), created_at timestamptz
 ) ON COMMIT DELETE ROWS
 """
 
-# The prior row of the same key under the latest earlier contract version gives
-# delta and supersedes_id (SPEC §8); sorted so concurrent chunks lock keys in order.
-_INSERT = """
-INSERT INTO ledger_entries (
-    reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
-    job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id, created_at)
-SELECT s.reconciliation_key, s.contract_version, s.kind, s.partition_key, s.document_id,
-       s.line_ref, s.job_id, s.outcome, s.amount, s.claimed_amount,
-       s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, s.created_at
-FROM ledger_stage s
-LEFT JOIN LATERAL (
-    SELECT l.id, l.amount FROM ledger_entries l
-    WHERE l.reconciliation_key = s.reconciliation_key
-      AND l.contract_version < s.contract_version
-    ORDER BY l.contract_version DESC LIMIT 1
-) p ON true
-ORDER BY s.reconciliation_key, s.contract_version
-ON CONFLICT (reconciliation_key, contract_version) DO NOTHING
-RETURNING reconciliation_key, contract_version, delta, supersedes_id
+# One statement settles a chunk's lines: the ledger rows (the unique constraint
+# decides what is new; the prior row of the same key under the latest earlier
+# contract version gives delta and supersedes_id), an outbox event per new row,
+# and every line's outcome (a line whose identity was not new is a duplicate).
+_SETTLE = """
+WITH ins AS (
+    INSERT INTO ledger_entries (
+        reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
+        job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
+        created_at)
+    SELECT s.reconciliation_key, s.contract_version, s.kind, s.partition_key, s.document_id,
+           s.line_ref, s.job_id, s.outcome, s.amount, s.claimed_amount,
+           s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, s.created_at
+    FROM settle_stage s
+    LEFT JOIN LATERAL (
+        SELECT l.id, l.amount FROM ledger_entries l
+        WHERE l.reconciliation_key = s.reconciliation_key
+          AND l.contract_version < s.contract_version
+        ORDER BY l.contract_version DESC LIMIT 1
+    ) p ON true
+    WHERE s.first
+    ORDER BY s.reconciliation_key, s.contract_version
+    ON CONFLICT (reconciliation_key, contract_version) DO NOTHING
+    RETURNING id, reconciliation_key, contract_version, kind, partition_key, outcome, delta
+), events AS (
+    INSERT INTO outbox (event_id, routing_key, partition_key, ledger_entry_id, created_at)
+    SELECT substr(encode(sha256(convert_to(
+               i.reconciliation_key || '|' || i.contract_version::text, 'UTF8')), 'hex'), 1, 32),
+           'settlement.' || i.outcome || '.' || i.kind, i.partition_key, i.id, %(now)s
+    FROM ins i
+    ORDER BY i.id
+), outcomes AS (
+    INSERT INTO line_outcomes (
+        job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
+        delta, reconciliation_key, contract_version)
+    SELECT s.job_id, s.chunk_id, s.document_id, s.line_ref,
+           CASE WHEN s.first AND i.id IS NOT NULL THEN s.outcome ELSE 'duplicate' END,
+           CASE WHEN s.first AND i.id IS NOT NULL THEN s.note END,
+           s.amount, s.claimed_amount,
+           CASE WHEN s.first AND i.id IS NOT NULL THEN i.delta END,
+           s.reconciliation_key, s.contract_version
+    FROM settle_stage s
+    LEFT JOIN ins i ON i.reconciliation_key = s.reconciliation_key
+                   AND i.contract_version = s.contract_version
+    ORDER BY s.seq
+)
+SELECT reconciliation_key, contract_version FROM ins
 """
 
 
-def insert_ledger_by_key_versions(
-    conn: Connection, rows: Sequence[dict[str, Any]]
-) -> dict[tuple[str, int], tuple[Decimal, int | None]]:
-    """Insert ledger rows; (key, version) -> (delta, supersedes_id) of those that were new."""
+def settle_lines(
+    conn: Connection, rows: Sequence[dict[str, Any]], now: dt.datetime
+) -> set[tuple[str, int]]:
+    """Stage a chunk's settled lines and settle them in one statement; the
+    (key, version) identities that were new to the ledger."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
+        # Emptied at every commit and rollback, so it only ever holds this chunk's rows.
         cursor.execute(_STAGE)
-        cursor.execute(
-            "TRUNCATE ledger_stage"
-        )  # an earlier attempt in this session may have left rows
     finally:
         cursor.close()
-    copy_rows(conn, "ledger_stage", LEDGER_STAGE_COLUMNS, rows)
+    copy_rows(conn, "settle_stage", STAGE_COLUMNS, rows)
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.execute(_INSERT)
-        return {(key, version): (delta, prior) for key, version, delta, prior in cursor.fetchall()}
+        cursor.execute(_SETTLE, {"now": now})
+        return {(key, version) for key, version in cursor.fetchall()}
     finally:
         cursor.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -21,8 +20,9 @@ from sqlalchemy import Connection, delete, select, text, tuple_, update
 
 from shared.db import bulk, tables
 from shared.db.dialect import insert_ignoring_conflicts
+from shared.events import event_id, routing_key
 from shared.kinds import KINDS
-from shared.money import ZERO, to_wire
+from shared.money import ZERO
 from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine
 
 L = tables.ledger_entries
@@ -193,17 +193,21 @@ def _ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime)
     }
 
 
-def _insert_ledger(
-    conn: Connection, chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime
-) -> dict[tuple[str, int], dict[str, Any]]:
-    """Insert the first occurrence of every identity; return the rows that were new."""
+def _first_occurrences(settled: Sequence[PlannedLine]) -> dict[tuple[str, int], PlannedLine]:
     first: dict[tuple[str, int], PlannedLine] = {}
     for p in settled:
         first.setdefault((p.line.reconciliation_key, p.document.contract_version), p)
+    return first
+
+
+def _insert_ledger(
+    conn: Connection, chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Insert the first occurrence of every identity; return the rows that were new
+    (with their ids). The portable path: SQLite, and kinds with line-history deltas."""
+    first = _first_occurrences(settled)
     if not first:
         return {}
-    if conn.dialect.name == "postgresql" and KINDS[chunk.kind].delta_basis == "key_versions":
-        return _insert_ledger_bulk(conn, chunk, first, now)
     if KINDS[chunk.kind].delta_basis == "line_history":
         priors = _priors_by_line_history(conn, chunk.kind, list(first.values()))
     else:
@@ -211,28 +215,50 @@ def _insert_ledger(
     # Sorted so that concurrent chunks sharing keys lock them in the same order.
     rows = {ident: _ledger_row(first[ident], chunk, priors[ident], now) for ident in sorted(first)}
     result = conn.execute(
-        insert_ignoring_conflicts(conn, L).returning(L.c.reconciliation_key, L.c.contract_version),
+        insert_ignoring_conflicts(conn, L).returning(
+            L.c.id, L.c.reconciliation_key, L.c.contract_version
+        ),
         list(rows.values()),
     )
-    return {
-        (r.reconciliation_key, r.contract_version): rows[(r.reconciliation_key, r.contract_version)]
-        for r in result
-    }
+    new = {}
+    for r in result:
+        ident = (r.reconciliation_key, r.contract_version)
+        new[ident] = {**rows[ident], "id": r.id}
+    return new
 
 
-def _insert_ledger_bulk(
-    conn: Connection,
-    chunk: ChunkRef,
-    first: dict[tuple[str, int], PlannedLine],
-    now: dt.datetime,
-) -> dict[tuple[str, int], dict[str, Any]]:
-    """PostgreSQL: COPY to staging, one INSERT ... SELECT computing the deltas."""
-    rows = {ident: _ledger_row(first[ident], chunk, None, now) for ident in first}
-    new = bulk.insert_ledger_by_key_versions(conn, list(rows.values()))
-    for ident, (delta, supersedes_id) in new.items():
-        rows[ident]["delta"] = delta
-        rows[ident]["supersedes_id"] = supersedes_id
-    return {ident: rows[ident] for ident in new}
+def _stage_rows(
+    chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime
+) -> list[dict[str, Any]]:
+    """Every settled line, in order, flagged when it is its identity's first here."""
+    seen: set[tuple[str, int]] = set()
+    rows = []
+    for seq, p in enumerate(settled):
+        s = p.settlement
+        assert s is not None
+        ident = (p.line.reconciliation_key, p.document.contract_version)
+        rows.append(
+            {
+                "seq": seq,
+                "first": "f" if ident in seen else "t",
+                "reconciliation_key": ident[0],
+                "contract_version": ident[1],
+                "kind": chunk.kind,
+                "partition_key": p.document.partition_key,
+                "document_id": p.document.document_id,
+                "line_ref": p.line.line_ref,
+                "job_id": chunk.job_id,
+                "chunk_id": chunk.chunk_id,
+                "outcome": s.outcome,
+                "note": s.note,
+                "amount": s.amount,
+                "claimed_amount": s.claimed_amount,
+                "correlation_id": p.document.correlation_id,
+                "created_at": now,
+            }
+        )
+        seen.add(ident)
+    return rows
 
 
 def _insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
@@ -246,39 +272,20 @@ def _insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def _events(new_rows: Iterable[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
-    """One outbox event per new posted or disputed ledger row (SPEC §9)."""
-    events = []
-    for row in new_rows:
-        event_id = hashlib.sha256(
-            f"{row['reconciliation_key']}|{row['contract_version']}".encode()
-        ).hexdigest()[:32]
-        body = {
-            "event_id": event_id,
-            "type": f"settlement.{row['outcome']}",
-            "kind": row["kind"],
-            "job_id": row["job_id"],
-            "document_id": row["document_id"],
-            "line_ref": row["line_ref"],
+    """One outbox event per new posted or disputed ledger row (SPEC §9); its
+    content is read from the ledger row when the relay publishes it."""
+    return [
+        {
+            "event_id": event_id(row["reconciliation_key"], row["contract_version"]),
+            "routing_key": routing_key(row["outcome"], row["kind"]),
             "partition_key": row["partition_key"],
-            "reconciliation_key": row["reconciliation_key"],
-            "contract_version": row["contract_version"],
-            "correlation_id": row["correlation_id"],
-            "amount": to_wire(row["amount"]),
-            "claimed_amount": to_wire(row["claimed_amount"]),
-            "delta": to_wire(row["delta"]),
-            "occurred_at": now.isoformat().replace("+00:00", "Z"),
+            "ledger_entry_id": row["id"],
+            "body": None,
+            "created_at": now,
+            "published_at": None,
         }
-        events.append(
-            {
-                "event_id": event_id,
-                "routing_key": f"settlement.{row['outcome']}.{row['kind']}",
-                "partition_key": row["partition_key"],
-                "body": json.dumps(body, separators=(",", ":")),
-                "created_at": now,
-                "published_at": None,
-            }
-        )
-    return events
+        for row in new_rows
+    ]
 
 
 def _outcome_row(
@@ -373,27 +380,35 @@ def _document_dead_letter(
 
 
 def _settled_outcomes(
-    chunk: ChunkRef, plan: ChunkPlan, new: dict[tuple[str, int], Decimal], outcome: ChunkOutcome
+    chunk: ChunkRef,
+    plan: ChunkPlan,
+    new: dict[tuple[str, int], Decimal | None],
+    outcome: ChunkOutcome,
+    build_rows: bool = True,
 ) -> list[dict[str, Any]]:
+    """Count the settled lines' outcomes (new identity: posted or disputed; else a
+    duplicate), and build their outcome rows unless the database already did."""
     rows = []
+    fresh = set(new)
     for p in plan.lines:
         s = p.settlement
         if s is None:
             continue
         ident = (p.line.reconciliation_key, p.document.contract_version)
-        if ident in new:
-            # pop: a repeat of this identity later in the chunk is a duplicate
-            delta = new.pop(ident)
+        if ident in fresh:
+            fresh.discard(ident)  # a repeat of this identity later in the chunk is a duplicate
             if s.outcome == "posted":
                 outcome.posted += 1
                 outcome.amount_posted += s.amount
             else:
                 outcome.disputed += 1
                 outcome.amount_disputed += s.claimed_amount or ZERO
-            rows.append(_outcome_row(chunk, p, s.outcome, delta, s.note))
+            if build_rows:
+                rows.append(_outcome_row(chunk, p, s.outcome, new[ident], s.note))
         else:
             outcome.duplicate += 1
-            rows.append(_outcome_row(chunk, p, "duplicate", None))
+            if build_rows:
+                rows.append(_outcome_row(chunk, p, "duplicate", None))
     return rows
 
 
@@ -450,11 +465,20 @@ def commit_plan(
     if not _claim_marker(conn, chunk, now):
         return None
     settled = [p for p in plan.lines if p.settlement is not None]
-    new = _insert_ledger(conn, chunk, settled, now)
-    # An event id is its ledger row's identity, new exactly once: no conflicts.
-    _insert(conn, tables.outbox, _events(new.values(), now))
     outcome = ChunkOutcome()
-    rows = _settled_outcomes(chunk, plan, {k: v["delta"] for k, v in new.items()}, outcome)
+    if (
+        settled
+        and conn.dialect.name == "postgresql"
+        and (KINDS[chunk.kind].delta_basis == "key_versions")
+    ):
+        # Ledger rows, outbox events and outcome rows in one statement.
+        new_idents = bulk.settle_lines(conn, _stage_rows(chunk, settled, now), now)
+        rows = _settled_outcomes(chunk, plan, dict.fromkeys(new_idents), outcome, build_rows=False)
+    else:
+        new = _insert_ledger(conn, chunk, settled, now)
+        # An event id is its ledger row's identity, new exactly once: no conflicts.
+        _insert(conn, tables.outbox, _events(new.values(), now))
+        rows = _settled_outcomes(chunk, plan, {k: v["delta"] for k, v in new.items()}, outcome)
     rows += _dead_letters(conn, chunk, plan, attempts, now, outcome)
     if chunk.requeue is not None:
         # The requeued lines leave dead_lettered for the outcome they have now.

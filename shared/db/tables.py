@@ -206,7 +206,10 @@ outbox = Table(
     Column("event_id", String(64), nullable=False, unique=True),
     Column("routing_key", String(128), nullable=False),
     Column("partition_key", ID, nullable=False),
-    Column("body", Text, nullable=False),
+    # The event's content is its ledger row, read when published; ``body`` is
+    # for events that are not a ledger row (none yet).
+    Column("ledger_entry_id", BigId, nullable=True),
+    Column("body", Text, nullable=True),
     Column("created_at", TS, nullable=False),
     Column("published_at", TS, nullable=True),
     Index(

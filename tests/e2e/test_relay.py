@@ -47,10 +47,15 @@ def events_queue(stack_env: ServiceEnv) -> Iterator[tuple[pika.BlockingConnectio
 
 
 def unpublished(engine: Engine, job_id: str) -> int:
-    o = tables.outbox
+    o, L = tables.outbox, tables.ledger_entries
     with engine.connect() as conn:
-        rows = conn.execute(select(o.c.body).where(o.c.published_at.is_(None))).scalars().all()
-    return sum(1 for body in rows if json.loads(body)["job_id"] == job_id)
+        return len(
+            conn.execute(
+                select(o.c.id)
+                .join(L, L.c.id == o.c.ledger_entry_id)
+                .where(o.c.published_at.is_(None), L.c.job_id == job_id)
+            ).all()
+        )
 
 
 def test_relay_killed_mid_stream_delivers_every_event_at_least_once_in_order(

@@ -1,0 +1,40 @@
+"""Outcome events (SPEC §4.5, §9): one per posted or disputed ledger row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import Any
+
+from shared.money import to_wire
+
+
+def event_id(reconciliation_key: str, contract_version: int) -> str:
+    """Stable across retries and relays: the identity of the ledger row."""
+    return hashlib.sha256(f"{reconciliation_key}|{contract_version}".encode()).hexdigest()[:32]
+
+
+def routing_key(outcome: str, kind: str) -> str:
+    return f"settlement.{outcome}.{kind}"
+
+
+def event_body(row: Any, occurred_at: dt.datetime) -> dict[str, Any]:
+    """The event of one ledger row; amounts as strings."""
+    if occurred_at.tzinfo is None:
+        occurred_at = occurred_at.replace(tzinfo=dt.UTC)
+    return {
+        "event_id": event_id(row.reconciliation_key, row.contract_version),
+        "type": f"settlement.{row.outcome}",
+        "kind": row.kind,
+        "job_id": row.job_id,
+        "document_id": row.document_id,
+        "line_ref": row.line_ref,
+        "partition_key": row.partition_key,
+        "reconciliation_key": row.reconciliation_key,
+        "contract_version": row.contract_version,
+        "correlation_id": row.correlation_id,
+        "amount": to_wire(row.amount),
+        "claimed_amount": to_wire(row.claimed_amount),
+        "delta": to_wire(row.delta),
+        "occurred_at": occurred_at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
+    }
