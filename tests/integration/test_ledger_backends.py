@@ -65,13 +65,13 @@ def test_second_commit_of_a_chunk_changes_nothing(ledger_engine: Engine) -> None
     assert first.amount_posted == Decimal("0.38")
     assert second is None
     assert _count(ledger_engine, ref.job_id) == 1
-    L, O = tables.ledger_entries, tables.outbox
+    L, OB = tables.ledger_entries, tables.outbox
     with ledger_engine.connect() as conn:
         [(ledger_id, key)] = conn.execute(
             select(L.c.id, L.c.reconciliation_key).where(L.c.job_id == ref.job_id)
         ).all()
         events = conn.execute(
-            select(O.c.event_id, O.c.routing_key).where(O.c.ledger_entry_id == ledger_id)
+            select(OB.c.event_id, OB.c.routing_key).where(OB.c.ledger_entry_id == ledger_id)
         ).all()
     # One outcome event per new ledger row, in the same transaction, with a stable id.
     assert [tuple(e) for e in events] == [(event_id(key, 1), "settlement.posted.promo_accrual")]
