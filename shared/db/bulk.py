@@ -38,7 +38,16 @@ def copy_rows(
     conn: Connection, table: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]
 ) -> None:
     """``COPY table (columns) FROM STDIN`` in PostgreSQL's text format."""
-    text = "".join("\t".join(_field(row[c]) for c in columns) + "\n" for row in rows)
+    copy_text(
+        conn,
+        table,
+        columns,
+        "".join("\t".join(_field(row[c]) for c in columns) + "\n" for row in rows),
+    )
+
+
+def copy_text(conn: Connection, table: str, columns: Sequence[str], text: str) -> None:
+    """COPY rows already in PostgreSQL's text format (tab-separated, ``\\N`` for NULL)."""
     if not text:
         return
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -128,9 +137,7 @@ SELECT reconciliation_key, contract_version FROM ins
 """
 
 
-def settle_lines(
-    conn: Connection, rows: Sequence[dict[str, Any]], now: dt.datetime
-) -> set[tuple[str, int]]:
+def settle_lines(conn: Connection, stage_text: str, now: dt.datetime) -> set[tuple[str, int]]:
     """Stage a chunk's settled lines and settle them in one statement; the
     (key, version) identities that were new to the ledger."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -139,7 +146,7 @@ def settle_lines(
         cursor.execute(_STAGE)
     finally:
         cursor.close()
-    copy_rows(conn, "settle_stage", STAGE_COLUMNS, rows)
+    copy_text(conn, "settle_stage", STAGE_COLUMNS, stage_text)
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(_SETTLE, {"now": now})

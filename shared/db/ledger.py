@@ -227,38 +227,35 @@ def _insert_ledger(
     return new
 
 
-def _stage_rows(
-    chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime
-) -> list[dict[str, Any]]:
-    """Every settled line, in order, flagged when it is its identity's first here."""
+def _text(value: str | None) -> str:
+    """A COPY text field: NULL, or the text with backslashes escaped (identifiers
+    and notes never hold control characters; validation refuses them)."""
+    if value is None:
+        return "\\N"
+    return value.replace("\\", "\\\\") if "\\" in value else value
+
+
+def _stage_text(chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime) -> str:
+    """Every settled line as a COPY row of ``settle_stage`` (bulk.STAGE_COLUMNS),
+    in order, flagged when it is its identity's first occurrence in the chunk."""
     seen: set[tuple[str, int]] = set()
-    rows = []
+    common = f"{_text(chunk.kind)}"
+    job, chunk_id, created = _text(chunk.job_id), _text(chunk.chunk_id), now.isoformat()
+    out = []
     for seq, p in enumerate(settled):
         s = p.settlement
         assert s is not None
-        ident = (p.line.reconciliation_key, p.document.contract_version)
-        rows.append(
-            {
-                "seq": seq,
-                "first": "f" if ident in seen else "t",
-                "reconciliation_key": ident[0],
-                "contract_version": ident[1],
-                "kind": chunk.kind,
-                "partition_key": p.document.partition_key,
-                "document_id": p.document.document_id,
-                "line_ref": p.line.line_ref,
-                "job_id": chunk.job_id,
-                "chunk_id": chunk.chunk_id,
-                "outcome": s.outcome,
-                "note": s.note,
-                "amount": s.amount,
-                "claimed_amount": s.claimed_amount,
-                "correlation_id": p.document.correlation_id,
-                "created_at": now,
-            }
+        doc = p.document
+        ident = (p.line.reconciliation_key, doc.contract_version)
+        claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
+        out.append(
+            f"{seq}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t{common}\t"
+            f"{_text(doc.partition_key)}\t{_text(doc.document_id)}\t{_text(p.line.line_ref)}\t"
+            f"{job}\t{chunk_id}\t{s.outcome}\t{_text(s.note)}\t{s.amount}\t{claimed}\t"
+            f"{_text(doc.correlation_id)}\t{created}\n"
         )
         seen.add(ident)
-    return rows
+    return "".join(out)
 
 
 def _insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
@@ -472,7 +469,7 @@ def commit_plan(
         and (KINDS[chunk.kind].delta_basis == "key_versions")
     ):
         # Ledger rows, outbox events and outcome rows in one statement.
-        new_idents = bulk.settle_lines(conn, _stage_rows(chunk, settled, now), now)
+        new_idents = bulk.settle_lines(conn, _stage_text(chunk, settled, now), now)
         rows = _settled_outcomes(chunk, plan, dict.fromkeys(new_idents), outcome, build_rows=False)
     else:
         new = _insert_ledger(conn, chunk, settled, now)

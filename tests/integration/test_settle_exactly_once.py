@@ -226,3 +226,12 @@ def test_chunk_of_a_job_still_being_enqueued_waits_then_is_dropped_if_never_acce
     finally:
         ctx.settings = patient
     assert ledger_rows(ctx.engine, job_id) == [] and chunk_results(ctx.engine, job_id) == []
+
+
+def test_identifiers_with_backslashes_and_unicode_reach_the_ledger_intact(ctx, vendor):
+    doc_id = uid("INV\\2026\\Q3-é-")
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00", sku="SKU\\N")], document_id=doc_id)]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    assert settle_chunk(ctx, message, 1) is not None
+    [row] = ledger_rows(ctx.engine, job_id)
+    assert row.document_id == doc_id and row.partition_key == vendor
