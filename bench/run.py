@@ -157,6 +157,31 @@ def process_stats(pid: int) -> tuple[float, float]:
     return peak, cpu
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, iowait) CPU seconds of the whole machine so far."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / TICK, iowait / TICK
+
+
+def service_cpu() -> dict[str, float]:
+    """CPU seconds so far of the services settleq runs on (all their processes)."""
+    names = {"postgres": "postgres", "redis-server": "redis", "beam.smp": "rabbitmq"}
+    totals = dict.fromkeys(names.values(), 0.0)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if comm in names:
+            fields = stat.rsplit(")", 1)[1].split()
+            totals[names[comm]] += (int(fields[11]) + int(fields[12])) / TICK
+    return totals
+
+
 def small_batches(stack: Stack, count: int, stop: threading.Event) -> list[float]:
     """Send 10-line batches from another vendor during the big run; their latencies."""
     client = stack.producer()
@@ -237,6 +262,8 @@ def main() -> int:
             sender = threading.Thread(
                 target=lambda: latencies.extend(small_batches(stack, args.small_batches, stop))
             )
+            busy0, wait0 = machine_cpu()
+            services0 = service_cpu()
             t0 = time.monotonic()
             response = httpx.post(
                 f"{stack.url}/v1/batches",
@@ -263,6 +290,8 @@ def main() -> int:
                     break
                 time.sleep(0.05)
             e2e_s = time.monotonic() - t0
+            busy1, wait1 = machine_cpu()
+            services = {k: v - services0[k] for k, v in service_cpu().items()}
             stop.set()
             sender.join()
             stats = {name: process_stats(p.pid) for name, p in stack.processes.items()}
@@ -286,6 +315,14 @@ def main() -> int:
         cpu_total += cpu
         print(f"| {name} | {rss:.0f} MiB | {cpu:.1f} | {cpu / total * 1e6:.1f} |")
     print(f"| all settleq processes | | {cpu_total:.1f} | {cpu_total / total * 1e6:.1f} |")
+    for name, cpu in services.items():
+        print(f"| {name} (during the run) | | {cpu:.1f} | {cpu / total * 1e6:.1f} |")
+    cores = os.cpu_count() or 1
+    print(
+        f"\nmachine: {(busy1 - busy0) / (e2e_s * cores):.0%} of {cores} cores busy, "
+        f"{(wait1 - wait0) / (e2e_s * cores):.0%} waiting on I/O, during the run"
+    )
+    print(f"small-batch latencies: {', '.join(f'{x:.2f}' for x in latencies)} s")
     print(
         f"\nratios: {total / e2e_s / os.cpu_count():,.0f} lines/s per core; "
         f"accept {accept_s / e2e_s:.0%} of end to end; verification {'OK' if ok else 'FAILED'}"
