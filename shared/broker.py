@@ -13,6 +13,7 @@ from dramatiq import Middleware
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.message import Message
 
+from shared.messages import MAX_PRIORITY
 from shared.settings import Settings
 
 
@@ -23,6 +24,7 @@ def make_broker(
         url=settings.broker_url,
         confirm_delivery=True,
         middleware=list(middleware) if middleware is not None else [],
+        max_priority=MAX_PRIORITY,
     )
     params = broker.parameters if isinstance(broker.parameters, list) else [broker.parameters]
     for p in params:
@@ -33,12 +35,24 @@ def make_broker(
     return broker
 
 
-def enqueue(broker: RabbitmqBroker, queue_name: str, actor_name: str, body: dict[str, Any]) -> None:
+def enqueue(
+    broker: RabbitmqBroker,
+    queue_name: str,
+    actor_name: str,
+    body: dict[str, Any],
+    priority: int = MAX_PRIORITY,
+) -> None:
     """Publish one message and return once RabbitMQ confirmed it.
 
     Raises ``dramatiq.errors.BrokerConnectionError`` when the broker is unreachable.
     """
     broker.declare_queue(queue_name)
     broker.enqueue(
-        Message(queue_name=queue_name, actor_name=actor_name, args=(body,), kwargs={}, options={})
+        Message(
+            queue_name=queue_name,
+            actor_name=actor_name,
+            args=(body,),
+            kwargs={},
+            options={"broker_priority": priority},
+        )
     )

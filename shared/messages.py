@@ -20,6 +20,20 @@ VALIDATE_ACTOR = "validate"
 SETTLE_ACTOR = "settle"
 
 _TEXT_FIELDS = ("chunk_id", "job_id", "kind", "payload_sha256")
+
+MAX_PRIORITY = 9
+
+
+def priority_for(job_lines: int) -> int:
+    """Small jobs first: a 10-line batch must not wait behind a 500,000-line one
+    from another producer (SPEC §1.5). RabbitMQ delivers higher values first."""
+    if job_lines <= 1_000:
+        return MAX_PRIORITY
+    if job_lines <= 50_000:
+        return 5
+    return 1
+
+
 _REQUEUE_FIELDS = ("dead_letter_id", "requeue")
 
 
@@ -31,11 +45,14 @@ class ChunkMessage:
     payload_sha256: str
     dead_letter_id: int | None = None  # set when this is a requeue of a dead letter
     requeue: int = 0
+    priority: int | None = None  # the job's, kept from tier to tier
 
     def fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {name: getattr(self, name) for name in _TEXT_FIELDS}
         if self.dead_letter_id is not None:
             fields.update(dead_letter_id=self.dead_letter_id, requeue=self.requeue)
+        if self.priority is not None:
+            fields["priority"] = self.priority
         return fields
 
     def signed(self, key: bytes) -> dict[str, Any]:
@@ -49,10 +66,12 @@ def open_message(key: bytes, raw: Any) -> ChunkMessage:
     if not isinstance(raw, dict):
         raise refused
     names = set(_TEXT_FIELDS) | ({*_REQUEUE_FIELDS} if "dead_letter_id" in raw else set())
+    if "priority" in raw:
+        names.add("priority")
     fields: dict[str, Any] = {name: raw.get(name) for name in sorted(names)}
     sig = raw.get("sig")
     well_formed = all(isinstance(fields[n], str) for n in _TEXT_FIELDS) and all(
-        type(fields[n]) is int for n in _REQUEUE_FIELDS if n in fields
+        type(fields[n]) is int for n in (*_REQUEUE_FIELDS, "priority") if n in fields
     )
     if (
         not well_formed

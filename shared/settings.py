@@ -68,6 +68,10 @@ class Settings(BaseSettings):
 
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=4, ge=1)
+    # Messages a worker process holds unacknowledged beyond the ones it works on:
+    # few, so that a small job's chunk overtakes a big job's soon (priorities
+    # only reorder what is still in RabbitMQ).
+    worker_prefetch: int = Field(default=1, ge=1)
 
     api_host: str = "127.0.0.1"
     api_port: int = 8000

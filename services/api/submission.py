@@ -17,7 +17,7 @@ from services.api.errors import ApiError
 from services.api.ingest import Ingested
 from shared.broker import enqueue
 from shared.db import jobs as jobs_db
-from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
+from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
 from shared.settings import ProducerKey
 
 
@@ -30,13 +30,14 @@ class Submitted:
     created: bool  # False: the same submission seen before (200, not 202)
 
 
-def publish_job(ctx: ApiContext, job_id: str, kind_name: str) -> None:
+def publish_job(ctx: ApiContext, job_id: str, kind_name: str, lines: int) -> None:
     """Enqueue every stored chunk of a job with publisher confirms, then accept it."""
     key = ctx.internal_key
     queue = ctx.settings.queue_name(FAST_PATH)
+    priority = priority_for(lines)
     for chunk_id, payload_sha256 in jobs_db.stored_chunks(ctx.engine, job_id):
-        message = ChunkMessage(chunk_id, job_id, kind_name, payload_sha256)
-        enqueue(ctx.broker, queue, VALIDATE_ACTOR, message.signed(key))
+        message = ChunkMessage(chunk_id, job_id, kind_name, payload_sha256, priority=priority)
+        enqueue(ctx.broker, queue, VALIDATE_ACTOR, message.signed(key), priority)
     jobs_db.mark_accepted(ctx.engine, job_id)
 
 
@@ -71,7 +72,7 @@ def submit(ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: 
             raise ApiError(409, "submission_conflict", "retry the submission")
         return raced
     try:
-        publish_job(ctx, new.id, batch.kind)
+        publish_job(ctx, new.id, batch.kind, new.lines)
     except Exception:
         jobs_db.discard_unaccepted(ctx.engine, new.id)
         raise
@@ -86,7 +87,7 @@ def _resubmitted(ctx: ApiContext, job: jobs_db.ExistingJob, body_sha: str) -> Su
     if job.state == "receiving":
         # An earlier attempt stored the job but did not finish enqueueing (it
         # crashed or is still at it): finish it. Chunk markers make repeats harmless.
-        publish_job(ctx, job.id, job.kind)
+        publish_job(ctx, job.id, job.kind, job.lines)
     return Submitted(job.id, job.documents, job.lines, job.chunks_total, created=False)
 
 

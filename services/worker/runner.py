@@ -31,6 +31,7 @@ def run_worker(settings: Settings, tiers: Sequence[str], threads: int) -> None:
     for queue in queues:
         broker.declare_queue(queue)
     worker = dramatiq.Worker(broker, queues=queues, worker_threads=threads)
+    worker.queue_prefetch = threads + settings.worker_prefetch
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -26,7 +26,13 @@ from shared.dedup import Claim, LeaseKeeper
 from shared.errors import StructuralError, TransientError
 from shared.keys import correlation_id_for
 from shared.kinds import KINDS
-from shared.messages import COMPUTE_HEAVY, SETTLE_ACTOR, ChunkMessage, open_message
+from shared.messages import (
+    COMPUTE_HEAVY,
+    MAX_PRIORITY,
+    SETTLE_ACTOR,
+    ChunkMessage,
+    open_message,
+)
 from shared.settlement import (
     ChunkPlan,
     Decoded,
@@ -187,11 +193,13 @@ def validate_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> None:
             len(missing),
             len(decoded.failures),
         )
+    priority = unit.message.priority
     enqueue(
         ctx.broker,
         ctx.settings.queue_name(COMPUTE_HEAVY),
         SETTLE_ACTOR,
         unit.message.signed(ctx.internal_key),
+        MAX_PRIORITY if priority is None else priority,
     )
 
 
