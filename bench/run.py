@@ -226,6 +226,8 @@ def main() -> int:
         default="fast_path:1,compute_heavy:2",
         help="tier:processes,... (one process per entry)",
     )
+    parser.add_argument("--threads", type=int, default=None, help="worker threads per process")
+    parser.add_argument("--chunk-documents", type=int, default=None)
     args = parser.parse_args()
 
     started_gen = time.monotonic()
@@ -240,7 +242,15 @@ def main() -> int:
     with isolated_env("bench") as env:
         logs = Path("bench/logs")
         logs.mkdir(parents=True, exist_ok=True)
-        stack = Stack(env, logs, worker_threads=4)
+        tuning = {
+            name: value
+            for name, value in (
+                ("worker_threads", args.threads),
+                ("max_chunk_documents", args.chunk_documents),
+            )
+            if value is not None
+        }
+        stack = Stack(env, logs, **tuning)
         try:
             stack.start_api()
             for entry in args.workers.split(","):

@@ -51,11 +51,15 @@ class ChunkBuilder:
         max_documents: int,
         max_bytes: int,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        max_lines: int | None = None,
     ) -> None:
-        if max_documents < 1 or max_bytes < 1:
+        if max_documents < 1 or max_bytes < 1 or (max_lines is not None and max_lines < 1):
             raise ValueError("chunk caps must be positive")
         self.max_documents = max_documents
         self.max_bytes = max_bytes
+        # Lines are what a chunk costs to settle: bounding them keeps every chunk
+        # short, so a small job's chunk never waits long for a worker.
+        self.max_lines = max_lines
         self.new_id = new_id
         self.chunks: list[NewChunk] = []
         self.documents = 0
@@ -66,7 +70,9 @@ class ChunkBuilder:
 
     def add(self, document: bytes, lines: int) -> None:
         if self._parts and (
-            len(self._parts) == self.max_documents or self._size + len(document) > self.max_bytes
+            len(self._parts) == self.max_documents
+            or self._size + len(document) > self.max_bytes
+            or (self.max_lines is not None and self._lines + lines > self.max_lines)
         ):
             self._close()
         self._parts.append(document)

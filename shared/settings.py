@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = 256 * MiB
     max_chunk_documents: int = Field(default=750, ge=1)
     max_chunk_bytes: int = Field(default=45 * MiB, ge=1024)
+    # Found best by the bench here (fairness and throughput): see README.
+    max_chunk_lines: int = Field(default=2000, ge=1)
 
     task_timeout_s: int = 180
     max_attempts: int = Field(default=5, ge=1)
@@ -67,7 +69,7 @@ class Settings(BaseSettings):
     relay_poll_s: float = 0.2
 
     worker_processes: int = Field(default=1, ge=1)
-    worker_threads: int = Field(default=4, ge=1)
+    worker_threads: int = Field(default=2, ge=1)
     # Messages a worker process holds unacknowledged beyond the ones it works on:
     # few, so that a small job's chunk overtakes a big job's soon (priorities
     # only reorder what is still in RabbitMQ).

@@ -133,8 +133,17 @@ ledger_entries = Table(
     Column("created_at", TS, nullable=False),
     UniqueConstraint("reconciliation_key", "contract_version"),
     Index(None, "job_id"),
-    # A recipe's cost history at a location: where its next delta is measured from.
-    Index(None, "kind", "partition_key", "line_ref", "id"),
+    # A recipe's cost history at a location: where its next delta is measured
+    # from. Partial: the other kinds never read it, so they don't pay to keep it.
+    Index(
+        "ix_ledger_entries_line_history",
+        "kind",
+        "partition_key",
+        "line_ref",
+        "id",
+        postgresql_where=text("kind = 'recipe_cost'"),
+        sqlite_where=text("kind = 'recipe_cost'"),
+    ),
 )
 
 line_outcomes = Table(
@@ -155,7 +164,12 @@ line_outcomes = Table(
     # The dead letter a dead-lettered line belongs to: a requeue replaces these rows.
     Column("dead_letter_id", BigId, nullable=True),
     Index(None, "job_id", "outcome", "id"),
-    Index(None, "dead_letter_id"),
+    Index(
+        "ix_line_outcomes_dead_letter",
+        "dead_letter_id",
+        postgresql_where=text("dead_letter_id IS NOT NULL"),
+        sqlite_where=text("dead_letter_id IS NOT NULL"),
+    ),
 )
 
 dead_letters = Table(
@@ -203,7 +217,8 @@ outbox = Table(
     "outbox",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("event_id", String(64), nullable=False, unique=True),
+    # Unique by construction (one event per ledger row); no index to maintain.
+    Column("event_id", String(64), nullable=False),
     Column("routing_key", String(128), nullable=False),
     Column("partition_key", ID, nullable=False),
     # The event's content is its ledger row, read when published; ``body`` is

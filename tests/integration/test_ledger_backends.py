@@ -111,3 +111,13 @@ def test_money_columns_read_back_exact(ledger_engine: Engine) -> None:
     # 999999.999999 * 0.125 = 124999.999999875 -> 125000.00
     assert (row.amount, row.claimed_amount) == (Decimal("125000.00"), Decimal("124999.9999"))
     assert isinstance(row.amount, Decimal)
+
+
+def test_migrations_build_exactly_the_declared_schema(ledger_engine: Engine) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from shared.db.tables import metadata
+
+    with ledger_engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []

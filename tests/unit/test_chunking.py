@@ -126,3 +126,12 @@ def test_random_batches_satisfy_the_invariants(seed: int) -> None:
             for _ in range(count)
         ]
         _check_invariants(sizes, max_documents, max_bytes)
+
+
+def test_builder_bounds_chunk_lines_without_splitting_a_document() -> None:
+    from shared.chunking import ChunkBuilder
+
+    builder = ChunkBuilder(max_documents=750, max_bytes=10**6, max_lines=10)
+    for lines in (4, 4, 4, 25, 1):  # the 25-line document travels alone
+        builder.add(b"{}", lines)
+    assert [c.lines for c in builder.finish()] == [8, 4, 25, 1]
