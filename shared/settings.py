@@ -67,13 +67,14 @@ class Settings(BaseSettings):
 
     relay_batch: int = Field(default=500, ge=1)
     relay_poll_s: float = 0.2
+    relay_nice: int = Field(default=10, ge=0, le=19)
 
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=2, ge=1)
     # Messages a worker process holds unacknowledged beyond the ones it works on:
     # few, so that a small job's chunk overtakes a big job's soon (priorities
     # only reorder what is still in RabbitMQ).
-    worker_prefetch: int = Field(default=1, ge=1)
+    worker_prefetch: int = Field(default=0, ge=0)
 
     api_host: str = "127.0.0.1"
     api_port: int = 8000

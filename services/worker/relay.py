@@ -11,6 +11,7 @@ consumer deduplicates by event id.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -98,6 +99,9 @@ class Relay:
 def run_relay(settings: Settings) -> None:
     import signal
 
+    if settings.relay_nice:
+        # Events are asynchronous by contract; on a shared host settlement goes first.
+        os.nice(settings.relay_nice)
     engine = make_engine(settings.database_url, pool_size=2)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
