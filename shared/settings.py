@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     claim_lease_ms: int = Field(default=30_000, ge=100)
     done_ttl_s: int = 3 * 24 * 3600
 
-    relay_batch: int = Field(default=500, ge=1)
+    relay_batch: int = Field(default=5, ge=1)  # outbox rows (units of work) per transaction
     relay_poll_s: float = 0.2
     relay_nice: int = Field(default=10, ge=0, le=19)
 

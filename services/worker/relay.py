@@ -58,11 +58,11 @@ class Relay:
     def publish_batch(self) -> int:
         """Publish one batch of events; the number published."""
         with self.engine.begin() as conn:
-            rows = outbox.next_batch(conn, self.settings.relay_batch)
-            if not rows:
+            outbox_ids, events = outbox.next_batch(conn, self.settings.relay_batch)
+            if not outbox_ids:
                 return 0
             channel = self._open()
-            for _, event_id, routing_key, body in rows:
+            for event_id, routing_key, body in events:
                 # With confirms on, this returns once RabbitMQ has the message.
                 channel.basic_publish(
                     exchange=self.exchange,
@@ -74,8 +74,8 @@ class Relay:
                         content_type="application/json",
                     ),
                 )
-            outbox.mark_published(conn, [row[0] for row in rows])
-        return len(rows)
+            outbox.mark_published(conn, outbox_ids)
+        return len(events)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

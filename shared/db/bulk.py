@@ -89,7 +89,7 @@ CREATE TEMP TABLE IF NOT EXISTS settle_stage (
 
 # One statement settles a chunk's lines: the ledger rows (the unique constraint
 # decides what is new; the prior row of the same key under the latest earlier
-# contract version gives delta and supersedes_id), an outbox event per new row,
+# contract version gives delta and supersedes_id), one outbox row listing them,
 # and every line's outcome (a line whose identity was not new is a duplicate).
 _SETTLE = """
 WITH ins AS (
@@ -112,12 +112,10 @@ WITH ins AS (
     ON CONFLICT (reconciliation_key, contract_version) DO NOTHING
     RETURNING id, reconciliation_key, contract_version, kind, partition_key, outcome, delta
 ), events AS (
-    INSERT INTO outbox (event_id, routing_key, partition_key, ledger_entry_id, created_at)
-    SELECT substr(encode(sha256(convert_to(
-               i.reconciliation_key || '|' || i.contract_version::text, 'UTF8')), 'hex'), 1, 32),
-           'settlement.' || i.outcome || '.' || i.kind, i.partition_key, i.id, %(now)s
+    INSERT INTO outbox (ledger_entry_ids, created_at)
+    SELECT string_agg(i.id::text, ',' ORDER BY i.id), %(now)s
     FROM ins i
-    ORDER BY i.id
+    HAVING count(*) > 0
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,

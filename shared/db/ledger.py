@@ -20,7 +20,6 @@ from sqlalchemy import Connection, delete, select, text, tuple_, update
 
 from shared.db import bulk, tables
 from shared.db.dialect import insert_ignoring_conflicts
-from shared.events import event_id, routing_key
 from shared.kinds import KINDS
 from shared.money import ZERO
 from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine
@@ -269,19 +268,22 @@ def _insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def _events(new_rows: Iterable[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
-    """One outbox event per new posted or disputed ledger row (SPEC §9); its
-    content is read from the ledger row when the relay publishes it."""
+    """The outbox row of a unit's new ledger rows: each is one event (SPEC §9),
+    its content read from the ledger when the relay publishes it."""
+    ids = sorted(row["id"] for row in new_rows)
+    if not ids:
+        return []
     return [
         {
-            "event_id": event_id(row["reconciliation_key"], row["contract_version"]),
-            "routing_key": routing_key(row["outcome"], row["kind"]),
-            "partition_key": row["partition_key"],
-            "ledger_entry_id": row["id"],
+            "event_id": None,
+            "routing_key": None,
+            "partition_key": None,
+            "ledger_entry_id": None,
+            "ledger_entry_ids": ",".join(map(str, ids)),
             "body": None,
             "created_at": now,
             "published_at": None,
         }
-        for row in new_rows
     ]
 
 

@@ -212,18 +212,19 @@ audit_log = Table(
 )
 
 # Outcome events, written in the settlement transaction and published by the
-# relay (at least once, in commit order); ``event_id`` is stable across retries.
+# relay (at least once, in commit order). One row per committed unit of work:
+# ``ledger_entry_ids`` lists its new ledger rows, each one event whose content
+# is read from the ledger when published (its event id is stable: see
+# shared/events.py). The single-event columns remain for rows of that shape.
 outbox = Table(
     "outbox",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    # Unique by construction (one event per ledger row); no index to maintain.
-    Column("event_id", String(64), nullable=False),
-    Column("routing_key", String(128), nullable=False),
-    Column("partition_key", ID, nullable=False),
-    # The event's content is its ledger row, read when published; ``body`` is
-    # for events that are not a ledger row (none yet).
+    Column("event_id", String(64), nullable=True),
+    Column("routing_key", String(128), nullable=True),
+    Column("partition_key", ID, nullable=True),
     Column("ledger_entry_id", BigId, nullable=True),
+    Column("ledger_entry_ids", Text, nullable=True),  # comma-separated, ascending
     Column("body", Text, nullable=True),
     Column("created_at", TS, nullable=False),
     Column("published_at", TS, nullable=True),
