@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from services.api.backpressure import QueueDepth
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
 from services.api.routes import batches, contracts, dead_letters, jobs, ops
@@ -23,7 +24,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url, pool_size=10)
         broker = make_broker(settings)
-        app.state.ctx = ApiContext(settings=settings, engine=engine, broker=broker)
+        app.state.ctx = ApiContext(
+            settings=settings, engine=engine, broker=broker, queue_depth=QueueDepth(settings)
+        )
         try:
             yield
         finally:

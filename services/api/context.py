@@ -9,6 +9,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from fastapi import Request
 from sqlalchemy import Engine
 
+from services.api.backpressure import QueueDepth
 from shared.db.migrate import load_internal_key
 from shared.settings import Settings
 
@@ -18,6 +19,7 @@ class ApiContext:
     settings: Settings
     engine: Engine
     broker: RabbitmqBroker
+    queue_depth: QueueDepth
     _internal_key: bytes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -43,6 +43,7 @@ _errors: dict[int | str, dict[str, Any]] = {
         409: "Idempotency-Key reused with a different body",
         413: "body above the configured limit",
         415: "unsupported content type",
+        429: "queues are above SETTLEQ_MAX_QUEUE_DEPTH: retry after Retry-After seconds",
         422: "invalid batch",
         503: "broker or database unavailable: nothing was accepted",
     }.items()
@@ -77,6 +78,15 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
     key, verifier = producer_verifier(ctx, request)
     ingest = Ingest(ctx.settings, key, media_type(request.headers.get("content-type", "")))
     idempotency_key = _idempotency_key(request)
+    depth = await run_in_threadpool(ctx.queue_depth.current)
+    if depth > ctx.settings.max_queue_depth:
+        # Nothing is read or stored: the producer retries the same batch later.
+        raise ApiError(
+            429,
+            "backpressure",
+            f"{depth} messages are waiting; retry later",
+            headers={"Retry-After": "5"},
+        )
     limit = ctx.settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
