@@ -1,7 +1,7 @@
 # settleq developer commands. `make check` runs every gate CI cares about.
 PY ?= python
 
-.PHONY: install test lint typecheck check demo openapi clean
+.PHONY: install test lint typecheck check demo openapi bench clean
 
 install:
 	$(PY) -m pip install -q -e '.[dev]'
@@ -26,6 +26,10 @@ demo:
 
 openapi:
 	settleq openapi > openapi.yaml
+
+# 500,000 lines end to end on PostgreSQL (make bench ARGS="--lines 20000" for the quick mode).
+bench: install
+	$(PY) -m bench.run $(ARGS)
 
 clean:
 	rm -rf tests/artifacts .pytest_cache .mypy_cache .ruff_cache settleq.db settleq.db-*

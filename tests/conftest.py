@@ -7,6 +7,12 @@ import pytest
 from tests.support.infra import ServiceEnv, isolated_env
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak", action="store_true", help="chaos suite: 200,000 lines and 10+ faults"
+    )
+
+
 @pytest.fixture(scope="session")
 def test_env() -> Iterator[ServiceEnv]:
     """A PostgreSQL database, queue prefix and Redis prefix for this test run."""
