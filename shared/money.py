@@ -54,8 +54,10 @@ def parse_decimal(text: str, places: int) -> Decimal:
     # ``places`` decimals is in range by construction.
     if _PLAIN[places].fullmatch(text):
         return Decimal(text)
-    if len(text) > 64 or not _DECIMAL_TEXT.fullmatch(text):
+    if not _DECIMAL_TEXT.fullmatch(text):
         raise ValueError("not a decimal number")
+    if len(text) > 64:  # a number, but never one the column can hold
+        raise DecimalOutOfRange("too many digits")
     # An exponent like 1e999999 is range-checked before Decimal materialises it.
     mantissa, _, exponent = text.lower().partition("e")
     if exponent and abs(int(exponent)) > 40:

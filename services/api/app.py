@@ -11,6 +11,8 @@ from fastapi import FastAPI
 from services.api.backpressure import QueueDepth
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
+from services.api.middleware import refuse_control_characters
+from services.api.openapi_doc import finish
 from services.api.routes import batches, contracts, dead_letters, jobs, ops
 from shared.broker import make_broker
 from shared.db.engine import make_engine
@@ -40,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_handlers(app)
+    app.middleware("http")(refuse_control_characters)
     for module in (batches, jobs, contracts, dead_letters, ops):
         app.include_router(module.router)
 
@@ -47,10 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = default_openapi()
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(
-                batches.COMPONENT_SCHEMAS
-            )
+            finish(default_openapi(), batches.COMPONENT_SCHEMAS)
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -113,8 +113,25 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's "error parsing the body" (e.g. invalid UTF-8): a bad body is 422.
+            return error_response(422, "json_invalid", "the body is not valid JSON text")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(sa_exc.DataError)
+    async def _data(_: Request, exc: sa_exc.DataError) -> JSONResponse:
+        # A value the database cannot hold (e.g. a NUL character in a filter).
+        log.info("refused a value the database cannot hold: %s", type(exc.orig).__name__)
+        return error_response(
+            422, "invalid_value", "a value in the request cannot be stored or searched"
+        )
+
+    _install_outage_handlers(app)
+
+
+def _install_outage_handlers(app: FastAPI) -> None:
+    """A dependency that is down is a 503, never a 500; anything else unexpected is a 500."""
 
     async def _broker_down(_: Request, exc: Exception) -> JSONResponse:
         log.warning("broker unavailable: %s", type(exc).__name__)

@@ -58,7 +58,9 @@ class Ingest:
 
     def __post_init__(self) -> None:
         self.builder = ChunkBuilder(
-            self.settings.max_chunk_documents, self.settings.max_chunk_bytes
+            self.settings.max_chunk_documents,
+            self.settings.max_chunk_bytes,
+            max_lines=self.settings.max_chunk_lines,
         )
 
     def feed(self, data: bytes) -> None:
@@ -128,13 +130,28 @@ class Ingest:
     def _header(self, line: bytes) -> Kind | None:  # type: ignore[type-arg]
         try:
             header = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: absurdly nested JSON
             header = None
         name = header.get("kind") if isinstance(header, dict) else None
         kind = KINDS.get(name) if isinstance(name, str) else None
-        if kind is None or set(header) != {"kind"}:
+        if kind is None:
             self.error = ApiError(
                 422, "unknown_kind", 'the first NDJSON line must be {"kind": "<kind>"}'
+            )
+        elif set(header) != {"kind"}:
+            extra = sorted(set(header) - {"kind"})
+            self.error = ApiError(
+                422,
+                "extra_forbidden",
+                "the NDJSON header holds only kind",
+                [
+                    {
+                        "loc": ["line 1", k],
+                        "type": "extra_forbidden",
+                        "msg": "Extra inputs are not permitted",
+                    }
+                    for k in extra[:20]
+                ],
             )
         return kind
 

@@ -13,8 +13,10 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+# No control characters (C0, DEL, C1), and no "|": reconciliation keys join
+# fields with "|" (SPEC §5), so an id holding one could make two lines one.
 Identifier = Annotated[
-    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f-\x9f|]+$")
 ]
 
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]

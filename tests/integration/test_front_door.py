@@ -228,3 +228,14 @@ def test_database_unreachable_is_503(test_env: ServiceEnv) -> None:
         client = Client("http://testserver", PRODUCER_ID, PRODUCER_SECRET, http=http)
         response = client.submit(good_batch())
     assert response.status_code == 503 and error_code(response) == "database_unavailable"
+
+
+def test_chunks_hold_at_most_max_chunk_lines(test_env: ServiceEnv) -> None:
+    settings = test_env.settings(max_chunk_lines=5)
+    with TestClient(create_app(settings)) as http:
+        client = Client("http://testserver", PRODUCER_ID, PRODUCER_SECRET, http=http)
+        vendor = uid("V-")
+        docs = [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 4)])] * 4
+        response = client.submit(batch(*docs))
+    assert response.status_code == 202
+    assert response.json()["chunks"] == 4  # 3 + 3 > 5: one 3-line document per chunk

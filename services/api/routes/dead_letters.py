@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Ctx, Operator
 from services.api.errors import ApiError, ErrorBody
+from services.api.pagination import id_cursor
 from services.api.requeue import requeue_matching, requeue_one
 from services.api.schemas import (
     AuditEntry,
@@ -25,6 +26,7 @@ from services.api.schemas import (
 )
 from services.api.timefmt import iso
 from shared.db import dead_letters as dl_db
+from shared.kinds.base import Identifier
 
 router = APIRouter(tags=["dead letters"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -51,14 +53,6 @@ def _payload(text: str) -> Any:
         return text  # an unreadable chunk: shown as it was stored
 
 
-def _cursor(cursor: str | None) -> int | None:
-    if cursor is None:
-        return None
-    if not cursor.isdigit() or len(cursor) > 19:
-        raise ApiError(422, "invalid_cursor", "cursor is not valid")
-    return int(cursor)
-
-
 @router.get("/admin/dead-letters", operation_id="listDeadLetters", responses=ERRORS)
 async def list_dead_letters(
     ctx: Ctx,
@@ -73,7 +67,7 @@ async def list_dead_letters(
 ) -> DeadLetterPage:
     where = dl_db.Filter(reason, kind, partition_key, job_id, status)
     rows = await run_in_threadpool(
-        dl_db.page, ctx.engine, where, before_id=_cursor(cursor), limit=limit
+        dl_db.page, ctx.engine, where, before_id=id_cursor(cursor), limit=limit
     )
     return DeadLetterPage(
         items=[DeadLetter.model_validate(_letter(r)) for r in rows],
@@ -123,10 +117,10 @@ async def requeue_dead_letter(dead_letter_id: IdPath, ctx: Ctx, who: Operator) -
 class RequeueFilter(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: str | None = Field(default=None, max_length=128)
-    kind: str | None = Field(default=None, max_length=128)
-    partition_key: str | None = Field(default=None, max_length=128)
-    job_id: str | None = Field(default=None, max_length=128)
+    reason: Identifier | None = None
+    kind: Identifier | None = None
+    partition_key: Identifier | None = None
+    job_id: Identifier | None = None
     limit: int = Field(ge=1, le=10_000)
 
 
@@ -146,7 +140,7 @@ async def requeue_dead_letters(
 class DiscardNote(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    note: str = Field(min_length=1, max_length=2000)
+    note: str = Field(min_length=1, max_length=2000, pattern=r"^[^\x00]*$")
 
 
 @router.post(
@@ -188,7 +182,7 @@ async def list_audit(
     cursor: Annotated[str | None, Query(max_length=32)] = None,
 ) -> AuditPage:
     rows = await run_in_threadpool(
-        dl_db.audit_page, ctx.engine, before_id=_cursor(cursor), limit=limit
+        dl_db.audit_page, ctx.engine, before_id=id_cursor(cursor), limit=limit
     )
     return AuditPage(
         items=[

@@ -11,6 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
+from services.api.pagination import id_cursor
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
 from services.api.timefmt import iso, parse_iso
 from shared.db import jobs as jobs_db
@@ -112,11 +113,7 @@ async def job_lines(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> LinePage:
-    after = None
-    if cursor is not None:
-        if not cursor.isdigit():
-            raise ApiError(422, "invalid_cursor", "cursor is not valid")
-        after = int(cursor)
+    after = id_cursor(cursor)
 
     def load() -> LinePage:
         _visible_job(ctx, who, job_id)

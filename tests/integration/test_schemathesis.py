@@ -1,0 +1,524 @@
+"""Schemathesis against the published contract, in process (SPEC §3).
+
+Every operation of ``openapi.yaml`` (the file, not what the app serves) is
+fuzzed against ``create_app(test_env.settings())`` over schemathesis' ASGI
+transport, with a bounded number of examples per operation. Every request
+carries the credentials its operation needs: a producer signature over the
+exact bytes sent for ``POST /v1/batches`` (SPEC §3.1), an operator token for
+contracts and ``/admin``, a viewer token for jobs. Checks: no 5xx, no 401/403
+(so the fuzzer really got past authentication), and every response is
+documented: status code, content type and body schema.
+
+Gaps in ``openapi.yaml`` that the fuzzer finds and that are known are listed in
+``KNOWN_GAPS``: they are tolerated in the fuzz run (and counted), and each one
+has a strict xfail reproducer, which starts failing once the gap is closed.
+Known 5xx bugs are not tolerated by the fuzz run; each has a strict xfail
+reproducer too (``test_known_bug``).
+
+Order matters: the seeded walk, then the reproducers, then the fuzz run (which
+requeues and discards whatever dead letters it finds).
+
+``FUZZ_SEED`` and ``FUZZ_MAX_EXAMPLES`` (environment) change the seed and the
+budget, e.g. for a longer nightly run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import requests
+import schemathesis
+from schemathesis.checks import not_a_server_error
+from schemathesis.openapi.checks import UndefinedStatusCode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from services.api.app import create_app
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk
+from shared.db import dead_letters
+from shared.signing import sign_request
+from shared.synthetic import promo_contract
+from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
+from tests.support.infra import (
+    OPERATOR_TOKEN,
+    PRODUCER_ID,
+    PRODUCER_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+OPENAPI = ROOT / "openapi.yaml"
+
+# Fuzzing-phase examples per operation. The examples and coverage phases add
+# their own (deterministic) cases on top: about 1,600 requests in all.
+MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "50"))
+# Fixed by default so that CI is reproducible; change it to explore further.
+SEED = int(os.environ.get("FUZZ_SEED", "20260101"))
+
+pytestmark = pytest.mark.timeout(120)  # per test (one per operation); each takes a few seconds
+
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "seed": SEED,
+        "cache": {"enabled": False},
+        "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
+        # No links in openapi.yaml: nothing for the stateful phase to chain.
+        "phases": {"stateful": {"enabled": False}},
+    }
+)
+
+
+# --- authentication -----------------------------------------------------------
+
+
+def _credentials(r: requests.PreparedRequest) -> None:
+    parts = urlsplit(r.url or "")
+    path = unquote(parts.path)
+    if path == "/v1/batches":
+        body = r.body or b""
+        if isinstance(body, str):
+            body = body.encode()
+        if not isinstance(body, bytes):
+            raise TypeError(f"cannot sign a streamed body ({type(body).__name__})")
+        # What the app verifies: method, path and query, and the raw body bytes.
+        target = path + (f"?{parts.query}" if parts.query else "")
+        r.headers["X-Key-Id"] = PRODUCER_ID
+        r.headers["X-Signature"] = sign_request(
+            PRODUCER_SECRET, int(time.time()), r.method or "", target, body
+        )
+    elif path.startswith(("/v1/contracts", "/admin")):
+        r.headers["Authorization"] = f"Bearer {OPERATOR_TOKEN}"
+    elif path.startswith("/v1/jobs"):
+        r.headers["Authorization"] = f"Bearer {VIEWER_TOKEN}"
+
+
+class RoleAuth(requests.auth.AuthBase):
+    """The credentials each operation needs (SPEC §3).
+
+    A ``requests`` auth runs on the prepared request, after the body has been
+    serialized, so the signature is over exactly the bytes that are sent.
+    """
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        _credentials(r)
+        return r
+
+
+AUTH = RoleAuth()
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _ndjson(ctx: schemathesis.SerializationContext, value: Any) -> bytes:
+    """The NDJSON body is documented as a string: it is sent as that text."""
+    if isinstance(value, bytes):
+        return value
+    return value.encode() if isinstance(value, str) else json.dumps(value).encode()
+
+
+# --- the app under test ---------------------------------------------------------
+
+
+class _AppUnderTest:
+    """The ASGI app the schema is bound to when this module is imported.
+
+    The real app needs ``test_env`` (a session fixture), so the ``app`` fixture
+    plugs it in here; this only forwards to it (lifespan included).
+    """
+
+    def __init__(self) -> None:
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.app is None:
+            raise RuntimeError("the `app` fixture has not created the app under test")
+        await self.app(scope, receive, send)
+
+
+APP = _AppUnderTest()
+
+schema = schemathesis.openapi.from_path(OPENAPI, config=CONFIG)
+schema.app = APP
+schema.auth.set_from_requests(AUTH)
+
+# The same contract without the hooks below (no known gap tolerated, nothing
+# counted), for the reproducers of the known gaps and bugs.
+strict_schema = schemathesis.openapi.from_path(OPENAPI, config=CONFIG)
+strict_schema.app = APP
+
+
+# --- known gaps in openapi.yaml -------------------------------------------------
+
+# A JSON body that is not UTF-8 is refused by FastAPI's own body parsing with
+# 400 {"error": {"code": "http_error", "message": "There was an error parsing
+# the body"}}; these operations document 422 for a bad body, never 400.
+# (POST /v1/batches reads its body itself and answers 422 json_invalid.)
+_NOT_UTF8 = (
+    "GAP: a JSON body that is not UTF-8 is answered 400 http_error "
+    "('There was an error parsing the body'), and 400 is not documented"
+)
+# Closed: such a body is now 422 json_invalid, as documented. Kept empty for the next gap.
+KNOWN_GAPS: dict[tuple[str, int], str] = {}
+GAPS_SEEN: Counter[tuple[str, int]] = Counter()
+
+
+def _operation_id(case: schemathesis.Case[Any]) -> str:
+    return str(case.operation.definition.raw.get("operationId"))
+
+
+def _error_code(response: schemathesis.Response) -> str | None:
+    try:
+        return str(response.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@schema.hook
+def filter_failure(
+    context: Any, failure: Any, case: schemathesis.Case[Any], response: schemathesis.Response
+) -> bool:
+    """Keep every failure but the known gaps (and only in their exact form)."""
+    if isinstance(failure, UndefinedStatusCode):
+        key = (_operation_id(case), failure.status_code)
+        if key in KNOWN_GAPS and _error_code(response) == "http_error":
+            GAPS_SEEN[key] += 1
+            return False
+    return True
+
+
+# --- checks and counting ----------------------------------------------------------
+
+
+def authenticated(
+    ctx: schemathesis.CheckContext, response: schemathesis.Response, case: schemathesis.Case[Any]
+) -> None:
+    """Every request is sent with valid credentials: a 401/403 means the test is wrong.
+
+    Schemathesis also sends, on purpose, requests stripped of the credentials the
+    declared security schemes ask for; for those a 401 is the right answer."""
+    headers = {name.lower(): value for name, value in response.request.headers.items()}
+    ours = headers.get("authorization") in (f"Bearer {VIEWER_TOKEN}", f"Bearer {OPERATOR_TOKEN}")
+    ours |= headers.get("x-key-id") == PRODUCER_ID and bool(headers.get("x-signature"))
+    if not ours:
+        return  # credentials removed or replaced on purpose: any non-5xx answer will do
+    assert response.status_code not in (401, 403), (
+        f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:300]}"
+    )
+
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    authenticated,
+]
+
+REQUESTS: Counter[str] = Counter()
+STATUSES: Counter[tuple[str, int]] = Counter()
+SEEDED_CALLS: list[str] = []
+
+
+@schema.hook
+def after_call(context: Any, case: schemathesis.Case[Any], response: schemathesis.Response) -> None:
+    REQUESTS[case.operation.label] += 1
+    STATUSES[(case.operation.label, response.status_code)] += 1
+
+
+def _report(elapsed: float) -> None:
+    total = sum(REQUESTS.values())
+    print(
+        f"\nschemathesis {schemathesis.__version__}: {total} requests over "
+        f"{len(REQUESTS)} operations in {elapsed:.1f}s "
+        f"(seed {SEED}, fuzzing max-examples {MAX_EXAMPLES} per operation; "
+        f"{len(SEEDED_CALLS)} of them on the seeded records)"
+    )
+    for label, n in sorted(REQUESTS.items()):
+        codes = " ".join(f"{s}x{c}" for (lb, s), c in sorted(STATUSES.items()) if lb == label)
+        print(f"  {label}: {n} [{codes}]")
+    for (op, status), n in sorted(GAPS_SEEN.items()):
+        print(f"  known gap hit {n}x: {op} {status} ({KNOWN_GAPS[(op, status)]})")
+
+
+# --- fixtures ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seeded:
+    job_id: str
+    vendor: str
+    dead_letter_ids: tuple[int, int]
+
+
+@pytest.fixture(scope="module")
+def seeded(ctx: WorkerContext) -> Seeded:
+    """One settled job (posted, disputed and two dead-lettered lines), so that
+    list and detail responses have items to check against their schemas."""
+    vendor = uid("V-")
+    publish_promo_contracts(ctx.engine, [vendor])
+    docs = [
+        promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "40", "6.00")]),
+        promo_doc(vendor, [promo_line(1, "16", "2.00"), promo_line(2, "1", "1.00", tier="T9")]),
+        promo_doc(vendor, [promo_line(1, "2", "1.00", tier="T9")]),
+    ]
+    job_id, messages = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    for message in messages:
+        settle_chunk(ctx, message, 1)
+    where = dead_letters.Filter(job_id=job_id)
+    dead = dead_letters.page(ctx.engine, where, before_id=None, limit=2)
+    assert len(dead) == 2, "the seeded job should have two dead letters"
+    return Seeded(job_id, vendor, (dead[0].id, dead[1].id))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def app(test_env: ServiceEnv, seeded: Seeded) -> Iterator[Any]:
+    APP.app = create_app(test_env.settings())
+    started = time.monotonic()
+    yield APP.app
+    APP.app = None
+    _report(time.monotonic() - started)
+
+
+# --- the seeded resources ------------------------------------------------------------
+
+
+def test_seeded_resources_conform(seeded: Seeded) -> None:
+    """Success responses the fuzzer cannot reach with random ids, on real records."""
+    job = {"job_id": seeded.job_id}
+    contract = {"kind": "promo_accrual", "partition_key": seeded.vendor}
+    v1, v2 = {**contract, "version": 1}, {**contract, "version": 2}
+    # The first dead letter is requeued here; the second stays "dead" for BUG_NUL below.
+    dead = {"dead_letter_id": seeded.dead_letter_ids[0]}
+    version = "/v1/contracts/{kind}/{partition_key}/{version}"
+    letter = "/admin/dead-letters/{dead_letter_id}"
+    calls: list[tuple[str, str, dict[str, Any], dict[str, Any], Any, int]] = [
+        # method, path, path parameters, query, JSON body, expected status
+        ("GET", "/v1/jobs/{job_id}", job, {}, None, 200),
+        ("GET", "/v1/jobs", {}, {"partition_key": seeded.vendor, "state": "completed"}, None, 200),
+        ("GET", "/v1/jobs/{job_id}/lines", job, {"limit": 2}, None, 200),
+        ("GET", "/v1/jobs/{job_id}/lines", job, {"outcome": "dead_lettered"}, None, 200),
+        ("GET", version, v1, {}, None, 200),
+        ("PUT", version, v2, {}, promo_contract(), 201),
+        ("PUT", version, v2, {}, promo_contract(), 200),
+        ("GET", "/v1/contracts/{kind}/{partition_key}", contract, {}, None, 200),
+        ("GET", letter, dead, {}, None, 200),
+        ("GET", "/admin/dead-letters", {}, {"job_id": seeded.job_id}, None, 200),
+        ("POST", f"{letter}/requeue", dead, {}, None, 200),
+        ("POST", f"{letter}/requeue", dead, {}, None, 409),
+        ("POST", f"{letter}/discard", dead, {}, {"note": "seeded"}, 409),
+        ("GET", "/admin/dead-letters/stats", {}, {}, None, 200),
+        ("GET", "/admin/audit", {}, {"limit": 1}, None, 200),
+    ]
+    for method, path, path_parameters, query, body, expected in calls:
+        extra: dict[str, Any] = {}
+        if body is not None:
+            extra = {"body": body, "media_type": "application/json"}
+        case = schema[path][method].Case(path_parameters=path_parameters, query=query, **extra)
+        response = case.call_and_validate(checks=CHECKS, auth=AUTH)
+        SEEDED_CALLS.append(case.operation.label)
+        assert response.status_code == expected, (method, case.formatted_path, response.text)
+
+
+# --- known gaps and known bugs: one strict xfail reproducer each -------------------
+
+
+class AppRaised(AssertionError):
+    """The app raised: Starlette answered 500 internal_error and re-raised it."""
+
+
+def _reproduce(case: schemathesis.Case[Any], **kwargs: Any) -> None:
+    try:
+        response = case.call(auth=AUTH, **kwargs)
+    except Exception as exc:
+        raise AppRaised(f"500: {type(exc).__name__}: {str(exc)[:300]}") from exc
+    # Validated against the contract with no known gap tolerated.
+    case.validate_response(response, checks=CHECKS)
+
+
+def _gap(op: str, path: str, method: str, **path_parameters: Any) -> Any:
+    return pytest.param(
+        path,
+        method,
+        path_parameters,
+        id=f"{op}-400",
+        marks=pytest.mark.regression(reason=_NOT_UTF8),
+    )
+
+
+_NOT_UTF8_JSON = b'{"note": "caf\xe9", "limit": 1}'  # latin-1 "é": not UTF-8
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "path_parameters"),
+    [
+        _gap(
+            "putContract",
+            "/v1/contracts/{kind}/{partition_key}/{version}",
+            "PUT",
+            kind="promo_accrual",
+            partition_key="V-GAP",
+            version=1,
+        ),
+        _gap("requeueDeadLetters", "/admin/dead-letters/requeue", "POST"),
+        _gap(
+            "discardDeadLetter",
+            "/admin/dead-letters/{dead_letter_id}/discard",
+            "POST",
+            dead_letter_id=1,
+        ),
+    ],
+)
+def test_known_gap(path: str, method: str, path_parameters: dict[str, Any]) -> None:
+    """A body that is not UTF-8 gets a documented answer (422), not an undocumented 400."""
+    case = strict_schema[path][method].Case(
+        path_parameters=path_parameters, body={}, media_type="application/json"
+    )
+    _reproduce(case, data=_NOT_UTF8_JSON)
+
+
+# 5xx found by fuzzing with other seeds (NUL) and by reading the cursor code; the
+# fuzz run itself tolerates none of them. SQL parameters are not checked for NUL,
+# which PostgreSQL refuses in text (psycopg DataError, unhandled: 500).
+BUG_NUL = "BUG: a NUL character in a string that reaches SQL is a 500 (psycopg DataError)"
+# `cursor.isdigit()` accepts "²", which int() refuses: ValueError, 500.
+BUG_DIGIT = "BUG: cursor '²' passes isdigit() and int() raises ValueError: 500"
+# 19 digits pass the length check but overflow PostgreSQL's bigint: DataError, 500.
+BUG_BIGINT = "BUG: a 19-digit cursor above 2**63-1 overflows bigint (psycopg DataError): 500"
+
+_CONTRACT = "/v1/contracts/{kind}/{partition_key}/{version}"
+_NUL = "V\x00NUL"
+_SEEDED_JOB = object()  # replaced by the seeded job's id
+_SEEDED_DEAD = object()  # replaced by the seeded dead letter still in status "dead"
+
+
+def _bug(
+    tag: str,
+    reason: str,
+    path: str,
+    method: str,
+    path_parameters: dict[str, Any] | None = None,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+) -> Any:
+    return pytest.param(
+        path,
+        method,
+        path_parameters or {},
+        query or {},
+        body,
+        id=tag,
+        marks=pytest.mark.regression(reason=f"was a {reason}"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "path_parameters", "query", "body"),
+    [
+        _bug("getJob-NUL", BUG_NUL, "/v1/jobs/{job_id}", "GET", {"job_id": _NUL}),
+        _bug("listJobs-NUL", BUG_NUL, "/v1/jobs", "GET", query={"partition_key": _NUL}),
+        _bug("listJobLines-NUL", BUG_NUL, "/v1/jobs/{job_id}/lines", "GET", {"job_id": _NUL}),
+        _bug(
+            "getContract-NUL",
+            BUG_NUL,
+            _CONTRACT,
+            "GET",
+            {"kind": "promo_accrual", "partition_key": _NUL, "version": 1},
+        ),
+        _bug(
+            "listContractVersions-NUL",
+            BUG_NUL,
+            "/v1/contracts/{kind}/{partition_key}",
+            "GET",
+            {"kind": "promo_accrual", "partition_key": _NUL},
+        ),
+        _bug(
+            "putContract-NUL",
+            BUG_NUL,
+            _CONTRACT,
+            "PUT",
+            {"kind": "promo_accrual", "partition_key": _NUL, "version": 1},
+            body=promo_contract(),
+        ),
+        _bug("listDeadLetters-NUL", BUG_NUL, "/admin/dead-letters", "GET", query={"reason": _NUL}),
+        _bug(
+            "requeueDeadLetters-NUL",
+            BUG_NUL,
+            "/admin/dead-letters/requeue",
+            "POST",
+            body={"kind": _NUL, "limit": 1},
+        ),
+        _bug(
+            "discardDeadLetter-NUL",
+            BUG_NUL,
+            "/admin/dead-letters/{dead_letter_id}/discard",
+            "POST",
+            {"dead_letter_id": _SEEDED_DEAD},
+            body={"note": _NUL},
+        ),
+        _bug(
+            "listJobLines-digit",
+            BUG_DIGIT,
+            "/v1/jobs/{job_id}/lines",
+            "GET",
+            {"job_id": "x"},
+            {"cursor": "²"},
+        ),
+        _bug(
+            "listDeadLetters-digit", BUG_DIGIT, "/admin/dead-letters", "GET", query={"cursor": "²"}
+        ),
+        _bug("listAudit-digit", BUG_DIGIT, "/admin/audit", "GET", query={"cursor": "²"}),
+        _bug(
+            "listJobLines-bigint",
+            BUG_BIGINT,
+            "/v1/jobs/{job_id}/lines",
+            "GET",
+            {"job_id": _SEEDED_JOB},
+            {"cursor": "9" * 19},
+        ),
+        _bug(
+            "listDeadLetters-bigint",
+            BUG_BIGINT,
+            "/admin/dead-letters",
+            "GET",
+            query={"cursor": "9" * 19},
+        ),
+        _bug("listAudit-bigint", BUG_BIGINT, "/admin/audit", "GET", query={"cursor": "9" * 19}),
+    ],
+)
+def test_known_bug(
+    seeded: Seeded,
+    path: str,
+    method: str,
+    path_parameters: dict[str, Any],
+    query: dict[str, Any],
+    body: Any,
+) -> None:
+    """When this XPASSes, the bug is fixed: drop it from here."""
+    seeded_values = {id(_SEEDED_JOB): seeded.job_id, id(_SEEDED_DEAD): seeded.dead_letter_ids[1]}
+    path_parameters = {k: seeded_values.get(id(v), v) for k, v in path_parameters.items()}
+    extra: dict[str, Any] = {}
+    if body is not None:
+        extra = {"body": body, "media_type": "application/json"}
+    case = strict_schema[path][method].Case(path_parameters=path_parameters, query=query, **extra)
+    _reproduce(case)
+
+
+# --- the fuzz run -----------------------------------------------------------------
+
+
+@schema.parametrize()
+def test_operation_conforms(case: schemathesis.Case[Any]) -> None:
+    case.call_and_validate(checks=CHECKS)
