@@ -582,7 +582,7 @@ MALFORMED_BODIES: list[Any] = [
     pytest.param(
         NDJSON, b'{"kind": "promo_\xff"}\n{}', "unknown_kind", id="ndjson-header-invalid-utf8"
     ),
-    pytest.param(NDJSON, _GOOD_JSON, "unknown_kind", id="ndjson-given-json-batch"),
+    pytest.param(NDJSON, _GOOD_JSON, "extra_forbidden", id="ndjson-given-json-batch"),
     pytest.param(
         NDJSON,
         _GOOD_NDJSON.replace(
