@@ -90,11 +90,18 @@ class Chaos:
         time.sleep(self.rng.uniform(0.2, 1.0))
         self.stack._spawn("relay", ["relay"])
 
-    def inject(self, plan: list[str]) -> None:
+    def inject(self, plan: list[str], progress: Callable[[], float]) -> list[float]:
+        """Inject the faults in order; the job's progress when each one struck."""
+        seen = []
         for fault in plan:
             time.sleep(self.rng.uniform(0.3, 1.2))
+            try:
+                seen.append(progress())
+            except Exception:  # the API may be mid-fault itself
+                seen.append(float("nan"))
             getattr(self, fault)()
             self.injected[fault] += 1
+        return seen
 
 
 def test_faults_lose_and_double_nothing(
@@ -157,7 +164,10 @@ def test_faults_lose_and_double_nothing(
         assert response.status_code == 202, response.text
         job_id = response.json()["job_id"]
         chaos = Chaos(stack, chaos_env, rng)
-        chaos.inject(plan)
+        struck_at = chaos.inject(plan, lambda: float(producer.job(job_id)["progress"]))
+        # The faults must land while the batch drains, not after it is done.
+        assert sum(1 for p in struck_at if p < 1) >= len(plan) // 2, struck_at
+        print(f"\nchaos: job progress when each fault struck: {struck_at}")
         job = wait_for(lambda: producer.job(job_id), lambda j: j["state"] == "completed", 600)
         wait_for(lambda: unpublished(engine), lambda n: n == 0, 300)
         delivered = events.drain()
