@@ -142,6 +142,7 @@ def main() -> int:
     )
     parser.add_argument("--threads", type=int, default=None, help="worker threads per process")
     parser.add_argument("--chunk-documents", type=int, default=None)
+    parser.add_argument("--chunk-lines", type=int, default=None)
     args = parser.parse_args()
 
     started_gen = time.monotonic()
@@ -161,6 +162,7 @@ def main() -> int:
             for name, value in (
                 ("worker_threads", args.threads),
                 ("max_chunk_documents", args.chunk_documents),
+                ("max_chunk_lines", args.chunk_lines),
             )
             if value is not None
         }

@@ -90,7 +90,12 @@ def quantize(value: Decimal, quantum: Decimal) -> Decimal:
 
 
 def _validator(places: int, what: str) -> Any:
+    plain = _PLAIN[places].fullmatch
+
     def validate(raw: Any) -> Decimal:
+        # Hot path (two calls per line at the front door): a plain string in range.
+        if type(raw) is str and plain(raw):
+            return Decimal(raw)
         if isinstance(raw, Decimal):  # already parsed (internal round trips)
             return raw
         if not isinstance(raw, str):
