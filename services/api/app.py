@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -26,12 +27,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url, pool_size=10)
         broker = make_broker(settings)
+        publishers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="publish")
         app.state.ctx = ApiContext(
-            settings=settings, engine=engine, broker=broker, queue_depth=QueueDepth(settings)
+            settings=settings,
+            engine=engine,
+            broker=broker,
+            queue_depth=QueueDepth(settings),
+            publishers=publishers,
         )
         try:
             yield
         finally:
+            publishers.shutdown(wait=True)
             broker.close()
             engine.dispose()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
@@ -20,6 +21,7 @@ class ApiContext:
     engine: Engine
     broker: RabbitmqBroker
     queue_depth: QueueDepth
+    publishers: ThreadPoolExecutor
     _internal_key: bytes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

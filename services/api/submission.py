@@ -35,9 +35,14 @@ def publish_job(ctx: ApiContext, job_id: str, kind_name: str, lines: int) -> Non
     key = ctx.internal_key
     queue = ctx.settings.queue_name(FAST_PATH)
     priority = priority_for(lines)
-    for chunk_id, payload_sha256 in jobs_db.stored_chunks(ctx.engine, job_id):
-        message = ChunkMessage(chunk_id, job_id, kind_name, payload_sha256, priority=priority)
+
+    def publish(chunk: tuple[str, str]) -> None:
+        message = ChunkMessage(chunk[0], job_id, kind_name, chunk[1], priority=priority)
         enqueue(ctx.broker, queue, VALIDATE_ACTOR, message.signed(key), priority)
+
+    # Each publisher thread has its own channel and waits for its own confirms,
+    # so a job's chunks are confirmed several at a time.
+    list(ctx.publishers.map(publish, jobs_db.stored_chunks(ctx.engine, job_id)))
     jobs_db.mark_accepted(ctx.engine, job_id)
 
 
