@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     max_chunk_documents: int = Field(default=750, ge=1)
     max_chunk_bytes: int = Field(default=45 * MiB, ge=1024)
     # Found best by the bench here (fairness and throughput): see README.
-    max_chunk_lines: int = Field(default=2000, ge=1)
+    max_chunk_lines: int = Field(default=5000, ge=1)
 
     task_timeout_s: int = 180
     max_attempts: int = Field(default=5, ge=1)
