@@ -4,7 +4,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
+from shared.db.engine import make_engine
 from tests.support.infra import ServiceEnv, isolated_env
 from tests.support.stack import Stack
 
@@ -16,6 +18,14 @@ def stack_env() -> Iterator[ServiceEnv]:
     """Each e2e module gets its own database and queue prefix."""
     with isolated_env("e") as env:
         yield env
+
+
+@pytest.fixture(scope="module")
+def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
+    """The module's ledger database, for checking what the stack wrote."""
+    engine = make_engine(stack_env.database_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture(scope="module")

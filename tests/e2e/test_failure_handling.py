@@ -18,7 +18,6 @@ from sqlalchemy import Engine, func, select
 
 from shared.broker import enqueue, make_broker
 from shared.db import tables
-from shared.db.engine import make_engine
 from shared.db.migrate import load_internal_key
 from shared.messages import FAST_PATH, VALIDATE_ACTOR
 from tests.e2e.conftest import ARTIFACTS
@@ -43,13 +42,6 @@ def base(stack_env: ServiceEnv) -> Iterator[Stack]:
         yield stack
     finally:
         stack.stop()
-
-
-@pytest.fixture(scope="module")
-def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
-    engine = make_engine(stack_env.database_url)
-    yield engine
-    engine.dispose()
 
 
 def vendor_with_contract(stack: Stack) -> str:

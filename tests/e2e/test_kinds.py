@@ -5,27 +5,16 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, select
 
 from shared.db import tables
-from shared.db.engine import make_engine
 from tests.support.factories import uid
-from tests.support.infra import ServiceEnv
 from tests.support.stack import Stack
 
 D = Decimal
-
-
-@pytest.fixture(scope="module")
-def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
-    engine = make_engine(stack_env.database_url)
-    yield engine
-    engine.dispose()
 
 
 def put_contract(stack: Stack, kind: str, partition: str, version: int, body: dict) -> None:

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 
 import pika
-import pytest
 from sqlalchemy import Engine, func, select
 
 from shared.db import tables
-from shared.db.engine import make_engine
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import uid
 from tests.support.infra import BROKER_URL, ServiceEnv
@@ -20,13 +17,6 @@ from tests.support.stack import Stack
 
 MiB = 1024 * 1024
 CONTRACT = {"rate_per_mile": "2.150", "fuel_surcharge": "0.25", "tolerance": "1.00"}
-
-
-@pytest.fixture(scope="module")
-def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
-    engine = make_engine(stack_env.database_url)
-    yield engine
-    engine.dispose()
 
 
 def invoice(carrier: str, raw: bytes | None, leg_no: int = 1) -> dict:

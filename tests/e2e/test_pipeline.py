@@ -7,16 +7,13 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, select
 
 from shared.broker import enqueue, make_broker
 from shared.db import tables
-from shared.db.engine import make_engine
 from shared.db.migrate import load_internal_key
 from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
 from tests.support.factories import uid
@@ -31,13 +28,6 @@ CENT = Decimal("0.01")
 
 # Small chunks so that one batch is settled by several chunks in parallel.
 STACK_SETTINGS = {"max_chunk_documents": 40}
-
-
-@pytest.fixture(scope="module")
-def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
-    engine = make_engine(stack_env.database_url)
-    yield engine
-    engine.dispose()
 
 
 def make_documents(

@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy import Engine, select
 
 from shared.db import tables
-from shared.db.engine import make_engine
 from shared.events import event_id
 from shared.synthetic import promo_batch, promo_contract
 from tests.support.infra import BROKER_URL, ServiceEnv
@@ -22,13 +21,6 @@ from tests.support.stack import Stack
 # Many small units, each one outbox row, one per relay transaction: the relay
 # can be killed between and within them.
 STACK_SETTINGS = {"relay_batch": 1, "fault_relay_batch_pause_s": 0.05, "max_chunk_documents": 5}
-
-
-@pytest.fixture(scope="module")
-def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
-    engine = make_engine(stack_env.database_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
 from sqlalchemy import Engine, func, select
 
 from shared.db import tables
-from shared.db.engine import make_engine
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results
 from tests.support.stack import Stack
 
 STACK_SETTINGS = {"claim_lease_ms": 2000}
-
-
-@pytest.fixture(scope="module")
-def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
-    engine = make_engine(stack_env.database_url)
-    yield engine
-    engine.dispose()
 
 
 def leased_claims(client: redis.Redis, prefix: str) -> int:
