@@ -1,8 +1,9 @@
 """Split a batch into chunks of whole documents (SPEC §4.2).
 
-A chunk holds at most ``max_documents`` documents and at most ``max_bytes``
-of serialized documents; a document's lines are never split, and a document
-larger than ``max_bytes`` travels alone in its own chunk.
+A chunk holds at most ``max_documents`` documents, at most ``max_bytes`` of
+serialized documents and, where set, at most ``max_lines`` lines; a document's
+lines are never split, and a document larger than a cap travels alone in its
+own chunk.
 """
 
 from __future__ import annotations
@@ -13,15 +14,34 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 
+@dataclass(frozen=True)
+class Caps:
+    max_documents: int
+    max_bytes: int
+    max_lines: int | None = None
+
+    def __post_init__(self) -> None:
+        if min(self.max_documents, self.max_bytes, self.max_lines or 1) < 1:
+            raise ValueError("chunk caps must be positive")
+
+    def full(self, documents: int, size: int, lines: int, next_size: int, next_lines: int) -> bool:
+        """Must the chunk close before the next document? Never while it is empty:
+        a document larger than a cap travels alone."""
+        return documents > 0 and (
+            documents == self.max_documents
+            or size + next_size > self.max_bytes
+            or (self.max_lines is not None and lines + next_lines > self.max_lines)
+        )
+
+
 def chunk_sizes(sizes: Iterable[int], max_documents: int, max_bytes: int) -> Iterator[range]:
     """Yield consecutive index ranges over documents of the given byte sizes."""
-    if max_documents < 1 or max_bytes < 1:
-        raise ValueError("chunk caps must be positive")
+    caps = Caps(max_documents, max_bytes)
     start = 0
     count = 0
     used = 0
     for index, size in enumerate(sizes):
-        if count and (count == max_documents or used + size > max_bytes):
+        if caps.full(count, used, 0, size, 0):
             yield range(start, index)
             start, count, used = index, 0, 0
         count += 1
@@ -53,13 +73,9 @@ class ChunkBuilder:
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         max_lines: int | None = None,
     ) -> None:
-        if max_documents < 1 or max_bytes < 1 or (max_lines is not None and max_lines < 1):
-            raise ValueError("chunk caps must be positive")
-        self.max_documents = max_documents
-        self.max_bytes = max_bytes
         # Lines are what a chunk costs to settle: bounding them keeps every chunk
         # short, so a small job's chunk never waits long for a worker.
-        self.max_lines = max_lines
+        self.caps = Caps(max_documents, max_bytes, max_lines)
         self.new_id = new_id
         self.chunks: list[NewChunk] = []
         self.documents = 0
@@ -69,11 +85,7 @@ class ChunkBuilder:
         self._lines = 0
 
     def add(self, document: bytes, lines: int) -> None:
-        if self._parts and (
-            len(self._parts) == self.max_documents
-            or self._size + len(document) > self.max_bytes
-            or (self.max_lines is not None and self._lines + lines > self.max_lines)
-        ):
+        if self.caps.full(len(self._parts), self._size, self._lines, len(document), lines):
             self._close()
         self._parts.append(document)
         self._size += len(document)
