@@ -398,7 +398,7 @@ def _demo_credentials() -> dict[str, str]:
     }
 
 
-def _wait_ready(url: str, timeout: float = 60) -> None:
+def wait_ready(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -461,7 +461,7 @@ def demo(
         [sys.executable, "-m", "services.cli", "up", "--port", str(port)], env=env
     )
     try:
-        _wait_ready(url)
+        wait_ready(url)
         jobs = run_demo(
             url,
             creds["SETTLEQ_CLIENT_KEY_ID"],

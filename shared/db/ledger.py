@@ -238,7 +238,7 @@ def _stage_text(chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetim
     """Every settled line as a COPY row of ``settle_stage`` (bulk.STAGE_COLUMNS),
     in order, flagged when it is its identity's first occurrence in the chunk."""
     seen: set[tuple[str, int]] = set()
-    common = f"{_text(chunk.kind)}"
+    kind = _text(chunk.kind)
     job, chunk_id, created = _text(chunk.job_id), _text(chunk.chunk_id), now.isoformat()
     out = []
     for seq, p in enumerate(settled):
@@ -248,7 +248,7 @@ def _stage_text(chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetim
         ident = (p.line.reconciliation_key, doc.contract_version)
         claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
         out.append(
-            f"{seq}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t{common}\t"
+            f"{seq}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t{kind}\t"
             f"{_text(doc.partition_key)}\t{_text(doc.document_id)}\t{_text(p.line.line_ref)}\t"
             f"{job}\t{chunk_id}\t{s.outcome}\t{_text(s.note)}\t{s.amount}\t{claimed}\t"
             f"{_text(doc.correlation_id)}\t{created}\n"

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select, update
 
 from shared.db import tables
 from shared.events import event_body, routing_key
@@ -80,7 +80,3 @@ def mark_published(conn: Connection, ids: Sequence[int]) -> None:
     conn.execute(
         update(O).where(O.c.id.in_(list(ids))).values(published_at=dt.datetime.now(dt.UTC))
     )
-
-
-def unpublished(conn: Connection) -> int:
-    return int(conn.execute(select(func.count()).where(O.c.published_at.is_(None))).scalar_one())

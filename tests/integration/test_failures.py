@@ -168,3 +168,33 @@ def test_a_real_lock_timeout_is_classified_transient(ctx):
     finally:
         holder.rollback()
         holder.close()
+
+
+def test_a_jobs_priority_travels_from_the_fast_path_to_settlement(ctx, vendor):
+    """Fairness (SPEC §1.5): a big job's chunks keep its low priority on the second
+    tier too, so a small job's chunk, at the top priority, is delivered before them."""
+    import json as jsonlib
+
+    import pika
+
+    from shared.messages import MAX_PRIORITY, priority_for
+    from tests.support.infra import BROKER_URL
+
+    assert priority_for(10) == MAX_PRIORITY > priority_for(500_000)
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")])]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    fields = {k: message[k] for k in ("chunk_id", "job_id", "kind", "payload_sha256")}
+    big = ChunkMessage(**fields, priority=priority_for(500_000)).signed(ctx.internal_key)
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+    channel = connection.channel()
+    queue = ctx.settings.queue_name("compute_heavy")
+    try:
+        channel.queue_purge(queue)
+        validate_chunk(ctx, big, 1)
+        method, properties, body = channel.basic_get(queue, auto_ack=True)
+        assert method is not None
+        forwarded = jsonlib.loads(body)["args"][0]
+        assert properties.priority == forwarded["priority"] == priority_for(500_000)
+        assert forwarded["job_id"] == job_id
+    finally:
+        connection.close()

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from services.cli import wait_ready
 from services.client import Client
 from tests.support.infra import (
     OPERATOR_TOKEN,
@@ -62,15 +61,10 @@ class Stack:
 
     def start_api(self) -> None:
         self._spawn("api", ["api", "--port", str(self.port)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"API did not start:\n{self.log('api')}")
+        try:
+            wait_ready(self.url, timeout=30)
+        except RuntimeError:
+            raise RuntimeError(f"API did not start:\n{self.log('api')}") from None
 
     def start_worker(
         self, tier: str, name: str | None = None, **overrides: Any
