@@ -90,7 +90,11 @@ CREATE TEMP TABLE IF NOT EXISTS settle_stage (
 # One statement settles a chunk's lines: the ledger rows (the unique constraint
 # decides what is new; the prior row of the same key under the latest earlier
 # contract version gives delta and supersedes_id), one outbox row listing them,
-# and every line's outcome (a line whose identity was not new is a duplicate).
+# and the outcome rows of the lines the ledger does not describe: duplicates
+# (an identity that was not new), and posted or disputed lines carrying a note.
+# A posted or disputed line's outcome is its ledger row (SPEC §8 keeps job_id),
+# so the common case writes one row per line, not two. It returns the stage
+# positions of the duplicates.
 _SETTLE = """
 WITH ins AS (
     INSERT INTO ledger_entries (
@@ -102,42 +106,48 @@ WITH ins AS (
            s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, s.created_at
     FROM settle_stage s
     LEFT JOIN LATERAL (
+        -- Version 1 has no earlier version: the guard skips the index probe.
         SELECT l.id, l.amount FROM ledger_entries l
-        WHERE l.reconciliation_key = s.reconciliation_key
+        WHERE s.contract_version > 1
+          AND l.reconciliation_key = s.reconciliation_key
           AND l.contract_version < s.contract_version
         ORDER BY l.contract_version DESC LIMIT 1
     ) p ON true
     WHERE s.first
     ORDER BY s.reconciliation_key, s.contract_version
     ON CONFLICT (reconciliation_key, contract_version) DO NOTHING
-    RETURNING id, reconciliation_key, contract_version, kind, partition_key, outcome, delta
+    RETURNING id, reconciliation_key, contract_version, delta
 ), events AS (
     INSERT INTO outbox (ledger_entry_ids, created_at)
     SELECT string_agg(i.id::text, ',' ORDER BY i.id), %(now)s
     FROM ins i
     HAVING count(*) > 0
+), marked AS (
+    SELECT s.*, (s.first AND i.id IS NOT NULL) AS new, i.delta AS new_delta
+    FROM settle_stage s
+    LEFT JOIN ins i ON i.reconciliation_key = s.reconciliation_key
+                   AND i.contract_version = s.contract_version
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
         delta, reconciliation_key, contract_version)
-    SELECT s.job_id, s.chunk_id, s.document_id, s.line_ref,
-           CASE WHEN s.first AND i.id IS NOT NULL THEN s.outcome ELSE 'duplicate' END,
-           CASE WHEN s.first AND i.id IS NOT NULL THEN s.note END,
-           s.amount, s.claimed_amount,
-           CASE WHEN s.first AND i.id IS NOT NULL THEN i.delta END,
-           s.reconciliation_key, s.contract_version
-    FROM settle_stage s
-    LEFT JOIN ins i ON i.reconciliation_key = s.reconciliation_key
-                   AND i.contract_version = s.contract_version
-    ORDER BY s.seq
+    SELECT m.job_id, m.chunk_id, m.document_id, m.line_ref,
+           CASE WHEN m.new THEN m.outcome ELSE 'duplicate' END,
+           CASE WHEN m.new THEN m.note END,
+           m.amount, m.claimed_amount,
+           CASE WHEN m.new THEN m.new_delta END,
+           m.reconciliation_key, m.contract_version
+    FROM marked m
+    WHERE NOT m.new OR m.note IS NOT NULL
+    ORDER BY m.seq
 )
-SELECT reconciliation_key, contract_version FROM ins
+SELECT seq FROM marked WHERE NOT new
 """
 
 
-def settle_lines(conn: Connection, stage_text: str, now: dt.datetime) -> set[tuple[str, int]]:
-    """Stage a chunk's settled lines and settle them in one statement; the
-    (key, version) identities that were new to the ledger."""
+def settle_lines(conn: Connection, stage_text: str, now: dt.datetime) -> set[int]:
+    """Stage a chunk's settled lines and settle them in one statement; the stage
+    positions (``seq``) of the lines that are duplicates."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         # Emptied at every commit and rollback, so it only ever holds this chunk's rows.
@@ -148,6 +158,6 @@ def settle_lines(conn: Connection, stage_text: str, now: dt.datetime) -> set[tup
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(_SETTLE, {"now": now})
-        return {(key, version) for key, version in cursor.fetchall()}
+        return {seq for (seq,) in cursor.fetchall()}
     finally:
         cursor.close()

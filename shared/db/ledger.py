@@ -378,35 +378,46 @@ def _document_dead_letter(
     )
 
 
+def _first_new(settled: Sequence[PlannedLine], new: Iterable[tuple[str, int]]) -> list[bool]:
+    """For each settled line: is it the first occurrence of an identity the ledger
+    took? (A repeat later in the chunk, or an identity already there, is not.)"""
+    fresh = set(new)
+    flags = []
+    for p in settled:
+        ident = (p.line.reconciliation_key, p.document.contract_version)
+        flags.append(ident in fresh)
+        fresh.discard(ident)
+    return flags
+
+
 def _settled_outcomes(
     chunk: ChunkRef,
-    plan: ChunkPlan,
-    new: dict[tuple[str, int], Decimal | None],
+    settled: Sequence[PlannedLine],
+    new_flags: Iterable[bool],
     outcome: ChunkOutcome,
-    build_rows: bool = True,
+    deltas: dict[tuple[str, int], Decimal] | None,
 ) -> list[dict[str, Any]]:
-    """Count the settled lines' outcomes (new identity: posted or disputed; else a
-    duplicate), and build their outcome rows unless the database already did."""
+    """Count the settled lines' outcomes (posted or disputed when new, else a
+    duplicate). With ``deltas``, also build the outcome rows the ledger does not
+    describe: duplicates and noted lines (a posted or disputed line's outcome is
+    its ledger row); without, the database already wrote them."""
     rows = []
-    fresh = set(new)
-    for p in plan.lines:
+    for p, new in zip(settled, new_flags, strict=True):
         s = p.settlement
-        if s is None:
-            continue
-        ident = (p.line.reconciliation_key, p.document.contract_version)
-        if ident in fresh:
-            fresh.discard(ident)  # a repeat of this identity later in the chunk is a duplicate
+        assert s is not None
+        if new:
             if s.outcome == "posted":
                 outcome.posted += 1
                 outcome.amount_posted += s.amount
             else:
                 outcome.disputed += 1
                 outcome.amount_disputed += s.claimed_amount or ZERO
-            if build_rows:
-                rows.append(_outcome_row(chunk, p, s.outcome, new[ident], s.note))
+            if deltas is not None and s.note is not None:
+                ident = (p.line.reconciliation_key, p.document.contract_version)
+                rows.append(_outcome_row(chunk, p, s.outcome, deltas[ident], s.note))
         else:
             outcome.duplicate += 1
-            if build_rows:
+            if deltas is not None:
                 rows.append(_outcome_row(chunk, p, "duplicate", None))
     return rows
 
@@ -471,13 +482,15 @@ def commit_plan(
         and (KINDS[chunk.kind].delta_basis == "key_versions")
     ):
         # Ledger rows, outbox events and outcome rows in one statement.
-        new_idents = bulk.settle_lines(conn, _stage_text(chunk, settled, now), now)
-        rows = _settled_outcomes(chunk, plan, dict.fromkeys(new_idents), outcome, build_rows=False)
+        duplicates = bulk.settle_lines(conn, _stage_text(chunk, settled, now), now)
+        flags = [seq not in duplicates for seq in range(len(settled))]
+        rows = _settled_outcomes(chunk, settled, flags, outcome, None)
     else:
         new = _insert_ledger(conn, chunk, settled, now)
         # An event id is its ledger row's identity, new exactly once: no conflicts.
         _insert(conn, tables.outbox, _events(new.values(), now))
-        rows = _settled_outcomes(chunk, plan, {k: v["delta"] for k, v in new.items()}, outcome)
+        deltas = {k: v["delta"] for k, v in new.items()}
+        rows = _settled_outcomes(chunk, settled, _first_new(settled, new), outcome, deltas)
     rows += _dead_letters(conn, chunk, plan, attempts, now, outcome)
     if chunk.requeue is not None:
         # The requeued lines leave dead_lettered for the outcome they have now.

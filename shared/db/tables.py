@@ -132,7 +132,8 @@ ledger_entries = Table(
     Column("correlation_id", ID, nullable=True),
     Column("created_at", TS, nullable=False),
     UniqueConstraint("reconciliation_key", "contract_version"),
-    Index(None, "job_id"),
+    # A job's posted and disputed lines, in the order its lines page lists them.
+    Index(None, "job_id", "id"),
     # A recipe's cost history at a location: where its next delta is measured
     # from. Partial: the other kinds never read it, so they don't pay to keep it.
     Index(

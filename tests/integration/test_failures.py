@@ -12,6 +12,7 @@ from services.worker.stages import settle_chunk, validate_chunk
 from shared.db import dead_letters as dl_db
 from shared.db import tables
 from shared.db.jobs import job_status
+from shared.db.outcomes import list_lines
 from shared.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import queue_depth
@@ -109,17 +110,8 @@ def test_requeued_dead_letters_post_and_move_the_counters_once(ctx):
         ("unknown_promo_tier", "dead", "1"),
     }
     assert len(ledger_rows(ctx.engine, job_id)) == 2
-    with ctx.engine.connect() as conn:
-        lines = (
-            conn.execute(
-                select(tables.line_outcomes.c.outcome).where(
-                    tables.line_outcomes.c.job_id == job_id
-                )
-            )
-            .scalars()
-            .all()
-        )
-    assert sorted(lines) == ["dead_lettered", "posted", "posted"]
+    lines = list_lines(ctx.engine, job_id, outcome=None, after=None, limit=100)
+    assert sorted(line.outcome for line in lines) == ["dead_lettered", "posted", "posted"]
     # The same dead letter cannot be requeued twice.
     with ctx.engine.begin() as conn:
         assert dl_db.mark_requeued(conn, letters[0].id) is None

@@ -109,6 +109,34 @@ def test_line_outcomes_page_through_with_a_cursor(http, settled_job) -> None:
     assert dead[0]["reason"] == "unknown_promo_tier"
 
 
+def test_a_resent_line_is_listed_as_its_own_jobs_duplicate(http, ctx) -> None:
+    """Posted lines are listed from the ledger, duplicates from their own rows:
+    the resending job lists its duplicate, the first job keeps its posting."""
+    vendor = uid("V-")
+    publish_promo_contracts(ctx.engine, [vendor])
+    doc = promo_doc(vendor, [promo_line(1, "8", "1.00")])
+    fresh = promo_doc(vendor, [promo_line(1, "16", "2.00")])
+    first_id, [first] = store_job(ctx.engine, ctx.settings, ctx.internal_key, [doc])
+    again_id, [again] = store_job(ctx.engine, ctx.settings, ctx.internal_key, [doc, fresh])
+    settle_chunk(ctx, first, 1)
+    settle_chunk(ctx, again, 1)
+    viewer = as_role(http, VIEWER_TOKEN)
+
+    def lines(job_id: str, query: str = "") -> list[tuple[str, str, str | None]]:
+        page = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines{query}").json()
+        return [(i["document_id"], i["outcome"], i["delta"]) for i in page["items"]]
+
+    assert lines(first_id) == [(doc["document_id"], "posted", "1.0000")]
+    assert lines(again_id) == [
+        (fresh["document_id"], "posted", "2.0000"),
+        (doc["document_id"], "duplicate", None),
+    ]
+    assert lines(again_id, "?outcome=duplicate") == [(doc["document_id"], "duplicate", None)]
+    assert lines(again_id, "?outcome=disputed") == []
+    bad = viewer.bearer("GET", f"/v1/jobs/{again_id}/lines?cursor=12")
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_cursor"
+
+
 def test_jobs_list_filters_by_partition_newest_first(http, ctx, settled_job) -> None:
     job_id, vendor = settled_job
     newer_id, _ = store_job(

@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
-from services.api.pagination import id_cursor
+from services.api.pagination import encode_line_cursor, line_cursor
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
 from services.api.timefmt import iso, parse_iso
 from shared.db import jobs as jobs_db
@@ -113,11 +113,11 @@ async def job_lines(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> LinePage:
-    after = id_cursor(cursor)
+    after = line_cursor(cursor)
 
     def load() -> LinePage:
         _visible_job(ctx, who, job_id)
-        rows = list_lines(ctx.engine, job_id, outcome=outcome, after_id=after, limit=limit)
+        rows = list_lines(ctx.engine, job_id, outcome=outcome, after=after, limit=limit)
         items = [
             LineOutcome(
                 document_id=r.document_id,
@@ -132,7 +132,8 @@ async def job_lines(
             )
             for r in rows
         ]
-        next_cursor = str(rows[-1].id) if len(rows) == limit else None
+        last = rows[-1] if len(rows) == limit else None
+        next_cursor = encode_line_cursor(last.source, last.id) if last else None
         return LinePage(items=items, next_cursor=next_cursor)
 
     return await run_in_threadpool(load)

@@ -1,0 +1,94 @@
+"""Per-stage cost of the worker tiers, in process, on the real services.
+
+Stores a deterministic promo_accrual job (default 50,000 lines in 5,000-line
+chunks), then runs the fast path's checks and the settle stage over every
+chunk, printing CPU µs per line of this process and of PostgreSQL and Redis,
+and (with ``--profile``) the top functions by cumulative time. Used to find
+and check the top costs named in the performance notes.
+
+    python -m bench.stages [--lines 50000] [--profile settle|validate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.run import service_cpu
+from services.worker import stages
+from services.worker.actors import build_broker
+from services.worker.context import WorkerContext, make_context
+from tests.support.factories import publish_promo_contracts, store_job
+from tests.support.infra import isolated_env
+from tests.support.workload import generate
+
+
+def validate_only(ctx: WorkerContext, message: Any) -> None:
+    """The fast path without its publish: load, verify, decode, check contracts."""
+    unit = stages._load(ctx, message)
+    assert unit is not None
+    decoded = stages._decode(ctx, unit, 1)
+    assert decoded is not None
+    kind = stages.KINDS[unit.ref.kind]
+    ctx.contracts.load(kind, {(d.partition_key, d.contract_version) for d in decoded.documents})
+
+
+def measure(
+    name: str, lines: int, run: Callable[[], None], profile: bool
+) -> None:
+    services_before = service_cpu()
+    cpu, wall = time.process_time(), time.perf_counter()
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    run()
+    if profiler:
+        profiler.disable()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    services = {k: v - services_before[k] for k, v in service_cpu().items()}
+    per = 1e6 / lines
+    print(
+        f"{name:9} wall {wall * per:6.1f} µs/line   CPU: worker {cpu * per:6.1f}"
+        f"  postgres {services['postgres'] * per:6.1f}  redis {services['redis'] * per:5.1f}"
+    )
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(35)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lines", type=int, default=50_000)
+    parser.add_argument("--profile", choices=("settle", "validate"), default=None)
+    args = parser.parse_args()
+    generated = generate(args.lines, 50)
+    with isolated_env("stages") as env:
+        settings = env.settings(max_chunk_documents=250)
+        broker = build_broker(settings)
+        ctx = make_context(settings, broker)
+        try:
+            vendors = sorted({d["partition_key"] for d in generated.documents})
+            publish_promo_contracts(ctx.engine, vendors)
+            _, messages = store_job(ctx.engine, settings, ctx.internal_key, generated.documents)
+            print(f"{args.lines} lines in {len(messages)} chunks")
+
+            def validate() -> None:
+                for message in messages:
+                    validate_only(ctx, message)
+
+            def settle() -> None:
+                for message in messages:
+                    stages.settle_chunk(ctx, message, 1)
+
+            measure("validate", args.lines, validate, args.profile == "validate")
+            measure("settle", args.lines, settle, args.profile == "settle")
+        finally:
+            ctx.engine.dispose()
+            broker.close()
+
+
+if __name__ == "__main__":
+    main()
