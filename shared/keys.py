@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import hashlib
 
+_sha256 = hashlib.sha256
+
 
 def sha256_hex(*fields: object) -> str:
     joined = "|".join("" if f is None else str(f) for f in fields)
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 
+# The promo keys are computed twice per line at 50,000 lines/s: spelled out
+# rather than through ``sha256_hex``'s generic join (same bytes, a test checks).
 def promo_line_item_hash(
     line_no: int, sku: str, store_id: str | None, transaction_date: str | None
 ) -> str:
-    return sha256_hex(line_no, sku, store_id, transaction_date)
+    text = f"{line_no}|{sku}|{store_id or ''}|{transaction_date or ''}"
+    return _sha256(text.encode()).hexdigest()
 
 
 def promo_key(document_id: str, line_item_hash: str, promo_tier: str, period: str) -> str:
-    return sha256_hex(document_id, line_item_hash, promo_tier, period)
+    return _sha256(f"{document_id}|{line_item_hash}|{promo_tier}|{period}".encode()).hexdigest()
 
 
 def correlation_id_for(job_id: str, document_id: str) -> str:

@@ -84,6 +84,17 @@ def exact_arithmetic() -> AbstractContextManager[Context]:
     return localcontext(_EXACT)
 
 
+def exact_product(a: Decimal, b: Decimal, quantum: Decimal) -> Decimal:
+    """``a * b`` rounded once, half up, to ``quantum``: the one-multiplication model
+    without entering a context (this is the per-line hot path of promo accruals)."""
+    return _EXACT.quantize(_EXACT.multiply(a, b), quantum)
+
+
+def exact_distance(a: Decimal, b: Decimal) -> Decimal:
+    """``abs(a - b)``, exact (never rounded to the ambient context's precision)."""
+    return _EXACT.subtract(a, b).copy_abs()
+
+
 def quantize(value: Decimal, quantum: Decimal) -> Decimal:
     """Round once, half up, to ``quantum`` (e.g. ``CENT``)."""
     return value.quantize(quantum, rounding=ROUND_HALF_UP)

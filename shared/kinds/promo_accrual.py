@@ -14,7 +14,7 @@ from pydantic import Field
 from shared.errors import BusinessError
 from shared.keys import promo_key, promo_line_item_hash
 from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
-from shared.money import CENT, Money, Quantity, exact_arithmetic, quantize
+from shared.money import CENT, Money, Quantity, exact_distance, exact_product
 
 
 class PromoLine(WireModel):
@@ -78,9 +78,8 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
             raise BusinessError(
                 "unknown_promo_tier", f"line {promo.line_no}: tier {promo.promo_tier!r}"
             )
-        with exact_arithmetic():
-            model = quantize(promo.qualifying_units * rate, CENT)
-        within = abs(promo.claimed_amount - model) <= contract.tolerance
+        model = exact_product(promo.qualifying_units, rate, CENT)
+        within = exact_distance(promo.claimed_amount, model) <= contract.tolerance
         return Settlement(
             outcome="posted" if within else "disputed",
             amount=model,

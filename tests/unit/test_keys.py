@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from shared.keys import promo_key, promo_line_item_hash, sha256_hex
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -79,3 +82,16 @@ def test_the_amounts_are_not_part_of_the_identity() -> None:
     # so a corrected re-send of the same line is recognised as the same identity.
     item = promo_line_item_hash(1, "SKU", None, None)
     assert promo_key("DOC", item, "T1", "P") == _by_hand(f"DOC|{item}|T1|P")
+
+
+@given(
+    st.integers(min_value=1, max_value=2**31 - 1),
+    st.text(min_size=1, max_size=20),
+    st.none() | st.text(max_size=20),
+    st.none() | st.text(max_size=10),
+    st.text(min_size=1, max_size=10),
+)
+def test_spelled_out_promo_keys_equal_the_generic_join(line_no, sku, store, date, tier) -> None:
+    item = promo_line_item_hash(line_no, sku, store, date)
+    assert item == sha256_hex(line_no, sku, store, date)
+    assert promo_key(sku, item, tier, "P") == sha256_hex(sku, item, tier, "P")
