@@ -17,25 +17,27 @@ from typing import Any
 
 import redis
 
-DONE = "done"
 _BATCH = 20_000  # keys per script call: one call per chunk, a bounded Redis pause
 
-# Lease every free key in one call: SET NX PX with the attempt's token. Returns
-# the 1-based positions of keys held by another live attempt (a done mark is
-# not a conflict: the ledger will call the line a duplicate).
+# Lease every free key in one call: SET NX PX with the attempt's token. A key
+# still holding the token of a finished attempt (its done marker exists) is
+# free: it is taken over. Returns the 1-based positions of keys held by another
+# live attempt. ARGV[3] is the prefix of done markers; reading a key outside
+# KEYS is fine on a single Redis (not on Redis Cluster). A bare 'done' value
+# is how older settleq versions marked finished keys.
 _CLAIM = """
 local contended = {}
 for i, key in ipairs(KEYS) do
   local holder = redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
-  if holder and holder ~= ARGV[1] and holder ~= 'done' then
-    contended[#contended + 1] = i
+  if holder and holder ~= ARGV[1] then
+    if holder == 'done' or redis.call('EXISTS', ARGV[3] .. holder) == 1 then
+      redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+    else
+      contended[#contended + 1] = i
+    end
   end
 end
 return contended
-"""
-_DONE = """
-for i, key in ipairs(KEYS) do redis.call('SET', key, 'done', 'EX', ARGV[1]) end
-return #KEYS
 """
 # Renew or release only the keys this attempt still owns.
 _RENEW = """
@@ -64,13 +66,16 @@ class Claim:
 
 
 class ClaimStore:
-    def __init__(self, client: redis.Redis, prefix: str, lease_ms: int, done_ttl_s: int) -> None:
+    """Leases on reconciliation keys. After its commit an attempt sets one done
+    marker for its token (not one write per key): its keys are free from then
+    on, and expire with their lease."""
+
+    def __init__(self, client: redis.Redis, prefix: str, lease_ms: int) -> None:
         self._redis = client
         self._prefix = prefix
+        self._done_prefix = f"{prefix}:claimdone:"
         self._lease_ms = lease_ms
-        self._done_ttl_s = done_ttl_s
         self._claim: Any = client.register_script(_CLAIM)
-        self._done: Any = client.register_script(_DONE)
         self._renew: Any = client.register_script(_RENEW)
         self._release: Any = client.register_script(_RELEASE)
 
@@ -82,7 +87,9 @@ class ClaimStore:
         claim = Claim(token=uuid.uuid4().hex, keys=list(keys))
         for start in range(0, len(keys), _BATCH):
             part = claim.keys[start : start + _BATCH]
-            positions = self._claim(keys=part, args=[claim.token, self._lease_ms])
+            positions = self._claim(
+                keys=part, args=[claim.token, self._lease_ms, self._done_prefix]
+            )
             claim.contended += [part[i - 1] for i in positions]
         return claim
 
@@ -95,9 +102,20 @@ class ClaimStore:
             self._release(keys=claim.keys, args=[claim.token])
 
     def mark_done(self, claim: Claim) -> None:
-        """After commit: the keys are in the ledger; later claims may skip them."""
-        for start in range(0, len(claim.keys), _BATCH):
-            self._done(keys=claim.keys[start : start + _BATCH], args=[self._done_ttl_s])
+        """After commit: the keys are in the ledger, so later claims may take them.
+        The marker outlives the keys: none was renewed after the commit."""
+        if claim.keys:
+            self._redis.set(self._done_prefix + claim.token, 1, px=self._lease_ms)
+
+    def live_leases(self, keys: Sequence[str]) -> list[str]:
+        """The keys leased by an attempt that has not finished (for tests and ops)."""
+        if not keys:
+            return []
+        values: list[bytes | None] = self._redis.mget(keys)  # type: ignore[assignment]
+        holders = sorted({v for v in values if v is not None and v != b"done"})
+        markers = self._redis.mget([self._done_prefix.encode() + h for h in holders])
+        live = {h for h, marker in zip(holders, markers, strict=True) if marker is None}
+        return [k for k, v in zip(keys, values, strict=True) if v in live]
 
 
 class LeaseKeeper:

@@ -63,7 +63,6 @@ class Settings(BaseSettings):
     # after this long; the producer's retry of the submission republishes them.
     receiving_timeout_s: int = 600
     claim_lease_ms: int = Field(default=30_000, ge=100)
-    done_ttl_s: int = 3 * 24 * 3600
 
     relay_batch: int = Field(default=5, ge=1)  # outbox rows (units of work) per transaction
     relay_poll_s: float = 0.2

@@ -58,9 +58,7 @@ def make_context(settings: Settings, broker: RabbitmqBroker) -> WorkerContext:
     return WorkerContext(
         settings=settings,
         engine=engine,
-        claims=ClaimStore(
-            client, settings.queue_prefix, settings.claim_lease_ms, settings.done_ttl_s
-        ),
+        claims=ClaimStore(client, settings.queue_prefix, settings.claim_lease_ms),
         internal_key=load_internal_key(engine, settings.internal_signing_key),
         broker=broker,
         contracts=ContractCache(engine),

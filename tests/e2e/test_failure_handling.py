@@ -21,6 +21,7 @@ from shared.db import tables
 from shared.db.migrate import load_internal_key
 from shared.messages import FAST_PATH, VALIDATE_ACTOR
 from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.test_worker_crash import leased_claims
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results, dead_letters
@@ -210,12 +211,7 @@ def test_sigterm_mid_chunk_finishes_it_and_loses_nothing(
             base, [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 11)])]
         )
         deadline = time.monotonic() + 30
-        while not any(
-            v not in (None, b"done")
-            for v in client.mget(
-                list(client.scan_iter(f"{stack_env.queue_prefix}:claim:*")) or ["-"]
-            )
-        ):
+        while not leased_claims(client, stack_env.queue_prefix):
             assert time.monotonic() < deadline, base.log(worker)
             time.sleep(0.05)
         base.stop_one(worker)  # SIGTERM while the chunk is between claim and commit

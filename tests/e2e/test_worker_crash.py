@@ -12,6 +12,7 @@ import redis
 from sqlalchemy import Engine, func, select
 
 from shared.db import tables
+from shared.dedup import ClaimStore
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results
@@ -21,8 +22,9 @@ STACK_SETTINGS = {"claim_lease_ms": 2000}
 
 
 def leased_claims(client: redis.Redis, prefix: str) -> int:
-    keys = list(client.scan_iter(match=f"{prefix}:claim:*", count=1000))
-    return sum(1 for value in client.mget(keys) if value not in (None, b"done")) if keys else 0
+    """Keys leased by an attempt that has not committed yet."""
+    keys = [k.decode() for k in client.scan_iter(match=f"{prefix}:claim:*", count=1000)]
+    return len(ClaimStore(client, prefix, lease_ms=1000).live_leases(keys))
 
 
 def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(

@@ -11,7 +11,7 @@ from tests.support.factories import uid
 
 
 def store(client: redis.Redis, lease_ms: int = 1000) -> ClaimStore:
-    return ClaimStore(client, uid("tclaims"), lease_ms=lease_ms, done_ttl_s=60)
+    return ClaimStore(client, uid("tclaims"), lease_ms=lease_ms)
 
 
 def test_free_keys_are_leased_and_others_see_them_contended(redis_client):
@@ -31,9 +31,19 @@ def test_done_keys_are_not_contended(redis_client):
     claims = store(redis_client)
     keys = [claims.key("promo_accrual", uid(), 1)]
     first = claims.claim(keys)
+    assert claims.live_leases(keys) == keys
     claims.mark_done(first)
+    assert claims.live_leases(keys) == []
+    second = claims.claim(keys)
+    assert second.contended == []
+    assert redis_client.get(keys[0]) == second.token.encode()  # taken over
+
+
+def test_keys_marked_done_by_an_older_version_are_free(redis_client):
+    claims = store(redis_client)
+    keys = [claims.key("promo_accrual", uid(), 1)]
+    redis_client.set(keys[0], "done", ex=60)
     assert claims.claim(keys).contended == []
-    assert redis_client.get(keys[0]) == b"done"
 
 
 def test_a_dead_workers_lease_expires(redis_client):
