@@ -16,30 +16,17 @@ import cProfile
 import pstats
 import time
 from collections.abc import Callable
-from typing import Any
 
 from bench.run import service_cpu
 from services.worker import stages
 from services.worker.actors import build_broker
-from services.worker.context import WorkerContext, make_context
+from services.worker.context import make_context
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import isolated_env
 from tests.support.workload import generate
 
 
-def validate_only(ctx: WorkerContext, message: Any) -> None:
-    """The fast path without its publish: load, verify, decode, check contracts."""
-    unit = stages._load(ctx, message)
-    assert unit is not None
-    decoded = stages._decode(ctx, unit, 1)
-    assert decoded is not None
-    kind = stages.KINDS[unit.ref.kind]
-    ctx.contracts.load(kind, {(d.partition_key, d.contract_version) for d in decoded.documents})
-
-
-def measure(
-    name: str, lines: int, run: Callable[[], None], profile: bool
-) -> None:
+def measure(name: str, lines: int, run: Callable[[], None], profile: bool) -> None:
     services_before = service_cpu()
     cpu, wall = time.process_time(), time.perf_counter()
     profiler = cProfile.Profile() if profile else None
@@ -77,7 +64,7 @@ def main() -> None:
 
             def validate() -> None:
                 for message in messages:
-                    validate_only(ctx, message)
+                    stages.validate_chunk(ctx, message, 1)
 
             def settle() -> None:
                 for message in messages:
