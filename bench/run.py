@@ -121,7 +121,7 @@ def small_batches(stack: Stack, count: int, stop: threading.Event) -> list[float
         }
         started = time.monotonic()
         response = client.submit(json.dumps({"kind": "promo_accrual", "documents": [doc]}).encode())
-        job = client.wait(response.json()["job_id"], timeout=120, poll=0.02)
+        job = client.wait(response.json()["job_id"], timeout=120, poll=0.05)
         if job["state"] == "completed":
             latencies.append(time.monotonic() - started)
     return latencies
