@@ -116,7 +116,10 @@ function svg(tag, attributes, text) {
 function renderChart(throughput) {
   const chart = $("chart");
   const values = throughput.lines_per_s;
-  const [width, height, left, bottom, top] = [800, 200, 56, 22, 10];
+  // Drawn in the element's own pixels, so text is never stretched.
+  const width = Math.max(300, Math.round(chart.getBoundingClientRect().width)) || 800;
+  const [height, left, bottom, top] = [200, 56, 22, 10];
+  chart.setAttribute("viewBox", `0 0 ${width} ${height}`);
   const max = Math.max(1, ...values);
   const x = (i) => left + (i * (width - left - 8)) / Math.max(1, values.length - 1);
   const y = (v) => height - bottom - (v / max) * (height - bottom - top);
