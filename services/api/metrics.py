@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -34,12 +34,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.api.queue_stats import QueueReading
 from shared.db import dead_letters as dl_db
 
 if TYPE_CHECKING:
     from services.api.context import ApiContext
 
 log = logging.getLogger("settleq.api")
+T = TypeVar("T")
 
 HTTP_REQUESTS = "settleq_http_request_duration_seconds"
 QUEUE_DEPTH = "settleq_queue_depth"
@@ -63,18 +65,20 @@ class PipelineCollector(Collector):
         if ctx is None:  # before the app's lifespan started: nothing to read yet
             return
         up = GaugeMetricFamily(SOURCE_UP, "1 when the source could be read", labels=["source"])
-        yield from self._queues(ctx, up)
-        yield from self._dead_letters(ctx, up)
+        readings = _read(up, "broker", ctx.queue_depth.readings)
+        if readings is not None:
+            yield from self._queues(readings)
+        letters = _read(up, "database", lambda: dl_db.stats(ctx.engine))
+        if letters is not None:
+            stored = GaugeMetricFamily(
+                DEAD_LETTERS_STORED, "Dead letters in the database", labels=["reason", "status"]
+            )
+            for row in letters:
+                stored.add_metric([row.reason, row.status], int(row.count))
+            yield stored
         yield up
 
-    def _queues(self, ctx: ApiContext, up: GaugeMetricFamily) -> Iterator[Metric]:
-        try:
-            readings = ctx.queue_depth.readings()
-        except Exception as exc:
-            log.warning("metrics: queue depths unreadable (%s)", type(exc).__name__)
-            up.add_metric(["broker"], 0)
-            return
-        up.add_metric(["broker"], 1)
+    def _queues(self, readings: list[QueueReading]) -> Iterator[Metric]:
         depth = GaugeMetricFamily(
             QUEUE_DEPTH, "Ready messages in the queue", labels=["queue", "family"]
         )
@@ -91,20 +95,17 @@ class PipelineCollector(Collector):
         yield depth
         yield age
 
-    def _dead_letters(self, ctx: ApiContext, up: GaugeMetricFamily) -> Iterator[Metric]:
-        try:
-            rows = dl_db.stats(ctx.engine)
-        except Exception as exc:
-            log.warning("metrics: dead letters unreadable (%s)", type(exc).__name__)
-            up.add_metric(["database"], 0)
-            return
-        up.add_metric(["database"], 1)
-        stored = GaugeMetricFamily(
-            DEAD_LETTERS_STORED, "Dead letters in the database", labels=["reason", "status"]
-        )
-        for row in rows:
-            stored.add_metric([row.reason, row.status], int(row.count))
-        yield stored
+
+def _read(up: GaugeMetricFamily, source: str, read: Callable[[], T]) -> T | None:
+    """``read()``, recording in ``up`` whether ``source`` could be read."""
+    try:
+        value = read()
+    except Exception as exc:
+        log.warning("metrics: %s unreadable (%s)", source, type(exc).__name__)
+        up.add_metric([source], 0)
+        return None
+    up.add_metric([source], 1)
+    return value
 
 
 class ApiMetrics:

@@ -20,7 +20,6 @@ from services.worker.context import WorkerContext
 from services.worker.metrics import WORKER_METRICS, WorkerMetrics
 from services.worker.stages import settle_chunk
 from shared.db import stats
-from shared.db.engine import make_engine
 from shared.db.ledger import ChunkRef, commit_plan
 from shared.kinds import get_kind
 from shared.kinds.promo_accrual import PromoContract, PromoDocument
@@ -32,7 +31,6 @@ from tests.support.infra import (
     PRODUCER_SECRET,
     VIEWER_TOKEN,
     ServiceEnv,
-    migrate,
 )
 from tests.support.stack import free_port
 
@@ -51,20 +49,6 @@ def sample(text: str, name: str, **labels: str) -> float | None:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
                 return float(s.value)
     return None
-
-
-@pytest.fixture(params=["postgresql", "sqlite"], scope="module")
-def ledger_engine(
-    request: pytest.FixtureRequest, test_env: ServiceEnv, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Engine]:
-    if request.param == "postgresql":
-        url = test_env.database_url
-    else:
-        url = f"sqlite:///{tmp_path_factory.mktemp('stats') / 'settleq.db'}"
-        migrate(url)
-    engine = make_engine(url)
-    yield engine
-    engine.dispose()
 
 
 def test_throughput_and_oldest_waiting_chunk_on_both_backends(ledger_engine: Engine) -> None:
