@@ -91,10 +91,15 @@ def worker(
     ] = "fast_path,compute_heavy",
     threads: Annotated[int | None, typer.Option()] = None,
     processes: Annotated[int | None, typer.Option()] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(help="Prometheus port of the first process (process i: +i); 0 = none"),
+    ] = None,
 ) -> None:
     """Run Dramatiq workers for the given queue families."""
     settings = Settings()
     count = processes or settings.worker_processes
+    port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if count > 1:
         children = [
             subprocess.Popen(
@@ -109,9 +114,11 @@ def worker(
                     str(threads or settings.worker_threads),
                     "--processes",
                     "1",
+                    "--metrics-port",
+                    str(port + i if port else 0),
                 ]
             )
-            for _ in range(count)
+            for i in range(count)
         ]
         _supervise(children)
         return
@@ -119,7 +126,7 @@ def worker(
 
     _logging()
     tiers = [q.strip() for q in queues.split(",") if q.strip()]
-    run_worker(settings, tiers, threads or settings.worker_threads)
+    run_worker(settings, tiers, threads or settings.worker_threads, port)
 
 
 @app.command()
@@ -152,10 +159,14 @@ def _supervise(children: list[subprocess.Popen[bytes]]) -> None:
 
 def _stack_commands(port: int) -> list[list[str]]:
     me = [sys.executable, "-m", "services.cli"]
+    # Each worker process gets its own metrics port: the fast_path ones first.
+    settings = Settings()
+    metrics = settings.worker_metrics_port
+    heavy = metrics + settings.worker_processes if metrics else 0
     return [
         [*me, "api", "--port", str(port)],
-        [*me, "worker", "--queues", "fast_path"],
-        [*me, "worker", "--queues", "compute_heavy"],
+        [*me, "worker", "--queues", "fast_path", "--metrics-port", str(metrics)],
+        [*me, "worker", "--queues", "compute_heavy", "--metrics-port", str(heavy)],
         [*me, "relay"],
     ]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import (
@@ -18,6 +18,8 @@ from pydantic_settings import (
     SettingsConfigDict,
     YamlConfigSettingsSource,
 )
+
+from shared.signing import token_matches
 
 MiB = 1024 * 1024
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -78,6 +80,12 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
 
+    # Each worker process serves Prometheus metrics on its own port (viewer
+    # token): 0 = off. ``--processes N`` and ``settleq up`` give process i the
+    # port ``worker_metrics_port + i`` (see README, Observability).
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    worker_metrics_host: str = "127.0.0.1"
+
     # Fault injection for the exactly-once tests: seconds a settle pauses after
     # claiming its keys and before committing. Always 0 in production.
     fault_settle_pause_s: float = 0.0
@@ -123,6 +131,14 @@ class Settings(BaseSettings):
         for key in self.producer_keys:
             if key.key_id == key_id:
                 return key
+        return None
+
+    def token_role(self, token: str) -> Literal["operator", "viewer"] | None:
+        """The role a bearer token grants (checked in constant time), or None."""
+        if token_matches(token, self.operator_tokens):
+            return "operator"
+        if token_matches(token, self.viewer_tokens):
+            return "viewer"
         return None
 
     def queue_name(self, family: str) -> str:

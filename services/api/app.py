@@ -8,13 +8,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
-from services.api.backpressure import QueueDepth
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
+from services.api.metrics import ApiMetrics, RequestMetrics
 from services.api.middleware import refuse_control_characters
 from services.api.openapi_doc import finish
-from services.api.routes import batches, contracts, dead_letters, jobs, ops
+from services.api.queue_stats import QueueStats
+from services.api.routes import batches, contracts, dashboard, dead_letters, jobs, ops
 from shared.broker import make_broker
 from shared.db.engine import make_engine
 from shared.settings import Settings
@@ -32,7 +34,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings=settings,
             engine=engine,
             broker=broker,
-            queue_depth=QueueDepth(settings),
+            queue_depth=QueueStats(settings, engine),
             publishers=publishers,
         )
         try:
@@ -50,8 +52,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_handlers(app)
     app.middleware("http")(refuse_control_characters)
-    for module in (batches, jobs, contracts, dead_letters, ops):
+    app.state.metrics = ApiMetrics(lambda: getattr(app.state, "ctx", None))
+    # Added last, so outermost: it also times what the middleware above refuses.
+    app.add_middleware(RequestMetrics, metrics=app.state.metrics)
+    for module in (batches, jobs, contracts, dead_letters, ops, dashboard):
         app.include_router(module.router)
+    app.mount("/dashboard/assets", StaticFiles(directory=dashboard.STATIC), name="dashboard-assets")
 
     default_openapi = app.openapi
 

@@ -15,7 +15,6 @@ from shared.signing import (
     SignatureError,
     StreamingVerifier,
     token_digest,
-    token_matches,
 )
 
 Role = Literal["producer", "viewer", "operator"]
@@ -85,11 +84,7 @@ def _bearer(request: Request) -> str | None:
 
 
 def _token_role(ctx: ApiContext, token: str) -> Role | None:
-    if token_matches(token, ctx.settings.operator_tokens):
-        return "operator"
-    if token_matches(token, ctx.settings.viewer_tokens):
-        return "viewer"
-    return None
+    return ctx.settings.token_role(token)
 
 
 def reader(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -> Principal:
@@ -105,18 +100,29 @@ def reader(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -
     raise ApiError(401, "token_missing", "a bearer token or a signed request is required")
 
 
-def operator(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -> Principal:
+def _token_holder(request: Request, ctx: ApiContext, missing: str) -> Principal:
     token = _bearer(request)
     if token is None:
-        raise ApiError(401, "token_missing", "an operator bearer token is required")
+        raise ApiError(401, "token_missing", missing)
     role = _token_role(ctx, token)
     if role is None:
         raise ApiError(401, "invalid_token", "bearer token is not valid")
-    if role != "operator":
-        raise ApiError(403, "forbidden", "this endpoint needs an operator token")
     return Principal(role, token_digest=token_digest(token))
 
 
+def viewer(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -> Principal:
+    """A viewer or operator token (dashboard, metrics); producers have no access."""
+    return _token_holder(request, ctx, "a viewer or operator bearer token is required")
+
+
+def operator(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -> Principal:
+    who = _token_holder(request, ctx, "an operator bearer token is required")
+    if who.role != "operator":
+        raise ApiError(403, "forbidden", "this endpoint needs an operator token")
+    return who
+
+
 Reader = Annotated[Principal, Depends(reader)]
+Viewer = Annotated[Principal, Depends(viewer)]
 Operator = Annotated[Principal, Depends(operator)]
 Ctx = Annotated[ApiContext, Depends(get_context)]

@@ -10,7 +10,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from fastapi import Request
 from sqlalchemy import Engine
 
-from services.api.backpressure import QueueDepth
+from services.api.queue_stats import QueueStats
 from shared.db.migrate import load_internal_key
 from shared.settings import Settings
 
@@ -20,7 +20,7 @@ class ApiContext:
     settings: Settings
     engine: Engine
     broker: RabbitmqBroker
-    queue_depth: QueueDepth
+    queue_depth: QueueStats  # backpressure, the dashboard and /metrics read it
     publishers: ThreadPoolExecutor
     _internal_key: bytes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)

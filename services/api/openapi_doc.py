@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
-_PUBLIC = {"/healthz", "/readyz", "/openapi.json"}
+_PUBLIC = {"/healthz", "/readyz", "/openapi.json", "/dashboard"}  # /dashboard: a page, no data
+_VIEWER = ("/metrics", "/v1/dashboard")  # viewer or operator token
 SECURITY_SCHEMES = {
     "bearer": {
         "type": "http",
@@ -51,6 +52,8 @@ def finish(schema: dict[str, Any], component_schemas: dict[str, Any]) -> dict[st
                 operation["security"] = [_PRODUCER]
             elif path.startswith("/v1/jobs"):
                 operation["security"] = [{"bearer": []}, _PRODUCER]
+            elif path.startswith(_VIEWER):
+                operation["security"] = [{"bearer": []}]
             else:
                 operation["security"] = [{"bearer": []}]
                 responses.setdefault("403", _error("needs an operator token"))

@@ -154,3 +154,29 @@ class AuditEntry(BaseModel):
 class AuditPage(BaseModel):
     items: list[AuditEntry]
     next_cursor: str | None
+
+
+class Throughput(BaseModel):
+    since: str  # start of the first bucket (UTC)
+    bucket_s: int
+    lines_per_s: list[float]  # one value per bucket, oldest first
+
+
+class QueueState(BaseModel):
+    queue: str
+    family: Literal["fast_path", "compute_heavy"]
+    delayed: bool  # a delay queue: retries waiting for their backoff
+    depth: int  # ready messages
+    # Age of the oldest accepted chunk not yet settled, for a queue holding
+    # messages (AMQP does not tell a message's age); null when unreadable.
+    oldest_age_s: float | None
+
+
+class DashboardSummary(BaseModel):
+    generated_at: str
+    window_s: int
+    outcomes: Outcomes  # lines that reached each outcome within the window
+    throughput: Throughput
+    dead_letters: list[DeadLetterCount]  # all stored dead letters, by reason and status
+    queues: list[QueueState]
+    queues_error: str | None  # e.g. broker_unavailable: the queues could not be read

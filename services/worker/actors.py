@@ -23,6 +23,7 @@ from dramatiq.middleware import (
 
 from services.worker.context import WorkerContext
 from services.worker.failures import is_transient, reason_of
+from services.worker.metrics import WorkerMetrics
 from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
 from shared.broker import make_broker
 from shared.errors import TransientError
@@ -99,14 +100,21 @@ def run_stage(ctx: WorkerContext, stage: Stage, raw: Any) -> None:
             raise TransientError("dead_letter_unrecorded", str(record_exc)) from exc
 
 
-def register_actors(broker: RabbitmqBroker, ctx: WorkerContext) -> None:
+def register_actors(
+    broker: RabbitmqBroker, ctx: WorkerContext, metrics: WorkerMetrics | None = None
+) -> None:
     settings = ctx.settings
+    metrics = metrics or WorkerMetrics(settings)
+    ctx.on_commit = metrics.committed
+    timed_settle = metrics.timed_settle(settle_chunk)
 
     def validate(message: dict[str, Any]) -> None:
-        run_stage(ctx, validate_chunk, message)
+        with metrics.task(VALIDATE_ACTOR):
+            run_stage(ctx, validate_chunk, message)
 
     def settle(message: dict[str, Any]) -> None:
-        run_stage(ctx, settle_chunk, message)
+        with metrics.task(SETTLE_ACTOR):
+            run_stage(ctx, timed_settle, message)
 
     dramatiq.actor(
         actor_name=VALIDATE_ACTOR, queue_name=settings.queue_name(FAST_PATH), broker=broker

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,10 +13,18 @@ from sqlalchemy import Engine
 
 from shared.db.contracts import load_bodies
 from shared.db.engine import make_engine
+from shared.db.ledger import ChunkOutcome, ChunkRef
 from shared.db.migrate import load_internal_key
 from shared.dedup import ClaimStore
 from shared.kinds.base import Kind
 from shared.settings import Settings
+from shared.settlement import ChunkPlan
+
+CommitHook = Callable[[ChunkRef, ChunkPlan, ChunkOutcome], None]
+
+
+def _ignore(ref: ChunkRef, plan: ChunkPlan, outcome: ChunkOutcome) -> None:
+    pass
 
 
 @dataclass
@@ -50,6 +58,8 @@ class WorkerContext:
     internal_key: bytes
     broker: RabbitmqBroker
     contracts: ContractCache
+    # Called after each unit of work's transaction commits (metrics count there).
+    on_commit: CommitHook = _ignore
 
 
 def make_context(settings: Settings, broker: RabbitmqBroker) -> WorkerContext:

@@ -11,6 +11,7 @@ import dramatiq
 
 from services.worker.actors import build_broker, register_actors
 from services.worker.context import make_context
+from services.worker.metrics import WorkerMetrics
 from shared.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
@@ -19,14 +20,19 @@ log = logging.getLogger("settleq.worker")
 TIERS = (FAST_PATH, COMPUTE_HEAVY)
 
 
-def run_worker(settings: Settings, tiers: Sequence[str], threads: int) -> None:
+def run_worker(
+    settings: Settings, tiers: Sequence[str], threads: int, metrics_port: int = 0
+) -> None:
+    """Consume ``tiers``; serve this process's metrics on ``metrics_port`` (0: none)."""
     unknown = set(tiers) - set(TIERS)
     if unknown:
         raise ValueError(f"unknown queue families: {sorted(unknown)}; use {TIERS}")
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
     ctx = make_context(settings, broker)
-    register_actors(broker, ctx)
+    metrics = WorkerMetrics(settings)
+    register_actors(broker, ctx, metrics)
+    server = metrics.serve(settings.worker_metrics_host, metrics_port) if metrics_port else None
     queues = {settings.queue_name(tier) for tier in tiers}
     for queue in queues:
         broker.declare_queue(queue)
@@ -43,3 +49,5 @@ def run_worker(settings: Settings, tiers: Sequence[str], threads: int) -> None:
     worker.stop(timeout=settings.task_timeout_s * 1000)
     broker.close()
     ctx.engine.dispose()
+    if server is not None:
+        server.shutdown()

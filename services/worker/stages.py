@@ -130,7 +130,10 @@ def _record(
     ctx: WorkerContext, ref: ChunkRef, plan: ChunkPlan, attempt: int
 ) -> ChunkOutcome | None:
     with ctx.engine.begin() as conn:
-        return commit_plan(conn, ref, plan, attempt)
+        outcome = commit_plan(conn, ref, plan, attempt)
+    if outcome is not None:  # committed now; None: an earlier delivery already did
+        ctx.on_commit(ref, plan, outcome)
+    return outcome
 
 
 def _record_tampered(ctx: WorkerContext, raw: Any, exc: StructuralError) -> None:

@@ -92,6 +92,7 @@ chunks = Table(
     Column("payload_sha256", KEY, nullable=False),
     Column("created_at", TS, nullable=False),
     Index(None, "job_id"),
+    Index(None, "created_at"),  # the oldest waiting chunk (dashboard, /metrics)
 )
 
 # One row per processed unit of work: a chunk (its processed marker) or a
@@ -111,6 +112,7 @@ chunk_results = Table(
     Column("amount_disputed", money_column_type(), nullable=False),
     Column("created_at", TS, nullable=False),
     Index(None, "job_id"),
+    Index(None, "created_at"),  # throughput over time (dashboard)
 )
 
 ledger_entries = Table(

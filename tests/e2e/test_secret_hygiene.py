@@ -2,7 +2,8 @@
 
 The stack runs with known producer secrets, bearer tokens and internal
 signing key; every endpoint and the usual failures are exercised; then every
-process log and every response body is searched for each secret.
+process log and every response body, the /metrics of the API and of each
+worker included, is searched for each secret.
 """
 
 from __future__ import annotations
@@ -93,7 +94,14 @@ def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: s
             operator.bearer("GET", "/admin/audit"),
             stack.client().bearer("GET", "/readyz"),
             stack.client().bearer("GET", "/healthz"),
+            viewer.bearer("GET", "/v1/dashboard/summary"),
+            stack.client().bearer("GET", "/dashboard"),
         ]
+        # Every /metrics (the API's and each worker's), once the batch has been counted.
+        scrapes = [stack.scrape(name) for name in ("api", "fast_path", "compute_heavy")]
+        assert [r.status_code for r in scrapes] == [200, 200, 200]
+        assert all("settleq_" in r.text for r in scrapes)
+        responses += [*scrapes, stack.scrape("api", token=None), stack.scrape("fast_path", "x")]
         assert job["state"] == "completed"
         assert {r.status_code for r in responses} >= {200, 201, 202, 401, 403, 422}
         bodies = [r.text + json.dumps(dict(r.headers)) for r in responses]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -10,31 +9,15 @@ from sqlalchemy import Engine, func, select
 
 from shared.db import tables
 from shared.db.contracts import ContractConflict, put_contract
-from shared.db.engine import make_engine
 from shared.db.ledger import ChunkRef, commit_plan
 from shared.events import event_id
 from shared.kinds import get_kind
 from shared.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.settlement import plan_chunk
 from tests.support.factories import promo_doc, promo_line, store_job, uid
-from tests.support.infra import ServiceEnv, migrate
 
 KIND = get_kind("promo_accrual")
 CONTRACT = PromoContract.model_validate({"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"})
-
-
-@pytest.fixture(params=["postgresql", "sqlite"], scope="module")
-def ledger_engine(
-    request: pytest.FixtureRequest, test_env: ServiceEnv, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Engine]:
-    if request.param == "postgresql":
-        url = test_env.database_url
-    else:
-        url = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'settleq.db'}"
-        migrate(url)
-    engine = make_engine(url)
-    yield engine
-    engine.dispose()
 
 
 def _chunk(engine: Engine, docs: list[dict]) -> tuple[ChunkRef, list[PromoDocument]]:

@@ -102,7 +102,7 @@ def _credentials(r: requests.PreparedRequest) -> None:
         )
     elif path.startswith(("/v1/contracts", "/admin")):
         r.headers["Authorization"] = f"Bearer {OPERATOR_TOKEN}"
-    elif path.startswith("/v1/jobs"):
+    elif path.startswith(("/v1/jobs", "/v1/dashboard", "/metrics")):
         r.headers["Authorization"] = f"Bearer {VIEWER_TOKEN}"
 
 
@@ -321,6 +321,9 @@ def test_seeded_resources_conform(seeded: Seeded) -> None:
         ("POST", f"{letter}/discard", dead, {}, {"note": "seeded"}, 409),
         ("GET", "/admin/dead-letters/stats", {}, {}, None, 200),
         ("GET", "/admin/audit", {}, {"limit": 1}, None, 200),
+        ("GET", "/v1/dashboard/summary", {}, {}, None, 200),
+        ("GET", "/metrics", {}, {}, None, 200),
+        ("GET", "/dashboard", {}, {}, None, 200),
     ]
     for method, path, path_parameters, query, body, expected in calls:
         extra: dict[str, Any] = {}

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from services.cli import wait_ready
 from services.client import Client
 from tests.support.infra import (
@@ -41,6 +43,7 @@ class Stack:
         self._logs: list[Any] = []
         self._clients: list[Client] = []
         self._spawned: set[str] = set()
+        self.metrics_ports: dict[str, int] = {}
 
     def _spawn(self, name: str, args: list[str], **overrides: Any) -> subprocess.Popen[bytes]:
         environ = self.env.environ(**{**self.overrides, **overrides})
@@ -69,7 +72,25 @@ class Stack:
     def start_worker(
         self, tier: str, name: str | None = None, **overrides: Any
     ) -> subprocess.Popen[bytes]:
-        return self._spawn(name or tier, ["worker", "--queues", tier], **overrides)
+        """A worker process, serving its metrics on a port of its own."""
+        name = name or tier
+        self.metrics_ports[name] = port = free_port()
+        return self._spawn(
+            name, ["worker", "--queues", tier, "--metrics-port", str(port)], **overrides
+        )
+
+    def scrape(self, name: str, token: str | None = VIEWER_TOKEN) -> httpx.Response:
+        """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""
+        url = self.url if name == "api" else f"http://127.0.0.1:{self.metrics_ports[name]}"
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        deadline = time.monotonic() + 10
+        while True:  # a worker serves its metrics a moment after it starts
+            try:
+                return httpx.get(f"{url}/metrics", headers=headers, timeout=10)
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def start(self) -> Stack:
         self.start_api()

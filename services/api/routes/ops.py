@@ -1,15 +1,16 @@
-"""Liveness and readiness (SPEC §3.6): no token needed."""
+"""Liveness and readiness (SPEC §3.6): no token needed; metrics: a viewer token."""
 
 from __future__ import annotations
 
 import pika
 import redis
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from sqlalchemy import text
 
-from services.api.auth import Ctx
+from services.api.auth import Ctx, Viewer
 from services.api.context import ApiContext
 from services.api.schemas import Health
 
@@ -53,3 +54,21 @@ async def readyz(ctx: Ctx) -> JSONResponse:
     ready = all(v == "ok" for v in checks.values())
     body = Health(status="ready" if ready else "unavailable", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition format (see README, Observability)",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def metrics(request: Request, _: Viewer) -> Response:
+    registry = request.app.state.metrics.registry
+    # Collectors read RabbitMQ and the database: off the event loop.
+    body = await run_in_threadpool(generate_latest, registry)
+    return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -1,0 +1,155 @@
+"""The API process's Prometheus metrics (``GET /metrics``, viewer token).
+
+- ``settleq_http_request_duration_seconds{method, route, status}``: labelled by
+  route template (``/v1/jobs/{job_id}``), never the raw path, so a client
+  cannot grow the series without bound.
+- ``settleq_queue_depth{queue, family}`` and
+  ``settleq_queue_oldest_message_age_seconds{queue, family}``: read at scrape
+  time through :mod:`services.api.queue_stats` (the reading backpressure and
+  the dashboard use).
+- ``settleq_dead_letters_stored{reason, status}``: dead letters in the
+  database, by reason and status.
+- ``settleq_stats_source_up{source}``: 0 when the broker or the database could
+  not be read for this scrape (their series are then left out, not zeroed).
+
+Lines by kind and outcome, dead letters as they happen and settle latency are
+counted where they happen: in the workers (:mod:`services.worker.metrics`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypeVar
+
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.api.queue_stats import QueueReading
+from shared.db import dead_letters as dl_db
+
+if TYPE_CHECKING:
+    from services.api.context import ApiContext
+
+log = logging.getLogger("settleq.api")
+T = TypeVar("T")
+
+HTTP_REQUESTS = "settleq_http_request_duration_seconds"
+QUEUE_DEPTH = "settleq_queue_depth"
+QUEUE_AGE = "settleq_queue_oldest_message_age_seconds"
+DEAD_LETTERS_STORED = "settleq_dead_letters_stored"
+SOURCE_UP = "settleq_stats_source_up"
+API_METRICS = (HTTP_REQUESTS, QUEUE_DEPTH, QUEUE_AGE, DEAD_LETTERS_STORED, SOURCE_UP)
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class PipelineCollector(Collector):
+    """Queue and dead-letter gauges, read when Prometheus scrapes."""
+
+    def __init__(self, context: Callable[[], ApiContext | None]) -> None:
+        self._context = context
+
+    def collect(self) -> Iterator[Metric]:
+        ctx = self._context()
+        if ctx is None:  # before the app's lifespan started: nothing to read yet
+            return
+        up = GaugeMetricFamily(SOURCE_UP, "1 when the source could be read", labels=["source"])
+        readings = _read(up, "broker", ctx.queue_depth.readings)
+        if readings is not None:
+            yield from self._queues(readings)
+        letters = _read(up, "database", lambda: dl_db.stats(ctx.engine))
+        if letters is not None:
+            stored = GaugeMetricFamily(
+                DEAD_LETTERS_STORED, "Dead letters in the database", labels=["reason", "status"]
+            )
+            for row in letters:
+                stored.add_metric([row.reason, row.status], int(row.count))
+            yield stored
+        yield up
+
+    def _queues(self, readings: list[QueueReading]) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            QUEUE_DEPTH, "Ready messages in the queue", labels=["queue", "family"]
+        )
+        age = GaugeMetricFamily(
+            QUEUE_AGE,
+            "Age of the oldest accepted chunk not yet settled, for a queue holding messages "
+            "(a proxy: AMQP does not tell a message's age; capped at one hour)",
+            labels=["queue", "family"],
+        )
+        for r in readings:
+            depth.add_metric([r.queue, r.family], r.depth)
+            if r.oldest_age_s is not None:
+                age.add_metric([r.queue, r.family], r.oldest_age_s)
+        yield depth
+        yield age
+
+
+def _read(up: GaugeMetricFamily, source: str, read: Callable[[], T]) -> T | None:
+    """``read()``, recording in ``up`` whether ``source`` could be read."""
+    try:
+        value = read()
+    except Exception as exc:
+        log.warning("metrics: %s unreadable (%s)", source, type(exc).__name__)
+        up.add_metric([source], 0)
+        return None
+    up.add_metric([source], 1)
+    return value
+
+
+class ApiMetrics:
+    """One registry per app (tests build several apps in one process)."""
+
+    def __init__(self, context: Callable[[], ApiContext | None]) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        self.requests = Histogram(
+            HTTP_REQUESTS,
+            "HTTP requests by method, route template and status code",
+            ["method", "route", "status"],
+            buckets=_HTTP_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(PipelineCollector(context))
+
+
+class RequestMetrics:
+    """ASGI middleware timing every HTTP request, labelled by its route template."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.requests = metrics.requests
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # unless a response starts: an exception becomes a 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            # The router records the route it matched in the (shared) scope.
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            self.requests.labels(method, route, str(status)).observe(time.perf_counter() - started)

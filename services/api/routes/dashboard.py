@@ -1,0 +1,102 @@
+"""The dashboard (SPEC §3.6): a static page, and the viewer endpoint it reads.
+
+A browser cannot send a bearer token on a plain navigation, and a token in the
+URL would end up in logs and history. So ``GET /dashboard`` is a static shell
+holding no data at all: it asks for a viewer (or operator) token, keeps it in
+``sessionStorage`` and reads ``/v1/dashboard/summary`` and ``/v1/jobs`` with
+``Authorization: Bearer``. Everything it shows needs that token.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pika.exceptions
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse
+
+from services.api.auth import Ctx, Viewer
+from services.api.context import ApiContext
+from services.api.errors import ErrorBody
+from services.api.schemas import DashboardSummary, DeadLetterCount, QueueState, Throughput
+from services.api.timefmt import iso
+from shared.db import dead_letters as dl_db
+from shared.db import stats
+
+STATIC = Path(__file__).resolve().parents[1] / "static"
+WINDOW_S = 600  # the throughput chart: the last ten minutes...
+BUCKET_S = 10  # ...in ten-second steps
+
+# The page loads nothing but its own files and talks to nothing but this API.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get(
+    "/dashboard",
+    operation_id="dashboard",
+    response_class=FileResponse,
+    responses={
+        200: {
+            "description": "The dashboard page (no data: it reads the API with a viewer token)",
+            "content": {"text/html": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def dashboard() -> FileResponse:
+    return FileResponse(STATIC / "dashboard.html", media_type="text/html", headers=PAGE_HEADERS)
+
+
+def _queues(ctx: ApiContext) -> tuple[list[QueueState], str | None]:
+    try:
+        readings = ctx.queue_depth.readings()
+    except (pika.exceptions.AMQPError, OSError):
+        return [], "broker_unavailable"
+    return [QueueState.model_validate(r, from_attributes=True) for r in readings], None
+
+
+def _summary(ctx: ApiContext) -> DashboardSummary:
+    now = dt.datetime.now(dt.UTC)
+    with ctx.engine.connect() as conn:
+        flow = stats.throughput(conn, now, WINDOW_S, BUCKET_S)
+    letters = dl_db.stats(ctx.engine)
+    queues, queues_error = _queues(ctx)
+    body: dict[str, Any] = {
+        "generated_at": iso(now),
+        "window_s": WINDOW_S,
+        "outcomes": flow.outcomes,
+        "throughput": Throughput(
+            since=iso(flow.since) or "",
+            bucket_s=flow.bucket_s,
+            lines_per_s=[round(n / flow.bucket_s, 2) for n in flow.lines],
+        ),
+        "dead_letters": [
+            DeadLetterCount(reason=r.reason, status=r.status, count=r.count, lines=r.lines or 0)
+            for r in letters
+        ],
+        "queues": queues,
+        "queues_error": queues_error,
+    }
+    return DashboardSummary.model_validate(body)
+
+
+@router.get(
+    "/v1/dashboard/summary",
+    operation_id="dashboardSummary",
+    responses={401: {"model": ErrorBody, "description": "unauthenticated"}},
+)
+async def dashboard_summary(ctx: Ctx, _: Viewer) -> DashboardSummary:
+    """Throughput over the last ten minutes, dead letters by reason, queue depths."""
+    return await run_in_threadpool(_summary, ctx)

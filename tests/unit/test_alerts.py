@@ -1,0 +1,73 @@
+"""docker/prometheus/alerts.yml: valid rules, the field's thresholds, our metric names.
+
+With ``promtool`` on the PATH the rules are also loaded by Prometheus' own
+checker; without it they are parsed and checked here.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from services.api.metrics import API_METRICS
+from services.worker.metrics import WORKER_METRICS
+from shared.settings import Settings
+
+RULES = Path(__file__).resolve().parents[2] / "docker" / "prometheus" / "alerts.yml"
+SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+def rules() -> dict[str, dict[str, Any]]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    found = {}
+    for group in groups:
+        for rule in group["rules"]:
+            assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}, rule
+            assert rule["labels"]["severity"] in ("warning", "critical")
+            assert rule["annotations"]["summary"]
+            found[rule["alert"]] = rule
+    return found
+
+
+def test_promtool_loads_the_rules_when_installed() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        return  # parsed and checked by the tests below
+    result = subprocess.run(
+        [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rules_use_only_metrics_settleq_serves() -> None:
+    served = set(API_METRICS) | set(WORKER_METRICS)
+    for name, rule in rules().items():
+        used = set(re.findall(r"\bsettleq_[a-z_]+", rule["expr"]))
+        assert used, name
+        for metric in used:
+            for suffix in SUFFIXES:
+                if metric.endswith(suffix) and metric.removesuffix(suffix) in served:
+                    metric = metric.removesuffix(suffix)
+            assert metric in served, f"{name} uses {metric}, which no settleq process serves"
+
+
+def test_thresholds_are_the_fields() -> None:
+    found = rules()
+    depth = found["SettleqQueueDepthHigh"]["expr"]
+    assert re.search(r"> 2 \* avg_over_time\(settleq_queue_depth\[1h\]\)", depth)
+
+    timeout = found["SettleqTaskPastTimeout"]["expr"]
+    bound = re.search(r'le=~"(\d+)', timeout)
+    assert bound and int(bound.group(1)) == Settings.model_fields["task_timeout_s"].default
+    assert "settleq_task_duration_seconds_count" in timeout
+
+    dead = found["SettleqDeadLetterRateHigh"]["expr"]
+    assert re.search(
+        r"rate\(settleq_dead_letters_total\[\w+\]\)\)\s*/\s*sum\(rate\(settleq_lines_total", dead
+    )
+    assert re.search(r">\s*0\.02\b", dead)
