@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from services.worker.context import WorkerContext
+from services.worker.stage_log import note_documents
 from shared.broker import enqueue
 from shared.db import dead_letters
 from shared.db.jobs import chunk_processed, load_chunk, receiving_since
@@ -170,6 +171,7 @@ def _decode(ctx: WorkerContext, unit: Unit, attempt: int) -> Decoded | None:
         )
         for d in decoded.documents
     ]
+    note_documents(decoded.documents)  # for the stage's log event (stage_log.py)
     return decoded
 
 

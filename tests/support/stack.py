@@ -133,6 +133,12 @@ class Stack:
         return self.client(token=OPERATOR_TOKEN)
 
 
+def log_events(text: str) -> list[dict[str, Any]]:
+    """The events of a process's log: JSON lines, as the processes write them
+    when their stderr is not a terminal (shared/logs.py)."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
 def queue_messages(prefix: str) -> int:
     """Ready plus unacknowledged messages in every queue of this prefix."""
     out = subprocess.run(
