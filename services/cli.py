@@ -562,11 +562,15 @@ def demo(
     creds = _demo_credentials()
     env = {**os.environ, **creds}
     port = int(url.rsplit(":", 1)[-1]) if url.count(":") == 2 else 8000
-    subprocess.run([sys.executable, "-m", "services.cli", "migrate"], env=env, check=True)
     with open(DEMO_LOG, "wb") as log:
         # The stack's own log would interleave with the progress bars: it goes to a file.
+        me = [sys.executable, "-m", "services.cli"]
+        migrated = subprocess.run([*me, "migrate"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        if migrated.returncode != 0:
+            console.print(f"[red]migrate failed[/red]: see {DEMO_LOG}")
+            raise typer.Exit(1)
         stack = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "up", "--port", str(port)],
+            [*me, "up", "--port", str(port)],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

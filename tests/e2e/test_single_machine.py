@@ -26,7 +26,7 @@ from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET, isolated_sqlite_env
 from tests.support.ledger import ledger_rows
-from tests.support.stack import ROOT, Stack, log_events
+from tests.support.stack import ROOT, Stack, free_port, log_events
 
 CONTRACT = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
 # T1 at 0.125: 8 -> 1.00 and 16 -> 2.00 posted, 40 -> 5.00 claimed 6.00 disputed;
@@ -157,3 +157,31 @@ def test_submit_of_a_refused_batch_exits_non_zero(stack: Stack, home: Path) -> N
     batch.write_text(json.dumps({"kind": "promo_accrual", "documents": [], "extra": 1}))
     refused = cli(stack, "submit", str(batch), "--wait")
     assert refused.returncode == 1 and "422" in plain(refused.stdout)
+
+
+def test_demo_starts_a_stack_and_ends_with_an_outcome_table_per_kind(tmp_path: Path) -> None:
+    """The README's first command (`make demo` runs `settleq demo --start-stack`),
+    in an empty directory with no ledger setting; only its queues and Redis keys
+    are isolated (and the port, which may be taken here)."""
+    with isolated_sqlite_env(tmp_path) as env:
+        environ = {
+            **env.environ(omit={"database_url", "producer_keys", "operator_tokens"}),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "COLUMNS": "120",
+        }
+        url = f"http://127.0.0.1:{free_port()}"
+        done = subprocess.run(
+            [sys.executable, "-m", "services.cli", "demo", "--start-stack", "--url", url]
+            + ["--lines", "40"],
+            env=environ,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    out = plain(done.stdout)
+    assert done.returncode == 0, out + done.stderr + (tmp_path / "settleq-demo.log").read_text()
+    for kind in ("promo_accrual", "recipe_cost", "freight_audit"):
+        assert re.search(rf"job [0-9a-f]{{32}} \({kind}\): completed", out), out
+    assert [row[0] for row in table_rows(out)] == ["lines", "40"] * 3
+    assert (tmp_path / "settleq.db").is_file() and (tmp_path / "settleq-demo.log").is_file()
