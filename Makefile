@@ -32,4 +32,4 @@ bench: install
 	$(PY) -m bench.run $(ARGS)
 
 clean:
-	rm -rf tests/artifacts .pytest_cache .mypy_cache .ruff_cache settleq.db settleq.db-*
+	rm -rf tests/artifacts .pytest_cache .mypy_cache .ruff_cache settleq.db settleq.db-* settleq-demo.log

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import secrets
 import signal
@@ -11,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import httpx
 import typer
@@ -20,15 +19,60 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from shared.settings import Settings
+from shared.synthetic import GENERATORS
 
-app = typer.Typer(help="settleq: exactly-once settlement pipeline", no_args_is_help=True)
+app = typer.Typer(
+    help=(
+        "settleq: exactly-once settlement pipeline. Servers (api, worker, relay, up, migrate)"
+        " read SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
+        " (submit, status, gen, demo, dlq) talk to a running API."
+    ),
+    epilog=(
+        "Start here: `settleq demo --start-stack` (embedded SQLite ledger, needs RabbitMQ and"
+        " Redis on localhost). Logs are JSON lines unless stderr is a terminal;"
+        " SETTLEQ_LOG_FORMAT=json|console overrides."
+    ),
+    no_args_is_help=True,
+)
 console = Console()
 
-UrlOpt = Annotated[str, typer.Option(envvar="SETTLEQ_URL", help="API base URL")]
-KeyOpt = Annotated[str | None, typer.Option(envvar="SETTLEQ_CLIENT_KEY_ID")]
-SecretOpt = Annotated[str | None, typer.Option(envvar="SETTLEQ_CLIENT_SECRET")]
-TokenOpt = Annotated[str | None, typer.Option(envvar="SETTLEQ_CLIENT_TOKEN")]
+UrlOpt = Annotated[str, typer.Option(envvar="SETTLEQ_URL", help="API base URL.")]
+KeyOpt = Annotated[
+    str | None, typer.Option(envvar="SETTLEQ_CLIENT_KEY_ID", help="Producer key id (signs).")
+]
+SecretOpt = Annotated[
+    str | None,
+    typer.Option(envvar="SETTLEQ_CLIENT_SECRET", help="Producer key secret.", show_default=False),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="SETTLEQ_CLIENT_TOKEN",
+        help="Viewer or operator bearer token.",
+        show_default=False,
+    ),
+]
 DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+@app.callback()
+def _configure(ctx: typer.Context) -> None:
+    # Every command logs the same way (shared/logs.py), named by what it runs.
+    from pydantic import ValidationError
+
+    from shared.logs import configure_logging
+
+    try:
+        settings = Settings()
+    except (ValidationError, OSError):
+        configure_logging(service=ctx.invoked_subcommand)  # the command reports the setting
+        return
+    configure_logging(
+        settings.log_format,
+        settings.log_level,
+        service=ctx.invoked_subcommand,
+        secrets=settings.secrets(),
+    )
 
 
 @app.command()
@@ -45,58 +89,65 @@ def render_openapi() -> str:
     return str(yaml.safe_dump(create_app(Settings()).openapi(), sort_keys=False, width=100))
 
 
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("pika").setLevel(logging.WARNING)
-
-
 @app.command()
 def migrate() -> None:
     """Apply the database migrations and create the internal signing key."""
+    _migrate(Settings())
+    console.print("[green]migrated[/green]")
+
+
+def _migrate(settings: Settings) -> None:
     from shared.db.engine import make_engine
     from shared.db.migrate import ensure_internal_key, upgrade
 
-    settings = Settings()
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     ensure_internal_key(engine)
     engine.dispose()
-    console.print("[green]migrated[/green]")
 
 
 @app.command()
 def api(
-    host: Annotated[str | None, typer.Option()] = None,
-    port: Annotated[int | None, typer.Option()] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Interface to bind [default: SETTLEQ_API_HOST, 127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port to serve on [default: SETTLEQ_API_PORT, 8000].")
+    ] = None,
 ) -> None:
-    """Serve the HTTP API."""
+    """Serve the HTTP API (the front door, jobs, contracts, dead letters, health)."""
     import uvicorn
 
     from services.api.app import create_app
 
-    _logging()
     settings = Settings()
     uvicorn.run(
         create_app(settings),
         host=host or settings.api_host,
         port=port or settings.api_port,
         log_level="warning",
+        log_config=None,  # uvicorn's records go through settleq's formatter
     )
 
 
 @app.command()
 def worker(
     queues: Annotated[
-        str, typer.Option(help="fast_path, compute_heavy or both, comma-separated")
+        str, typer.Option(help="Queue families: fast_path, compute_heavy or both, comma-separated.")
     ] = "fast_path,compute_heavy",
-    threads: Annotated[int | None, typer.Option()] = None,
-    processes: Annotated[int | None, typer.Option()] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="Threads per process [default: SETTLEQ_WORKER_THREADS].")
+    ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(help="Worker processes [default: SETTLEQ_WORKER_PROCESSES]."),
+    ] = None,
     metrics_port: Annotated[
         int | None,
-        typer.Option(help="Prometheus port of the first process (process i: +i); 0 = none"),
+        typer.Option(help="Prometheus port of the first process (process i: +i); 0 = none."),
     ] = None,
 ) -> None:
-    """Run Dramatiq workers for the given queue families."""
+    """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
     settings = Settings()
     count = processes or settings.worker_processes
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
@@ -124,7 +175,6 @@ def worker(
         return
     from services.worker.runner import run_worker
 
-    _logging()
     tiers = [q.strip() for q in queues.split(",") if q.strip()]
     run_worker(settings, tiers, threads or settings.worker_threads, port)
 
@@ -134,7 +184,6 @@ def relay() -> None:
     """Publish committed outcome events to the <prefix>.events exchange."""
     from services.worker.relay import run_relay
 
-    _logging()
     run_relay(Settings())
 
 
@@ -172,8 +221,15 @@ def _stack_commands(port: int) -> list[list[str]]:
 
 
 @app.command()
-def up(port: Annotated[int, typer.Option()] = 8000) -> None:
-    """Run the API, both worker tiers and the outbox relay on this machine."""
+def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> None:
+    """Run the API, both worker tiers and the outbox relay on this machine.
+
+    With no SETTLEQ_DATABASE_URL the ledger is the SQLite file ./settleq.db,
+    migrated here first; on PostgreSQL run `settleq migrate` before.
+    """
+    settings = Settings()
+    if settings.database_url.startswith("sqlite"):
+        _migrate(settings)  # the embedded default needs no separate step
     children = [subprocess.Popen(cmd) for cmd in _stack_commands(port)]
     _supervise(children)
 
@@ -233,15 +289,29 @@ def _wait_with_progress(client: Any, job_id: str, timeout: float) -> dict[str, A
 
 @app.command()
 def submit(
-    file: Path,
-    wait: Annotated[bool, typer.Option("--wait")] = False,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Batch file: JSON, or NDJSON when named *.ndjson; - reads JSON from stdin."
+        ),
+    ],
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="Show a progress bar until the job completes; print outcomes."),
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(help="With --wait: give up (exit 1) after this many seconds.")
+    ] = 3600,
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
-    idempotency_key: Annotated[str | None, typer.Option()] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Idempotency-Key header [default: the SHA-256 of the body]."),
+    ] = None,
 ) -> None:
-    """Sign and submit a batch file (JSON, or NDJSON when named *.ndjson)."""
-    body = file.read_bytes()
+    """Sign and submit a batch; with --wait, follow it to its outcome table."""
+    body = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
     ctype = "application/x-ndjson" if file.suffix == ".ndjson" else "application/json"
     client = _client(url, key_id, secret, None)
     response = client.submit(body, ctype, idempotency_key)
@@ -251,35 +321,57 @@ def submit(
     accepted = response.json()
     console.print(f"accepted job {accepted['job_id']}: {accepted['lines']} lines")
     if wait:
-        _print_job(_wait_with_progress(client, accepted["job_id"], timeout=3600))
+        job = _wait_with_progress(client, accepted["job_id"], timeout=timeout)
+        _print_job(job)
+        if job["state"] != "completed":
+            console.print(f"[red]not completed after {timeout:g} s[/red]")
+            raise typer.Exit(1)
 
 
 @app.command()
 def status(
-    job_id: str,
+    job_id: Annotated[str, typer.Argument(help="The job id a submission answered.")],
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Show a job's state and outcome counts."""
+    """Show a job's state, outcome counts and amounts (signed GET, or a bearer token)."""
     _print_job(_client(url, key_id, secret, token).job(job_id))
+
+
+# The kinds shared.synthetic generates (a unit test keeps the two equal).
+KindName = Literal["promo_accrual", "recipe_cost", "freight_audit"]
+_PARTITIONS = {"promo_accrual": "vendors", "recipe_cost": "recipes", "freight_audit": "carriers"}
 
 
 @app.command()
 def gen(
-    kind: Annotated[str, typer.Option()] = "promo_accrual",
-    lines: Annotated[int, typer.Option()] = 100,
-    vendors: Annotated[int, typer.Option()] = 5,
-    seed: Annotated[int, typer.Option()] = 7,
+    kind: Annotated[KindName, typer.Option(help="Settlement kind of the batch.")] = "promo_accrual",
+    lines: Annotated[int, typer.Option(min=1, help="Lines in the batch.")] = 100,
+    partitions: Annotated[
+        int,
+        typer.Option(
+            "--partitions", "--vendors", min=1, help="Vendors, recipes or carriers to spread over."
+        ),
+    ] = 5,
+    seed: Annotated[int, typer.Option(help="Same seed, same batch.")] = 7,
+    ndjson: Annotated[
+        bool,
+        typer.Option("--ndjson", help='NDJSON (first line {"kind": ...}) for `submit x.ndjson`.'),
+    ] = False,
 ) -> None:
-    """Print a synthetic batch (deterministic for a seed)."""
-    from shared.synthetic import GENERATORS
+    """Print a synthetic batch on stdout (deterministic for a seed).
 
-    if kind not in GENERATORS:
-        raise typer.BadParameter(f"kind must be one of {sorted(GENERATORS)}")
-    batch = GENERATORS[kind][0](lines, seed=seed)
-    sys.stdout.write(json.dumps(batch) + "\n")
+    Its contracts (version 1) are what `settleq demo` publishes.
+    """
+    make_batch = GENERATORS[kind][0]
+    batch = make_batch(lines, seed=seed, **{_PARTITIONS[kind]: partitions})
+    if ndjson:
+        sys.stdout.write(json.dumps({"kind": batch["kind"]}) + "\n")
+        sys.stdout.writelines(json.dumps(d) + "\n" for d in batch["documents"])
+    else:
+        sys.stdout.write(json.dumps(batch) + "\n")
 
 
 dlq = typer.Typer(help="Inspect, requeue and discard dead letters (operator token).")
@@ -303,13 +395,13 @@ def _answer(response: Any) -> Any:
 def dlq_list(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
-    reason: Annotated[str | None, typer.Option()] = None,
-    status: Annotated[str | None, typer.Option()] = "dead",
-    job_id: Annotated[str | None, typer.Option()] = None,
-    partition_key: Annotated[str | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option()] = 50,
+    reason: Annotated[str | None, typer.Option(help="Only this reason code.")] = None,
+    status: Annotated[str | None, typer.Option(help="dead, requeued or discarded.")] = "dead",
+    job_id: Annotated[str | None, typer.Option(help="Only this job's.")] = None,
+    partition_key: Annotated[str | None, typer.Option(help="Only this partition's.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
 ) -> None:
-    """List dead letters, newest first."""
+    """List dead letters, newest first, filtered."""
     query = {
         "reason": reason,
         "status": status,
@@ -337,7 +429,11 @@ def dlq_list(
 
 
 @dlq.command("show")
-def dlq_show(dead_letter_id: int, url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
+def dlq_show(
+    dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id (from dlq list).")],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
     """Show one dead letter with its payload."""
     console.print_json(
         data=_answer(_operator(url, token).bearer("GET", f"/admin/dead-letters/{dead_letter_id}"))
@@ -346,14 +442,16 @@ def dlq_show(dead_letter_id: int, url: UrlOpt = DEFAULT_URL, token: TokenOpt = N
 
 @dlq.command("requeue")
 def dlq_requeue(
-    dead_letter_id: Annotated[int | None, typer.Argument()] = None,
+    dead_letter_id: Annotated[
+        int | None, typer.Argument(help="One dead letter; omit to requeue by the filters.")
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
-    reason: Annotated[str | None, typer.Option()] = None,
-    job_id: Annotated[str | None, typer.Option()] = None,
-    partition_key: Annotated[str | None, typer.Option()] = None,
-    kind: Annotated[str | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option()] = 1000,
+    reason: Annotated[str | None, typer.Option(help="Filter: reason code.")] = None,
+    job_id: Annotated[str | None, typer.Option(help="Filter: job id.")] = None,
+    partition_key: Annotated[str | None, typer.Option(help="Filter: partition key.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Filter: settlement kind.")] = None,
+    limit: Annotated[int, typer.Option(help="Filter: requeue at most this many.")] = 1000,
 ) -> None:
     """Requeue one dead letter by id, or every dead one matching the filters."""
     client = _operator(url, token)
@@ -379,12 +477,12 @@ def dlq_requeue(
 
 @dlq.command("discard")
 def dlq_discard(
-    dead_letter_id: int,
-    note: Annotated[str, typer.Option(help="why it is discarded (kept in the audit log)")],
+    dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id (from dlq list).")],
+    note: Annotated[str, typer.Option(help="Why it is discarded (kept in the audit log).")],
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
-    """Discard one dead letter, with a note."""
+    """Discard one dead letter, with a note for the audit log."""
     _answer(
         _operator(url, token).bearer(
             "POST", f"/admin/dead-letters/{dead_letter_id}/discard", {"note": note}
@@ -423,8 +521,6 @@ def wait_ready(url: str, timeout: float = 60) -> None:
 
 def run_demo(url: str, key_id: str, secret: str, token: str, lines: int) -> list[dict[str, Any]]:
     """Contracts and one batch of each kind through a running stack."""
-    from shared.synthetic import GENERATORS
-
     client = _client(url, key_id, secret, token)
     jobs = []
     for kind, (make_batch, make_contract) in GENERATORS.items():
@@ -445,19 +541,29 @@ def run_demo(url: str, key_id: str, secret: str, token: str, lines: int) -> list
     return jobs
 
 
+DEMO_LOG = "settleq-demo.log"
+
+
 @app.command()
 def demo(
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
     token: TokenOpt = None,
-    lines: Annotated[int, typer.Option()] = 500,
-    start_stack: Annotated[bool, typer.Option("--start-stack")] = False,
+    lines: Annotated[int, typer.Option(min=1, help="Lines in each kind's batch.")] = 500,
+    start_stack: Annotated[
+        bool,
+        typer.Option(
+            "--start-stack",
+            help=f"Migrate and start a stack here with fresh credentials (logs: ./{DEMO_LOG}),"
+            " then stop it.",
+        ),
+    ] = False,
 ) -> None:
     """Publish contracts and run one batch of each kind through the stack; print outcomes.
 
-    With --start-stack: migrate, start the stack with fresh demo credentials,
-    run the demo, and stop the stack again.
+    Without --start-stack it needs a running stack and an operator token plus a
+    producer key (--key-id, --secret, --token).
     """
     if not start_stack:
         if not (key_id and secret and token):
@@ -467,24 +573,49 @@ def demo(
     creds = _demo_credentials()
     env = {**os.environ, **creds}
     port = int(url.rsplit(":", 1)[-1]) if url.count(":") == 2 else 8000
-    subprocess.run([sys.executable, "-m", "services.cli", "migrate"], env=env, check=True)
-    stack = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up", "--port", str(port)], env=env
-    )
-    try:
-        wait_ready(url)
-        jobs = run_demo(
-            url,
-            creds["SETTLEQ_CLIENT_KEY_ID"],
-            creds["SETTLEQ_CLIENT_SECRET"],
-            creds["SETTLEQ_CLIENT_TOKEN"],
-            lines,
+    with open(DEMO_LOG, "wb") as log:
+        # The stack's own log would interleave with the progress bars: it goes to a file.
+        me = [sys.executable, "-m", "services.cli"]
+        migrated = subprocess.run([*me, "migrate"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        if migrated.returncode != 0:
+            console.print(f"[red]migrate failed[/red]: see {DEMO_LOG}")
+            raise typer.Exit(1)
+        stack = subprocess.Popen(
+            [*me, "up", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
-    finally:
-        stack.send_signal(signal.SIGTERM)
-        stack.wait(timeout=60)
+        console.print(f"stack starting on {url} (logs: {DEMO_LOG})")
+        try:
+            _wait_for_stack(url, stack)
+            jobs = run_demo(
+                url,
+                creds["SETTLEQ_CLIENT_KEY_ID"],
+                creds["SETTLEQ_CLIENT_SECRET"],
+                creds["SETTLEQ_CLIENT_TOKEN"],
+                lines,
+            )
+        finally:
+            stack.send_signal(signal.SIGTERM)
+            stack.wait(timeout=60)
     if any(job["state"] != "completed" for job in jobs):
         raise typer.Exit(1)
+
+
+def _wait_for_stack(url: str, stack: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stack.poll() is not None:
+            tail = Path(DEMO_LOG).read_text(errors="replace")[-3000:]
+            console.print(f"[red]the stack stopped (exit {stack.returncode}):[/red]\n{tail}")
+            raise typer.Exit(1)
+        try:
+            wait_ready(url, timeout=1)
+            return
+        except RuntimeError:
+            pass
+    raise RuntimeError(f"the stack at {url} did not become ready; see {DEMO_LOG}")
 
 
 def main() -> None:

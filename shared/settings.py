@@ -10,7 +10,7 @@ import os
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     worker_metrics_host: str = "127.0.0.1"
 
+    # json: one JSON object per line; console: readable lines; auto: console on a
+    # terminal, JSON otherwise (shared/logs.py).
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
     # Fault injection for the exactly-once tests: seconds a settle pauses after
     # claiming its keys and before committing. Always 0 in production.
     fault_settle_pause_s: float = 0.0
@@ -108,6 +113,13 @@ class Settings(BaseSettings):
         if any(not _SHA256_HEX.fullmatch(v) for v in value):
             raise ValueError("tokens must be SHA-256 hex digests of the bearer tokens")
         return value
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        return value.upper() if info.field_name == "log_level" else value.lower()
 
     @classmethod
     def settings_customise_sources(
@@ -140,6 +152,13 @@ class Settings(BaseSettings):
         if token_matches(token, self.viewer_tokens):
             return "viewer"
         return None
+
+    def secrets(self) -> list[str]:
+        """Configured values that must never be written anywhere (shared.logs masks them)."""
+        found = [s for key in self.producer_keys for s in key.secrets]
+        if self.internal_signing_key:
+            found.append(self.internal_signing_key)
+        return found
 
     def queue_name(self, family: str) -> str:
         return f"{self.queue_prefix}.{family}"

@@ -21,9 +21,11 @@ from dramatiq.middleware import (
     TimeLimit,
 )
 
+from services.worker import stage_log
 from services.worker.context import WorkerContext
 from services.worker.failures import is_transient, reason_of
 from services.worker.metrics import WorkerMetrics
+from services.worker.stage_log import UnitEvents, outcome_fields, unit_events
 from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
 from shared.broker import make_broker
 from shared.errors import TransientError
@@ -63,41 +65,60 @@ def current_attempt() -> int:
     return int(retries) + 1
 
 
-def run_stage(ctx: WorkerContext, stage: Stage, raw: Any) -> None:
-    """Run a stage; map its failure onto retry or dead letter. Never loses a chunk."""
+def run_stage(ctx: WorkerContext, name: str, stage: Stage, raw: Any) -> None:
+    """Run a stage; map its failure onto retry or dead letter. Never loses a chunk.
+
+    Logs one event for the delivery (``name``: validate or settle), and one more
+    (``dead_letter``) when this wrapper dead-letters the unit itself."""
     attempt = current_attempt()
-    try:
-        stage(ctx, raw, attempt)
-    except Exception as exc:
-        if is_transient(exc):
-            if attempt < ctx.settings.max_attempts:
-                log.warning("attempt %d failed transiently (%s); retrying", attempt, reason_of(exc))
-                # Retry, not the error itself: Dramatiq then schedules the backoff
-                # without logging an expected failure as an error with a traceback.
-                raise dramatiq.Retry(reason_of(exc)) from exc
-            reason, error_class = "retries_exhausted", "TransientError"
-            log.error(
-                "attempt %d of %d failed (%s): dead-lettered retries_exhausted",
-                attempt,
-                ctx.settings.max_attempts,
-                reason_of(exc),
-            )
-        else:
-            # A bug, not bad data: keep the work as a dead letter an operator can requeue.
-            log.exception("stage %s failed unexpectedly", stage.__name__)
-            reason, error_class = "internal_error", type(exc).__name__
+    with unit_events(raw, attempt) as events:
+        started = stage_log.now()
         try:
-            dead_letter_chunk(
-                ctx,
-                raw,
-                reason=reason,
-                error_class=error_class,
-                message=str(exc)[:2000],
-                attempts=attempt,
-            )
-        except Exception as record_exc:
-            # Recording failed too (database down?): retry the message rather than drop it.
-            raise TransientError("dead_letter_unrecorded", str(record_exc)) from exc
+            result = stage(ctx, raw, attempt)
+        except Exception as exc:
+            _failed(ctx, name, raw, attempt, exc, events, started)
+        else:
+            events.emit(name, started, status="ok", **outcome_fields(result))
+
+
+def _failed(
+    ctx: WorkerContext,
+    name: str,
+    raw: Any,
+    attempt: int,
+    exc: Exception,
+    events: UnitEvents,
+    started: float,
+) -> None:
+    reason = reason_of(exc)
+    if is_transient(exc):
+        if attempt < ctx.settings.max_attempts:
+            events.emit(name, started, logging.WARNING, status="retry", reason=reason)
+            # Retry, not the error itself: Dramatiq then schedules the backoff
+            # without logging an expected failure as an error with a traceback.
+            raise dramatiq.Retry(reason) from exc
+        events.emit(name, started, logging.ERROR, status="failed", reason=reason)
+        reason, error_class = "retries_exhausted", "TransientError"
+    else:
+        # A bug, not bad data: keep the work as a dead letter an operator can requeue.
+        log.exception("stage %s failed unexpectedly", name)
+        events.emit(name, started, logging.ERROR, status="failed", reason=type(exc).__name__)
+        reason, error_class = "internal_error", type(exc).__name__
+    recording = stage_log.now()
+    try:
+        dead_letter_chunk(
+            ctx,
+            raw,
+            reason=reason,
+            error_class=error_class,
+            message=str(exc)[:2000],
+            attempts=attempt,
+        )
+    except Exception as record_exc:
+        events.emit("dead_letter", recording, logging.ERROR, status="failed", reason=reason)
+        # Recording failed too (database down?): retry the message rather than drop it.
+        raise TransientError("dead_letter_unrecorded", str(record_exc)) from exc
+    events.emit("dead_letter", recording, logging.WARNING, status="ok", reason=reason)
 
 
 def register_actors(
@@ -110,11 +131,11 @@ def register_actors(
 
     def validate(message: dict[str, Any]) -> None:
         with metrics.task(VALIDATE_ACTOR):
-            run_stage(ctx, validate_chunk, message)
+            run_stage(ctx, "validate", validate_chunk, message)
 
     def settle(message: dict[str, Any]) -> None:
         with metrics.task(SETTLE_ACTOR):
-            run_stage(ctx, timed_settle, message)
+            run_stage(ctx, "settle", timed_settle, message)
 
     dramatiq.actor(
         actor_name=VALIDATE_ACTOR, queue_name=settings.queue_name(FAST_PATH), broker=broker

@@ -10,6 +10,7 @@ consumer deduplicates by event id.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
@@ -22,6 +23,7 @@ from sqlalchemy import exc as sa_exc
 
 from shared.db import outbox
 from shared.db.engine import make_engine
+from shared.logs import only, stage_event
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.relay")
@@ -57,12 +59,13 @@ class Relay:
 
     def publish_batch(self) -> int:
         """Publish one batch of events; the number published."""
+        started = time.perf_counter()
         with self.engine.begin() as conn:
-            outbox_ids, events = outbox.next_batch(conn, self.settings.relay_batch)
-            if not outbox_ids:
+            batch = outbox.next_batch(conn, self.settings.relay_batch)
+            if not batch.outbox_ids:
                 return 0
             channel = self._open()
-            for event_id, routing_key, body in events:
+            for event_id, routing_key, body in batch.events:
                 # With confirms on, this returns once RabbitMQ has the message.
                 channel.basic_publish(
                     exchange=self.exchange,
@@ -74,8 +77,9 @@ class Relay:
                         content_type="application/json",
                     ),
                 )
-            outbox.mark_published(conn, outbox_ids)
-        return len(events)
+            outbox.mark_published(conn, batch.outbox_ids)
+        _log_published(batch.units, started)
+        return len(batch.events)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -94,6 +98,29 @@ class Relay:
                 self.close()
                 stop.wait(1.0)
         self.close()
+
+
+def _log_published(units: list[outbox.Unit], started: float) -> None:
+    """One event per committed unit of work (outbox row), after its commit. The
+    outbox knows no chunk, so ``chunk_id`` is null; ``lag_ms`` is the time from
+    the settlement's commit to its publication."""
+    now = dt.datetime.now(dt.UTC)
+    for unit in units:
+        created = unit.created_at
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=dt.UTC)
+        stage_event(
+            log,
+            "relay_publish",
+            started=started,
+            job_id=only(unit.job_ids),
+            chunk_id=None,
+            partition_key=only(unit.partition_keys),
+            correlation_id=only(unit.correlation_ids),
+            status="ok",
+            events=unit.events,
+            lag_ms=round((now - created).total_seconds() * 1000, 1),
+        )
 
 
 def run_relay(settings: Settings) -> None:

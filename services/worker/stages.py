@@ -19,6 +19,7 @@ import msgspec
 from pydantic import TypeAdapter
 
 from services.worker.context import WorkerContext
+from services.worker.stage_log import note_documents
 from shared.broker import enqueue
 from shared.db import dead_letters
 from shared.db.jobs import chunk_processed, load_chunk, receiving_since
@@ -165,6 +166,7 @@ class _Envelope(msgspec.Struct):
     document_id: str
     partition_key: str
     contract_version: int
+    correlation_id: str | None = None
 
 
 _ENVELOPES = msgspec.json.Decoder(list[_Envelope])
@@ -195,6 +197,7 @@ def _decode(ctx: WorkerContext, unit: Unit, attempt: int) -> Decoded | None:
         )
         for d in decoded.documents
     ]
+    note_documents(decoded.documents)  # for the stage's log event (stage_log.py)
     return decoded
 
 
@@ -224,6 +227,7 @@ def validate_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> None:
         kind = KINDS[unit.ref.kind]
     else:
         unreadable_documents = 0
+        note_documents(envelopes)
         wanted = {(e.partition_key, e.contract_version) for e in envelopes}
     missing = wanted - set(ctx.contracts.load(kind, wanted))
     if missing or unreadable_documents:

@@ -10,6 +10,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, select
 
 from shared.db import tables
+from shared.logs import mask
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 INTERNAL_KEY = "internal_signing_key"
@@ -38,6 +39,7 @@ def ensure_internal_key(engine: Engine) -> None:
 
 def load_internal_key(engine: Engine, configured: str | None) -> bytes:
     if configured:
+        mask(configured)
         return configured.encode()
     with engine.connect() as conn:
         value = conn.execute(
@@ -45,4 +47,5 @@ def load_internal_key(engine: Engine, configured: str | None) -> bytes:
         ).scalar_one_or_none()
     if value is None:
         raise RuntimeError("no internal signing key: run `settleq migrate` first")
+    mask(str(value))  # whichever process holds the key never logs it
     return str(value).encode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, select, update
@@ -18,9 +19,34 @@ O = tables.outbox  # noqa: E741 - the table's one-letter alias, as elsewhere
 Event = tuple[str, str, bytes]  # (event_id, routing_key, body)
 
 
-def next_batch(conn: Connection, limit: int) -> tuple[list[int], list[Event]]:
+@dataclass
+class Unit:
+    """What one outbox row (one committed unit of work) holds, for the relay's log."""
+
+    created_at: dt.datetime
+    events: int = 0
+    job_ids: set[str] = field(default_factory=set)
+    partition_keys: set[str] = field(default_factory=set)
+    correlation_ids: set[str] = field(default_factory=set)
+
+    def add(self, job_id: Any, partition_key: Any, correlation_id: Any) -> None:
+        self.events += 1
+        self.job_ids.add(job_id)
+        self.partition_keys.add(partition_key)
+        if correlation_id:
+            self.correlation_ids.add(correlation_id)
+
+
+@dataclass
+class Batch:
+    outbox_ids: list[int]
+    events: list[Event]
+    units: list[Unit]
+
+
+def next_batch(conn: Connection, limit: int) -> Batch:
     """The next ``limit`` unpublished outbox rows, in commit order, locked so that
-    a second relay skips them; and their events, in order."""
+    a second relay skips them; their events, in order; and what each row holds."""
     rows = conn.execute(
         select(
             O.c.id,
@@ -44,9 +70,14 @@ def next_batch(conn: Connection, limit: int) -> tuple[list[int], list[Event]]:
             wanted.append(row.ledger_entry_id)
     ledger = _ledger_rows(conn, wanted)
     events: list[Event] = []
+    units: list[Unit] = []
     for row in rows:
-        if row.body is not None:
+        unit = Unit(created_at=row.created_at)
+        units.append(unit)
+        if row.body is not None:  # a row of the older one-event-per-row form
             events.append((row.event_id, row.routing_key, row.body.encode()))
+            legacy = json.loads(row.body)
+            unit.add(legacy.get("job_id"), row.partition_key, legacy.get("correlation_id"))
             continue
         ids = (
             [int(i) for i in row.ledger_entry_ids.split(",")]
@@ -55,6 +86,7 @@ def next_batch(conn: Connection, limit: int) -> tuple[list[int], list[Event]]:
         )
         for ledger_id in ids:
             entry = ledger[ledger_id]
+            unit.add(entry.job_id, entry.partition_key, entry.correlation_id)
             body = event_body(entry, row.created_at)
             events.append(
                 (
@@ -63,7 +95,7 @@ def next_batch(conn: Connection, limit: int) -> tuple[list[int], list[Event]]:
                     json.dumps(body, separators=(",", ":")).encode(),
                 )
             )
-    return [row.id for row in rows], events
+    return Batch([row.id for row in rows], events, units)
 
 
 def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:

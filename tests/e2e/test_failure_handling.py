@@ -25,7 +25,7 @@ from tests.e2e.test_worker_crash import leased_claims
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results, dead_letters
-from tests.support.stack import Stack
+from tests.support.stack import Stack, log_events
 
 CONTRACT = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
 SETTINGS = {"backoff_base_ms": 200, "backoff_max_ms": 5000, "claim_lease_ms": 2000}
@@ -60,8 +60,11 @@ def submit(stack: Stack, docs: list[dict[str, Any]]) -> str:
 
 
 def attempt_times(log: str) -> list[dt.datetime]:
-    stamps = re.findall(r"^(\S+ \S+) WARNING settleq.worker injected transient fault", log, re.M)
-    return [dt.datetime.strptime(s, "%Y-%m-%d %H:%M:%S,%f") for s in stamps]
+    return [
+        dt.datetime.fromisoformat(e["timestamp"])
+        for e in log_events(log)
+        if e["event"].startswith("injected transient fault")
+    ]
 
 
 def scheduled_delays_ms(log: str) -> list[int]:

@@ -2,8 +2,8 @@
 
 The stack runs with known producer secrets, bearer tokens and internal
 signing key; every endpoint and the usual failures are exercised; then every
-process log and every response body, the /metrics of the API and of each
-worker included, is searched for each secret.
+process log (JSON lines, each also decoded) and every response body, the
+/metrics of the API and of each worker included, is searched for each secret.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from shared.db import tables
 from shared.db.engine import make_engine
+from shared.logs import STAGE_FIELDS
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import (
@@ -116,6 +118,9 @@ def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: s
         "internal signing key": internal_key,
     }
     texts = {f"log {p.name}": p.read_text(errors="replace") for p in Path(logs).glob("*.log")}
+    events = _json_events(texts)
+    # Searched decoded too: JSON escaping must not hide a secret from the search.
+    texts.update({f"event {i}": json.dumps(e, ensure_ascii=False) for i, e in enumerate(events)})
     texts.update({f"response {i}": body for i, body in enumerate(bodies)})
     assert len(texts) > 15
     hits = [
@@ -125,3 +130,19 @@ def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: s
         if secret in text
     ]
     assert hits == []
+    stages = {e["stage"]: e for e in events if e.get("job_id") == job_id and "stage" in e}
+    assert {"accept", "validate", "settle", "relay_publish"} <= set(stages)
+    assert all(set(STAGE_FIELDS) <= set(e) for e in stages.values())
+    assert stages["settle"]["partition_key"] == vendor and stages["settle"]["dead_lettered"] == 1
+
+
+def _json_events(texts: dict[str, str]) -> list[dict[str, Any]]:
+    """Every line the processes logged, each one JSON (their stderr is not a terminal)."""
+    events = []
+    for where, text in texts.items():
+        for line in text.splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise AssertionError(f"{where}: not a JSON log line: {line[:200]}") from None
+    return events

@@ -11,11 +11,40 @@ from services.worker.context import WorkerContext, make_context
 from shared.db.engine import make_engine
 from tests.support.infra import REDIS_URL, ServiceEnv, migrate
 
+BACKENDS = ("postgresql", "sqlite")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``both_backends`` (or in a module so marked) run once on the
+    PostgreSQL ledger and once on the embedded SQLite one (SPEC §2): the default
+    a single machine runs on must not rot. Others run on PostgreSQL only."""
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_backends"
+    ):
+        metafunc.parametrize("backend", BACKENDS, indirect=True, scope="module")
+
 
 @pytest.fixture(scope="module")
-def ctx(test_env: ServiceEnv) -> Iterator[WorkerContext]:
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "postgresql"))
+
+
+@pytest.fixture(scope="module")
+def backend_env(
+    backend: str, test_env: ServiceEnv, tmp_path_factory: pytest.TempPathFactory
+) -> ServiceEnv:
+    """The run's services with the ledger on ``backend`` (same broker and Redis prefix)."""
+    if backend == "postgresql":
+        return test_env
+    url = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'settleq.db'}"
+    migrate(url)
+    return ServiceEnv(database_url=url, queue_prefix=test_env.queue_prefix)
+
+
+@pytest.fixture(scope="module")
+def ctx(backend_env: ServiceEnv) -> Iterator[WorkerContext]:
     """A worker's context on the real services (the broker is only built, not used)."""
-    settings = test_env.settings()
+    settings = backend_env.settings()
     broker = build_broker(settings)
     context = make_context(settings, broker)
     yield context

@@ -76,6 +76,7 @@ def requeue(ctx: WorkerContext, dead_letter_id: int) -> dict:
     ).signed(ctx.internal_key)
 
 
+@pytest.mark.both_backends
 def test_requeued_dead_letters_post_and_move_the_counters_once(ctx):
     vendor = uid("V-")  # no contract yet
     docs = [
@@ -117,6 +118,7 @@ def test_requeued_dead_letters_post_and_move_the_counters_once(ctx):
         assert dl_db.mark_requeued(conn, letters[0].id) is None
 
 
+@pytest.mark.both_backends
 def test_stale_requeue_message_is_dropped(ctx, vendor):
     docs = [promo_doc(vendor, [promo_line(1, "8", "1.00", tier="T8")])]
     job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
@@ -131,6 +133,7 @@ def test_stale_requeue_message_is_dropped(ctx, vendor):
     assert status is not None and status.outcomes["dead_lettered"] == 1
 
 
+@pytest.mark.both_backends
 def test_validate_forwards_a_requeue_to_settlement(ctx):
     vendor = uid("V-")
     docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")])]

@@ -1,4 +1,5 @@
-"""The dead-letter API and the audit log, over HTTP in process (SPEC §3.5)."""
+"""The dead-letter API and the audit log, over HTTP in process (SPEC §3.5), on
+each ledger backend."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from shared.signing import token_digest
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv, queue_depth
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture(scope="module")
-def http(test_env: ServiceEnv) -> Iterator[TestClient]:
-    with TestClient(create_app(test_env.settings())) as client:
+def http(backend_env: ServiceEnv) -> Iterator[TestClient]:
+    with TestClient(create_app(backend_env.settings())) as client:
         yield client
 
 
@@ -86,11 +89,11 @@ def test_list_filter_show_and_stats(operator: Client, dead_job) -> None:
 
 
 def test_requeue_once_and_only_once_with_an_audit_trail(
-    operator: Client, dead_job, test_env: ServiceEnv
+    operator: Client, dead_job, backend_env: ServiceEnv
 ) -> None:
     job_id, _ = dead_job
     letters = operator.bearer("GET", f"/admin/dead-letters?job_id={job_id}").json()["items"]
-    depth = queue_depth(test_env.queue_prefix, "fast_path")
+    depth = queue_depth(backend_env.queue_prefix, "fast_path")
     first = operator.bearer("POST", f"/admin/dead-letters/{letters[0]['id']}/requeue")
     assert first.status_code == 200 and first.json() == {"requeued": 1}
     again = operator.bearer("POST", f"/admin/dead-letters/{letters[0]['id']}/requeue")
@@ -100,7 +103,7 @@ def test_requeue_once_and_only_once_with_an_audit_trail(
     assert operator.bearer(
         "POST", "/admin/dead-letters/requeue", {"job_id": job_id, "limit": 10}
     ).json() == {"requeued": 0}
-    assert queue_depth(test_env.queue_prefix, "fast_path") == depth + 2
+    assert queue_depth(backend_env.queue_prefix, "fast_path") == depth + 2
     audit = operator.bearer("GET", "/admin/audit?limit=10").json()["items"]
     mine = [a for a in audit if a["details"].get("job_id") == job_id]
     assert [a["action"] for a in mine] == ["dead_letter.requeue"] * 2
@@ -135,9 +138,11 @@ def test_discard_needs_a_note_and_is_audited(operator: Client, dead_job) -> None
     assert requeue.status_code == 409
 
 
-def test_requeue_with_the_broker_down_is_503_and_stays_dead(test_env: ServiceEnv, dead_job) -> None:
+def test_requeue_with_the_broker_down_is_503_and_stays_dead(
+    backend_env: ServiceEnv, dead_job
+) -> None:
     job_id, _ = dead_job
-    settings = test_env.settings(broker_url="amqp://guest:guest@127.0.0.1:1/")
+    settings = backend_env.settings(broker_url="amqp://guest:guest@127.0.0.1:1/")
     with TestClient(create_app(settings)) as http:
         operator = Client("http://testserver", token=OPERATOR_TOKEN, http=http)
         [letter, *_] = operator.bearer("GET", f"/admin/dead-letters?job_id={job_id}").json()[

@@ -1,7 +1,8 @@
-"""The settle stage against real PostgreSQL and Redis (SPEC §1.1, §4.4).
+"""The settle stage against real Redis and each ledger backend (SPEC §1.1, §4.4).
 
 Each test delivers chunk messages to the stage the way Dramatiq would, and
 checks the ledger: at most one row per (reconciliation_key, contract_version).
+Every test runs on PostgreSQL and on the embedded SQLite ledger.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from shared.kinds import get_kind
 from shared.kinds.promo_accrual import PromoDocument
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.ledger import chunk_results, dead_letters, identity_counts, ledger_rows
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pika
@@ -152,12 +153,13 @@ class ServiceEnv:
         values.update(overrides)
         return Settings(**values)
 
-    def environ(self, **overrides: Any) -> dict[str, str]:
-        """The same settings as ``SETTLEQ_*`` variables, for subprocesses."""
+    def environ(self, omit: Collection[str] = (), **overrides: Any) -> dict[str, str]:
+        """The same settings as ``SETTLEQ_*`` variables, for subprocesses; the
+        settings named in ``omit`` are left unset (their defaults apply)."""
         settings = self.settings(**overrides)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SETTLEQ_")}
         for name, value in settings.model_dump().items():
-            if value is None:
+            if value is None or name in omit:
                 continue
             if name == "producer_keys":
                 text = json.dumps(value)
@@ -181,5 +183,18 @@ def isolated_env(tag: str) -> Iterator[ServiceEnv]:
         yield ServiceEnv(database_url=url, queue_prefix=prefix)
     finally:
         drop_database(db_name)
+        delete_queues(prefix)
+        delete_redis_keys(prefix)
+
+
+@contextmanager
+def isolated_sqlite_env(directory: Path) -> Iterator[ServiceEnv]:
+    """Like ``isolated_env``, with the ledger the SQLite file ``directory/settleq.db``
+    (not created: the default ``sqlite:///./settleq.db`` of a process run there)."""
+    check_services()
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    try:
+        yield ServiceEnv(database_url=f"sqlite:///{directory / 'settleq.db'}", queue_prefix=prefix)
+    finally:
         delete_queues(prefix)
         delete_redis_keys(prefix)

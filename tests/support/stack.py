@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +35,21 @@ def free_port() -> int:
 
 
 class Stack:
-    def __init__(self, env: ServiceEnv, logs: Path, **overrides: Any) -> None:
+    def __init__(
+        self,
+        env: ServiceEnv,
+        logs: Path,
+        *,
+        cwd: Path = ROOT,
+        omit: Collection[str] = (),
+        **overrides: Any,
+    ) -> None:
+        """``overrides`` are settings; ``omit`` names settings left unset (their
+        defaults apply); processes run in ``cwd``."""
         self.env = env
         self.logs = logs
+        self.cwd = cwd
+        self.omit = omit
         self.overrides = overrides
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -46,7 +60,11 @@ class Stack:
         self.metrics_ports: dict[str, int] = {}
 
     def _spawn(self, name: str, args: list[str], **overrides: Any) -> subprocess.Popen[bytes]:
-        environ = self.env.environ(**{**self.overrides, **overrides})
+        environ = self.env.environ(self.omit, **{**self.overrides, **overrides})
+        # `python -m services.cli` finds this tree from any working directory.
+        environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+        )
         # A fresh log per run; a process restarted under its name appends to its own.
         mode = "ab" if name in self._spawned else "wb"
         self._spawned.add(name)
@@ -54,7 +72,7 @@ class Stack:
         self._logs.append(log)
         process = subprocess.Popen(
             [sys.executable, "-m", "services.cli", *args],
-            cwd=ROOT,
+            cwd=self.cwd,
             env=environ,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -68,6 +86,14 @@ class Stack:
             wait_ready(self.url, timeout=30)
         except RuntimeError:
             raise RuntimeError(f"API did not start:\n{self.log('api')}") from None
+
+    def start_up(self) -> None:
+        """The whole stack as one ``settleq up`` (api, both worker tiers, relay)."""
+        self._spawn("up", ["up", "--port", str(self.port)])
+        try:
+            wait_ready(self.url, timeout=60)
+        except RuntimeError:
+            raise RuntimeError(f"settleq up did not start:\n{self.log('up')}") from None
 
     def start_worker(
         self, tier: str, name: str | None = None, **overrides: Any
@@ -152,6 +178,12 @@ class Stack:
 
     def operator(self) -> Client:
         return self.client(token=OPERATOR_TOKEN)
+
+
+def log_events(text: str) -> list[dict[str, Any]]:
+    """The events of a process's log: JSON lines, as the processes write them
+    when their stderr is not a terminal (shared/logs.py)."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 def queue_messages(prefix: str) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -12,11 +14,13 @@ from services.api.auth import Ctx, producer_verifier
 from services.api.errors import ApiError, ErrorBody
 from services.api.ingest import Ingest, media_type
 from services.api.schemas import Accepted
-from services.api.submission import response_body, submit
+from services.api.submission import Submitted, response_body, submit
 from shared.kinds import BATCH
+from shared.logs import only, stage_event
 from shared.signing import SignatureError
 
 router = APIRouter(tags=["batches"])
+log = logging.getLogger("settleq.api")
 
 # The body is read raw (its exact bytes are signed) and validated by the kinds'
 # own models; its schema is published under components (see app.openapi).
@@ -51,6 +55,26 @@ _errors: dict[int | str, dict[str, Any]] = {
 _errors[200] = {"model": Accepted, "description": "the same submission, seen before"}
 
 
+def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started: float) -> None:
+    """The front door's one event per batch. A batch has no chunk of its own and
+    its documents each carry their own correlation id: both fields are null."""
+    stage_event(
+        log,
+        "accept",
+        started=started,
+        job_id=result.job_id,
+        chunk_id=None,
+        partition_key=only(partitions),
+        correlation_id=None,
+        status="accepted" if result.created else "repeat",
+        key_id=key_id,
+        partitions=len(partitions),
+        documents=result.documents,
+        lines=result.lines,
+        chunks=result.chunks,
+    )
+
+
 @router.post(
     "/v1/batches",
     operation_id="submitBatch",
@@ -73,6 +97,7 @@ _errors[200] = {"model": Accepted, "description": "the same submission, seen bef
     },
 )
 async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
+    started = time.perf_counter()
     # Header checks first: an unsigned, stale or unknown caller is refused
     # before a byte of its body is read.
     key, verifier = producer_verifier(ctx, request)
@@ -105,4 +130,5 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
         raise ApiError(401, exc.code, str(exc)) from None
     batch = await run_in_threadpool(ingest.finish)
     result = await run_in_threadpool(submit, ctx, key, batch, idempotency_key or batch.body_sha256)
+    _log_accepted(result, batch.partitions, key.key_id, started)
     return JSONResponse(response_body(result), status_code=202 if result.created else 200)

@@ -1,0 +1,156 @@
+"""docker/: the compose stack and the image, checked structurally (no Docker engine needed).
+
+Commands are parsed by the real command line (typer's click group) and every
+``SETTLEQ_*`` name must be a field of the settings object, so neither can
+drift from the code.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+import yaml
+
+from services.cli import app
+from shared.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker" / "compose.yaml"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+SETTLEQ_SERVICES = {"migrate", "api", "worker-fast", "worker-heavy", "relay"}
+SETTING_NAMES = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields} | {"SETTLEQ_CONFIG"}
+# SPEC §7: the stable names a deployment sets.
+SPEC_NAMES = {
+    "SETTLEQ_DATABASE_URL",
+    "SETTLEQ_BROKER_URL",
+    "SETTLEQ_REDIS_URL",
+    "SETTLEQ_QUEUE_PREFIX",
+    "SETTLEQ_MAX_QUEUE_DEPTH",
+    "SETTLEQ_PRODUCER_KEYS",
+    "SETTLEQ_VIEWER_TOKENS",
+    "SETTLEQ_OPERATOR_TOKENS",
+    "SETTLEQ_INTERNAL_SIGNING_KEY",
+    "SETTLEQ_MAX_BODY_BYTES",
+    "SETTLEQ_CONFIG",
+}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = compose["services"]
+    return found
+
+
+def cli() -> Any:
+    """The command line's command group (typer builds it on its own copy of click)."""
+    return typer.main.get_command(app)
+
+
+def parse_command(args: list[str]) -> Any:
+    """Parse a settleq command line as the CLI would (unknown options raise)."""
+    group = cli()
+    name, *rest = args
+    command = group.commands.get(name)
+    assert command is not None, f"settleq has no command {name!r}"
+    return command.make_context(name, list(rest))
+
+
+def test_the_stack_has_its_eight_services(services: dict[str, Any]) -> None:
+    assert set(services) == {"postgres", "redis", "rabbitmq"} | SETTLEQ_SERVICES
+
+
+def test_settleq_services_run_real_commands_of_one_image(services: dict[str, Any]) -> None:
+    for name in SETTLEQ_SERVICES:
+        service = services[name]
+        assert service["build"]["dockerfile"] == "docker/Dockerfile", name
+        assert (COMPOSE.parent / service["build"]["context"] / "pyproject.toml").exists()
+        parse_command(service["command"])
+    assert services["worker-fast"]["command"][1:] == ["--queues", "fast_path"]
+    assert services["worker-heavy"]["command"][1:] == ["--queues", "compute_heavy"]
+    assert parse_command(services["api"]["command"]).params["port"] == 8000
+    assert services["migrate"]["command"] == ["migrate"]
+    assert services["relay"]["command"] == ["relay"]
+
+
+def test_every_setting_name_is_a_real_setting(services: dict[str, Any]) -> None:
+    for name in SETTLEQ_SERVICES:
+        env = services[name]["environment"]
+        used = {key for key in env if key.startswith("SETTLEQ_")}
+        assert used <= SETTING_NAMES, (name, used - SETTING_NAMES)
+        assert {"SETTLEQ_DATABASE_URL", "SETTLEQ_BROKER_URL", "SETTLEQ_REDIS_URL"} <= used
+        assert env["SETTLEQ_DATABASE_URL"].startswith("postgresql://")
+    assert SPEC_NAMES <= SETTING_NAMES
+
+
+def test_health_checks_and_start_order(services: dict[str, Any]) -> None:
+    def check(name: str) -> str:
+        return " ".join(services[name]["healthcheck"]["test"])
+
+    assert "pg_isready" in check("postgres")
+    assert "rabbitmq-diagnostics" in check("rabbitmq") and "ping" in check("rabbitmq")
+    assert "redis-cli ping" in check("redis")
+    assert "/healthz" in check("api")
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    for name in SETTLEQ_SERVICES - {"migrate"}:
+        assert services[name]["depends_on"] == {
+            "migrate": {"condition": "service_completed_successfully"},
+            "rabbitmq": {"condition": "service_healthy"},
+            "redis": {"condition": "service_healthy"},
+        }, name
+    for name in ("migrate", "worker-fast", "worker-heavy", "relay"):
+        # The image's HEALTHCHECK probes the API, which these do not serve.
+        assert services[name]["healthcheck"] == {"disable": True}, name
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def test_dockerfile_is_slim_non_root_and_probes_the_api() -> None:
+    steps = dockerfile_instructions()
+    assert steps[0] == ("FROM", "python:3.11-slim")
+    users = [arg for op, arg in steps if op == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    [healthcheck] = [arg for op, arg in steps if op == "HEALTHCHECK"]
+    assert "/healthz" in healthcheck
+    [entrypoint] = [arg for op, arg in steps if op == "ENTRYPOINT"]
+    assert entrypoint == '["settleq"]'
+    [cmd] = [arg for op, arg in steps if op == "CMD"]
+    parse_command(yaml.safe_load(cmd))
+    env_names = set(
+        re.findall(r"\b(SETTLEQ_[A-Z_]+)=", " ".join(a for o, a in steps if o == "ENV"))
+    )
+    assert env_names and env_names <= SETTING_NAMES
+
+
+def test_image_copies_every_package_and_the_build_context_lets_them_through() -> None:
+    steps = dockerfile_instructions()
+    copied = {src for op, arg in steps if op == "COPY" for src in shlex.split(arg)[:-1]}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages | {"pyproject.toml", "README.md"} <= copied
+    allowed = {
+        line[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    assert copied <= allowed
+    assert any(op == "RUN" and "pip install ." in arg for op, arg in steps)
