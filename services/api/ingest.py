@@ -1,6 +1,7 @@
 """Validating and chunking a batch body while it streams in (SPEC §3.2, §4.1-4.2).
 
-NDJSON is handled a line at a time: each document is validated, checked
+NDJSON is handled a line at a time: each document is validated (screened at
+C speed first where its kind has a screen, ``shared/kinds/screen.py``), checked
 against the key's partitions, and appended (as the producer's own bytes) to
 the chunk being built; the body itself is never held whole. A JSON body is one
 document tree and is validated when complete. ``feed`` runs in a worker thread
@@ -19,6 +20,7 @@ from services.api.errors import ApiError, validation_error
 from shared.chunking import ChunkBuilder, NewChunk
 from shared.kinds import BATCH, KINDS
 from shared.kinds.base import Document, Kind
+from shared.kinds.screen import ScreenDocument, screen
 from shared.settings import ProducerKey, Settings
 
 JSON = "application/json"
@@ -102,7 +104,7 @@ class Ingest:
             body_sha256=self.sha.hexdigest(),
         )
 
-    def _accept(self, document: Document, raw: bytes) -> None:
+    def _accept(self, document: Document | ScreenDocument, raw: bytes) -> None:
         assert self.kind is not None
         if not self.key.may_submit_for(document.partition_key):
             self.refused.add(document.partition_key)
@@ -117,6 +119,11 @@ class Ingest:
         if self.kind is None:
             self.kind = self._header(line)
             return
+        if self.kind.screen is not None:
+            screened = screen(self.kind.screen, line)
+            if screened is not None:
+                self._accept(screened, line)
+                return
         try:
             document = self.kind.document_model.model_validate_json(line)
         except ValidationError as exc:

@@ -75,6 +75,9 @@ class Kind(Generic[D, C]):
     contract_model: type[C]
     batch_model: type[WireModel]
     delta_basis: ClassVar[DeltaBasis] = "key_versions"
+    # Optional: a decoder of a strict subset of ``document_model`` (see
+    # ``shared.kinds.screen``), tried first at the front door.
+    screen: ClassVar[Any] = None
 
     def check_document(self, document: D, contract: C) -> None:
         """Refuse a whole document: raise ``BusinessError`` (e.g. ``missing_price``)."""

@@ -7,13 +7,23 @@ posted when abs(claimed - model) <= tolerance, else disputed (SPEC §5).
 from __future__ import annotations
 
 import datetime as dt
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
+import msgspec
 from pydantic import Field
 
 from shared.errors import BusinessError
 from shared.keys import promo_key, promo_line_item_hash
 from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.kinds.screen import (
+    ScreenDocument,
+    ScreenId,
+    ScreenMoney,
+    ScreenQuantity,
+    ScreenStruct,
+    ScreenVersion,
+    screened,
+)
 from shared.money import CENT, Money, Quantity, exact_distance, exact_product
 
 
@@ -42,11 +52,28 @@ class PromoContract(WireModel):
     tolerance: Money = Field()
 
 
+class _ScreenLine(ScreenStruct):
+    line_no: ScreenVersion
+    sku: ScreenId
+    promo_tier: ScreenId
+    qualifying_units: ScreenQuantity
+    claimed_amount: ScreenMoney
+    store_id: ScreenId | None = None
+    transaction_date: dt.date | None = None
+
+
+class _ScreenDocument(ScreenDocument):
+    period: ScreenId
+    lines: Annotated[list[_ScreenLine], msgspec.Meta(min_length=1, max_length=1_000_000)]
+    correlation_id: ScreenId | None = None
+
+
 class PromoAccrual(Kind[PromoDocument, PromoContract]):
     name: ClassVar[str] = "promo_accrual"
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch
+    screen = screened(_ScreenDocument)
 
     def lines(self, document: PromoDocument) -> list[Line]:
         out = []
