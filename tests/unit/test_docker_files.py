@@ -68,7 +68,8 @@ def parse_command(args: list[str]) -> Any:
 
 
 def test_the_stack_has_its_eight_services(services: dict[str, Any]) -> None:
-    assert set(services) == {"postgres", "redis", "rabbitmq"} | SETTLEQ_SERVICES
+    # Plus Prometheus, scraping the API and the workers with the alert rules.
+    assert set(services) == {"postgres", "redis", "rabbitmq", "prometheus"} | SETTLEQ_SERVICES
 
 
 def test_settleq_services_run_real_commands_of_one_image(services: dict[str, Any]) -> None:
@@ -77,8 +78,9 @@ def test_settleq_services_run_real_commands_of_one_image(services: dict[str, Any
         assert service["build"]["dockerfile"] == "docker/Dockerfile", name
         assert (COMPOSE.parent / service["build"]["context"] / "pyproject.toml").exists()
         parse_command(service["command"])
-    assert services["worker-fast"]["command"][1:] == ["--queues", "fast_path"]
-    assert services["worker-heavy"]["command"][1:] == ["--queues", "compute_heavy"]
+    for name, tier in (("worker-fast", "fast_path"), ("worker-heavy", "compute_heavy")):
+        assert parse_command(services[name]["command"]).params["queues"] == tier
+        assert parse_command(services[name]["command"]).params["metrics_port"] == 9191
     assert parse_command(services["api"]["command"]).params["port"] == 8000
     assert services["migrate"]["command"] == ["migrate"]
     assert services["relay"]["command"] == ["relay"]
