@@ -24,7 +24,7 @@ from shared.kinds.base import Document, Kind, Line, Settlement
 LEDGER_LIMIT = Decimal(10) ** 16
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per line, and a frozen __init__ costs 5x more
 class PlannedLine:
     document: Document
     line: Line

@@ -35,7 +35,7 @@ class Document(WireModel):
     correlation_id: Identifier | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per line, and a frozen __init__ costs 5x more
 class Line:
     """One settleable unit of a document (a promo line, a freight leg...)."""
 
@@ -46,7 +46,7 @@ class Line:
     raw: Any  # the kind's own line model, handed back to ``settle``
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per line, and a frozen __init__ costs 5x more
 class Settlement:
     outcome: Literal["posted", "disputed"]
     amount: Decimal
