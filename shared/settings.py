@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     # Messages of a job whose submission never finished (no 202) are dropped
     # after this long; the producer's retry of the submission republishes them.
     receiving_timeout_s: int = 600
+    # How long a worker waits for a job still being enqueued before retrying it.
+    accept_wait_s: float = Field(default=1.0, ge=0)
     claim_lease_ms: int = Field(default=30_000, ge=100)
 
     relay_batch: int = Field(default=5, ge=1)  # outbox rows (units of work) per transaction

@@ -63,15 +63,26 @@ class Unit:
 
 
 def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
-    """False for a submission that never got its 202; retry while it may still."""
-    since = receiving_since(conn, job_id)
-    if since is None:
-        return True
-    if (dt.datetime.now(dt.UTC) - since).total_seconds() > ctx.settings.receiving_timeout_s:
-        # The producer never got its 202; its retry republishes every chunk.
-        log.warning("message of unaccepted job %s dropped", job_id)
-        return False
-    raise TransientError("job_not_ready", "job is still being enqueued")
+    """False for a submission that never got its 202; retry while it may still.
+
+    The front door marks a job accepted as soon as the broker has confirmed all
+    its chunks, so a worker that sees a chunk first usually waits milliseconds:
+    it waits here (up to ``accept_wait_s``) rather than take a retry, which
+    costs at least a second of the job's latency.
+    """
+    deadline = time.monotonic() + ctx.settings.accept_wait_s
+    while True:
+        since = receiving_since(conn, job_id)
+        if since is None:
+            return True
+        if (dt.datetime.now(dt.UTC) - since).total_seconds() > ctx.settings.receiving_timeout_s:
+            # The producer never got its 202; its retry republishes every chunk.
+            log.warning("message of unaccepted job %s dropped", job_id)
+            return False
+        if time.monotonic() >= deadline:
+            raise TransientError("job_not_ready", "job is still being enqueued")
+        conn.rollback()  # the next look needs a fresh snapshot (SQLite keeps one per transaction)
+        time.sleep(0.02)
 
 
 def _requeue_unit(conn: Any, message: ChunkMessage, row: Any) -> Unit | None:

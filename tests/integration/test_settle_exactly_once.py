@@ -15,7 +15,7 @@ import redis
 
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.db.jobs import job_status
+from shared.db.jobs import job_status, mark_accepted
 from shared.errors import TransientError
 from shared.kinds import get_kind
 from shared.kinds.promo_accrual import PromoDocument
@@ -229,6 +229,20 @@ def test_chunk_of_a_job_still_being_enqueued_waits_then_is_dropped_if_never_acce
     finally:
         ctx.settings = patient
     assert ledger_rows(ctx.engine, job_id) == [] and chunk_results(ctx.engine, job_id) == []
+
+
+def test_chunk_seen_just_before_its_job_is_accepted_settles_without_a_retry(ctx, vendor):
+    """The front door marks a job accepted right after the broker confirms its
+    chunks; a worker that is faster waits for it instead of taking a retry."""
+    docs = three_line_docs(vendor)
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, accept=False)
+    accept = threading.Timer(0.2, mark_accepted, (ctx.engine, job_id))
+    accept.start()
+    try:
+        outcome = settle_chunk(ctx, message, 1)
+    finally:
+        accept.join()
+    assert outcome is not None and outcome.posted == 2
 
 
 def test_identifiers_with_backslashes_and_unicode_reach_the_ledger_intact(ctx, vendor):
