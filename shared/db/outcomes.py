@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import Engine, and_, select
 
@@ -38,6 +38,22 @@ class LineRow:
     delta: Decimal | None
     reconciliation_key: str | None
     contract_version: int
+
+
+def _line(source: Source, r: Any) -> LineRow:
+    return LineRow(
+        source,
+        r.id,
+        r.document_id,
+        r.line_ref,
+        r.outcome,
+        r.reason,
+        r.amount,
+        r.claimed_amount,
+        r.delta,
+        r.reconciliation_key,
+        r.contract_version,
+    )
 
 
 def list_lines(
@@ -70,42 +86,13 @@ def list_lines(
                 query = query.where(L.c.outcome == outcome)
             if after is not None:
                 query = query.where(L.c.id > after[1])
-            for r in conn.execute(query.order_by(L.c.id).limit(limit)):
-                rows.append(
-                    LineRow(
-                        "ledger",
-                        r.id,
-                        r.document_id,
-                        r.line_ref,
-                        r.outcome,
-                        r.reason,
-                        r.amount,
-                        r.claimed_amount,
-                        r.delta,
-                        r.reconciliation_key,
-                        r.contract_version,
-                    )
-                )
+            rows += [_line("ledger", r) for r in conn.execute(query.order_by(L.c.id).limit(limit))]
             after = None
         if len(rows) < limit and (outcome is None or outcome in NOT_IN_LEDGER):
             wanted = NOT_IN_LEDGER if outcome is None else (outcome,)
             query = select(LO).where(LO.c.job_id == job_id, LO.c.outcome.in_(wanted))
             if after is not None:
                 query = query.where(LO.c.id > after[1])
-            for r in conn.execute(query.order_by(LO.c.id).limit(limit - len(rows))):
-                rows.append(
-                    LineRow(
-                        "other",
-                        r.id,
-                        r.document_id,
-                        r.line_ref,
-                        r.outcome,
-                        r.reason,
-                        r.amount,
-                        r.claimed_amount,
-                        r.delta,
-                        r.reconciliation_key,
-                        r.contract_version,
-                    )
-                )
+            query = query.order_by(LO.c.id).limit(limit - len(rows))
+            rows += [_line("other", r) for r in conn.execute(query)]
     return rows

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from typing import Any, get_args
 
 import pytest
-import structlog
 import typer.main
 from typer.testing import CliRunner
 
@@ -19,18 +17,8 @@ from shared.synthetic import GENERATORS
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """Each command configures this process's logging (the CLI's callback)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
+# Each test configures this process's logging, as every CLI command does.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def commands(group: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:

@@ -7,10 +7,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
-import structlog
 from pydantic import ValidationError
 
 from shared.logs import STAGE_FIELDS, configure_logging, only, stage_event
@@ -24,17 +22,8 @@ class Terminal(io.StringIO):
         return True
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
+# Each test configures this process's logging, as every CLI command does.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def _settle_event() -> None:
