@@ -33,7 +33,7 @@ ZERO = Decimal(0)
 # Plain decimal notation (ASCII digits) with an optional exponent; no spaces,
 # no "NaN"/"Infinity", no "+5", ".5" or "5.".
 _DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_PLAIN = {
+PLAIN_DECIMAL = {
     places: re.compile(rf"-?[0-9]{{1,12}}(\.[0-9]{{1,{places}}})?")
     for places in (MONEY_PLACES, QUANTITY_PLACES)
 }
@@ -52,7 +52,7 @@ def parse_decimal(text: str, places: int) -> Decimal:
     """
     # The common case, checked by one regex: at most 12 integer digits and
     # ``places`` decimals is in range by construction.
-    if _PLAIN[places].fullmatch(text):
+    if PLAIN_DECIMAL[places].fullmatch(text):
         return Decimal(text)
     if not _DECIMAL_TEXT.fullmatch(text):
         raise ValueError("not a decimal number")
@@ -101,7 +101,7 @@ def quantize(value: Decimal, quantum: Decimal) -> Decimal:
 
 
 def _validator(places: int, what: str) -> Any:
-    plain = _PLAIN[places].fullmatch
+    plain = PLAIN_DECIMAL[places].fullmatch
 
     def validate(raw: Any) -> Decimal:
         # Hot path (two calls per line at the front door): a plain string in range.

@@ -16,13 +16,13 @@ from shared.errors import BusinessError
 from shared.keys import promo_key, promo_line_item_hash
 from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
 from shared.kinds.screen import (
+    Screen,
     ScreenDocument,
     ScreenId,
-    ScreenMoney,
-    ScreenQuantity,
     ScreenStruct,
     ScreenVersion,
-    screened,
+    plain_money,
+    plain_quantity,
 )
 from shared.money import CENT, Money, Quantity, exact_distance, exact_product
 
@@ -56,8 +56,8 @@ class _ScreenLine(ScreenStruct):
     line_no: ScreenVersion
     sku: ScreenId
     promo_tier: ScreenId
-    qualifying_units: ScreenQuantity
-    claimed_amount: ScreenMoney
+    qualifying_units: str
+    claimed_amount: str
     store_id: ScreenId | None = None
     transaction_date: dt.date | None = None
 
@@ -68,12 +68,19 @@ class _ScreenDocument(ScreenDocument):
     correlation_id: ScreenId | None = None
 
 
+def _plain_amounts(document: _ScreenDocument) -> bool:
+    return all(
+        plain_quantity(line.qualifying_units) and plain_money(line.claimed_amount)
+        for line in document.lines
+    )
+
+
 class PromoAccrual(Kind[PromoDocument, PromoContract]):
     name: ClassVar[str] = "promo_accrual"
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch
-    screen = screened(_ScreenDocument)
+    screen = Screen.of(_ScreenDocument, _plain_amounts)
 
     def lines(self, document: PromoDocument) -> list[Line]:
         out = []
