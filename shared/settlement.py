@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import msgspec
 from pydantic import TypeAdapter, ValidationError
 
 from shared.errors import BusinessError, StructuralError
@@ -53,8 +54,22 @@ class DocumentFailure:
 
     def dead_letter_payload(self) -> str:
         if self.document is not None:
-            return self.document.model_dump_json()
+            return document_json(self.document)
         return self.payload or ""
+
+
+def document_json(document: Document) -> str:
+    """A decoded document as JSON (a dead letter's payload), whichever decoder
+    made it: the kind's model or its settle decoder (a msgspec struct)."""
+    if isinstance(document, msgspec.Struct):
+        return msgspec.json.encode(document).decode()
+    return document.model_dump_json()
+
+
+def with_correlation_id(document: Document, correlation_id: str) -> Document:
+    if isinstance(document, msgspec.Struct):
+        return msgspec.structs.replace(document, correlation_id=correlation_id)
+    return document.model_copy(update={"correlation_id": correlation_id})
 
 
 @dataclass
@@ -185,6 +200,13 @@ def decode_chunk(
     array at all. The lines of undecodable documents are whatever the chunk
     held beyond its readable documents, so the job's counts still add up.
     """
+    if kind.settle_decoder is not None:
+        # Stored bytes the front door validated (their signed digest was checked):
+        # decoded in C to the same values; anything it cannot read, the model reads.
+        try:
+            return Decoded(list(kind.settle_decoder.decode(payload)), [])
+        except msgspec.MsgspecError:
+            pass
     try:
         return Decoded(list(adapter.validate_json(payload)), [])
     except ValidationError:

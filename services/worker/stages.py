@@ -43,6 +43,7 @@ from shared.settlement import (
     plan_failure,
     restrict_to_line,
     unreadable,
+    with_correlation_id,
 )
 
 log = logging.getLogger("settleq.worker")
@@ -203,9 +204,7 @@ def _decode(ctx: WorkerContext, unit: Unit, attempt: int) -> Decoded | None:
     decoded.documents = [
         d
         if d.correlation_id
-        else d.model_copy(
-            update={"correlation_id": correlation_id_for(unit.ref.job_id, d.document_id)}
-        )
+        else with_correlation_id(d, correlation_id_for(unit.ref.job_id, d.document_id))
         for d in decoded.documents
     ]
     note_documents(decoded.documents)  # for the stage's log event (stage_log.py)

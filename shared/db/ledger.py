@@ -22,7 +22,7 @@ from shared.db import bulk, tables
 from shared.db.dialect import insert_ignoring_conflicts
 from shared.kinds import KINDS
 from shared.money import ZERO
-from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine
+from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine, document_json
 
 L = tables.ledger_entries
 R = tables.chunk_results
@@ -353,7 +353,7 @@ def _line_dead_letter(chunk: ChunkRef, p: PlannedLine, attempts: int, now: dt.da
         message=p.message,
         lines=1,
         attempts=attempts,
-        payload=p.document.model_dump_json(),
+        payload=document_json(p.document),
         now=now,
     )
 

@@ -7,6 +7,7 @@ posted when abs(claimed - model) <= tolerance, else disputed (SPEC §5).
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Annotated, ClassVar, Literal
 
 import msgspec
@@ -75,12 +76,34 @@ def _plain_amounts(document: _ScreenDocument) -> bool:
     )
 
 
+class _SettleLine(msgspec.Struct):
+    """PromoLine's fields and values, for bytes the front door validated."""
+
+    line_no: int
+    sku: str
+    promo_tier: str
+    qualifying_units: Decimal
+    claimed_amount: Decimal
+    store_id: str | None = None
+    transaction_date: dt.date | None = None
+
+
+class _SettleDocument(msgspec.Struct):
+    document_id: str
+    partition_key: str
+    contract_version: int
+    period: str
+    lines: list[_SettleLine]
+    correlation_id: str | None = None
+
+
 class PromoAccrual(Kind[PromoDocument, PromoContract]):
     name: ClassVar[str] = "promo_accrual"
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch
     screen = Screen.of(_ScreenDocument, _plain_amounts)
+    settle_decoder = msgspec.json.Decoder(list[_SettleDocument])
 
     def lines(self, document: PromoDocument) -> list[Line]:
         out = []

@@ -1,0 +1,104 @@
+"""The worker's msgspec decode of a promo chunk gives the same plan as the
+Pydantic model, on every document the model accepts (shared/settlement.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from shared.kinds import KINDS
+from shared.kinds.promo_accrual import PromoContract
+from shared.settlement import decode_chunk, document_json, plan_chunk
+
+PROMO = KINDS["promo_accrual"]
+ADAPTER: TypeAdapter[Any] = TypeAdapter(list[PROMO.document_model])
+CONTRACT = PromoContract.model_validate(
+    {"tier_rates": {"A": "0.125", "SKU-1": "1.10", "é": "3"}, "tolerance": "0.05"}
+)
+
+
+def _plan(documents: list[Any]) -> list[tuple[Any, ...]]:
+    contracts = {(d.partition_key, d.contract_version): CONTRACT for d in documents}
+    plan = plan_chunk(PROMO, documents, contracts)
+    return [
+        (
+            p.line.reconciliation_key,
+            p.line.line_ref,
+            p.reason,
+            p.settlement
+            and (p.settlement.outcome, p.settlement.amount, p.settlement.claimed_amount),
+        )
+        for p in plan.lines
+    ]
+
+
+_ID = st.sampled_from(["A", "SKU-1", "é", "INV\\2026", "x" * 128, "\u2028 line"])
+_AMOUNT = st.sampled_from(["1", "16.65", "-0.01", "1.2345", "1e3", "12.5E-1", "0", "999999999999"])
+_DATE = st.sampled_from([None, "2026-07-01", "2024-02-29", "2026-07-01T00:00:00"])
+
+
+@st.composite
+def valid_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """Documents the model accepts, odd-but-valid values included."""
+    lines = []
+    for n in range(1, draw(st.integers(1, 4)) + 1):
+        line: dict[str, Any] = {
+            "line_no": n,
+            "sku": draw(_ID),
+            "promo_tier": draw(st.sampled_from(["A", "SKU-1", "é", "T9"])),
+            "qualifying_units": draw(_AMOUNT),
+            "claimed_amount": draw(_AMOUNT),
+        }
+        if draw(st.booleans()):
+            line["store_id"] = draw(st.none() | _ID)
+        if draw(st.booleans()):
+            line["transaction_date"] = draw(_DATE)
+        lines.append(line)
+    doc: dict[str, Any] = {
+        "document_id": draw(_ID),
+        "partition_key": draw(_ID),
+        "contract_version": draw(st.integers(1, 2**31 - 1)),
+        "period": draw(_ID),
+        "lines": lines,
+    }
+    if draw(st.booleans()):
+        doc["correlation_id"] = draw(st.none() | _ID)
+    return doc
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(valid_documents(), min_size=1, max_size=3))
+def test_msgspec_and_pydantic_decodes_plan_the_same(docs) -> None:
+    payload = json.dumps(docs, ensure_ascii=False).encode()
+    lines = sum(len(d["lines"]) for d in docs)
+    # The msgspec decode where it reads the chunk (a date with a time: the model).
+    fast = decode_chunk(PROMO, ADAPTER, payload, lines).documents
+    model = ADAPTER.validate_json(payload)
+    assert _plan(fast) == _plan(model)
+    # A dead letter's payload decodes back to the same document either way.
+    for f, m in zip(fast, model, strict=True):
+        assert PROMO.document_model.model_validate_json(document_json(f)) == m
+
+
+def test_odd_but_valid_values_decode_to_the_same_numbers() -> None:
+    line = {
+        "line_no": 1,
+        "sku": "A",
+        "promo_tier": "A",
+        "qualifying_units": "1e3",
+        "claimed_amount": "125.00",
+        "transaction_date": "2026-07-01",
+    }
+    doc = {
+        "document_id": "INV\\1",
+        "partition_key": "V",
+        "contract_version": 1,
+        "period": "P",
+        "lines": [line],
+    }
+    payload = json.dumps([doc]).encode()
+    assert _plan(PROMO.settle_decoder.decode(payload)) == _plan(ADAPTER.validate_json(payload))
