@@ -63,27 +63,24 @@ STAGE_COLUMNS = (
     "first",
     "reconciliation_key",
     "contract_version",
-    "kind",
     "partition_key",
     "document_id",
     "line_ref",
-    "job_id",
-    "chunk_id",
     "outcome",
     "note",
     "amount",
     "claimed_amount",
     "correlation_id",
-    "created_at",
 )
 
+# What varies per line; the chunk's kind, job, chunk id and time are statement
+# parameters (one parse per chunk, not one timestamp parse per line).
 _STAGE = """
-CREATE TEMP TABLE IF NOT EXISTS settle_stage (
+CREATE TEMP TABLE IF NOT EXISTS settle_rows (
     seq integer, first boolean, reconciliation_key varchar(64), contract_version integer,
-    kind varchar(32), partition_key varchar(128), document_id varchar(128),
-    line_ref varchar(128), job_id varchar(32), chunk_id varchar(32), outcome varchar(16),
-    note varchar(64), amount numeric(20,4), claimed_amount numeric(20,4),
-    correlation_id varchar(128), created_at timestamptz
+    partition_key varchar(128), document_id varchar(128), line_ref varchar(128),
+    outcome varchar(16), note varchar(64), amount numeric(20,4),
+    claimed_amount numeric(20,4), correlation_id varchar(128)
 ) ON COMMIT DELETE ROWS
 """
 
@@ -101,10 +98,10 @@ WITH ins AS (
         reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
         job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
         created_at)
-    SELECT s.reconciliation_key, s.contract_version, s.kind, s.partition_key, s.document_id,
-           s.line_ref, s.job_id, s.outcome, s.amount, s.claimed_amount,
-           s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, s.created_at
-    FROM settle_stage s
+    SELECT s.reconciliation_key, s.contract_version, %(kind)s, s.partition_key, s.document_id,
+           s.line_ref, %(job_id)s, s.outcome, s.amount, s.claimed_amount,
+           s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, %(now)s
+    FROM settle_rows s
     LEFT JOIN LATERAL (
         -- Version 1 has no earlier version: the guard skips the index probe.
         SELECT l.id, l.amount FROM ledger_entries l
@@ -124,14 +121,14 @@ WITH ins AS (
     HAVING count(*) > 0
 ), marked AS (
     SELECT s.*, (s.first AND i.id IS NOT NULL) AS new, i.delta AS new_delta
-    FROM settle_stage s
+    FROM settle_rows s
     LEFT JOIN ins i ON i.reconciliation_key = s.reconciliation_key
                    AND i.contract_version = s.contract_version
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
         delta, reconciliation_key, contract_version)
-    SELECT m.job_id, m.chunk_id, m.document_id, m.line_ref,
+    SELECT %(job_id)s, %(chunk_id)s, m.document_id, m.line_ref,
            CASE WHEN m.new THEN m.outcome ELSE 'duplicate' END,
            CASE WHEN m.new THEN m.note END,
            m.amount, m.claimed_amount,
@@ -145,7 +142,9 @@ SELECT seq FROM marked WHERE NOT new
 """
 
 
-def settle_lines(conn: Connection, stage_text: str, now: dt.datetime) -> set[int]:
+def settle_lines(
+    conn: Connection, stage_text: str, *, kind: str, job_id: str, chunk_id: str, now: dt.datetime
+) -> set[int]:
     """Stage a chunk's settled lines and settle them in one statement; the stage
     positions (``seq``) of the lines that are duplicates."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -154,10 +153,11 @@ def settle_lines(conn: Connection, stage_text: str, now: dt.datetime) -> set[int
         cursor.execute(_STAGE)
     finally:
         cursor.close()
-    copy_text(conn, "settle_stage", STAGE_COLUMNS, stage_text)
+    copy_text(conn, "settle_rows", STAGE_COLUMNS, stage_text)
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.execute(_SETTLE, {"now": now})
+        params = {"kind": kind, "job_id": job_id, "chunk_id": chunk_id, "now": now}
+        cursor.execute(_SETTLE, params)
         return {seq for (seq,) in cursor.fetchall()}
     finally:
         cursor.close()

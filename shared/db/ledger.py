@@ -234,12 +234,10 @@ def _text(value: str | None) -> str:
     return value.replace("\\", "\\\\") if "\\" in value else value
 
 
-def _stage_text(chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime) -> str:
-    """Every settled line as a COPY row of ``settle_stage`` (bulk.STAGE_COLUMNS),
+def _stage_text(settled: Sequence[PlannedLine]) -> str:
+    """Every settled line as a COPY row of ``settle_rows`` (bulk.STAGE_COLUMNS),
     in order, flagged when it is its identity's first occurrence in the chunk."""
     seen: set[tuple[str, int]] = set()
-    kind = _text(chunk.kind)
-    job, chunk_id, created = _text(chunk.job_id), _text(chunk.chunk_id), now.isoformat()
     out = []
     for seq, p in enumerate(settled):
         s = p.settlement
@@ -248,10 +246,9 @@ def _stage_text(chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetim
         ident = (p.line.reconciliation_key, doc.contract_version)
         claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
         out.append(
-            f"{seq}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t{kind}\t"
+            f"{seq}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t"
             f"{_text(doc.partition_key)}\t{_text(doc.document_id)}\t{_text(p.line.line_ref)}\t"
-            f"{job}\t{chunk_id}\t{s.outcome}\t{_text(s.note)}\t{s.amount}\t{claimed}\t"
-            f"{_text(doc.correlation_id)}\t{created}\n"
+            f"{s.outcome}\t{_text(s.note)}\t{s.amount}\t{claimed}\t{_text(doc.correlation_id)}\n"
         )
         seen.add(ident)
     return "".join(out)
@@ -482,7 +479,14 @@ def commit_plan(
         and (KINDS[chunk.kind].delta_basis == "key_versions")
     ):
         # Ledger rows, outbox events and outcome rows in one statement.
-        duplicates = bulk.settle_lines(conn, _stage_text(chunk, settled, now), now)
+        duplicates = bulk.settle_lines(
+            conn,
+            _stage_text(settled),
+            kind=chunk.kind,
+            job_id=chunk.job_id,
+            chunk_id=chunk.chunk_id,
+            now=now,
+        )
         flags = [seq not in duplicates for seq in range(len(settled))]
         rows = _settled_outcomes(chunk, settled, flags, outcome, None)
     else:
