@@ -78,9 +78,9 @@ class Kind(Generic[D, C]):
     # Optional: a decoder of a strict subset of ``document_model`` (see
     # ``shared.kinds.screen``), tried first at the front door.
     screen: ClassVar[Any] = None
-    # Optional: a msgspec decoder of ``list[...]`` of structs with the document
-    # model's field names and values (Decimal money), for the worker's decode
-    # of bytes the front door already validated.
+    # Optional: ``(chunk bytes) -> documents | None``, reading a stored chunk at
+    # C speed into objects with the model's field names and values (Decimal
+    # money), never more leniently than the model; None: the model reads it.
     settle_decoder: ClassVar[Any] = None
 
     def check_document(self, document: D, contract: C) -> None:

@@ -24,6 +24,7 @@ from shared.kinds.screen import (
     ScreenVersion,
     plain_money,
     plain_quantity,
+    screen,
 )
 from shared.money import CENT, Money, Quantity, exact_distance, exact_product
 
@@ -76,8 +77,13 @@ def _plain_amounts(document: _ScreenDocument) -> bool:
     )
 
 
+_SCREEN_CHUNK = Screen.of(
+    list[_ScreenDocument], lambda documents: all(_plain_amounts(d) for d in documents)
+)
+
+
 class _SettleLine(msgspec.Struct):
-    """PromoLine's fields and values, for bytes the front door validated."""
+    """PromoLine's fields and values, built from a screened chunk."""
 
     line_no: int
     sku: str
@@ -97,13 +103,44 @@ class _SettleDocument(msgspec.Struct):
     correlation_id: str | None = None
 
 
+def _settle_documents(payload: bytes) -> list[_SettleDocument] | None:
+    """A stored chunk read through the same screen as the front door (so never
+    more leniently than the model), with its amounts as Decimals; None: the
+    model reads it."""
+    screened = screen(_SCREEN_CHUNK, payload)
+    if screened is None:
+        return None
+    return [
+        _SettleDocument(
+            d.document_id,
+            d.partition_key,
+            d.contract_version,
+            d.period,
+            [
+                _SettleLine(
+                    line.line_no,
+                    line.sku,
+                    line.promo_tier,
+                    Decimal(line.qualifying_units),
+                    Decimal(line.claimed_amount),
+                    line.store_id,
+                    line.transaction_date,
+                )
+                for line in d.lines
+            ],
+            d.correlation_id,
+        )
+        for d in screened
+    ]
+
+
 class PromoAccrual(Kind[PromoDocument, PromoContract]):
     name: ClassVar[str] = "promo_accrual"
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch
     screen = Screen.of(_ScreenDocument, _plain_amounts)
-    settle_decoder = msgspec.json.Decoder(list[_SettleDocument])
+    settle_decoder = staticmethod(_settle_documents)
 
     def lines(self, document: PromoDocument) -> list[Line]:
         out = []

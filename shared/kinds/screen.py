@@ -60,7 +60,7 @@ class ScreenDocument(ScreenStruct):
     contract_version: ScreenVersion
 
 
-D = TypeVar("D", bound=ScreenDocument)
+D = TypeVar("D")  # a screen struct, or a list of them (a chunk)
 
 
 @dataclass(frozen=True)
