@@ -22,7 +22,7 @@ from services.worker.context import WorkerContext
 from services.worker.stage_log import note_documents
 from shared.broker import enqueue
 from shared.db import dead_letters
-from shared.db.jobs import chunk_processed, load_chunk, receiving_since
+from shared.db.jobs import chunk_processed, load_chunk, stored_state
 from shared.db.ledger import ChunkOutcome, ChunkRef, Requeue, commit_plan
 from shared.dedup import Claim, LeaseKeeper
 from shared.errors import StructuralError, TransientError
@@ -73,10 +73,15 @@ def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
     """
     deadline = time.monotonic() + ctx.settings.accept_wait_s
     while True:
-        since = receiving_since(conn, job_id)
-        if since is None:
+        stored = stored_state(conn, job_id)
+        if stored is None:
+            # Withdrawn: its chunks could not all be enqueued and the producer got a 503.
+            log.warning("message of withdrawn job %s dropped", job_id)
+            return False
+        state, created = stored
+        if state != "receiving":
             return True
-        if (dt.datetime.now(dt.UTC) - since).total_seconds() > ctx.settings.receiving_timeout_s:
+        if (dt.datetime.now(dt.UTC) - created).total_seconds() > ctx.settings.receiving_timeout_s:
             # The producer never got its 202; its retry republishes every chunk.
             log.warning("message of unaccepted job %s dropped", job_id)
             return False
@@ -184,9 +189,11 @@ class _Envelope(msgspec.Struct):
 _ENVELOPES = msgspec.json.Decoder(list[_Envelope])
 
 
-def _decode(ctx: WorkerContext, unit: Unit, attempt: int) -> Decoded | None:
+def _decode(
+    ctx: WorkerContext, unit: Unit, attempt: int, *, digest_checked: bool = False
+) -> Decoded | None:
     """Re-check the stored bytes; an unreadable unit is dead-lettered whole."""
-    if not _digest_ok(ctx, unit, attempt):
+    if not digest_checked and not _digest_ok(ctx, unit, attempt):
         return None
     kind = KINDS.get(unit.ref.kind)
     adapter = _DOCUMENT_LISTS.get(unit.ref.kind)
@@ -229,7 +236,7 @@ def validate_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> None:
     except msgspec.MsgspecError:
         envelopes = None
     if kind is None or envelopes is None:
-        decoded = _decode(ctx, unit, attempt)
+        decoded = _decode(ctx, unit, attempt, digest_checked=True)
         if decoded is None:
             return
         unreadable_documents = len(decoded.failures)

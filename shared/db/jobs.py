@@ -161,13 +161,14 @@ def stored_chunks(engine: Engine, job_id: str) -> list[tuple[str, str]]:
     return [(r.id, r.payload_sha256) for r in rows]
 
 
-def receiving_since(conn: Connection, job_id: str) -> dt.datetime | None:
-    """When a job still being enqueued was stored; None once it is accepted."""
+def stored_state(conn: Connection, job_id: str) -> tuple[str, dt.datetime] | None:
+    """A job's stored state and creation time; None once a submission that never
+    got its 202 has been withdrawn (or for a job never stored)."""
     row = conn.execute(select(J.c.state, J.c.created_at).where(J.c.id == job_id)).first()
-    if row is None or row.state != "receiving":
+    if row is None:
         return None
     created: dt.datetime = row.created_at
-    return created if created.tzinfo else created.replace(tzinfo=dt.UTC)
+    return row.state, created if created.tzinfo else created.replace(tzinfo=dt.UTC)
 
 
 def load_chunk(conn: Connection, chunk_id: str) -> Any:

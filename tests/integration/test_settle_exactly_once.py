@@ -15,7 +15,7 @@ import redis
 
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.db.jobs import job_status, mark_accepted
+from shared.db.jobs import discard_unaccepted, job_status, mark_accepted
 from shared.errors import TransientError
 from shared.kinds import get_kind
 from shared.kinds.promo_accrual import PromoDocument
@@ -243,6 +243,20 @@ def test_chunk_seen_just_before_its_job_is_accepted_settles_without_a_retry(ctx,
     finally:
         accept.join()
     assert outcome is not None and outcome.posted == 2
+
+
+def test_chunk_of_a_job_withdrawn_while_the_worker_waits_is_dropped(ctx, vendor):
+    """A submission whose enqueueing failed is withdrawn (503, no 202): a worker
+    waiting for its accept must not take "gone" for "accepted"."""
+    docs = three_line_docs(vendor)
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, accept=False)
+    withdraw = threading.Timer(0.2, discard_unaccepted, (ctx.engine, job_id))
+    withdraw.start()
+    try:
+        assert settle_chunk(ctx, message, 1) is None
+    finally:
+        withdraw.join()
+    assert ledger_rows(ctx.engine, job_id) == [] and chunk_results(ctx.engine, job_id) == []
 
 
 def test_identifiers_with_backslashes_and_unicode_reach_the_ledger_intact(ctx, vendor):
