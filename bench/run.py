@@ -143,6 +143,13 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None, help="worker threads per process")
     parser.add_argument("--chunk-documents", type=int, default=None)
     parser.add_argument("--chunk-lines", type=int, default=None)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any other setting for every process, e.g. --set relay_nice=19",
+    )
     args = parser.parse_args()
 
     started_gen = time.monotonic()
@@ -166,6 +173,7 @@ def main() -> int:
             )
             if value is not None
         }
+        tuning.update(item.split("=", 1) for item in args.set)
         stack = Stack(env, logs, **tuning)
         try:
             stack.start_api()
@@ -218,9 +226,10 @@ def main() -> int:
             e2e_s = time.monotonic() - t0
             busy1, wait1 = machine_cpu()
             services = {k: v - services0[k] for k, v in service_cpu().items()}
+            stats = {name: process_stats(p.pid) for name, p in stack.processes.items()}
+            events_s = wait_for_events(env.database_url, t0)
             stop.set()
             sender.join()
-            stats = {name: process_stats(p.pid) for name, p in stack.processes.items()}
             ok = verify(env.database_url, job, data.expect, total)
         finally:
             stack.stop()
@@ -233,6 +242,7 @@ def main() -> int:
     print("|---|---|---|---|---|")
     median = statistics.median(latencies) if latencies else float("nan")
     print(f"| {total} | {accept_s:.2f} s | {e2e_s:.2f} s | {total / e2e_s:,.0f} | {median:.2f} s |")
+    print(f"\nlast outcome event published {events_s:.2f} s after the POST (the relay's lag)")
     print()
     print("| process | peak RSS | CPU s | CPU µs/line |")
     print("|---|---|---|---|")
@@ -264,6 +274,25 @@ def _signed(stack: Stack, body: bytes) -> dict[str, str]:
         "X-Key-Id": PRODUCER_ID,
         "X-Signature": sign_request(PRODUCER_SECRET, int(time.time()), "POST", "/v1/batches", body),
     }
+
+
+def wait_for_events(url: str, t0: float, timeout: float = 600) -> float:
+    """Seconds from ``t0`` until the relay has published every outcome event."""
+    O = tables.outbox  # noqa: E741
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            while time.monotonic() - t0 < timeout:
+                waiting = conn.execute(
+                    select(func.count()).select_from(O).where(O.c.published_at.is_(None))
+                ).scalar()
+                conn.rollback()
+                if not waiting:
+                    break
+                time.sleep(0.05)
+    finally:
+        engine.dispose()
+    return time.monotonic() - t0
 
 
 def verify(url: str, job: dict[str, Any], expect: Expectation, total: int) -> bool:
