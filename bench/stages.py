@@ -2,25 +2,33 @@
 
 Stores a deterministic promo_accrual job (default 50,000 lines in 5,000-line
 chunks), then runs the fast path's checks and the settle stage over every
-chunk, printing CPU µs per line of this process and of PostgreSQL and Redis,
-and (with ``--profile``) the top functions by cumulative time. Used to find
-and check the top costs named in the performance notes.
+chunk, then the relay over every outcome event, printing CPU µs per line of
+this process and of PostgreSQL, Redis and RabbitMQ, and (with ``--profile``)
+the top functions by cumulative time. Used to find and check the top costs
+named in the performance notes.
 
-    python -m bench.stages [--lines 50000] [--profile settle|validate]
+    python -m bench.stages [--lines 50000] [--profile settle|validate|relay]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
+import threading
 import time
 from collections.abc import Callable
+
+from sqlalchemy import Engine, func, select
 
 from bench.run import service_cpu
 from services.worker import stages
 from services.worker.actors import build_broker
 from services.worker.context import make_context
+from services.worker.relay import Relay
+from shared.db import tables
+from shared.settings import Settings
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import isolated_env
 from tests.support.workload import generate
@@ -41,15 +49,38 @@ def measure(name: str, lines: int, run: Callable[[], None], profile: bool) -> No
     print(
         f"{name:9} wall {wall * per:6.1f} µs/line   CPU: worker {cpu * per:6.1f}"
         f"  postgres {services['postgres'] * per:6.1f}  redis {services['redis'] * per:5.1f}"
+        f"  rabbitmq {services['rabbitmq'] * per:5.1f}"
     )
     if profiler:
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(35)
+        order = os.environ.get("PROFILE_SORT", "cumulative")  # or tottime
+        pstats.Stats(profiler).sort_stats(order).print_stats(35)
+
+
+def drain(settings: Settings, engine: Engine) -> None:
+    """Run the relay until every outcome event is published."""
+    stop = threading.Event()
+    O = tables.outbox  # noqa: E741
+
+    def watch() -> None:
+        with engine.connect() as conn:
+            while not stop.wait(0.02):
+                waiting = conn.execute(
+                    select(func.count()).select_from(O).where(O.c.published_at.is_(None))
+                ).scalar()
+                conn.rollback()
+                if not waiting:
+                    stop.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    Relay(settings, engine).run(stop)
+    watcher.join()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lines", type=int, default=50_000)
-    parser.add_argument("--profile", choices=("settle", "validate"), default=None)
+    parser.add_argument("--profile", choices=("settle", "validate", "relay"), default=None)
     args = parser.parse_args()
     generated = generate(args.lines, 50)
     with isolated_env("stages") as env:
@@ -72,6 +103,9 @@ def main() -> None:
 
             measure("validate", args.lines, validate, args.profile == "validate")
             measure("settle", args.lines, settle, args.profile == "settle")
+            measure(
+                "relay", args.lines, lambda: drain(settings, ctx.engine), args.profile == "relay"
+            )
         finally:
             ctx.engine.dispose()
             broker.close()
