@@ -119,26 +119,34 @@ WITH ins AS (
     SELECT string_agg(i.id::text, ',' ORDER BY i.id), %(now)s
     FROM ins i
     HAVING count(*) > 0
-), marked AS (
-    SELECT s.*, (s.first AND i.id IS NOT NULL) AS new, i.delta AS new_delta
-    FROM settle_rows s
-    LEFT JOIN ins i ON i.reconciliation_key = s.reconciliation_key
-                   AND i.contract_version = s.contract_version
+), duplicates AS (
+    -- A repeat within the chunk, or an identity the insert did not take.
+    SELECT s.seq FROM settle_rows s
+    WHERE NOT s.first OR NOT EXISTS (
+        SELECT 1 FROM ins i
+        WHERE i.reconciliation_key = s.reconciliation_key
+          AND i.contract_version = s.contract_version)
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
         delta, reconciliation_key, contract_version)
-    SELECT %(job_id)s, %(chunk_id)s, m.document_id, m.line_ref,
-           CASE WHEN m.new THEN m.outcome ELSE 'duplicate' END,
-           CASE WHEN m.new THEN m.note END,
-           m.amount, m.claimed_amount,
-           CASE WHEN m.new THEN m.new_delta END,
-           m.reconciliation_key, m.contract_version
-    FROM marked m
-    WHERE NOT m.new OR m.note IS NOT NULL
-    ORDER BY m.seq
+    SELECT %(job_id)s, %(chunk_id)s, o.document_id, o.line_ref, o.outcome, o.reason,
+           o.amount, o.claimed_amount, o.delta, o.reconciliation_key, o.contract_version
+    FROM (
+        SELECT s.seq, s.document_id, s.line_ref, 'duplicate' AS outcome, NULL AS reason,
+               s.amount, s.claimed_amount, NULL::numeric AS delta, s.reconciliation_key,
+               s.contract_version
+        FROM settle_rows s JOIN duplicates d ON d.seq = s.seq
+        UNION ALL
+        SELECT s.seq, s.document_id, s.line_ref, s.outcome, s.note, s.amount,
+               s.claimed_amount, i.delta, s.reconciliation_key, s.contract_version
+        FROM settle_rows s JOIN ins i ON i.reconciliation_key = s.reconciliation_key
+                                     AND i.contract_version = s.contract_version
+        WHERE s.first AND s.note IS NOT NULL
+    ) o
+    ORDER BY o.seq
 )
-SELECT seq FROM marked WHERE NOT new
+SELECT seq FROM duplicates
 """
 
 
