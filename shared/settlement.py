@@ -82,13 +82,22 @@ class ChunkPlan:
 
     def claim_keys(self) -> list[tuple[str, int]]:
         """(reconciliation_key, contract_version) of every line that may post."""
-        return sorted(
-            {
-                (p.line.reconciliation_key, p.document.contract_version)
-                for p in self.lines
-                if p.settlement is not None
-            }
-        )
+        return sorted((key, v) for v, keys in self.claim_keys_by_version().items() for key in keys)
+
+    def claim_keys_by_version(self) -> dict[int, set[str]]:
+        """The reconciliation keys of every line that may post, per contract version
+        (strings in sets: no (key, version) tuple made per line)."""
+        by_version: dict[int, set[str]] = {}
+        keys: set[str] = set()
+        doc = None
+        for p in self.lines:
+            if p.settlement is None:
+                continue
+            if p.document is not doc:  # a document's lines are consecutive
+                doc = p.document
+                keys = by_version.setdefault(doc.contract_version, set())
+            keys.add(p.line.reconciliation_key)
+        return by_version
 
 
 def _settle_document(

@@ -10,12 +10,14 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.db.ledger import _stage_text
+from shared.dedup import ClaimStore
 from shared.kinds.base import Document, Line, Settlement
-from shared.settlement import PlannedLine
+from shared.settlement import ChunkPlan, PlannedLine
 
 FAST = settings(max_examples=150, deadline=None, database=None)
 
@@ -88,3 +90,38 @@ def settled_lines(draw: Any) -> list[PlannedLine]:
 @given(settled=settled_lines())
 def test_stage_text_is_the_field_by_field_text(settled: list[PlannedLine]) -> None:
     assert _stage_text(settled) == reference_stage_text(settled)
+
+
+@FAST
+@given(
+    by_version=st.dictionaries(
+        st.integers(1, 4), st.sets(st.sampled_from(["a" * 64, "b" * 64, "0" * 64, "f"])), max_size=3
+    )
+)
+def test_claim_keys_per_version_are_the_sorted_identities_keys(
+    by_version: dict[int, set[str]],
+) -> None:
+    store = ClaimStore(redis.Redis(), "settleq-t", 1000)  # no connection: keys are pure
+    idents = sorted((key, version) for version, keys in by_version.items() for key in keys)
+    expected = [store.key("promo_accrual", key, version) for key, version in idents]
+    assert store.keys("promo_accrual", by_version) == expected
+
+
+@FAST
+@given(settled=settled_lines(), dead=st.lists(st.booleans(), max_size=80))
+def test_claim_keys_by_version_hold_every_line_that_may_post(
+    settled: list[PlannedLine], dead: list[bool]
+) -> None:
+    lines = [
+        PlannedLine(p.document, p.line, None, "negative_quantity") if gone else p
+        for p, gone in zip(settled, dead + [False] * len(settled), strict=False)
+    ]
+    plan = ChunkPlan(lines=lines)
+    wanted: dict[int, set[str]] = {}
+    for p in lines:
+        if p.settlement is not None:
+            wanted.setdefault(p.document.contract_version, set()).add(p.line.reconciliation_key)
+    assert plan.claim_keys_by_version() == wanted
+    assert plan.claim_keys() == sorted(
+        {(p.line.reconciliation_key, p.document.contract_version) for p in lines if p.settlement}
+    )
