@@ -120,18 +120,20 @@ def _settle_document(
     except BusinessError as exc:
         plan.failed_documents.append(DocumentFailure(document, lines, exc.reason, str(exc)))
         return
-    planned = []
+    settle = kind.settle
+    planned: list[PlannedLine] = []
+    append = planned.append
     for line in lines:
         try:
-            settlement = kind.settle(document, line, contract)
+            settlement = settle(document, line, contract)
             if abs(settlement.amount) >= LEDGER_LIMIT:
                 raise BusinessError(
                     "amount_out_of_range", "the modelled amount does not fit the ledger"
                 )
         except BusinessError as exc:
-            planned.append(PlannedLine(document, line, None, exc.reason, str(exc)))
+            append(PlannedLine(document, line, None, exc.reason, str(exc)))
         else:
-            planned.append(PlannedLine(document, line, settlement))
+            append(PlannedLine(document, line, settlement))
     plan.lines.extend(planned)
 
 
