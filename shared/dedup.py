@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,16 @@ class ClaimStore:
 
     def key(self, kind: str, reconciliation_key: str, contract_version: int) -> str:
         return f"{self._prefix}:claim:{kind}:{contract_version}:{reconciliation_key}"
+
+    def keys(self, kind: str, by_version: Mapping[int, Iterable[str]]) -> list[str]:
+        """The claim keys of reconciliation keys per contract version, in
+        (reconciliation key, version) order."""
+        if len(by_version) == 1:  # the common case: one prefix, sorted keys
+            ((version, keys),) = by_version.items()
+            head = self.key(kind, "", version)
+            return [head + key for key in sorted(keys)]
+        idents = sorted((key, version) for version, keys in by_version.items() for key in keys)
+        return [self.key(kind, key, version) for key, version in idents]
 
     def claim(self, keys: Sequence[str]) -> Claim:
         """Lease every free key in one round trip; report those leased by others."""

@@ -84,15 +84,19 @@ def exact_arithmetic() -> AbstractContextManager[Context]:
     return localcontext(_EXACT)
 
 
+# Bound once: these run per line, and each attribute lookup is a dict probe.
+_quantize, _multiply, _subtract = _EXACT.quantize, _EXACT.multiply, _EXACT.subtract
+
+
 def exact_product(a: Decimal, b: Decimal, quantum: Decimal) -> Decimal:
     """``a * b`` rounded once, half up, to ``quantum``: the one-multiplication model
     without entering a context (this is the per-line hot path of promo accruals)."""
-    return _EXACT.quantize(_EXACT.multiply(a, b), quantum)
+    return _quantize(_multiply(a, b), quantum)
 
 
 def exact_distance(a: Decimal, b: Decimal) -> Decimal:
     """``abs(a - b)``, exact (never rounded to the ambient context's precision)."""
-    return _EXACT.subtract(a, b).copy_abs()
+    return _subtract(a, b).copy_abs()
 
 
 def quantize(value: Decimal, quantum: Decimal) -> Decimal:

@@ -282,9 +282,7 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
     plan.failed_documents += decoded.failures
     if unit.line_ref is not None:
         plan = restrict_to_line(plan, unit.line_ref)
-    claim = ctx.claims.claim(
-        [ctx.claims.key(kind.name, key, version) for key, version in plan.claim_keys()]
-    )
+    claim = ctx.claims.claim(ctx.claims.keys(kind.name, plan.claim_keys_by_version()))
     if claim.contended:
         ctx.claims.release(claim)
         raise TransientError(

@@ -143,21 +143,16 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     settle_decoder = staticmethod(_settle_documents)
 
     def lines(self, document: PromoDocument) -> list[Line]:
-        out = []
+        document_id = document.document_id
+        period = document.period
+        out: list[Line] = []
+        append = out.append
         for line in document.lines:
             tx_date = line.transaction_date.isoformat() if line.transaction_date else None
             item_hash = promo_line_item_hash(line.line_no, line.sku, line.store_id, tx_date)
-            out.append(
-                Line(
-                    document_id=document.document_id,
-                    line_ref=str(line.line_no),
-                    reconciliation_key=promo_key(
-                        document.document_id, item_hash, line.promo_tier, document.period
-                    ),
-                    claimed_amount=line.claimed_amount,
-                    raw=line,
-                )
-            )
+            key = promo_key(document_id, item_hash, line.promo_tier, period)
+            # Positional: keyword arguments cost a third more per line.
+            append(Line(document_id, str(line.line_no), key, line.claimed_amount, line))
         return out
 
     def line_count(self, document: PromoDocument) -> int:
@@ -165,17 +160,15 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
 
     def settle(self, document: PromoDocument, line: Line, contract: PromoContract) -> Settlement:
         promo: PromoLine = line.raw
-        if promo.qualifying_units < 0:
+        units = promo.qualifying_units
+        if units < 0:
             raise BusinessError("negative_quantity", f"line {promo.line_no}: negative units")
         rate = contract.tier_rates.get(promo.promo_tier)
         if rate is None:
             raise BusinessError(
                 "unknown_promo_tier", f"line {promo.line_no}: tier {promo.promo_tier!r}"
             )
-        model = exact_product(promo.qualifying_units, rate, CENT)
-        within = exact_distance(promo.claimed_amount, model) <= contract.tolerance
-        return Settlement(
-            outcome="posted" if within else "disputed",
-            amount=model,
-            claimed_amount=promo.claimed_amount,
-        )
+        model = exact_product(units, rate, CENT)
+        claimed = promo.claimed_amount
+        within = exact_distance(claimed, model) <= contract.tolerance
+        return Settlement("posted" if within else "disputed", model, claimed)
