@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import Connection, Engine, delete, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from shared.chunking import NewChunk
@@ -86,11 +86,24 @@ def find_job(engine: Engine, key_id: str, idempotency_key: str) -> ExistingJob |
     return None if row is None else ExistingJob(**row._mapping)
 
 
+# PostgreSQL compresses every chunk payload above 2 kB (TOAST) with pglz by
+# default, which cost it more CPU than everything else the accept asks of it
+# (about 1 µs a line): lz4 is 5x cheaper to write, as cheap to read back, for
+# ~20% more bytes. Set for the storing transaction only, and only where the
+# server was built with lz4 (14+), so that nothing fails where it is missing.
+_LZ4_PAYLOADS = text(
+    "SELECT set_config('default_toast_compression', 'lz4', true) FROM pg_settings"
+    " WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
+)
+
+
 def create_job(engine: Engine, job: NewJob) -> bool:
     """Store the job in state ``receiving`` with its chunks; False on a key race."""
     now = dt.datetime.now(dt.UTC)
     try:
         with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(_LZ4_PAYLOADS)
             conn.execute(
                 J.insert().values(
                     id=job.id,
