@@ -269,3 +269,10 @@ def test_chunk_payloads_are_stored_whole_with_lz4_where_the_server_has_it(
     assert [(d["document_id"], len(d["lines"])) for d in stored] == [(docs[0]["document_id"], 199)]
     assert method == ("lz4" if lz4 else "pglz")
     assert default == "pglz"
+
+
+@pytest.mark.parametrize("target", ["/healthz?x=%00", "/v1/jobs/a%01b", "/v1/batches?q=%7F"])
+def test_control_characters_in_the_url_are_422(test_env: ServiceEnv, target: str) -> None:
+    with TestClient(create_app(test_env.settings())) as http:
+        response = http.post(target, content=good_batch())
+    assert response.status_code == 422 and error_code(response) == "invalid_characters"
