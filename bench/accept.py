@@ -137,6 +137,7 @@ def over_socket(env: ServiceEnv, body: bytes, lines: int, runs: int) -> None:
                 cpu, wall = process_stats(pid)[1] - cpu, time.perf_counter() - wall
                 assert response.status_code == 202, response.text
                 meter.report(run, lines, wall, cpu)
+        print(f"api peak RSS {process_stats(pid)[0]:.0f} MiB (the body is {len(body) >> 20} MiB)")
     finally:
         stack.stop()
 
