@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -25,6 +27,12 @@ from shared.settings import ProducerKey, Settings
 
 JSON = "application/json"
 NDJSON = "application/x-ndjson"
+
+
+# The body's SHA-256 and the signature's MAC (0.13 µs a line, an eighth of
+# the front door's CPU) release the GIL: they run here while the request's
+# own thread parses, so that a large batch is accepted sooner.
+_HASHERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hash")
 
 
 def media_type(content_type: str) -> str:
@@ -67,6 +75,28 @@ class Ingest:
 
     def feed(self, data: bytes) -> None:
         self.sha.update(data)
+        self._parse(data)
+
+    def feed_parts(self, parts: list[bytes], also: Callable[[bytes], None]) -> None:
+        """``feed`` each part, and pass it to ``also`` (the signature's MAC), with
+        the hashing on another core; both are done when this returns."""
+
+        def hash_parts() -> None:
+            for part in parts:
+                self.sha.update(part)
+                also(part)
+
+        hashing = _HASHERS.submit(hash_parts)
+        try:
+            # Part by part, as received: a body with several bad documents is
+            # then answered with the same one as before (the last of the first
+            # part holding any: parsing stops at a part that follows an error).
+            for part in parts:
+                self._parse(part)
+        finally:
+            hashing.result()
+
+    def _parse(self, data: bytes) -> None:
         if self.error is not None:
             return  # the first error is the answer; the rest is only hashed
         if self.media == JSON:
@@ -92,13 +122,6 @@ class Ingest:
                 self._model(line)
             else:
                 self._accept(screened, line)
-
-    def feed_parts(self, parts: list[bytes]) -> None:
-        # Part by part, as received: a body with several bad documents is then
-        # answered with the same one as before (the last of the first part
-        # holding any: ``feed`` stops at a part that follows an error).
-        for part in parts:
-            self.feed(part)
 
     def finish(self) -> Ingested:
         if self.media == JSON:

@@ -39,7 +39,9 @@ BODY = b'{"kind": "promo_accrual"}\r\n' + b"\n".join(
 def _ingest(body: bytes, cuts: list[int]) -> Ingested | ApiError:
     ingest = Ingest(SETTINGS, KEY, NDJSON)
     bounds = [0, *sorted(set(cuts)), len(body)]
-    ingest.feed_parts([body[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a])
+    ingest.feed_parts(
+        [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a], lambda _: None
+    )
     try:
         return ingest.finish()
     except ApiError as exc:

@@ -129,15 +129,14 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
         size += len(part)
         if size > limit:
             raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
-        verifier.update(part)
         parts.append(part)
         buffered += len(part)
         if buffered >= FEED_BYTES:
             # Validation runs in a thread: the event loop keeps serving other requests.
-            await run_in_threadpool(ingest.feed_parts, parts)
+            await run_in_threadpool(ingest.feed_parts, parts, verifier.update)
             parts, buffered = [], 0
     if parts:
-        await run_in_threadpool(ingest.feed_parts, parts)
+        await run_in_threadpool(ingest.feed_parts, parts, verifier.update)
     try:
         verifier.verify()
     except SignatureError as exc:
