@@ -21,16 +21,18 @@ KEY = ProducerKey(key_id="k", secrets=["s"], partitions=["*"])
 
 def _documents() -> list[dict[str, Any]]:
     documents = generate(600, 4, lines_per_doc=5).documents
-    # Ones the screen leaves to the model, which accepts them: an escaped
-    # character, an exponent, a "|"-free id with a DEL escaped.
+    # Valid ones the screen leaves to the model (an escape makes its part
+    # unclean; an exponent), and ones in raw UTF-8 it takes (C2 A1 starts
+    # like a C1 control but is not one).
     documents[3]["lines"][0]["sku"] = "SKU-\\1"
     documents[17]["lines"][2]["claimed_amount"] = "1.5E0"
     documents[40]["period"] = "Q3\u00e9"
+    documents[50]["lines"][1]["sku"] = "\u00a1Ol\u00e9"
     return documents
 
 
 DOCUMENTS = _documents()
-LINES = [json.dumps(d, ensure_ascii=d is not DOCUMENTS[40]).encode() for d in DOCUMENTS]
+LINES = [json.dumps(d, ensure_ascii=n not in (40, 50)).encode() for n, d in enumerate(DOCUMENTS)]
 BODY = b'{"kind": "promo_accrual"}\r\n' + b"\n".join(
     line + (b"\r\n\n  " if n % 9 == 0 else b"") for n, line in enumerate(LINES)
 )
