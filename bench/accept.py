@@ -3,12 +3,14 @@
 Runs the real app (its lifespan, on real PostgreSQL and RabbitMQ) under
 httpx's ASGI transport and posts a deterministic promo_accrual batch (default
 500,000 lines) in 64 KiB parts, as uvicorn hands them over. Prints, per run,
-POST→202 wall time and CPU µs per line of this process and of PostgreSQL and
-RabbitMQ. Each run uses its own Idempotency-Key, so each one is a new job.
+POST→202 wall time and CPU µs per line of this process (the client's share
+included), of the PostgreSQL backends serving this run's database (and of all
+of PostgreSQL, which other work on the machine shares) and of RabbitMQ. Each
+run uses its own Idempotency-Key, so each one is a new job.
 
-With ``--uvicorn`` the batch goes over a socket to a real ``settleq api``
-process instead, and that process's CPU is what is counted (HTTP parsing
-included).
+With ``--uvicorn`` (the figure to quote) the batch goes over a socket to a
+real ``settleq api`` process instead, and only that process's CPU is counted
+(HTTP parsing included).
 
 With ``--profile`` the same steps (verify, feed, finish, submit) run in this
 thread, publishing included, under cProfile, and the top functions by
