@@ -33,6 +33,7 @@ NDJSON = "application/x-ndjson"
 # the front door's CPU) release the GIL: they run here while the request's
 # own thread parses, so that a large batch is accepted sooner.
 _HASHERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hash")
+_HASH_APART_BYTES = 256 * 1024
 
 
 def media_type(content_type: str) -> str:
@@ -86,7 +87,11 @@ class Ingest:
                 self.sha.update(part)
                 also(part)
 
-        hashing = _HASHERS.submit(hash_parts)
+        hashing = None
+        if sum(map(len, parts)) < _HASH_APART_BYTES:
+            hash_parts()  # a small body: the hop would cost more than it saves
+        else:
+            hashing = _HASHERS.submit(hash_parts)
         try:
             # Part by part, as received: a body with several bad documents is
             # then answered with the same one as before (the last of the first
@@ -94,7 +99,8 @@ class Ingest:
             for part in parts:
                 self._parse(part)
         finally:
-            hashing.result()
+            if hashing is not None:
+                hashing.result()
 
     def _parse(self, data: bytes) -> None:
         if self.error is not None:

@@ -3,6 +3,7 @@ however its parts fall, through the screen's per-part fast path or per line."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -90,3 +91,21 @@ def test_parts_do_not_change_the_error(
     assert isinstance(error, ApiError)
     assert (error.status, error.code) == (422, code)
     assert error.details[0]["loc"] == [f"line {where + 2}", "lines", "1", field]
+
+
+def test_a_large_body_hashed_apart_gives_the_same_digest_and_mac_input() -> None:
+    documents = generate(30_000, 4, lines_per_doc=5).documents
+    body = b'{"kind": "promo_accrual"}\n' + b"\n".join(json.dumps(d).encode() for d in documents)
+    parts = [body[i : i + 65536] for i in range(0, len(body), 65536)]
+    assert len(body) > 3 * 1024 * 1024  # several batches of 16 parts, each hashed apart
+    at_once = Ingest(SETTINGS, KEY, NDJSON)
+    at_once.feed(body)
+    signed: list[bytes] = []
+    apart = Ingest(SETTINGS, KEY, NDJSON)
+    for start in range(0, len(parts), 16):
+        apart.feed_parts(parts[start : start + 16], signed.append)
+    one, other = at_once.finish(), apart.finish()
+    assert b"".join(signed) == body
+    assert one.body_sha256 == other.body_sha256 == hashlib.sha256(body).hexdigest()
+    assert [c.payload for c in one.chunks] == [c.payload for c in other.chunks]
+    assert (one.documents, one.lines) == (other.documents, other.lines) == (6000, 30_000)
