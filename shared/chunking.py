@@ -80,35 +80,41 @@ class ChunkBuilder:
         self.chunks: list[NewChunk] = []
         self.documents = 0
         self.lines = 0
+        # The open chunk's bytes with their punctuation ("[", doc, ",", doc...),
+        # so that closing it copies them once.
         self._parts: list[bytes] = []
+        self._documents = 0
         self._size = 0
         self._lines = 0
 
     def add(self, document: bytes, lines: int) -> None:
-        if self.caps.full(len(self._parts), self._size, self._lines, len(document), lines):
+        size = len(document)
+        if self.caps.full(self._documents, self._size, self._lines, size, lines):
             self._close()
-        self._parts.append(document)
-        self._size += len(document)
+        self._parts += (b"," if self._documents else b"[", document)
+        self._documents += 1
+        self._size += size
         self._lines += lines
         self.documents += 1
         self.lines += lines
 
     def _close(self) -> None:
-        payload = b"[" + b",".join(self._parts) + b"]"
+        self._parts.append(b"]")
+        payload = b"".join(self._parts)
         self.chunks.append(
             NewChunk(
                 id=self.new_id(),
                 seq=len(self.chunks),
-                documents=len(self._parts),
+                documents=self._documents,
                 lines=self._lines,
                 payload=payload,
                 payload_sha256=hashlib.sha256(payload).hexdigest(),
             )
         )
-        self._parts, self._size, self._lines = [], 0, 0
+        self._parts, self._documents, self._size, self._lines = [], 0, 0, 0
 
     def finish(self) -> list[NewChunk]:
-        if self._parts:
+        if self._documents:
             self._close()
         return self.chunks
 

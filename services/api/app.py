@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
 from services.api.metrics import ApiMetrics, RequestMetrics
-from services.api.middleware import refuse_control_characters
+from services.api.middleware import RefuseControlCharacters
 from services.api.openapi_doc import finish
 from services.api.queue_stats import QueueStats
 from services.api.routes import batches, contracts, dashboard, dead_letters, jobs, ops
@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_handlers(app)
-    app.middleware("http")(refuse_control_characters)
+    app.add_middleware(RefuseControlCharacters)
     app.state.metrics = ApiMetrics(lambda: getattr(app.state, "ctx", None))
     # Added last, so outermost: it also times what the middleware above refuses.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)

@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from urllib.parse import unquote
 
-from fastapi import Request, Response
+from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.api.errors import error_response
 
 
-async def refuse_control_characters(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
+class RefuseControlCharacters:
     """A NUL or other C0 control character in the path or query is never valid
-    (PostgreSQL cannot even store NUL): 422 rather than a database error."""
-    target = unquote(request.url.path + "?" + request.url.query)
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
-        return error_response(
-            422, "invalid_characters", "control characters are not allowed in a URL"
-        )
-    return await call_next(request)
+    (PostgreSQL cannot even store NUL): 422 rather than a database error.
+
+    Plain ASGI rather than ``@app.middleware("http")``: Starlette's
+    ``BaseHTTPMiddleware`` wraps every received body part in a task group and
+    an async generator, which cost the front door ~0.1 µs a line of a large
+    NDJSON batch for a check of the URL alone."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            url = Request(scope).url
+            target = unquote(url.path + "?" + url.query)
+            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+                response = error_response(
+                    422, "invalid_characters", "control characters are not allowed in a URL"
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

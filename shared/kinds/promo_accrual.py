@@ -22,8 +22,8 @@ from shared.kinds.screen import (
     ScreenId,
     ScreenStruct,
     ScreenVersion,
-    plain_money,
-    plain_quantity,
+    all_plain_money,
+    all_plain_quantity,
     screen,
 )
 from shared.money import CENT, Money, Quantity, exact_distance, exact_product
@@ -71,9 +71,9 @@ class _ScreenDocument(ScreenDocument):
 
 
 def _plain_amounts(document: _ScreenDocument) -> bool:
-    return all(
-        plain_quantity(line.qualifying_units) and plain_money(line.claimed_amount)
-        for line in document.lines
+    lines = document.lines
+    return all_plain_quantity([line.qualifying_units for line in lines]) and all_plain_money(
+        [line.claimed_amount for line in lines]
     )
 
 

