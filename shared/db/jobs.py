@@ -7,13 +7,12 @@ A job's progress is never a hot row: each processed chunk writes its own
 from __future__ import annotations
 
 import datetime as dt
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select, text, update
+from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from shared.chunking import NewChunk
@@ -87,37 +86,11 @@ def find_job(engine: Engine, key_id: str, idempotency_key: str) -> ExistingJob |
     return None if row is None else ExistingJob(**row._mapping)
 
 
-# PostgreSQL compresses every chunk payload above 2 kB (TOAST) with pglz by
-# default, which cost it more CPU than everything else the accept asks of it
-# (about 1 µs a line): lz4 is 5x cheaper to write, as cheap to read back, for
-# ~20% more bytes. Set for the storing transaction only, and only where the
-# server was built with lz4 (14+), so that nothing fails where it is missing;
-# whether it was is asked once per engine (reading pg_settings costs PostgreSQL
-# 0.4 ms, more than a small batch's whole insert).
-_HAS_LZ4 = text(
-    "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
-)
-_TOAST_MIN = 2000  # bytes (TOAST_TUPLE_THRESHOLD): smaller rows are never compressed
-_lz4_servers: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
-
-
-def _compress_with_lz4(conn: Connection) -> None:
-    supported = _lz4_servers.get(conn.engine)
-    if supported is None:
-        supported = _lz4_servers[conn.engine] = bool(conn.execute(_HAS_LZ4).scalar())
-    if supported:
-        conn.exec_driver_sql("SET LOCAL default_toast_compression = lz4")
-
-
 def create_job(engine: Engine, job: NewJob) -> bool:
     """Store the job in state ``receiving`` with its chunks; False on a key race."""
     now = dt.datetime.now(dt.UTC)
     try:
         with engine.begin() as conn:
-            if conn.dialect.name == "postgresql" and any(
-                len(c.payload) > _TOAST_MIN for c in job.chunks
-            ):
-                _compress_with_lz4(conn)
             conn.execute(
                 J.insert().values(
                     id=job.id,

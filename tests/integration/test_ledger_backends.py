@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, func, select
 
 from shared.db import tables
 from shared.db.contracts import ContractConflict, put_contract
@@ -104,15 +104,3 @@ def test_migrations_build_exactly_the_declared_schema(ledger_engine: Engine) -> 
 
     with ledger_engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
-
-
-def test_chunk_payloads_are_stored_with_lz4_on_postgresql(engine: Engine) -> None:
-    """Migration 0009: TOAST compresses payloads with lz4, not the slower pglz."""
-    with engine.connect() as conn:
-        method = conn.execute(
-            text(
-                "SELECT attcompression FROM pg_attribute "
-                "WHERE attrelid = 'chunks'::regclass AND attname = 'payload'"
-            )
-        ).scalar()
-    assert method == "l"
