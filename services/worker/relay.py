@@ -11,6 +11,12 @@ A batch's events are published back to back and their confirms awaited
 together (pika's asynchronous connection): waiting for each confirm before the
 next publish, as a blocking channel does, costs a round trip and ~150 µs of CPU
 per event, which held the relay to ~4,000 events/s, far behind settlement.
+
+Publishing still costs ~50 µs of CPU per event here (pika and RabbitMQ), as much
+as settling the line. On a host whose CPUs are contended, events therefore wait
+(at most ``relay_defer_max_s`` after their commit) and settlement goes first:
+``nice`` alone cannot do it, since each PostgreSQL backend leads a session of
+its own and Linux ranks nice values only within a session.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import pika.spec
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
+from services.worker.cpu_pressure import CpuPressure
 from shared.db import outbox
 from shared.db.engine import make_engine
 from shared.logs import only, stage_event
@@ -37,10 +44,23 @@ from shared.settings import Settings
 
 log = logging.getLogger("settleq.relay")
 
+# Above this share of time with some task waiting for a CPU, the host counts as
+# contended: an idle host reads ~0, one a 500,000-line batch saturates ~0.9-1.
+CONTENDED = 0.5
 # A broker that takes longer than this to confirm a batch is treated as lost:
 # the batch is rolled back (its events stay unpublished) and the relay reconnects.
 CONFIRM_TIMEOUT_S = 60.0
 _DB_ERRORS = (sa_exc.OperationalError, sa_exc.InterfaceError)
+
+
+def should_defer(
+    pressure: float, oldest: dt.datetime | None, now: dt.datetime, max_defer_s: float
+) -> bool:
+    """Hold events back while the CPU is contended, but never past ``max_defer_s``
+    after the oldest waiting one was committed (nor when none waits)."""
+    if oldest is None or max_defer_s <= 0 or pressure < CONTENDED:
+        return False
+    return (now - oldest).total_seconds() < max_defer_s
 
 
 def exchange_name(settings: Settings) -> str:
@@ -83,8 +103,11 @@ class _InFlight:
 class _Session:
     """One broker connection's life: batches published until stop or a failure."""
 
-    def __init__(self, settings: Settings, engine: Engine, stop: threading.Event) -> None:
+    def __init__(
+        self, settings: Settings, engine: Engine, stop: threading.Event, pressure: CpuPressure
+    ) -> None:
         self.settings = settings
+        self.pressure = pressure
         self.engine = engine
         self.stop = stop
         self.exchange = exchange_name(settings)
@@ -110,6 +133,7 @@ class _Session:
             self.connection.ioloop.start()
         finally:
             self._abandon()
+            self.connection.ioloop.close()  # its wake-up socket pair, or every reconnect leaks two
         return self.failure
 
     # -- connection and channel ------------------------------------------------
@@ -172,6 +196,11 @@ class _Session:
         try:
             conn = self.engine.connect()
             conn.begin()
+            if self._defer(conn):
+                conn.rollback()
+                conn.close()
+                self._later(self.settings.relay_poll_s, self._tick)
+                return
             batch = outbox.next_batch(conn, self.settings.relay_batch)
             if not batch.outbox_ids:
                 conn.rollback()
@@ -199,6 +228,17 @@ class _Session:
             last_tag=self.published,
             started=started,
             deadline=self._later(CONFIRM_TIMEOUT_S, lambda: self._fail("confirm_timeout")),
+        )
+
+    def _defer(self, conn: Connection) -> bool:
+        if not self.settings.relay_defer_max_s or not self.pressure.available:
+            return False
+        pressure = self.pressure.since_last()
+        if pressure < CONTENDED:
+            return False  # the common case: no query
+        now = dt.datetime.now(dt.UTC)
+        return should_defer(
+            pressure, outbox.oldest_unpublished(conn), now, self.settings.relay_defer_max_s
         )
 
     def _on_confirm(self, frame: pika.frame.Method) -> None:
@@ -244,10 +284,11 @@ class Relay:
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
         self.engine = engine
+        self.pressure = CpuPressure()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            failure = _Session(self.settings, self.engine, stop).run()
+            failure = _Session(self.settings, self.engine, stop, self.pressure).run()
             if failure is not None and not stop.is_set():
                 # Unmarked events stay in the outbox; try again after a pause.
                 log.warning("relay paused: %s", failure)

@@ -133,6 +133,16 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     return found
 
 
+def oldest_unpublished(conn: Connection) -> dt.datetime | None:
+    """When the oldest outbox row still to publish was committed (None: none)."""
+    created = conn.execute(
+        select(O.c.created_at).where(O.c.published_at.is_(None)).order_by(O.c.id).limit(1)
+    ).scalar()
+    if created is not None and created.tzinfo is None:
+        created = created.replace(tzinfo=dt.UTC)
+    return created
+
+
 def mark_published(conn: Connection, ids: Sequence[int]) -> None:
     conn.execute(
         update(O).where(O.c.id.in_(list(ids))).values(published_at=dt.datetime.now(dt.UTC))
