@@ -10,7 +10,6 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -171,12 +170,46 @@ def stored_state(conn: Connection, job_id: str) -> tuple[str, dt.datetime] | Non
     return row.state, created if created.tzinfo else created.replace(tzinfo=dt.UTC)
 
 
-def load_chunk(conn: Connection, chunk_id: str) -> Any:
-    return conn.execute(
-        select(
-            C.c.id, C.c.job_id, C.c.kind, C.c.documents, C.c.lines, C.c.payload, C.c.payload_sha256
-        ).where(C.c.id == chunk_id)
-    ).first()
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    id: str
+    job_id: str
+    kind: str
+    documents: int
+    lines: int
+    payload: bytes
+    payload_sha256: str
+
+
+# In PostgreSQL's binary format: as text, a bytea travels hex-encoded, which
+# cost both sides ~3 ms more per 500 kB chunk read than the bytes themselves.
+_LOAD_CHUNK_BINARY = (
+    "SELECT id, job_id, kind, documents, lines, payload, payload_sha256 FROM chunks WHERE id = %s"
+)
+
+
+def load_chunk(conn: Connection, chunk_id: str) -> StoredChunk | None:
+    if conn.dialect.name == "postgresql":
+        dbapi = conn.connection.dbapi_connection
+        with dbapi.cursor(binary=True) as cursor:  # type: ignore[union-attr]
+            cursor.execute(_LOAD_CHUNK_BINARY, (chunk_id,))
+            found = cursor.fetchone()
+    else:
+        found = conn.execute(
+            select(
+                C.c.id,
+                C.c.job_id,
+                C.c.kind,
+                C.c.documents,
+                C.c.lines,
+                C.c.payload,
+                C.c.payload_sha256,
+            ).where(C.c.id == chunk_id)
+        ).first()
+    if found is None:
+        return None
+    id_, job_id, kind, documents, lines, payload, digest = found
+    return StoredChunk(id_, job_id, kind, documents, lines, bytes(payload), digest)
 
 
 def chunk_processed(conn: Connection, chunk_id: str) -> bool:
