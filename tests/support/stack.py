@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from services.cli import wait_ready
 from services.client import Client
+from services.commands.demo import wait_ready
 from tests.support.infra import (
     OPERATOR_TOKEN,
     PRODUCER_ID,

@@ -10,7 +10,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from services.cli import KindName, app
+from services.cli import app
+from services.commands.batches import KindName
 from shared.kinds import BATCH, KINDS
 from shared.synthetic import GENERATORS
 

@@ -1,0 +1,125 @@
+"""``settleq dlq``: inspect, requeue and discard dead letters (SPEC §3.5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from services.commands.options import DEFAULT_URL, TokenOpt, UrlOpt, console, make_client
+
+app = typer.Typer(help="Inspect, requeue and discard dead letters (operator token).")
+
+
+def _operator(url: str, token: str | None) -> Any:
+    if not token:
+        raise typer.BadParameter("an operator token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
+    return make_client(url, None, None, token)
+
+
+def _answer(response: Any) -> Any:
+    if response.status_code >= 400:
+        console.print(f"[red]{response.status_code}[/red] {response.text}")
+        raise typer.Exit(1)
+    return response.json()
+
+
+@app.command("list")
+def dlq_list(
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+    reason: Annotated[str | None, typer.Option(help="Only this reason code.")] = None,
+    status: Annotated[str | None, typer.Option(help="dead, requeued or discarded.")] = "dead",
+    job_id: Annotated[str | None, typer.Option(help="Only this job's.")] = None,
+    partition_key: Annotated[str | None, typer.Option(help="Only this partition's.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+) -> None:
+    """List dead letters, newest first, filtered."""
+    query = {
+        "reason": reason,
+        "status": status,
+        "job_id": job_id,
+        "partition_key": partition_key,
+        "limit": limit,
+    }
+    params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
+    page = _answer(_operator(url, token).bearer("GET", f"/admin/dead-letters?{params}"))
+    table = Table(title="dead letters")
+    for column in ("id", "job", "partition", "document", "line", "reason", "lines", "status"):
+        table.add_column(column)
+    for d in page["items"]:
+        table.add_row(
+            str(d["id"]),
+            d["job_id"][:12],
+            d["partition_key"],
+            d["document_id"] or "",
+            d["line_ref"] or "",
+            d["reason"],
+            str(d["lines"]),
+            d["status"],
+        )
+    console.print(table)
+
+
+@app.command("show")
+def dlq_show(
+    dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id (from dlq list).")],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Show one dead letter with its payload."""
+    console.print_json(
+        data=_answer(_operator(url, token).bearer("GET", f"/admin/dead-letters/{dead_letter_id}"))
+    )
+
+
+@app.command("requeue")
+def dlq_requeue(
+    dead_letter_id: Annotated[
+        int | None, typer.Argument(help="One dead letter; omit to requeue by the filters.")
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+    reason: Annotated[str | None, typer.Option(help="Filter: reason code.")] = None,
+    job_id: Annotated[str | None, typer.Option(help="Filter: job id.")] = None,
+    partition_key: Annotated[str | None, typer.Option(help="Filter: partition key.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Filter: settlement kind.")] = None,
+    limit: Annotated[int, typer.Option(help="Filter: requeue at most this many.")] = 1000,
+) -> None:
+    """Requeue one dead letter by id, or every dead one matching the filters."""
+    client = _operator(url, token)
+    if dead_letter_id is not None:
+        result = _answer(client.bearer("POST", f"/admin/dead-letters/{dead_letter_id}/requeue"))
+    else:
+        body = {
+            "reason": reason,
+            "job_id": job_id,
+            "partition_key": partition_key,
+            "kind": kind,
+            "limit": limit,
+        }
+        result = _answer(
+            client.bearer(
+                "POST",
+                "/admin/dead-letters/requeue",
+                {k: v for k, v in body.items() if v is not None},
+            )
+        )
+    console.print(f"requeued {result['requeued']}")
+
+
+@app.command("discard")
+def dlq_discard(
+    dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id (from dlq list).")],
+    note: Annotated[str, typer.Option(help="Why it is discarded (kept in the audit log).")],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Discard one dead letter, with a note for the audit log."""
+    _answer(
+        _operator(url, token).bearer(
+            "POST", f"/admin/dead-letters/{dead_letter_id}/discard", {"note": note}
+        )
+    )
+    console.print(f"discarded {dead_letter_id}")
