@@ -8,7 +8,6 @@ from sqlalchemy import Engine
 
 from services.worker.actors import build_broker
 from services.worker.context import WorkerContext, make_context
-from shared.db.engine import make_engine
 from tests.support.infra import REDIS_URL, ServiceEnv, migrate
 
 BACKENDS = ("postgresql", "sqlite")
@@ -62,19 +61,3 @@ def redis_client() -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(REDIS_URL)
     yield client
     client.close()
-
-
-@pytest.fixture(params=["postgresql", "sqlite"], scope="module")
-def ledger_engine(
-    request: pytest.FixtureRequest, test_env: ServiceEnv, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Engine]:
-    """The same test over both ledger backends: the run's PostgreSQL database and
-    a fresh migrated SQLite file."""
-    if request.param == "postgresql":
-        url = test_env.database_url
-    else:
-        url = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'settleq.db'}"
-        migrate(url)
-    engine = make_engine(url)
-    yield engine
-    engine.dispose()

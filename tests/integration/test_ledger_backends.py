@@ -16,6 +16,8 @@ from shared.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.settlement import plan_chunk
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 
+pytestmark = pytest.mark.both_backends
+
 KIND = get_kind("promo_accrual")
 CONTRACT = PromoContract.model_validate({"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"})
 
@@ -35,21 +37,21 @@ def _count(engine: Engine, job_id: str) -> int:
         return int(conn.execute(select(func.count()).where(L.c.job_id == job_id)).scalar_one())
 
 
-def test_second_commit_of_a_chunk_changes_nothing(ledger_engine: Engine) -> None:
+def test_second_commit_of_a_chunk_changes_nothing(engine: Engine) -> None:
     vendor = uid("V-")
-    ref, docs = _chunk(ledger_engine, [promo_doc(vendor, [promo_line(1, "3", "0.38")])])
+    ref, docs = _chunk(engine, [promo_doc(vendor, [promo_line(1, "3", "0.38")])])
     plan = plan_chunk(KIND, docs, {(vendor, 1): CONTRACT})
-    with ledger_engine.begin() as conn:
+    with engine.begin() as conn:
         first = commit_plan(conn, ref, plan, 1)
-    with ledger_engine.begin() as conn:
+    with engine.begin() as conn:
         second = commit_plan(conn, ref, plan, 2)
     assert first is not None and first.posted == 1
     # 3 * 0.125 = 0.375, a tie at the cent: half up gives 0.38, exact on both backends.
     assert first.amount_posted == Decimal("0.38")
     assert second is None
-    assert _count(ledger_engine, ref.job_id) == 1
+    assert _count(engine, ref.job_id) == 1
     L, OB = tables.ledger_entries, tables.outbox
-    with ledger_engine.connect() as conn:
+    with engine.connect() as conn:
         [(ledger_id, key)] = conn.execute(
             select(L.c.id, L.c.reconciliation_key).where(L.c.job_id == ref.job_id)
         ).all()
@@ -60,34 +62,32 @@ def test_second_commit_of_a_chunk_changes_nothing(ledger_engine: Engine) -> None
     assert len(event_id(key, 1)) == 32
 
 
-def test_same_identity_twice_in_one_chunk_posts_once(ledger_engine: Engine) -> None:
+def test_same_identity_twice_in_one_chunk_posts_once(engine: Engine) -> None:
     vendor = uid("V-")
     doc = promo_doc(vendor, [promo_line(1, "8", "1.00")])
-    ref, docs = _chunk(ledger_engine, [doc, dict(doc)])
-    with ledger_engine.begin() as conn:
+    ref, docs = _chunk(engine, [doc, dict(doc)])
+    with engine.begin() as conn:
         outcome = commit_plan(conn, ref, plan_chunk(KIND, docs, {(vendor, 1): CONTRACT}), 1)
     assert outcome is not None and (outcome.posted, outcome.duplicate) == (1, 1)
-    assert _count(ledger_engine, ref.job_id) == 1
+    assert _count(engine, ref.job_id) == 1
 
 
-def test_contract_versions_are_immutable(ledger_engine: Engine) -> None:
+def test_contract_versions_are_immutable(engine: Engine) -> None:
     vendor = uid("V-")
     body = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
-    assert put_contract(ledger_engine, "promo_accrual", vendor, 1, body) == "created"
-    assert put_contract(ledger_engine, "promo_accrual", vendor, 1, dict(body)) == "unchanged"
+    assert put_contract(engine, "promo_accrual", vendor, 1, body) == "created"
+    assert put_contract(engine, "promo_accrual", vendor, 1, dict(body)) == "unchanged"
     with pytest.raises(ContractConflict):
-        put_contract(ledger_engine, "promo_accrual", vendor, 1, {**body, "tolerance": "0.10"})
+        put_contract(engine, "promo_accrual", vendor, 1, {**body, "tolerance": "0.10"})
 
 
-def test_money_columns_read_back_exact(ledger_engine: Engine) -> None:
+def test_money_columns_read_back_exact(engine: Engine) -> None:
     vendor = uid("V-")
-    ref, docs = _chunk(
-        ledger_engine, [promo_doc(vendor, [promo_line(1, "999999.999999", "124999.9999")])]
-    )
-    with ledger_engine.begin() as conn:
+    ref, docs = _chunk(engine, [promo_doc(vendor, [promo_line(1, "999999.999999", "124999.9999")])])
+    with engine.begin() as conn:
         commit_plan(conn, ref, plan_chunk(KIND, docs, {(vendor, 1): CONTRACT}), 1)
     L = tables.ledger_entries
-    with ledger_engine.connect() as conn:
+    with engine.connect() as conn:
         row = conn.execute(
             select(L.c.amount, L.c.claimed_amount).where(L.c.job_id == ref.job_id)
         ).one()
@@ -96,11 +96,11 @@ def test_money_columns_read_back_exact(ledger_engine: Engine) -> None:
     assert isinstance(row.amount, Decimal)
 
 
-def test_migrations_build_exactly_the_declared_schema(ledger_engine: Engine) -> None:
+def test_migrations_build_exactly_the_declared_schema(engine: Engine) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
     from shared.db.tables import metadata
 
-    with ledger_engine.connect() as conn:
+    with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []

@@ -51,15 +51,16 @@ def sample(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
-def test_throughput_and_oldest_waiting_chunk_on_both_backends(ledger_engine: Engine) -> None:
+@pytest.mark.both_backends
+def test_throughput_and_oldest_waiting_chunk_on_both_backends(engine: Engine) -> None:
     from shared.settings import Settings
 
     # Only this test's chunk is newer (the database is shared with earlier tests).
     since = dt.datetime.now(dt.UTC)
     vendor = uid("V-")
     docs = [promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "8", "1.00", tier="T9")])]
-    job_id, [message] = store_job(ledger_engine, Settings(), b"k", docs)
-    with ledger_engine.connect() as conn:
+    job_id, [message] = store_job(engine, Settings(), b"k", docs)
+    with engine.connect() as conn:
         before = stats.throughput(conn, dt.datetime.now(dt.UTC), 600, 10)
         waiting = stats.oldest_unsettled_chunk(conn, since)
     assert waiting is not None and since <= waiting <= dt.datetime.now(dt.UTC)
@@ -67,9 +68,9 @@ def test_throughput_and_oldest_waiting_chunk_on_both_backends(ledger_engine: Eng
     ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", 2)
     parsed = [PromoDocument.model_validate(d) for d in docs]
     plan = plan_chunk(KIND, parsed, {(vendor, 1): CONTRACT})
-    with ledger_engine.begin() as conn:
+    with engine.begin() as conn:
         commit_plan(conn, ref, plan, 1)
-    with ledger_engine.connect() as conn:
+    with engine.connect() as conn:
         after = stats.throughput(conn, dt.datetime.now(dt.UTC), 600, 10)
         assert stats.oldest_unsettled_chunk(conn, since) is None
 
