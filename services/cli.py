@@ -12,6 +12,7 @@ import typer
 
 from services.commands import batches, demo, dlq
 from services.commands.options import console
+from shared.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
 app = typer.Typer(
@@ -104,6 +105,16 @@ def api(
     )
 
 
+def worker_processes(settings: Settings, queues: str) -> int:
+    """The processes a worker of these queue families runs: its tier's setting
+    (the larger one for a worker of both)."""
+    per_tier = {
+        FAST_PATH: settings.fast_path_processes,
+        COMPUTE_HEAVY: settings.compute_heavy_processes,
+    }
+    return max(per_tier.get(q.strip(), 1) for q in queues.split(","))
+
+
 @app.command()
 def worker(
     queues: Annotated[
@@ -114,7 +125,10 @@ def worker(
     ] = None,
     processes: Annotated[
         int | None,
-        typer.Option(help="Worker processes [default: SETTLEQ_WORKER_PROCESSES]."),
+        typer.Option(
+            help="Worker processes [default: SETTLEQ_FAST_PATH_PROCESSES or"
+            " SETTLEQ_COMPUTE_HEAVY_PROCESSES, by tier; the larger for both tiers]."
+        ),
     ] = None,
     metrics_port: Annotated[
         int | None,
@@ -123,7 +137,7 @@ def worker(
 ) -> None:
     """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
     settings = Settings()
-    count = processes or settings.worker_processes
+    count = processes or worker_processes(settings, queues)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if count > 1:
         children = [
@@ -185,7 +199,7 @@ def _stack_commands(port: int) -> list[list[str]]:
     # Each worker process gets its own metrics port: the fast_path ones first.
     settings = Settings()
     metrics = settings.worker_metrics_port
-    heavy = metrics + settings.worker_processes if metrics else 0
+    heavy = metrics + settings.fast_path_processes if metrics else 0
     return [
         [*me, "api", "--port", str(port)],
         [*me, "worker", "--queues", "fast_path", "--metrics-port", str(metrics)],

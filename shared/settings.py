@@ -77,7 +77,11 @@ class Settings(BaseSettings):
     relay_nice: int = Field(default=19, ge=0, le=19)
     relay_defer_max_s: float = Field(default=30.0, ge=0)
 
-    worker_processes: int = Field(default=1, ge=1)
+    # Worker processes per tier (`settleq up`, `settleq worker --queues <tier>`),
+    # the bench's best on two cores: validation is light, settlement holds a
+    # core per process (two threads each overlap its database waits).
+    fast_path_processes: int = Field(default=1, ge=1)
+    compute_heavy_processes: int = Field(default=2, ge=1)
     worker_threads: int = Field(default=2, ge=1)
     # Messages a worker process holds unacknowledged beyond the ones it works on:
     # few, so that a small job's chunk overtakes a big job's soon (priorities
