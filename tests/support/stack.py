@@ -98,12 +98,12 @@ class Stack:
     def start_worker(
         self, tier: str, name: str | None = None, **overrides: Any
     ) -> subprocess.Popen[bytes]:
-        """A worker process, serving its metrics on a port of its own."""
+        """One worker process (not a supervisor of several: killing it kills the
+        worker), serving its metrics on a port of its own."""
         name = name or tier
         self.metrics_ports[name] = port = free_port()
-        return self._spawn(
-            name, ["worker", "--queues", tier, "--metrics-port", str(port)], **overrides
-        )
+        args = ["worker", "--queues", tier, "--processes", "1", "--metrics-port", str(port)]
+        return self._spawn(name, args, **overrides)
 
     def scrape(self, name: str, token: str | None = VIEWER_TOKEN) -> httpx.Response:
         """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""
