@@ -180,6 +180,9 @@ def test_freight_invoices_are_audited_leg_by_leg(stack: Stack, engine: Engine) -
     lines = {line["line_ref"]: line for line in lines_of(stack, job["job_id"])}
     # The invoice said PDF but its payload is X12: corrected and noted on each settled leg.
     assert {lines[str(n)]["reason"] for n in (1, 2, 3, 4)} == {"document_type_corrected"}
+    # A noted line is listed from its ledger row (the note joined on): the first
+    # version's delta is the amount itself.
+    assert all(D(lines[str(n)]["delta"]) == rows[n].amount for n in (1, 2, 3, 4))
     assert (
         lines["5"]["outcome"] == "dead_lettered" and lines["5"]["reason"] == "unknown_accessorial"
     )
