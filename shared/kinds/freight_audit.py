@@ -21,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from shared.errors import BusinessError
 from shared.keys import sha256_hex
 from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
-from shared.money import CENT, Money, Quantity, exact_arithmetic, quantize
+from shared.money import CENT, Money, Quantity, exact_arithmetic, exact_distance, quantize
 
 DocumentType = Literal["PDF", "EDI", "XML"]
 RateBasis = Literal["mile", "cwt", "unit", "flat"]
@@ -143,7 +143,7 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
         leg: Leg = line.raw
         with exact_arithmetic():
             model = quantize(leg_charge(leg, contract), CENT)
-        within = abs(leg.billed_amount - model) <= contract.tolerance
+        within = exact_distance(leg.billed_amount, model) <= contract.tolerance
         return Settlement(
             outcome="posted" if within else "disputed",
             amount=model,

@@ -65,7 +65,9 @@ class RecipeBatch(WireModel):
 
 
 class RecipeContract(WireModel):
-    bom: dict[Identifier, Quantity] = Field(min_length=1)
+    # At most as many skus as a snapshot may price (a bom sku without a price is
+    # missing_price): this also bounds the cost's sum (shared/money.py, PRECISION).
+    bom: dict[Identifier, Quantity] = Field(min_length=1, max_length=100_000)
 
 
 def _canonical_decimal(value: Decimal) -> str:
