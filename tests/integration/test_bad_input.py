@@ -28,6 +28,7 @@ from shared.signing import sign_request
 from tests.integration.test_front_door import Trace
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import (
+    OPERATOR_TOKEN,
     PRODUCER_ID,
     PRODUCER_SECRET,
     SCOPED_ID,
@@ -254,6 +255,12 @@ DEEP_NDJSON_HEADER = bug(
     "Ingest._header catches ValueError only: json.loads of a deeply nested first NDJSON "
     "line raises RecursionError, answered 500"
 )
+ROUNDED_BEFORE_COUNTING = bug(
+    "parse_decimal counted places after a 28-digit rounding: "
+    "1.30000000000000000000000000001 was answered 202 and stored as 1.3000 (issue 12 item 2)"
+)
+# The reviewer's two values: 29 places each, equal to 1.30 and 1.30 after rounding.
+REVIEWER_DECIMALS = ("1.30000000000000000000000000001", "1.29999999999999999999999999999")
 NDJSON_HEADER_EXTRA = bug(
     "an unknown field in the NDJSON header line is 422 unknown_kind; SPEC §3.2 says unknown "
     "fields anywhere are extra_forbidden"
@@ -332,6 +339,20 @@ def _decimal_cases() -> list[Any]:
                         marks=LONG_DIGITS,
                     )
                 )
+    for name, (kind, path) in MONEY_FIELDS.items():
+        for index, value in enumerate(REVIEWER_DECIMALS):
+            for media in MEDIA:
+                cases.append(
+                    pytest.param(
+                        kind,
+                        path,
+                        value,
+                        OUT_OF_RANGE,
+                        media,
+                        id=f"{name}-29-places-{index}-{media[12:]}",
+                        marks=ROUNDED_BEFORE_COUNTING,
+                    )
+                )
     return cases
 
 
@@ -354,6 +375,53 @@ def test_bad_money_or_quantity_is_422_with_its_decimal_code(
     response = post(http, body, signed_headers(body, media))
     assert_refused(response, 422, code, trace)
     assert response.json()["error"]["details"][0]["loc"][-1] == str(path[-1])
+
+
+@ROUNDED_BEFORE_COUNTING
+@pytest.mark.parametrize("value", REVIEWER_DECIMALS)
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        (PROMO, lambda v: {"tier_rates": {"T1": v}, "tolerance": "0.05"}),
+        (PROMO, lambda v: {"tier_rates": {"T1": "0.125"}, "tolerance": v}),
+        (RECIPE, lambda v: {"bom": {"FLOUR": v}}),
+        (FREIGHT, lambda v: {"rate_per_mile": v, "tolerance": "1.00"}),
+        (FREIGHT, lambda v: {"rates": {"cwt": v}, "tolerance": "1.00"}),
+        (FREIGHT, lambda v: {"rate_per_mile": "2", "discount_pct": v, "tolerance": "1"}),
+        (FREIGHT, lambda v: {"rate_per_mile": "2", "fuel_surcharge": v, "tolerance": "1"}),
+        (FREIGHT, lambda v: {"rate_per_mile": "2", "accessorials": {"L": v}, "tolerance": "1"}),
+        (
+            FREIGHT,
+            lambda v: {
+                "rate_per_mile": "2",
+                "accessorials": {"ENS": {"per": "mile", "rate": v}},
+                "tolerance": "1",
+            },
+        ),
+    ],
+    ids=[
+        "promo-rate",
+        "promo-tolerance",
+        "recipe-bom",
+        "freight-rate_per_mile",
+        "freight-rates",
+        "freight-discount",
+        "freight-fuel",
+        "freight-accessorial",
+        "freight-per-mile-rate",
+    ],
+)
+def test_contract_with_more_places_than_allowed_is_422_and_not_published(
+    http: TestClient, kind: str, body: Callable[[str], Doc], value: str
+) -> None:
+    """SPEC §9's limits hold for contract bodies too: a rate is never rounded on
+    publication (and then applied to every line of the partition)."""
+    path = f"/v1/contracts/{kind}/{uid('P-')}/1"
+    auth = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    response = http.put(path, json=body(value), headers=auth)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == OUT_OF_RANGE
+    assert http.get(path, headers=auth).status_code == 404
 
 
 # --- 2. every other field ----------------------------------------------------------------

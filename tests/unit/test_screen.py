@@ -5,6 +5,7 @@ that mix valid values with the kinds of wrong ones producers send."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from shared.kinds.screen import (
     plain_quantity,
     screen,
 )
+from tests.support.decimal_text import decimal_texts, exact_value, within_limits
 from tests.support.workload import generate
 
 PROMO = KINDS["promo_accrual"]
@@ -176,3 +178,37 @@ _DECIMALISH = _mostly(
 def test_list_checks_agree_with_the_per_value_checks(values: list[str]) -> None:
     assert all_plain_money(values) == all(plain_money(v) for v in values)
     assert all_plain_quantity(values) == all(plain_quantity(v) for v in values)
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 2): the model took 1.30000000000000000000000000001 "
+    "(places counted after a 28-digit rounding), which the screen refused: they disagreed"
+)
+@settings(max_examples=300, deadline=None, database=None)
+@given(text=decimal_texts(), field=st.sampled_from(["claimed_amount", "qualifying_units"]))
+def test_screen_model_and_settle_decoder_agree_on_decimals_of_any_length(
+    text: str, field: str
+) -> None:
+    """The screen takes only plain decimals in range; the model takes every value
+    in range and nothing else; the worker's decoder reads the same values."""
+    doc = generate(20, 1).documents[0]
+    doc["lines"][0][field] = text
+    raw = json.dumps(doc).encode()
+    value = exact_value(text)
+    places = 4 if field == "claimed_amount" else 6
+    assert value is not None
+    screened = screen(PROMO.screen, raw)
+    try:
+        model = PROMO.document_model.model_validate_json(raw)
+    except ValidationError as exc:
+        assert screened is None, "the screen accepted what the model refuses"
+        assert exc.errors()[0]["type"] == "decimal_out_of_range"
+        assert not within_limits(value, places), text
+        return
+    assert within_limits(value, places), text
+    assert getattr(model.lines[0], field) == value
+    if screened is not None:
+        assert Decimal(getattr(screened.lines[0], field)) == value
+    decoded = PROMO.settle_decoder(b"[" + raw + b"]")
+    if decoded is not None:
+        assert getattr(decoded[0].lines[0], field) == value
