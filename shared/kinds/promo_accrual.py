@@ -16,6 +16,7 @@ from pydantic import Field
 from shared.errors import BusinessError
 from shared.keys import promo_key, promo_line_item_hash
 from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.kinds.dates import IsoDate
 from shared.kinds.screen import (
     Screen,
     ScreenDocument,
@@ -36,7 +37,7 @@ class PromoLine(WireModel):
     qualifying_units: Quantity
     claimed_amount: Money
     store_id: Identifier | None = None
-    transaction_date: dt.date | None = Field(default=None, strict=False)
+    transaction_date: IsoDate | None = None
 
 
 class PromoDocument(Document):
@@ -61,6 +62,7 @@ class _ScreenLine(ScreenStruct):
     qualifying_units: str
     claimed_amount: str
     store_id: ScreenId | None = None
+    # msgspec reads a date from "YYYY-MM-DD" only (RFC 3339 full-date), as IsoDate.
     transaction_date: dt.date | None = None
 
 

@@ -4,7 +4,9 @@ that mix valid values with the kinds of wrong ones producers send."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -212,3 +214,43 @@ def test_screen_model_and_settle_decoder_agree_on_decimals_of_any_length(
     decoded = PROMO.settle_decoder(b"[" + raw + b"]")
     if decoded is not None:
         assert getattr(decoded[0].lines[0], field) == value
+
+
+_DATE_LIKE = st.one_of(
+    st.dates().map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT00:00:00Z")),
+    st.integers(-(10**13), 10**13),
+    st.integers(0, 10**13).map(str),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.from_regex(r"[0-9]{2,5}-[0-9]{1,3}-[0-9]{1,3}", fullmatch=True),
+    st.text(alphabet="0123456789-TZ:+ ", max_size=12),
+    st.booleans(),
+)
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 8): the model took 0, Unix seconds, numeric strings "
+    "and midnight datetimes as a transaction_date, where the screen refused them"
+)
+@settings(max_examples=400, deadline=None, database=None)
+@given(value=_DATE_LIKE)
+def test_screen_and_model_take_the_same_dates_and_only_iso_ones(value: Any) -> None:
+    doc = generate(20, 1).documents[0]
+    doc["lines"][0]["transaction_date"] = value
+    raw = json.dumps(doc).encode()
+    screened = screen(PROMO.screen, raw)
+    iso = isinstance(value, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value)
+    try:
+        model = PROMO.document_model.model_validate_json(raw)
+    except ValidationError as exc:
+        assert screened is None, "the screen accepted what the model refuses"
+        assert [e["type"] for e in exc.errors()] == ["date_invalid"]
+        if iso:  # the form is right: then only the calendar can refuse it
+            with pytest.raises(ValueError):
+                dt.date.fromisoformat(value)
+        return
+    assert iso, f"the model took {value!r} as a date"
+    assert model.lines[0].transaction_date == dt.date.fromisoformat(value)
+    if screened is not None:
+        assert screened.lines[0].transaction_date == model.lines[0].transaction_date

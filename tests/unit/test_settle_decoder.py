@@ -38,7 +38,7 @@ def _plan(documents: list[Any]) -> list[tuple[Any, ...]]:
 
 _ID = st.sampled_from(["A", "SKU-1", "é", "INV\\2026", "x" * 128, "\u2028 line"])
 _AMOUNT = st.sampled_from(["1", "16.65", "-0.01", "1.2345", "1e3", "12.5E-1", "0", "999999999999"])
-_DATE = st.sampled_from([None, "2026-07-01", "2024-02-29", "2026-07-01T00:00:00"])
+_DATE = st.sampled_from([None, "2026-07-01", "2024-02-29", "2000-02-29"])
 
 
 @st.composite
@@ -75,7 +75,7 @@ def valid_documents(draw: st.DrawFn) -> dict[str, Any]:
 def test_msgspec_and_pydantic_decodes_plan_the_same(docs) -> None:
     payload = json.dumps(docs, ensure_ascii=False).encode()
     lines = sum(len(d["lines"]) for d in docs)
-    # The msgspec decode where it reads the chunk (a date with a time: the model).
+    # The msgspec decode where it reads the chunk (an escape, an exponent: the model).
     fast = decode_chunk(PROMO, ADAPTER, payload, lines).documents
     model = ADAPTER.validate_json(payload)
     assert _plan(fast) == _plan(model)
