@@ -20,7 +20,15 @@ from pydantic import Field, field_validator, model_validator
 
 from shared.errors import BusinessError
 from shared.keys import sha256_hex
-from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.kinds.base import (
+    Document,
+    Identifier,
+    Kind,
+    Line,
+    RepeatedLine,
+    Settlement,
+    WireModel,
+)
 from shared.money import CENT, Money, Quantity, exact_arithmetic, exact_distance, quantize
 
 DocumentType = Literal["PDF", "EDI", "XML"]
@@ -57,12 +65,6 @@ class FreightDocument(Document):
             except (binascii.Error, ValueError):
                 raise ValueError("raw_payload must be base64") from None
         return value
-
-    @model_validator(mode="after")
-    def _unique_legs(self) -> FreightDocument:
-        if len({leg.leg_no for leg in self.legs}) != len(self.legs):
-            raise ValueError("leg_no must not repeat within an invoice")
-        return self
 
 
 class FreightBatch(WireModel):
@@ -119,6 +121,9 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     document_model = FreightDocument
     contract_model = FreightContract
     batch_model = FreightBatch
+
+    def repeated_line(self, document: FreightDocument) -> RepeatedLine | None:
+        return RepeatedLine.find([leg.leg_no for leg in document.legs], "leg_no", "legs")
 
     def lines(self, document: FreightDocument) -> list[Line]:
         return [

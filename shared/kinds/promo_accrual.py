@@ -15,7 +15,15 @@ from pydantic import Field
 
 from shared.errors import BusinessError
 from shared.keys import promo_key, promo_line_item_hash
-from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.kinds.base import (
+    Document,
+    Identifier,
+    Kind,
+    Line,
+    RepeatedLine,
+    Settlement,
+    WireModel,
+)
 from shared.kinds.dates import IsoDate
 from shared.kinds.screen import (
     Screen,
@@ -143,6 +151,9 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     batch_model = PromoBatch
     screen = Screen.of(_ScreenDocument, _plain_amounts)
     settle_decoder = staticmethod(_settle_documents)
+
+    def repeated_line(self, document: PromoDocument | _ScreenDocument) -> RepeatedLine | None:
+        return RepeatedLine.find([line.line_no for line in document.lines], "line_no", "lines")
 
     def lines(self, document: PromoDocument) -> list[Line]:
         document_id = document.document_id

@@ -19,7 +19,15 @@ from pydantic import Field, model_validator
 
 from shared.errors import BusinessError
 from shared.keys import sha256_hex
-from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.kinds.base import (
+    Document,
+    Identifier,
+    Kind,
+    Line,
+    RepeatedLine,
+    Settlement,
+    WireModel,
+)
 from shared.kinds.dates import UtcDateTime
 from shared.money import Quantity, exact_arithmetic, quantize
 
@@ -38,8 +46,6 @@ class RecipeDocument(Document):
     def _consistent(self) -> RecipeDocument:
         if self.recipe_id != self.partition_key:
             raise ValueError("recipe_id must equal partition_key (the recipe is the partition)")
-        if len(set(self.location_ids)) != len(self.location_ids):
-            raise ValueError("location_ids must not repeat")
         return self
 
 
@@ -84,6 +90,9 @@ class RecipeCost(Kind[RecipeDocument, RecipeContract]):
     contract_model = RecipeContract
     batch_model = RecipeBatch
     delta_basis = "line_history"
+
+    def repeated_line(self, document: RecipeDocument) -> RepeatedLine | None:
+        return RepeatedLine.find(document.location_ids, "location_ids")
 
     def lines(self, document: RecipeDocument) -> list[Line]:
         fingerprint = request_fingerprint(document)

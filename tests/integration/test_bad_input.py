@@ -516,7 +516,6 @@ FIELD_CASES: list[tuple[str, str, Mutation, str]] = [
     # recipe_cost
     ("recipe_id-not-partition", RECIPE, put(("recipe_id",), "RCP-OTHER"), "value_error"),
     ("location_ids-empty", RECIPE, put(("location_ids",), []), "too_short"),
-    ("location_ids-repeat", RECIPE, put(("location_ids",), ["LOC-1", "LOC-1"]), "value_error"),
     ("pricing_snapshot-empty", RECIPE, put(("pricing_snapshot",), {}), "too_short"),
     (
         "effective_at-not-utc",
@@ -544,7 +543,6 @@ FIELD_CASES: list[tuple[str, str, Mutation, str]] = [
     ("raw_payload-not-base64", FREIGHT, put(("raw_payload",), "not base64!"), "value_error"),
     ("raw_payload-non-ascii", FREIGHT, put(("raw_payload",), "JVBERi0=é"), "value_error"),
     ("legs-empty", FREIGHT, put(("legs",), []), "too_short"),
-    ("leg_no-repeat", FREIGHT, put(("legs", 1, "leg_no"), 1), "value_error"),
     ("leg_no-negative", FREIGHT, put(("legs", 0, "leg_no"), -1), "greater_than_equal"),
     ("rate_basis-unknown", FREIGHT, put(("legs", 0, "rate_basis"), "km"), "literal_error"),
     ("cwt-without-quantity", FREIGHT, put(("legs", 1, "rated_quantity"), DROP), "value_error"),
@@ -613,6 +611,59 @@ def test_bad_field_is_422_with_its_code(
     body = encode(kind, [doc], media)
     response = post(http, body, signed_headers(body, media))
     assert_refused(response, 422, code, trace)
+
+
+def repeat_promo_line(doc: Doc) -> None:
+    doc["lines"].append({**doc["lines"][0], "sku": "SKU-OTHER", "claimed_amount": "2.00"})
+
+
+REPEATED_LINES: list[Any] = [
+    pytest.param(
+        PROMO,
+        repeat_promo_line,
+        ["lines", "1", "line_no"],
+        "1",
+        id="promo-line_no",
+        marks=bug("a promo document holding line_no 1 twice was accepted (issue 12 item 5)"),
+    ),
+    pytest.param(
+        FREIGHT, put(("legs", 1, "leg_no"), 1), ["legs", "1", "leg_no"], "1", id="freight-leg_no"
+    ),
+    pytest.param(
+        RECIPE,
+        put(("location_ids",), ["LOC-1", "LOC-2", "LOC-1"]),
+        ["location_ids", "2"],
+        "LOC-1",
+        id="recipe-location",
+    ),
+]
+
+
+@pytest.mark.parametrize("media", MEDIA)
+@pytest.mark.parametrize(("kind", "mutation", "loc", "value"), REPEATED_LINES)
+def test_a_line_reference_repeated_within_a_document_is_422_duplicate_line(
+    http: TestClient,
+    trace: Trace,
+    kind: str,
+    mutation: Mutation,
+    loc: list[str],
+    value: str,
+    media: str,
+) -> None:
+    """SPEC §5: a repeat would give two lines one line_ref and one key. The answer
+    names the document and the repeated value; the same lines in two documents
+    are fine (the first document here)."""
+    first, doc = DOCS[kind](), DOCS[kind]()
+    mutation(doc)
+    body = encode(kind, [first, doc], media)
+    response = post(http, body, signed_headers(body, media))
+    assert_refused(response, 422, "duplicate_line", trace)
+    error = response.json()["error"]
+    (detail,) = error["details"]
+    where = ["documents", "1"] if media == JSON else ["line 3"]
+    assert detail["loc"] == [*where, *loc]
+    assert (detail["document_id"], detail["value"]) == (doc["document_id"], value)
+    assert doc["document_id"] in error["message"] and value in error["message"]
 
 
 def test_one_bad_document_refuses_the_whole_ndjson_batch(http: TestClient, trace: Trace) -> None:
@@ -1261,6 +1312,7 @@ def test_the_battery_covers_at_least_sixty_cases() -> None:
         + len(MALFORMED_BODIES)
         + len(SIGNATURE_REFUSALS)
         + len(ACCEPTED) * len(MEDIA)
+        + len(REPEATED_LINES) * len(MEDIA)
         + len(LOOK_ALIKES) * 3 * len(MEDIA)
     )
     assert cases >= 60

@@ -461,10 +461,15 @@ def test_recipe_id_must_equal_partition_key() -> None:
     assert _doc_errors(recipe_id="RECIPE-OTHER") == ["value_error"]
 
 
-def test_duplicate_location_ids_are_refused() -> None:
+def test_duplicate_location_ids_are_found_for_the_front_door() -> None:
+    # The front door answers duplicate_line (services/api/ingest.py) from this.
     locations = ["LOC-A", "LOC-B", "LOC-A"]
-    assert _batch_errors(_batch_json(location_ids=locations)) == ["value_error"]
-    assert _doc_errors(location_ids=locations) == ["value_error"]
+    doc = RecipeDocument.model_validate_json(json.dumps(_doc_dict(location_ids=locations)))
+    repeated = KIND.repeated_line(doc)
+    assert repeated is not None and (repeated.loc, repeated.value) == (
+        ("location_ids", "2"),
+        "LOC-A",
+    )
 
 
 def test_location_ids_must_not_be_empty() -> None:
