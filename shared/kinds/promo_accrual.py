@@ -153,7 +153,10 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     settle_decoder = staticmethod(_settle_documents)
 
     def repeated_line(self, document: PromoDocument | _ScreenDocument) -> RepeatedLine | None:
-        return RepeatedLine.find([line.line_no for line in document.lines], "line_no", "lines")
+        lines = document.lines
+        if len({line.line_no for line in lines}) == len(lines):  # per document at the door
+            return None
+        return RepeatedLine.find([line.line_no for line in lines], "line_no", "lines")
 
     def lines(self, document: PromoDocument) -> list[Line]:
         document_id = document.document_id
