@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
@@ -105,3 +106,34 @@ def test_plain_chunks_take_the_fast_reading_and_odd_ones_the_model() -> None:
     ):
         payload = json.dumps([{**doc, "lines": [{**line, **odd}]}]).encode()
         assert PROMO.settle_decoder(payload) is None, odd
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 2): a stored chunk's 1.30000000000000000000000000001 "
+    "was read by the model (places counted after rounding) and settled as 1.30"
+)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("claimed_amount", "1.30000000000000000000000000001"),
+        ("qualifying_units", "1.29999999999999999999999999999"),
+        ("transaction_date", 1782864000),
+    ],
+)
+def test_a_stored_chunk_value_outside_the_limits_is_schema_invalid_never_settled(
+    field: str, value: Any
+) -> None:
+    """What the front door refuses, a worker reading a stored (or requeued) chunk
+    refuses too: that document alone is dead-lettered, nothing is rounded."""
+    line = {"line_no": 1, "sku": "A", "promo_tier": "A", "qualifying_units": "37"}
+    line |= {"claimed_amount": "4.63", field: value}
+    bad = {"document_id": "D1", "partition_key": "V", "contract_version": 1, "period": "P"}
+    good = {**bad, "document_id": "D2", "lines": [{**line, field: "2026-07-01"}]}
+    if field != "transaction_date":
+        good["lines"][0][field] = "1.30"
+    payload = json.dumps([{**bad, "lines": [line]}, good]).encode()
+    decoded = decode_chunk(PROMO, ADAPTER, payload, 2)
+    assert [d.document_id for d in decoded.documents] == ["D2"]
+    assert [(f.reason, f.document_id, f.covered) for f in decoded.failures] == [
+        ("schema_invalid", "D1", 1)
+    ]
