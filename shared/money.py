@@ -120,13 +120,14 @@ def check_decimal(value: Decimal, places: int) -> Decimal:
 #   freight fuel * (quantity * rate * (1 - discount))  18 + 36 + 19 = 73
 #           + net + sum of <= 100 accessorials (<= 36 digits each):
 #           < 2 * 10**48 at 24 places                       = 73
-# so a precision of 80 holds every product and sum exactly, and _EXACT traps
-# Inexact and Rounded: a rounding before the final quantize would raise, never
-# pass silently. Inputs are bounded where they enter (the Money and Quantity
-# validators at the front door, at contract publication and again when a
-# worker reads a chunk or a contract), so the traps are unreachable for
-# anything a producer can send; ``tests/unit/test_money.py`` settles the
-# extreme inputs of every kind to prove it.
+# so a precision of 80 holds every product and sum exactly (and the quantized
+# result, at most 49 + 2 digits), and _EXACT traps Inexact and Rounded: a
+# rounding before the final quantize would raise, never pass silently. Inputs
+# are bounded where they enter (the Money and Quantity validators at the front
+# door, at contract publication and again when a worker reads a chunk or a
+# contract), so the traps are unreachable for anything a producer can send;
+# ``tests/unit/test_exact_settlement.py`` settles every kind's extreme inputs.
+# (An amount that large is then ``amount_out_of_range``, shared/settlement.py.)
 PRECISION = 80
 _EXACT = Context(
     prec=PRECISION,
