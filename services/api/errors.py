@@ -19,6 +19,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.kinds import KINDS
+from shared.kinds.base import RepeatedLine
 
 log = logging.getLogger("settleq.api")
 
@@ -86,6 +87,20 @@ def validation_error(errors: list[Any]) -> ApiError:
         code = types[0] if types else "validation_error"
     message = details[0]["msg"] if details else "request is invalid"
     return ApiError(422, code, message, details)
+
+
+def duplicate_line(document_id: str, repeated: RepeatedLine, where: list[str]) -> ApiError:
+    """SPEC §5: a document names each line (promo ``line_no``, freight ``leg_no``,
+    recipe location) once; ``where`` locates the document in the body."""
+    message = f"document {document_id!r} holds {repeated.field} {repeated.value!r} more than once"
+    detail = {
+        "loc": [*where, *repeated.loc],
+        "type": "duplicate_line",
+        "msg": message,
+        "document_id": document_id,
+        "value": repeated.value,
+    }
+    return ApiError(422, "duplicate_line", message, [detail])
 
 
 _BROKER_DOWN = (

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from services.api.errors import ApiError, validation_error
+from services.api.errors import ApiError, duplicate_line, validation_error
 from shared.chunking import ChunkBuilder, NewChunk
 from shared.kinds import BATCH, KINDS
 from shared.kinds.base import Document, Kind
@@ -156,8 +156,16 @@ class Ingest:
             body_sha256=self.sha.hexdigest(),
         )
 
-    def _accept(self, document: Document | ScreenDocument, raw: bytes) -> None:
+    def _accept(
+        self, document: Document | ScreenDocument, raw: bytes, index: int | None = None
+    ) -> None:
+        """Take a valid document (``index``: its place in a JSON body's list)."""
         assert self.kind is not None
+        repeated = self.kind.repeated_line(document)
+        if repeated is not None:
+            where = [f"line {self._line_no}"] if index is None else ["documents", str(index)]
+            self.error = duplicate_line(document.document_id, repeated, where)
+            return
         partition = document.partition_key
         if partition not in self.partitions:  # a batch names few partitions, often
             self.partitions.add(partition)
@@ -228,5 +236,7 @@ class Ingest:
             self.error = validation_error(list(exc.errors()))
             return
         self.kind = KINDS[batch.kind]
-        for document in batch.documents:
-            self._accept(document, document.model_dump_json().encode())
+        for index, document in enumerate(batch.documents):
+            self._accept(document, document.model_dump_json().encode(), index)
+            if self.error is not None:
+                return

@@ -7,6 +7,8 @@ line against its pinned contract. Everything here is pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
@@ -55,6 +57,38 @@ class Settlement(msgspec.Struct, gc=False):  # per line, as Line
     note: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RepeatedLine:
+    """A line reference that a document holds twice (SPEC §5: ``duplicate_line``)."""
+
+    field: str  # the wire field, e.g. "line_no"
+    loc: tuple[str, ...]  # its second appearance, e.g. ("lines", "3", "line_no")
+    value: str  # the repeated reference, as a line_ref reads
+
+    @classmethod
+    def find(cls, values: Sequence[Hashable], field: str, *loc: str) -> RepeatedLine | None:
+        """The first repeat among ``values`` (a document's line references, in
+        order), located at ``loc`` + its index (+ ``field`` for a list of lines)."""
+        repeat = first_repeat(values)
+        if repeat is None:
+            return None
+        index, value = repeat
+        where = (*loc, str(index), field) if loc else (field, str(index))
+        return cls(field, where, str(value))
+
+
+def first_repeat(values: Sequence[Hashable]) -> tuple[int, Any] | None:
+    """The index and value of the first item equal to an earlier one, or None."""
+    if len(set(values)) == len(values):  # the common case: one set, no loop
+        return None
+    seen: set[Hashable] = set()
+    for index, value in enumerate(values):
+        if value in seen:
+            return index, value
+        seen.add(value)
+    return None  # pragma: no cover - the set was shorter, so a repeat exists
+
+
 D = TypeVar("D", bound=Document)
 C = TypeVar("C", bound=WireModel)
 
@@ -86,6 +120,12 @@ class Kind(Generic[D, C]):
 
     def check_document(self, document: D, contract: C) -> None:
         """Refuse a whole document: raise ``BusinessError`` (e.g. ``missing_price``)."""
+
+    def repeated_line(self, document: Any) -> RepeatedLine | None:
+        """A line reference the document (its model, or its screen struct) repeats:
+        its lines would share one line_ref and one reconciliation key, so the
+        front door refuses it (``duplicate_line``). None when each appears once."""
+        return None
 
     def lines(self, document: D) -> list[Line]:
         raise NotImplementedError

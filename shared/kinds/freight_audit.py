@@ -20,8 +20,16 @@ from pydantic import Field, field_validator, model_validator
 
 from shared.errors import BusinessError
 from shared.keys import sha256_hex
-from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
-from shared.money import CENT, Money, Quantity, exact_arithmetic, quantize
+from shared.kinds.base import (
+    Document,
+    Identifier,
+    Kind,
+    Line,
+    RepeatedLine,
+    Settlement,
+    WireModel,
+)
+from shared.money import CENT, Money, Quantity, exact_arithmetic, exact_distance, quantize
 
 DocumentType = Literal["PDF", "EDI", "XML"]
 RateBasis = Literal["mile", "cwt", "unit", "flat"]
@@ -57,12 +65,6 @@ class FreightDocument(Document):
             except (binascii.Error, ValueError):
                 raise ValueError("raw_payload must be base64") from None
         return value
-
-    @model_validator(mode="after")
-    def _unique_legs(self) -> FreightDocument:
-        if len({leg.leg_no for leg in self.legs}) != len(self.legs):
-            raise ValueError("leg_no must not repeat within an invoice")
-        return self
 
 
 class FreightBatch(WireModel):
@@ -120,6 +122,9 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     contract_model = FreightContract
     batch_model = FreightBatch
 
+    def repeated_line(self, document: FreightDocument) -> RepeatedLine | None:
+        return RepeatedLine.find([leg.leg_no for leg in document.legs], "leg_no", "legs")
+
     def lines(self, document: FreightDocument) -> list[Line]:
         return [
             Line(
@@ -143,7 +148,7 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
         leg: Leg = line.raw
         with exact_arithmetic():
             model = quantize(leg_charge(leg, contract), CENT)
-        within = abs(leg.billed_amount - model) <= contract.tolerance
+        within = exact_distance(leg.billed_amount, model) <= contract.tolerance
         return Settlement(
             outcome="posted" if within else "disputed",
             amount=model,

@@ -15,7 +15,16 @@ from pydantic import Field
 
 from shared.errors import BusinessError
 from shared.keys import promo_key, promo_line_item_hash
-from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.kinds.base import (
+    Document,
+    Identifier,
+    Kind,
+    Line,
+    RepeatedLine,
+    Settlement,
+    WireModel,
+)
+from shared.kinds.dates import IsoDate
 from shared.kinds.screen import (
     Screen,
     ScreenDocument,
@@ -36,7 +45,7 @@ class PromoLine(WireModel):
     qualifying_units: Quantity
     claimed_amount: Money
     store_id: Identifier | None = None
-    transaction_date: dt.date | None = Field(default=None, strict=False)
+    transaction_date: IsoDate | None = None
 
 
 class PromoDocument(Document):
@@ -61,6 +70,7 @@ class _ScreenLine(ScreenStruct):
     qualifying_units: str
     claimed_amount: str
     store_id: ScreenId | None = None
+    # msgspec reads a date from "YYYY-MM-DD" only (RFC 3339 full-date), as IsoDate.
     transaction_date: dt.date | None = None
 
 
@@ -141,6 +151,12 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     batch_model = PromoBatch
     screen = Screen.of(_ScreenDocument, _plain_amounts)
     settle_decoder = staticmethod(_settle_documents)
+
+    def repeated_line(self, document: PromoDocument | _ScreenDocument) -> RepeatedLine | None:
+        lines = document.lines
+        if len({line.line_no for line in lines}) == len(lines):  # per document at the door
+            return None
+        return RepeatedLine.find([line.line_no for line in lines], "line_no", "lines")
 
     def lines(self, document: PromoDocument) -> list[Line]:
         document_id = document.document_id

@@ -12,50 +12,40 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 from decimal import Decimal
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from shared.errors import BusinessError
 from shared.keys import sha256_hex
-from shared.kinds.base import Document, Identifier, Kind, Line, Settlement, WireModel
+from shared.kinds.base import (
+    Document,
+    Identifier,
+    Kind,
+    Line,
+    RepeatedLine,
+    Settlement,
+    WireModel,
+)
+from shared.kinds.dates import UtcDateTime
 from shared.money import Quantity, exact_arithmetic, quantize
 
 QUANTUM = Decimal("0.0001")
-_ISO_DATETIME = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}"  # date and hour:minute
-    r"(:[0-9]{2}(\.[0-9]{1,9})?)?"  # seconds, fraction
-    r"(Z|[+-][0-9]{2}:?[0-9]{2})"  # an offset is required
-)
 Trigger = Literal["vendor_rate", "yield_edit", "spec_change", "bulk_import"]
 
 
 class RecipeDocument(Document):
     recipe_id: Identifier
     location_ids: list[Identifier] = Field(min_length=1, max_length=10_000)
-    effective_at: dt.datetime = Field(strict=False)
+    effective_at: UtcDateTime
     pricing_snapshot: dict[Identifier, Quantity] = Field(min_length=1, max_length=100_000)
     trigger: Trigger
-
-    @field_validator("effective_at", mode="before")
-    @classmethod
-    def _iso_text(cls, value: object) -> object:
-        # Pydantic would also take a unix timestamp; the SPEC asks for ISO-8601.
-        if not isinstance(value, str) or not _ISO_DATETIME.fullmatch(value):
-            raise ValueError("effective_at must be an ISO-8601 date-time string in UTC")
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> RecipeDocument:
         if self.recipe_id != self.partition_key:
             raise ValueError("recipe_id must equal partition_key (the recipe is the partition)")
-        offset = self.effective_at.utcoffset()
-        if offset is None or offset != dt.timedelta(0):
-            raise ValueError("effective_at must be ISO-8601 in UTC (Z or +00:00)")
-        if len(set(self.location_ids)) != len(self.location_ids):
-            raise ValueError("location_ids must not repeat")
         return self
 
 
@@ -65,7 +55,9 @@ class RecipeBatch(WireModel):
 
 
 class RecipeContract(WireModel):
-    bom: dict[Identifier, Quantity] = Field(min_length=1)
+    # At most as many skus as a snapshot may price (a bom sku without a price is
+    # missing_price): this also bounds the cost's sum (shared/money.py, PRECISION).
+    bom: dict[Identifier, Quantity] = Field(min_length=1, max_length=100_000)
 
 
 def _canonical_decimal(value: Decimal) -> str:
@@ -98,6 +90,9 @@ class RecipeCost(Kind[RecipeDocument, RecipeContract]):
     contract_model = RecipeContract
     batch_model = RecipeBatch
     delta_basis = "line_history"
+
+    def repeated_line(self, document: RecipeDocument) -> RepeatedLine | None:
+        return RepeatedLine.find(document.location_ids, "location_ids")
 
     def lines(self, document: RecipeDocument) -> list[Line]:
         fingerprint = request_fingerprint(document)

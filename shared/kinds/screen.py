@@ -4,11 +4,13 @@ A kind may declare ``screen``: a :class:`Screen` that accepts a *strict
 subset* of its Pydantic document model. A document the screen accepts is one
 the model accepts with the same meaning (money a plain decimal string, ids
 within length and character rules, no unknown fields); anything else,
-including valid documents the screen is too strict for (an exponent in an
-amount, a backslash in an id, a date with a time), goes to the model, which
-gives the answer and the error. ``tests/unit/test_screen.py`` checks the
-subset property on generated documents; the bad-input battery checks the
-answers over HTTP.
+including valid documents the screen is too strict for (an exponent or
+trailing zeros past the places in an amount, a backslash in an id), goes to
+the model, which gives the answer and the error. Dates agree by construction:
+msgspec reads a ``date`` from ``YYYY-MM-DD`` only, as ``kinds/dates.IsoDate``
+does. ``tests/unit/test_screen.py`` checks the subset property on generated
+documents, decimals of any length and date-like values; the bad-input
+battery checks the answers over HTTP.
 
 Why not msgspec's own ``pattern`` constraints: they cost about a microsecond
 a field, four times the whole decode. Instead the raw bytes are checked once

@@ -542,8 +542,16 @@ def test_invalid_legs_are_refused(over: dict[str, Any], error_type: str) -> None
     assert _doc_errors(_leg(**over)) == [error_type]
 
 
-def test_repeated_leg_numbers_are_refused() -> None:
-    assert _doc_errors(_leg(leg_no=1), _leg(leg_no=1)) == ["value_error"]
+def test_repeated_leg_numbers_are_found_for_the_front_door() -> None:
+    # The front door answers duplicate_line (services/api/ingest.py) from this.
+    repeated = KIND.repeated_line(_doc(_leg(leg_no=1), _leg(leg_no=2), _leg(leg_no=1)))
+    assert repeated is not None
+    assert (repeated.field, repeated.loc, repeated.value) == (
+        "leg_no",
+        ("legs", "2", "leg_no"),
+        "1",
+    )
+    assert KIND.repeated_line(_doc(_leg(leg_no=1), _leg(leg_no=2))) is None
 
 
 @pytest.mark.parametrize("document_type", ["pdf", "CSV", ""])

@@ -109,3 +109,24 @@ def test_a_large_body_hashed_apart_gives_the_same_digest_and_mac_input() -> None
     assert one.body_sha256 == other.body_sha256 == hashlib.sha256(body).hexdigest()
     assert [c.payload for c in one.chunks] == [c.payload for c in other.chunks]
     assert (one.documents, one.lines) == (other.documents, other.lines) == (6000, 30_000)
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 5): a document holding line_no 1 twice was accepted"
+)
+@settings(max_examples=15, deadline=None)
+@given(cuts=st.lists(st.integers(1, 10_000), max_size=8), where=st.integers(0, 119))
+def test_a_repeated_line_no_is_duplicate_line_however_the_parts_fall(
+    cuts: list[int], where: int
+) -> None:
+    documents = json.loads(json.dumps(DOCUMENTS[:120]))
+    documents[where]["lines"][3]["line_no"] = documents[where]["lines"][1]["line_no"]
+    body = b'{"kind": "promo_accrual"}\n' + b"\n".join(json.dumps(d).encode() for d in documents)
+    error = _ingest(body, [c % len(body) for c in cuts if c % len(body)])
+    assert isinstance(error, ApiError)
+    assert (error.status, error.code) == (422, "duplicate_line")
+    (detail,) = error.details
+    assert detail["loc"] == [f"line {where + 2}", "lines", "3", "line_no"]
+    assert detail["document_id"] == documents[where]["document_id"]
+    assert detail["value"] == str(documents[where]["lines"][1]["line_no"])
+    assert documents[where]["document_id"] in error.message

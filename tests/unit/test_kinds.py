@@ -171,3 +171,49 @@ def test_adapter_dump_json_also_writes_money_as_strings() -> None:
     batch = BATCH.validate_json(_batch())
     dumped = json.loads(BATCH.dump_json(batch))
     assert dumped["documents"][0]["lines"][0]["claimed_amount"] == "16.65"
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 5): a promo document could hold line_no 1 twice; "
+    "both lines shared a line_ref and a key, and requeues broke the job's counters"
+)
+def test_a_repeated_line_reference_is_found_in_every_kind_and_in_the_promo_screen() -> None:
+    promo = {
+        "document_id": "INV-1",
+        "partition_key": "V-1",
+        "contract_version": 1,
+        "period": "2026-Q3",
+        "lines": [
+            {
+                "line_no": n,
+                "sku": "SKU-1",
+                "promo_tier": "T1",
+                "qualifying_units": "1",
+                "claimed_amount": "1",
+            }
+            for n in (1, 2, 1)
+        ],
+    }
+    kind = get_kind("promo_accrual")
+    raw = json.dumps(promo).encode()
+    screened = kind.screen.decoder.decode(raw)
+    for document in (kind.document_model.model_validate_json(raw), screened):
+        repeated = kind.repeated_line(document)
+        assert repeated is not None
+        assert (repeated.loc, repeated.value) == (("lines", "2", "line_no"), "1")
+    recipe = get_kind("recipe_cost")
+    body = {
+        "document_id": "REQ-1",
+        "partition_key": "RCP-1",
+        "contract_version": 1,
+        "recipe_id": "RCP-1",
+        "location_ids": ["LOC-1", "LOC-2", "LOC-2"],
+        "effective_at": "2026-07-01T00:00:00Z",
+        "pricing_snapshot": {"A": "1"},
+        "trigger": "vendor_rate",
+    }
+    repeated = recipe.repeated_line(recipe.document_model.model_validate(body))
+    assert repeated is not None
+    assert (repeated.loc, repeated.value) == (("location_ids", "2"), "LOC-2")
+    promo["lines"][2]["line_no"] = 3
+    assert kind.repeated_line(kind.document_model.model_validate(promo)) is None

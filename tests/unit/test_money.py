@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, Inexact, Rounded
 
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -16,9 +16,16 @@ from shared.money import (
     DecimalOutOfRange,
     Money,
     Quantity,
+    exact_arithmetic,
+    exact_product,
     parse_decimal,
     quantize,
     to_wire,
+)
+
+REVIEWED = pytest.mark.regression(
+    reason="was a BUG (issue 12 item 2): parse_decimal counted places on value.normalize(), "
+    "which rounds to 28 digits first: 1.30000000000000000000000000001 was accepted as 1.3"
 )
 
 
@@ -100,6 +107,86 @@ def test_text_that_is_not_a_plain_finite_decimal_is_refused(text: str) -> None:
 def test_overlong_text_is_refused_as_invalid_before_parsing() -> None:
     with pytest.raises(ValueError):
         parse_decimal("1" + "0" * 70, MONEY_PLACES)
+
+
+@REVIEWED
+@pytest.mark.parametrize("places", [MONEY_PLACES, QUANTITY_PLACES])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1.30000000000000000000000000001",
+        "1.29999999999999999999999999999",
+        "-1.30000000000000000000000000001",
+        "1.3000000000000000000000000000000000000000000000000000000001",
+        "13000000000000000000000000000001e-28",  # the same digits, written with an exponent
+        "0.0000000000000000000000000000001e+20",
+    ],
+)
+def test_places_are_counted_on_the_digits_sent_never_after_rounding(text: str, places: int) -> None:
+    with pytest.raises(DecimalOutOfRange, match="places"):
+        parse_decimal(text, places)
+
+
+@REVIEWED
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1.3" + "0" * 100, "1.3"),  # trailing zeros are not places, at any length
+        ("0" * 100 + "7.25", "7.25"),  # nor are leading zeros integer digits
+        ("1" + "0" * 40 + "e-40", "1"),
+        ("123456789012345678e-6", "123456789012.345678"),
+        ("0.000000000000000000000000000000001e33", "1"),
+        ("0e-99999999999999999999999", "0"),  # zero, however far its point moves
+        ("-0e99999999999999999999999", "0"),
+        ("999999999999.9999990000000000000000000000000", "999999999999.999999"),
+    ],
+)
+def test_a_long_spelling_of_a_value_in_range_is_that_exact_value(text: str, expected: str) -> None:
+    value = parse_decimal(text, QUANTITY_PLACES)
+    assert value == Decimal(expected)
+    assert -6 <= value.as_tuple().exponent <= 0  # type: ignore[operator]
+
+
+@REVIEWED
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1" + "0" * 13 + "e-1",  # 10^12, spelled in ways the plain regex does not take
+        "0.0000000000001e25",
+        "-1000000000000.000000000000000000000000000000000",
+        "0000000000000000000000000001000000000000",
+    ],
+)
+def test_magnitude_is_judged_on_the_digits_sent(text: str) -> None:
+    with pytest.raises(DecimalOutOfRange, match="below"):
+        parse_decimal(text, QUANTITY_PLACES)
+
+
+@REVIEWED
+def test_an_already_parsed_decimal_is_judged_like_its_text() -> None:
+    too_fine = Decimal("1.30000000000000000000000000001")
+    with pytest.raises(ValidationError) as info:
+        _Wire.model_validate({"amount": too_fine, "units": Decimal(1)})
+    assert info.value.errors()[0]["type"] == "decimal_out_of_range"
+    with pytest.raises(ValidationError) as info:
+        _Wire.model_validate({"amount": Decimal("NaN"), "units": Decimal(1)})
+    assert info.value.errors()[0]["type"] == "decimal_invalid"
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 2): the 80-digit 'exact' context rounded a long "
+    "product silently, then quantize rounded it again"
+)
+def test_settlement_arithmetic_raises_rather_than_rounding_before_the_end() -> None:
+    # Exactly 0.0049...9 (90 nines): a cent of 0.00. Rounded at 80 digits first, it
+    # became 0.0050, then 0.01: two roundings. Now the first one is an error.
+    just_under_half_a_cent = Decimal("0.004" + "9" * 90)
+    with pytest.raises((Inexact, Rounded)):
+        exact_product(just_under_half_a_cent, Decimal(1), CENT)
+    with exact_arithmetic(), pytest.raises((Inexact, Rounded)):
+        _ = just_under_half_a_cent * Decimal(3)
+    with exact_arithmetic():  # the final rounding is the one that is allowed
+        assert quantize(Decimal("0.005"), CENT) == Decimal("0.01")
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ Posted when abs(claimed - model) <= tolerance (boundary included), else disputed
 from __future__ import annotations
 
 import hashlib
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -287,7 +288,7 @@ def test_invalid_contract_bodies_are_refused(body: str, error_type: str) -> None
         ({"claimed_amount": "1.23456"}, "decimal_out_of_range"),
         ({"qualifying_units": "1.1234567"}, "decimal_out_of_range"),
         ({"qualifying_units": 37}, "decimal_must_be_string"),
-        ({"transaction_date": "not-a-date"}, "date_from_datetime_parsing"),
+        ({"transaction_date": "not-a-date"}, "date_invalid"),
         ({"unit_price": "1.00"}, "extra_forbidden"),
     ],
 )
@@ -301,3 +302,47 @@ def test_document_needs_at_least_one_line() -> None:
     with pytest.raises(ValidationError) as info:
         _doc(lines=[])
     assert [e["type"] for e in info.value.errors()] == ["too_short"]
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 8): transaction_date was Field(strict=False), so "
+    "0, Unix seconds or milliseconds, numeric strings and midnight datetimes were dates"
+)
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        1782864000,  # 2026-07-01 in Unix seconds
+        1782864000000,  # ... and in milliseconds
+        "1782864000",
+        "0",
+        "2026-07-01T00:00:00",
+        "2026-07-01T00:00:00Z",
+        "2026-07-01 00:00",
+        "20260701",
+        "2026-7-1",
+        "2026-07-01Z",
+        " 2026-07-01",
+        "2026-02-30",
+        "0000-01-01",
+        "\uff12\uff10\uff12\uff16-07-01",  # fullwidth digits
+        1.5,
+        True,
+        [],
+    ],
+)
+def test_transaction_date_is_an_iso_date_string_or_date_invalid(value: Any) -> None:
+    line = {"line_no": 1, "sku": "SKU-1", "promo_tier": "T1", "qualifying_units": "1"}
+    line |= {"claimed_amount": "1", "transaction_date": value}
+    with pytest.raises(ValidationError) as info:
+        PromoLine.model_validate_json(json.dumps(line))
+    assert [e["type"] for e in info.value.errors()] == ["date_invalid"]
+
+
+@pytest.mark.parametrize("value", ["2026-07-01", "2024-02-29", "9999-12-31", "0001-01-01"])
+def test_an_iso_date_string_is_that_date(value: str) -> None:
+    line = {"line_no": 1, "sku": "SKU-1", "promo_tier": "T1", "qualifying_units": "1"}
+    line |= {"claimed_amount": "1", "transaction_date": value}
+    parsed = PromoLine.model_validate_json(json.dumps(line))
+    assert parsed.transaction_date is not None and parsed.transaction_date.isoformat() == value
+    assert parsed.model_dump(mode="json")["transaction_date"] == value

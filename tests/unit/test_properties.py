@@ -35,6 +35,12 @@ from shared.money import (
     Quantity,
     parse_decimal,
 )
+from tests.support.decimal_text import (
+    decimal_texts,
+    exact_value,
+    not_quite_decimals,
+    within_limits,
+)
 
 # No example database: nothing is written into the work tree; every run searches afresh.
 FAST = settings(max_examples=60, deadline=None, database=None)
@@ -175,6 +181,44 @@ def test_exponent_that_overflows_the_column_is_out_of_range(
         text = ("-" if negative else "") + (text.upper() if upper else text)
         with pytest.raises(DecimalOutOfRange):
             parse_decimal(text, places)
+
+
+ANY_LENGTH = settings(max_examples=400, deadline=None, database=None)
+SENT_DIGITS = pytest.mark.regression(
+    reason="was a BUG (issue 12 item 2): places were counted after a 28-digit rounding, "
+    "so 1.30000000000000000000000000001 was accepted (and stored as 1.3000)"
+)
+
+
+@SENT_DIGITS
+@PLACES
+@ANY_LENGTH
+@given(text=st.one_of(decimal_texts(), not_quite_decimals()))
+def test_decimal_text_of_any_length_is_kept_exactly_or_refused_with_its_code(
+    places: int, text: str
+) -> None:
+    """Accepted implies the parsed value is the value sent, exactly; refused
+    implies decimal_out_of_range for a number, decimal_invalid for anything else:
+    at the parser and at the wire field (the Pydantic validator) alike."""
+    value = exact_value(text)
+    adapter: TypeAdapter[Decimal] = TypeAdapter(Money if places == MONEY_PLACES else Quantity)
+    try:
+        parsed = adapter.validate_json(json.dumps(text))
+    except ValidationError as exc:
+        code = exc.errors()[0]["type"]
+        if value is None:
+            assert code == "decimal_invalid"
+        else:
+            assert code == "decimal_out_of_range" and not within_limits(value, places), text
+        with pytest.raises(DecimalOutOfRange if value is not None else ValueError):
+            parse_decimal(text, places)
+        return
+    assert value is not None and within_limits(value, places), text
+    assert type(parsed) is Decimal and parsed == value, text
+    assert parse_decimal(text, places) == value
+    # What is written back (the stored chunk, the ledger) is the same value, plain.
+    written = adapter.dump_python(parsed, mode="json")
+    assert Decimal(written) == value and len(written) <= 20 and "E" not in written.upper()
 
 
 def counterexample(strategy: Any, holds: Any) -> Any:

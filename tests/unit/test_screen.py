@@ -4,7 +4,10 @@ that mix valid values with the kinds of wrong ones producers send."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -20,6 +23,7 @@ from shared.kinds.screen import (
     plain_quantity,
     screen,
 )
+from tests.support.decimal_text import decimal_texts, exact_value, within_limits
 from tests.support.workload import generate
 
 PROMO = KINDS["promo_accrual"]
@@ -176,3 +180,77 @@ _DECIMALISH = _mostly(
 def test_list_checks_agree_with_the_per_value_checks(values: list[str]) -> None:
     assert all_plain_money(values) == all(plain_money(v) for v in values)
     assert all_plain_quantity(values) == all(plain_quantity(v) for v in values)
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 2): the model took 1.30000000000000000000000000001 "
+    "(places counted after a 28-digit rounding), which the screen refused: they disagreed"
+)
+@settings(max_examples=300, deadline=None, database=None)
+@given(text=decimal_texts(), field=st.sampled_from(["claimed_amount", "qualifying_units"]))
+def test_screen_model_and_settle_decoder_agree_on_decimals_of_any_length(
+    text: str, field: str
+) -> None:
+    """The screen takes only plain decimals in range; the model takes every value
+    in range and nothing else; the worker's decoder reads the same values."""
+    doc = generate(20, 1).documents[0]
+    doc["lines"][0][field] = text
+    raw = json.dumps(doc).encode()
+    value = exact_value(text)
+    places = 4 if field == "claimed_amount" else 6
+    assert value is not None
+    screened = screen(PROMO.screen, raw)
+    try:
+        model = PROMO.document_model.model_validate_json(raw)
+    except ValidationError as exc:
+        assert screened is None, "the screen accepted what the model refuses"
+        assert exc.errors()[0]["type"] == "decimal_out_of_range"
+        assert not within_limits(value, places), text
+        return
+    assert within_limits(value, places), text
+    assert getattr(model.lines[0], field) == value
+    if screened is not None:
+        assert Decimal(getattr(screened.lines[0], field)) == value
+    decoded = PROMO.settle_decoder(b"[" + raw + b"]")
+    if decoded is not None:
+        assert getattr(decoded[0].lines[0], field) == value
+
+
+_DATE_LIKE = st.one_of(
+    st.dates().map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT00:00:00Z")),
+    st.integers(-(10**13), 10**13),
+    st.integers(0, 10**13).map(str),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.from_regex(r"[0-9]{2,5}-[0-9]{1,3}-[0-9]{1,3}", fullmatch=True),
+    st.text(alphabet="0123456789-TZ:+ ", max_size=12),
+    st.booleans(),
+)
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 8): the model took 0, Unix seconds, numeric strings "
+    "and midnight datetimes as a transaction_date, where the screen refused them"
+)
+@settings(max_examples=400, deadline=None, database=None)
+@given(value=_DATE_LIKE)
+def test_screen_and_model_take_the_same_dates_and_only_iso_ones(value: Any) -> None:
+    doc = generate(20, 1).documents[0]
+    doc["lines"][0]["transaction_date"] = value
+    raw = json.dumps(doc).encode()
+    screened = screen(PROMO.screen, raw)
+    iso = isinstance(value, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value)
+    try:
+        model = PROMO.document_model.model_validate_json(raw)
+    except ValidationError as exc:
+        assert screened is None, "the screen accepted what the model refuses"
+        assert [e["type"] for e in exc.errors()] == ["date_invalid"]
+        if iso:  # the form is right: then only the calendar can refuse it
+            with pytest.raises(ValueError):
+                dt.date.fromisoformat(value)
+        return
+    assert iso, f"the model took {value!r} as a date"
+    assert model.lines[0].transaction_date == dt.date.fromisoformat(value)
+    if screened is not None:
+        assert screened.lines[0].transaction_date == model.lines[0].transaction_date

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
@@ -38,7 +39,7 @@ def _plan(documents: list[Any]) -> list[tuple[Any, ...]]:
 
 _ID = st.sampled_from(["A", "SKU-1", "é", "INV\\2026", "x" * 128, "\u2028 line"])
 _AMOUNT = st.sampled_from(["1", "16.65", "-0.01", "1.2345", "1e3", "12.5E-1", "0", "999999999999"])
-_DATE = st.sampled_from([None, "2026-07-01", "2024-02-29", "2026-07-01T00:00:00"])
+_DATE = st.sampled_from([None, "2026-07-01", "2024-02-29", "2000-02-29"])
 
 
 @st.composite
@@ -75,7 +76,7 @@ def valid_documents(draw: st.DrawFn) -> dict[str, Any]:
 def test_msgspec_and_pydantic_decodes_plan_the_same(docs) -> None:
     payload = json.dumps(docs, ensure_ascii=False).encode()
     lines = sum(len(d["lines"]) for d in docs)
-    # The msgspec decode where it reads the chunk (a date with a time: the model).
+    # The msgspec decode where it reads the chunk (an escape, an exponent: the model).
     fast = decode_chunk(PROMO, ADAPTER, payload, lines).documents
     model = ADAPTER.validate_json(payload)
     assert _plan(fast) == _plan(model)
@@ -105,3 +106,34 @@ def test_plain_chunks_take_the_fast_reading_and_odd_ones_the_model() -> None:
     ):
         payload = json.dumps([{**doc, "lines": [{**line, **odd}]}]).encode()
         assert PROMO.settle_decoder(payload) is None, odd
+
+
+@pytest.mark.regression(
+    reason="was a BUG (issue 12 item 2): a stored chunk's 1.30000000000000000000000000001 "
+    "was read by the model (places counted after rounding) and settled as 1.30"
+)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("claimed_amount", "1.30000000000000000000000000001"),
+        ("qualifying_units", "1.29999999999999999999999999999"),
+        ("transaction_date", 1782864000),
+    ],
+)
+def test_a_stored_chunk_value_outside_the_limits_is_schema_invalid_never_settled(
+    field: str, value: Any
+) -> None:
+    """What the front door refuses, a worker reading a stored (or requeued) chunk
+    refuses too: that document alone is dead-lettered, nothing is rounded."""
+    line = {"line_no": 1, "sku": "A", "promo_tier": "A", "qualifying_units": "37"}
+    line |= {"claimed_amount": "4.63", field: value}
+    bad = {"document_id": "D1", "partition_key": "V", "contract_version": 1, "period": "P"}
+    good = {**bad, "document_id": "D2", "lines": [{**line, field: "2026-07-01"}]}
+    if field != "transaction_date":
+        good["lines"][0][field] = "1.30"
+    payload = json.dumps([{**bad, "lines": [line]}, good]).encode()
+    decoded = decode_chunk(PROMO, ADAPTER, payload, 2)
+    assert [d.document_id for d in decoded.documents] == ["D2"]
+    assert [(f.reason, f.document_id, f.covered) for f in decoded.failures] == [
+        ("schema_invalid", "D1", 1)
+    ]
