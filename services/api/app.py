@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from services.api.body_guard import GuardBodies
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
 from services.api.metrics import ApiMetrics, RequestMetrics
@@ -51,6 +52,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_handlers(app)
+    # Outside the routes: FastAPI parses a body before it runs the auth dependency.
+    app.add_middleware(GuardBodies, settings=settings)
+    # Added after, so it runs first: a bad URL is 422 whoever sends it.
     app.add_middleware(RefuseControlCharacters)
     app.state.metrics = ApiMetrics(lambda: getattr(app.state, "ctx", None))
     # Added last, so outermost: it also times what the middleware above refuses.

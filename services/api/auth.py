@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
+from starlette.datastructures import Headers
 
 from services.api.context import ApiContext, get_context
 from services.api.errors import ApiError
-from shared.settings import ProducerKey
+from shared.settings import ProducerKey, Settings
 from shared.signing import (
     SignatureError,
     StreamingVerifier,
@@ -77,10 +78,24 @@ def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> Pro
     return key
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
+def bearer_token(headers: Headers) -> str | None:
+    header = headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def bearer_refusal(settings: Settings, headers: Headers) -> ApiError | None:
+    """Why these headers carry no valid viewer or operator token (None: they do)."""
+    token = bearer_token(headers)
+    if token is None:
+        return ApiError(401, "token_missing", "a bearer token is required to send a body")
+    if settings.token_role(token) is None:
+        return ApiError(401, "invalid_token", "bearer token is not valid")
+    return None
+
+
+def _bearer(request: Request) -> str | None:
+    return bearer_token(request.headers)
 
 
 def _token_role(ctx: ApiContext, token: str) -> Role | None:

@@ -116,7 +116,10 @@ def install_handlers(app: FastAPI) -> None:
         if exc.status_code == 400:
             # FastAPI's "error parsing the body" (e.g. invalid UTF-8): a bad body is 422.
             return error_response(422, "json_invalid", "the body is not valid JSON text")
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        # 413: a streamed body passed the limit (services/api/body_guard.py).
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code, "http_error"
+        )
         return error_response(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(sa_exc.DataError)

@@ -1,0 +1,95 @@
+"""Bodies only from the authenticated, and never a big one (SPEC §3.6).
+
+FastAPI reads and parses a route's body parameter *before* it resolves the
+route's dependencies (``get_request_handler`` awaits ``request.body()`` and
+only then calls ``solve_dependencies``), so an auth dependency runs too late:
+a token-less 100 MiB POST to an operator endpoint was parsed, then refused.
+This plain ASGI middleware decides on the headers alone, before any route:
+
+- a request with a body (``Content-Length`` above 0, or any
+  ``Transfer-Encoding``) needs a valid bearer token, else 401 with nothing
+  read. Which role the route needs is still checked by its dependency; only
+  operator and viewer tokens ever send a body anywhere but the front door;
+- a body above ``BODY_LIMIT`` is 413 ``payload_too_large``: at once when
+  ``Content-Length`` says so, else when the streamed bytes pass the limit
+  (counted as they arrive, never buffered here).
+
+``POST /v1/batches`` is exempt: its producers authenticate by a signature over
+the body, and the route streams and caps it itself (``max_body_bytes``).
+"""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.api.auth import bearer_refusal
+from services.api.errors import error_response
+from shared.settings import Settings
+
+BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the front door takes
+EXEMPT = ("POST", "/v1/batches")
+TOO_LARGE = f"the request body is larger than {BODY_LIMIT} bytes"
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from ``receive`` when a streamed body passes the limit. An
+    ``HTTPException`` because FastAPI re-raises those from its body parsing
+    (anything else there becomes a 400 "error parsing the body")."""
+
+    code = "payload_too_large"
+
+    def __init__(self) -> None:
+        super().__init__(413, TOO_LARGE)
+
+
+def declared_length(headers: Headers) -> int | None:
+    value = headers.get("content-length")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def has_body(headers: Headers) -> bool:
+    declared = declared_length(headers)
+    return bool(declared) or "transfer-encoding" in headers
+
+
+class GuardBodies:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"], scope["path"]) == EXEMPT:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if not has_body(headers):
+            await self.app(scope, receive, send)
+            return
+        refusal = bearer_refusal(self.settings, headers)
+        if refusal is not None:
+            response = error_response(refusal.status, refusal.code, refusal.message)
+        elif (declared_length(headers) or 0) > BODY_LIMIT:
+            response = error_response(413, BodyTooLarge.code, TOO_LARGE)
+        else:
+            await self.app(scope, _Counted(receive), send)
+            return
+        # Answered without a byte of the body read: the server drops the rest.
+        await response(scope, receive, send)
+
+
+class _Counted:
+    """``receive`` that refuses a streamed body once it passes the limit."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.receive = receive
+        self.size = 0
+
+    async def __call__(self) -> Message:
+        message = await self.receive()
+        if message["type"] == "http.request":
+            self.size += len(message.get("body", b""))
+            if self.size > BODY_LIMIT:
+                raise BodyTooLarge
+        return message
