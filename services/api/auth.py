@@ -84,13 +84,18 @@ def bearer_token(headers: Headers) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-def bearer_refusal(settings: Settings, headers: Headers) -> ApiError | None:
-    """Why these headers carry no valid viewer or operator token (None: they do)."""
+def bearer_refusal(settings: Settings, headers: Headers, *, write: bool) -> ApiError | None:
+    """Why these headers may not send a body (None: they may). Any valid token
+    may; only an operator's may write: every write but the front door's is an
+    operator's (contracts, dead letters, dispute resolutions)."""
     token = bearer_token(headers)
     if token is None:
         return ApiError(401, "token_missing", "a bearer token is required to send a body")
-    if settings.token_role(token) is None:
+    role = settings.token_role(token)
+    if role is None:
         return ApiError(401, "invalid_token", "bearer token is not valid")
+    if write and role != "operator":
+        return ApiError(403, "forbidden", "this endpoint needs an operator token")
     return None
 
 

@@ -8,8 +8,9 @@ This plain ASGI middleware decides on the headers alone, before any route:
 
 - a request with a body (``Content-Length`` above 0, or any
   ``Transfer-Encoding``) needs a valid bearer token, else 401 with nothing
-  read. Which role the route needs is still checked by its dependency; only
-  operator and viewer tokens ever send a body anywhere but the front door;
+  read; a write (any method but GET, HEAD, OPTIONS) needs an operator's, else
+  403: every write but the front door's is an operator's. The route's own
+  dependency still checks the role it needs;
 - a body above ``BODY_LIMIT`` is 413 ``payload_too_large``: at once when
   ``Content-Length`` says so, else when the streamed bytes pass the limit
   (counted as they arrive, never buffered here).
@@ -30,6 +31,7 @@ from shared.settings import Settings
 
 BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the front door takes
 EXEMPT = ("POST", "/v1/batches")
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 TOO_LARGE = f"the request body is larger than {BODY_LIMIT} bytes"
 
 
@@ -67,7 +69,8 @@ class GuardBodies:
         if not has_body(headers):
             await self.app(scope, receive, send)
             return
-        refusal = bearer_refusal(self.settings, headers)
+        write = scope["method"] not in READS
+        refusal = bearer_refusal(self.settings, headers, write=write)
         if refusal is not None:
             response = error_response(refusal.status, refusal.code, refusal.message)
         elif (declared_length(headers) or 0) > BODY_LIMIT:
