@@ -10,6 +10,7 @@ services its own connection (``shared.broker.keep_alive``).
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable
@@ -20,6 +21,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from shared.broker import drop_connection, heartbeat_s, keep_alive
 
+log = logging.getLogger("settleq.api")
 T = TypeVar("T")
 R = TypeVar("R")
 _Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
@@ -60,7 +62,7 @@ class Publishers:
             try:
                 work = self._work.get(timeout=self._idle_s)
             except queue.Empty:
-                keep_alive(self._broker)
+                self._keep_alive()
                 continue
             if work is None:
                 drop_connection(self._broker)
@@ -71,3 +73,11 @@ class Publishers:
                     future.set_result(fn(*args))
                 except BaseException as exc:  # handed to the caller, who decides
                     future.set_exception(exc)
+
+    def _keep_alive(self) -> None:
+        # A publishing thread must never die: the futures queued for it would never finish.
+        try:
+            keep_alive(self._broker)
+        except Exception as exc:
+            log.warning("could not service a broker connection: %s", type(exc).__name__)
+            drop_connection(self._broker)
