@@ -139,3 +139,8 @@ def test_body_less_requests_and_the_front_door_are_untouched(app: FastAPI) -> No
     # The front door keeps its own, larger limit and its signature check.
     status, body, _ = call(app, "POST", "/v1/batches", 2 * MiB, token=None, chunked=False)
     assert status == 401 and b"signature_missing" in body
+
+
+def test_another_method_on_the_front_door_is_405_unread(app: FastAPI) -> None:
+    status, _, pulled = call(app, "PUT", "/v1/batches", 100 * MiB, token=None, chunked=True)
+    assert (status, pulled) == (405, 0)
