@@ -21,12 +21,13 @@ the body, and the route streams and caps it itself (``max_body_bytes``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.auth import bearer_refusal
-from services.api.errors import error_response
+from services.api.errors import ApiError, BodyRefused, error_response
 from shared.settings import Settings
 
 BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the front door takes
@@ -35,17 +36,6 @@ BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the fro
 EXEMPT = "/v1/batches"
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 TOO_LARGE = f"the request body is larger than {BODY_LIMIT} bytes"
-
-
-class BodyTooLarge(HTTPException):
-    """Raised from ``receive`` when a streamed body passes the limit. An
-    ``HTTPException`` because FastAPI re-raises those from its body parsing
-    (anything else there becomes a 400 "error parsing the body")."""
-
-    code = "payload_too_large"
-
-    def __init__(self) -> None:
-        super().__init__(413, TOO_LARGE)
 
 
 def declared_length(headers: Headers) -> int | None:
@@ -68,33 +58,44 @@ class GuardBodies:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        if not has_body(headers):
-            await self.app(scope, receive, send)
-            return
         write = scope["method"] not in READS
-        refusal = bearer_refusal(self.settings, headers, write=write)
-        if refusal is not None:
-            response = error_response(refusal.status, refusal.code, refusal.message)
-        elif (declared_length(headers) or 0) > BODY_LIMIT:
-            response = error_response(413, BodyTooLarge.code, TOO_LARGE)
-        else:
-            await self.app(scope, _Counted(receive), send)
+
+        def refusal() -> ApiError | None:
+            return bearer_refusal(self.settings, headers, write=write)
+
+        if not has_body(headers):
+            # HTTP/1.1 sends no body then; a protocol that may send one
+            # unannounced (HTTP/2) meets the same checks when its bytes arrive.
+            await self.app(scope, _Guarded(receive, refusal), send)
+            return
+        refused = refusal()
+        if refused is None and (declared_length(headers) or 0) > BODY_LIMIT:
+            refused = ApiError(413, "payload_too_large", TOO_LARGE)
+        if refused is None:
+            await self.app(scope, _Guarded(receive, None), send)
             return
         # Answered without a byte of the body read: the server drops the rest.
-        await response(scope, receive, send)
+        await error_response(refused.status, refused.code, refused.message)(scope, receive, send)
 
 
-class _Counted:
-    """``receive`` that refuses a streamed body once it passes the limit."""
+class _Guarded:
+    """``receive`` that refuses a body once it passes the limit, and checks the
+    caller (``check``) when an unannounced body's first bytes arrive."""
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(self, receive: Receive, check: Callable[[], ApiError | None] | None) -> None:
         self.receive = receive
+        self.check = check
         self.size = 0
 
     async def __call__(self) -> Message:
         message = await self.receive()
         if message["type"] == "http.request":
-            self.size += len(message.get("body", b""))
+            body = message.get("body", b"")
+            if body and self.check is not None:
+                refused, self.check = self.check(), None
+                if refused is not None:
+                    raise BodyRefused(refused.status, refused.code, refused.message)
+            self.size += len(body)
             if self.size > BODY_LIMIT:
-                raise BodyTooLarge
+                raise BodyRefused(413, "payload_too_large", TOO_LARGE)
         return message
