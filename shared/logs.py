@@ -32,6 +32,8 @@ from structlog.dev import ConsoleRenderer, plain_traceback
 from structlog.stdlib import ProcessorFormatter
 from structlog.typing import EventDict, ExcInfo, Processor
 
+from shared.broker_logs import quiet_connection_loss
+
 LogFormat = Literal["auto", "json", "console"]
 
 # The fields every stage event carries (null where the unit of work has no single value).
@@ -179,6 +181,7 @@ def configure_logging(
     root.setLevel(level.upper())
     for noisy in ("pika", "httpx", "httpcore", "alembic.runtime.plugins"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_connection_loss()
     mask(*secrets)
     # Code that prefers structlog's API goes through the same handler.
     structlog.configure(

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from services.api.body_guard import GuardBodies
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
 from services.api.metrics import ApiMetrics, RequestMetrics
 from services.api.middleware import RefuseControlCharacters
 from services.api.openapi_doc import finish
+from services.api.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from services.api.routes import batches, contracts, dashboard, dead_letters, jobs, ops
-from shared.broker import make_broker
+from shared.broker import close_broker, make_broker
 from shared.db.engine import make_engine
 from shared.settings import Settings
 
@@ -29,7 +30,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url, pool_size=10)
         broker = make_broker(settings)
-        publishers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="publish")
+        publishers = Publishers(broker, threads=4)
         app.state.ctx = ApiContext(
             settings=settings,
             engine=engine,
@@ -40,8 +41,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
-            publishers.shutdown(wait=True)
-            broker.close()
+            publishers.shutdown()
+            close_broker(broker)
             engine.dispose()
 
     app = FastAPI(
@@ -51,6 +52,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_handlers(app)
+    # Outside the routes: FastAPI parses a body before it runs the auth dependency.
+    app.add_middleware(GuardBodies, settings=settings)
+    # Added after, so it runs first: a bad URL is 422 whoever sends it.
     app.add_middleware(RefuseControlCharacters)
     app.state.metrics = ApiMetrics(lambda: getattr(app.state, "ctx", None))
     # Added last, so outermost: it also times what the middleware above refuses.

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
+from starlette.datastructures import Headers
 
 from services.api.context import ApiContext, get_context
 from services.api.errors import ApiError
-from shared.settings import ProducerKey
+from shared.settings import ProducerKey, Settings
 from shared.signing import (
     SignatureError,
     StreamingVerifier,
@@ -77,10 +78,29 @@ def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> Pro
     return key
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
+def bearer_token(headers: Headers) -> str | None:
+    header = headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def bearer_refusal(settings: Settings, headers: Headers, *, write: bool) -> ApiError | None:
+    """Why these headers may not send a body (None: they may). Any valid token
+    may; only an operator's may write: every write but the front door's is an
+    operator's (contracts, dead letters, dispute resolutions)."""
+    token = bearer_token(headers)
+    if token is None:
+        return ApiError(401, "token_missing", "a bearer token is required to send a body")
+    role = settings.token_role(token)
+    if role is None:
+        return ApiError(401, "invalid_token", "bearer token is not valid")
+    if write and role != "operator":
+        return ApiError(403, "forbidden", "this endpoint needs an operator token")
+    return None
+
+
+def _bearer(request: Request) -> str | None:
+    return bearer_token(request.headers)
 
 
 def _token_role(ctx: ApiContext, token: str) -> Role | None:

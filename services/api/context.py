@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from fastapi import Request
 from sqlalchemy import Engine
 
+from services.api.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from shared.db.migrate import load_internal_key
 from shared.settings import Settings
@@ -21,7 +21,7 @@ class ApiContext:
     engine: Engine
     broker: RabbitmqBroker
     queue_depth: QueueStats  # backpressure, the dashboard and /metrics read it
-    publishers: ThreadPoolExecutor
+    publishers: Publishers  # every publish runs here: their connections stay alive
     _internal_key: bytes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -51,6 +51,16 @@ class ApiError(Exception):
         super().__init__(message)
 
 
+class BodyRefused(StarletteHTTPException):
+    """A body refused while it is being received (services/api/body_guard.py).
+    An ``HTTPException`` because FastAPI re-raises those from its body parsing;
+    anything else raised there becomes a 400 "error parsing the body"."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(status, message)
+        self.code = code
+
+
 def error_response(
     status: int,
     code: str,
@@ -126,12 +136,18 @@ def install_handlers(app: FastAPI) -> None:
         err = validation_error(list(exc.errors()))
         return error_response(err.status, err.code, err.message, err.details)
 
+    @app.exception_handler(BodyRefused)
+    async def _body_refused(_: Request, exc: BodyRefused) -> JSONResponse:
+        return error_response(exc.status_code, exc.code, str(exc.detail))
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
             # FastAPI's "error parsing the body" (e.g. invalid UTF-8): a bad body is 422.
             return error_response(422, "json_invalid", "the body is not valid JSON text")
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code, "http_error"
+        )
         return error_response(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(sa_exc.DataError)

@@ -37,12 +37,15 @@ def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:
         marked.chunk_id, marked.job_id, marked.kind, digest, marked.id, marked.requeues
     )
     try:
-        enqueue(
+        # On a publishing thread, not this request's: a connection made on a
+        # request thread would sit unserviced (and leak when the thread ends).
+        ctx.publishers.submit(
+            enqueue,
             ctx.broker,
             ctx.settings.queue_name(FAST_PATH),
             VALIDATE_ACTOR,
             message.signed(ctx.internal_key),
-        )
+        ).result()
     except Exception:
         with ctx.engine.begin() as conn:
             dl_db.unmark_requeued(conn, dead_letter_id, marked.requeues)

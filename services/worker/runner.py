@@ -13,6 +13,7 @@ import dramatiq
 from services.worker.actors import build_broker, register_actors
 from services.worker.context import make_context
 from services.worker.metrics import WorkerMetrics
+from shared.broker import close_broker
 from shared.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
@@ -53,7 +54,7 @@ def run_worker(
     log.info("stopping: finishing in-flight messages")
     # Unacked messages of a stopped worker go back to RabbitMQ for redelivery.
     worker.stop(timeout=settings.task_timeout_s * 1000)
-    broker.close()
+    close_broker(broker)  # connections RabbitMQ dropped while idle close without a traceback
     ctx.engine.dispose()
     if server is not None:
         server.shutdown()

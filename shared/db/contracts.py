@@ -11,6 +11,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Engine, select, tuple_
 
 from shared.db import tables
+from shared.db.dead_letters import audit
 from shared.db.dialect import insert_ignoring_conflicts
 
 t = tables.contracts
@@ -25,8 +26,17 @@ def canonical_body(body: dict[str, Any]) -> str:
 
 
 def put_contract(
-    engine: Engine, kind: str, partition_key: str, version: int, body: dict[str, Any]
+    engine: Engine,
+    kind: str,
+    partition_key: str,
+    version: int,
+    body: dict[str, Any],
+    *,
+    actor: str | None = None,
 ) -> Literal["created", "unchanged"]:
+    """Publish a version once. With ``actor`` (an operator publishing over the
+    API) a publication is audited in the same transaction: no contract without
+    its audit entry. An identical republish writes nothing, so it is not audited."""
     text = canonical_body(body)
     digest = hashlib.sha256(text.encode()).hexdigest()
     with engine.begin() as conn:
@@ -43,6 +53,19 @@ def put_contract(
             .returning(t.c.version)
         ).first()
         if inserted is not None:
+            if actor is not None:
+                audit(
+                    conn,
+                    actor,
+                    "contract.publish",
+                    f"contract:{kind}/{partition_key}/{version}",
+                    {
+                        "kind": kind,
+                        "partition_key": partition_key,
+                        "version": version,
+                        "body_sha256": digest,
+                    },
+                )
             return "created"
         existing = conn.execute(
             select(t.c.body_sha256).where(

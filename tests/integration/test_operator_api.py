@@ -13,6 +13,7 @@ from services.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.signing import token_digest
+from shared.synthetic import promo_contract
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv, queue_depth
 
@@ -152,3 +153,29 @@ def test_requeue_with_the_broker_down_is_503_and_stays_dead(
         assert response.status_code == 503
         shown = operator.bearer("GET", f"/admin/dead-letters/{letter['id']}").json()
     assert (shown["status"], shown["requeues"]) == ("dead", 0)
+
+
+@pytest.mark.regression
+def test_a_contract_publication_is_audited_once(operator: Client) -> None:
+    vendor = uid("AUDIT-")
+    path = f"/v1/contracts/promo_accrual/{vendor}/1"
+    assert operator.bearer("PUT", path, promo_contract()).status_code == 201
+    # An identical republish changes nothing (200), so it writes no entry;
+    # different content is refused (409) and writes none either.
+    assert operator.bearer("PUT", path, promo_contract()).status_code == 200
+    assert operator.bearer("PUT", path, {**promo_contract(), "tolerance": "9"}).status_code == 409
+    entries = [
+        a
+        for a in operator.bearer("GET", "/admin/audit?limit=100").json()["items"]
+        if a["target"] == f"contract:promo_accrual/{vendor}/1"
+    ]
+    assert len(entries) == 1, entries
+    [entry] = entries
+    assert entry["action"] == "contract.publish"
+    assert entry["actor"] == f"operator:{token_digest(OPERATOR_TOKEN)[:12]}"
+    assert {k: entry["details"][k] for k in ("kind", "partition_key", "version")} == {
+        "kind": "promo_accrual",
+        "partition_key": vendor,
+        "version": 1,
+    }
+    assert len(entry["details"]["body_sha256"]) == 64

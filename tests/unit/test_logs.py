@@ -119,3 +119,40 @@ def test_log_format_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SETTLEQ_LOG_FORMAT", "xml")
     with pytest.raises(ValidationError):
         Settings()
+
+
+def _pika_loses_a_connection() -> None:
+    """What pika logs when it finds a connection RabbitMQ dropped, then closes it."""
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    try:
+        raise reset
+    except ConnectionResetError:
+        logging.getLogger("pika.adapters.utils.io_services_utils").exception(
+            "_AsyncBaseTransport._produce() failed, aborting connection: error=%r", reset
+        )
+    lost = f"StreamLostError: ('Stream connection lost: {reset!r}',)"
+    logging.getLogger("pika.adapters.base_connection").error("connection_lost: %s", lost)
+    logging.getLogger("pika.adapters.blocking_connection").error(
+        "Unexpected connection close detected: %s", lost
+    )
+    logging.getLogger("pika.adapters.blocking_connection").error(
+        "BlockingConnection.close(200, 'Normal shutdown') called on closed connection."
+    )
+
+
+@pytest.mark.regression
+def test_a_lost_broker_connection_is_one_info_line_and_nothing_at_shutdown() -> None:
+    from shared.broker_logs import expected_connection_loss
+
+    stream = io.StringIO()
+    configure_logging("json", stream=stream)
+    _pika_loses_a_connection()
+    [event] = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert event["level"] == "info" and "Traceback" not in stream.getvalue()
+    assert event["event"].startswith("broker connection lost, reopened when next used")
+    with expected_connection_loss():
+        _pika_loses_a_connection()
+    assert len(stream.getvalue().splitlines()) == 1
+    # Anything else pika reports is still an error.
+    logging.getLogger("pika.adapters.blocking_connection").error("Connection workflow failed")
+    assert json.loads(stream.getvalue().splitlines()[-1])["level"] == "error"

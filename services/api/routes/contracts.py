@@ -44,6 +44,7 @@ def _kind(name: str) -> Any:
         **ERRORS,
         200: {"model": Contract, "description": "identical content already published"},
         409: {"model": ErrorBody, "description": "different content under this version"},
+        413: {"model": ErrorBody, "description": "body above 1 MiB"},
         422: {"model": ErrorBody},
     },
 )
@@ -52,7 +53,7 @@ async def put_contract(
     partition_key: PartitionPath,
     version: VersionPath,
     ctx: Ctx,
-    _: Operator,
+    who: Operator,
     body: Annotated[dict[str, Any], Body()],
 ) -> JSONResponse:
     model = _kind(kind).contract_model
@@ -64,7 +65,9 @@ async def put_contract(
 
     def store() -> tuple[str, dict[str, Any] | None]:
         try:
-            result = contracts_db.put_contract(ctx.engine, kind, partition_key, version, canonical)
+            result = contracts_db.put_contract(
+                ctx.engine, kind, partition_key, version, canonical, actor=who.actor
+            )
         except contracts_db.ContractConflict as exc:
             raise ApiError(409, "contract_version_conflict", str(exc)) from None
         return result, contracts_db.get_contract(ctx.engine, kind, partition_key, version)

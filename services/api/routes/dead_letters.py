@@ -127,7 +127,7 @@ class RequeueFilter(BaseModel):
 @router.post(
     "/admin/dead-letters/requeue",
     operation_id="requeueDeadLetters",
-    responses={**ERRORS, 503: {"model": ErrorBody}},
+    responses={**ERRORS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
 async def requeue_dead_letters(
     body: Annotated[RequeueFilter, Body()], ctx: Ctx, who: Operator
@@ -146,7 +146,7 @@ class DiscardNote(BaseModel):
 @router.post(
     "/admin/dead-letters/{dead_letter_id}/discard",
     operation_id="discardDeadLetter",
-    responses={**ERRORS, 409: {"model": ErrorBody}},
+    responses={**ERRORS, 409: {"model": ErrorBody}, 413: {"model": ErrorBody}},
 )
 async def discard_dead_letter(
     dead_letter_id: IdPath, body: Annotated[DiscardNote, Body()], ctx: Ctx, who: Operator

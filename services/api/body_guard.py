@@ -1,0 +1,101 @@
+"""Bodies only from the authenticated, and never a big one (SPEC §3.6).
+
+FastAPI reads and parses a route's body parameter *before* it resolves the
+route's dependencies (``get_request_handler`` awaits ``request.body()`` and
+only then calls ``solve_dependencies``), so an auth dependency runs too late:
+a token-less 100 MiB POST to an operator endpoint was parsed, then refused.
+This plain ASGI middleware decides on the headers alone, before any route:
+
+- a request with a body (``Content-Length`` above 0, or any
+  ``Transfer-Encoding``) needs a valid bearer token, else 401 with nothing
+  read; a write (any method but GET, HEAD, OPTIONS) needs an operator's, else
+  403: every write but the front door's is an operator's. The route's own
+  dependency still checks the role it needs;
+- a body above ``BODY_LIMIT`` is 413 ``payload_too_large``: at once when
+  ``Content-Length`` says so, else when the streamed bytes pass the limit
+  (counted as they arrive, never buffered here).
+
+``POST /v1/batches`` is exempt: its producers authenticate by a signature over
+the body, and the route streams and caps it itself (``max_body_bytes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.api.auth import bearer_refusal
+from services.api.errors import ApiError, BodyRefused, error_response
+from shared.settings import Settings
+
+BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the front door takes
+# The front door's path, whatever the method: POST authenticates its body
+# itself, and any other method is a 405 that reads nothing.
+EXEMPT = "/v1/batches"
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+TOO_LARGE = f"the request body is larger than {BODY_LIMIT} bytes"
+
+
+def declared_length(headers: Headers) -> int | None:
+    value = headers.get("content-length")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def has_body(headers: Headers) -> bool:
+    declared = declared_length(headers)
+    return bool(declared) or "transfer-encoding" in headers
+
+
+class GuardBodies:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == EXEMPT:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        write = scope["method"] not in READS
+
+        def refusal() -> ApiError | None:
+            return bearer_refusal(self.settings, headers, write=write)
+
+        if not has_body(headers):
+            # HTTP/1.1 sends no body then; a protocol that may send one
+            # unannounced (HTTP/2) meets the same checks when its bytes arrive.
+            await self.app(scope, _Guarded(receive, refusal), send)
+            return
+        refused = refusal()
+        if refused is None and (declared_length(headers) or 0) > BODY_LIMIT:
+            refused = ApiError(413, "payload_too_large", TOO_LARGE)
+        if refused is None:
+            await self.app(scope, _Guarded(receive, None), send)
+            return
+        # Answered without a byte of the body read: the server drops the rest.
+        await error_response(refused.status, refused.code, refused.message)(scope, receive, send)
+
+
+class _Guarded:
+    """``receive`` that refuses a body once it passes the limit, and checks the
+    caller (``check``) when an unannounced body's first bytes arrive."""
+
+    def __init__(self, receive: Receive, check: Callable[[], ApiError | None] | None) -> None:
+        self.receive = receive
+        self.check = check
+        self.size = 0
+
+    async def __call__(self) -> Message:
+        message = await self.receive()
+        if message["type"] == "http.request":
+            body = message.get("body", b"")
+            if body and self.check is not None:
+                refused, self.check = self.check(), None
+                if refused is not None:
+                    raise BodyRefused(refused.status, refused.code, refused.message)
+            self.size += len(body)
+            if self.size > BODY_LIMIT:
+                raise BodyRefused(413, "payload_too_large", TOO_LARGE)
+        return message

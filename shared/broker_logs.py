@@ -1,0 +1,68 @@
+"""What pika logs when a broker connection is lost, at the level it deserves.
+
+pika reports one lost TCP stream as three error records (one with a
+traceback), and one more when a dead connection is closed. A lost stream is
+routine: RabbitMQ drops an idle connection and whoever uses it next
+reconnects. An outage that matters is reported by the code that meets it (the
+API's 503 warning, Dramatiq's consumer errors, the relay's retries). So a loss
+becomes one info line, and nothing during a shutdown that expects it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_PIKA_IO = (
+    "pika.adapters.utils.io_services_utils",
+    "pika.adapters.base_connection",
+    "pika.adapters.blocking_connection",
+)
+_LOST = (
+    "StreamLostError",
+    "ConnectionResetError",
+    "BrokenPipeError",
+    "Broken pipe",
+    "Socket EOF",
+    "Transport indicated EOF",
+    "called on closed connection",
+)
+_LOST_LINE = "connection_lost: "  # pika's one record of the loss that is kept
+_expected_loss: ContextVar[bool] = ContextVar("expected_connection_loss", default=False)
+
+
+class QuietConnectionLoss(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        text = record.getMessage()
+        if not any(marker in text for marker in _LOST):
+            return True
+        if _expected_loss.get() or not text.startswith(_LOST_LINE):
+            return False
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.msg = "broker connection lost, reopened when next used: %s"
+        record.args = (text.removeprefix(_LOST_LINE),)
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def quiet_connection_loss() -> None:
+    """Install the filter above on pika's loggers (once per process)."""
+    for name in _PIKA_IO:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, QuietConnectionLoss) for f in logger.filters):
+            logger.addFilter(QuietConnectionLoss())
+
+
+@contextmanager
+def expected_connection_loss() -> Iterator[None]:
+    """In this block (this thread), a lost broker connection is not logged at all."""
+    quiet_connection_loss()
+    token = _expected_loss.set(True)
+    try:
+        yield
+    finally:
+        _expected_loss.reset(token)
