@@ -52,7 +52,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_handlers(app)
     app.add_middleware(RefuseControlCharacters)
-    app.state.metrics = ApiMetrics(lambda: getattr(app.state, "ctx", None))
+    app.state.metrics = ApiMetrics(
+        lambda: getattr(app.state, "ctx", None), settings.supervisor_counts_file
+    )
     # Added last, so outermost: it also times what the middleware above refuses.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     for module in (batches, jobs, contracts, dead_letters, ops, dashboard):
