@@ -63,6 +63,12 @@ def exit_fields(returncode: int) -> dict[str, object]:
     return {"exit_code": returncode}
 
 
+def _fields(child: _Child, **extra: object) -> dict[str, object]:
+    """The log fields naming a child: its component, name and (last) PID."""
+    pid = child.process.pid if child.process is not None else None
+    return {"component": child.spec.component, "child": child.spec.name, "pid": pid, **extra}
+
+
 class Supervisor:
     def __init__(
         self,
@@ -127,14 +133,12 @@ class Supervisor:
                 "%s exited: restarting in %.1f s",
                 child.spec.name,
                 decision.delay_s,
-                extra={
-                    "component": child.spec.component,
-                    "child": child.spec.name,
-                    "pid": child.process.pid,
+                extra=_fields(
+                    child,
                     **exit_fields(code),
-                    "restart_count": self.restarts[child.spec.component] + 1,
-                    "delay_s": decision.delay_s,
-                },
+                    restart_count=self.restarts[child.spec.component] + 1,
+                    delay_s=decision.delay_s,
+                ),
             )
         return None
 
@@ -154,17 +158,16 @@ class Supervisor:
         log.info(
             "%s restarted",
             child.spec.name,
-            extra={
-                "component": child.spec.component,
-                "child": child.spec.name,
-                "pid": child.process.pid,
-                "restart_count": self.restarts[child.spec.component],
-            },
+            extra=_fields(child, restart_count=self.restarts[child.spec.component]),
         )
 
     def _publish(self) -> None:
-        if self.counts_file is not None:
+        if self.counts_file is None:
+            return
+        try:
             write_counts(self.counts_file, self.restarts)
+        except OSError as exc:  # the counts are for metrics: never stop the stack for them
+            log.warning("restart counts not written to %s (%s)", self.counts_file, exc)
 
     def _give_up(self, child: _Child, decision: GiveUp) -> None:
         assert child.process is not None
@@ -173,13 +176,7 @@ class Supervisor:
             child.spec.name,
             decision.deaths,
             decision.window_s,
-            extra={
-                "component": child.spec.component,
-                "child": child.spec.name,
-                "pid": child.process.pid,
-                **exit_fields(child.process.returncode),
-                "deaths": decision.deaths,
-            },
+            extra=_fields(child, **exit_fields(child.process.returncode), deaths=decision.deaths),
         )
 
     def _stop(self) -> bool:
@@ -204,10 +201,6 @@ class Supervisor:
                 "%s did not stop within %.0f s: killed",
                 child.spec.name,
                 self.grace_s,
-                extra={
-                    "component": child.spec.component,
-                    "child": child.spec.name,
-                    "pid": child.process.pid,
-                },
+                extra=_fields(child),
             )
         return bool(killed)
