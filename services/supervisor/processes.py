@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,28 +87,30 @@ class Supervisor:
         self.env = {**os.environ, **env} if env else None
         self.clock = clock
         self.restarts = {spec.component: 0 for spec in specs}
-        self._stop_requested = threading.Event()
+        self._stop_signal: int | None = None  # set by the SIGTERM/SIGINT handler
 
     def run(self) -> int:
         """Supervise until SIGTERM/SIGINT or until giving up; the exit code."""
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, _frame: self._request_stop(signum))
+            signal.signal(sig, self._request_stop)
         self._publish()
         for child in self.children:
             self._start(child)
-        while not self._stop_requested.is_set():
+        while self._stop_signal is None:
             given_up = self._tend()
             if given_up is not None:
                 self._give_up(*given_up)
                 self._stop()
                 return 1
-            self._stop_requested.wait(POLL_S)
+            time.sleep(POLL_S)
+        log.info("stopping on %s", signal.Signals(self._stop_signal).name)
         return 1 if self._stop() else 0
 
-    def _request_stop(self, signum: int) -> None:
-        if not self._stop_requested.is_set():
-            log.info("stopping on %s", signal.Signals(signum).name)
-        self._stop_requested.set()
+    def _request_stop(self, signum: int, _frame: object) -> None:
+        # Only a flag: a handler that takes a lock (Event.set, logging) can
+        # deadlock against the same lock held by the code it interrupted.
+        if self._stop_signal is None:
+            self._stop_signal = signum
 
     def _tend(self) -> tuple[_Child, GiveUp] | None:
         """Notice deaths and start what is due; the child given up on, if any."""
