@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
-import time
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from services.commands import batches, demo, dlq
 from services.commands.options import console
+from services.supervisor.policy import RestartPolicy
+from services.supervisor.processes import ChildSpec, Supervisor
 from shared.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
+
+_ME = [sys.executable, "-m", "services.cli"]
 
 app = typer.Typer(
     help=(
@@ -139,32 +142,31 @@ def worker(
     settings = Settings()
     count = processes or worker_processes(settings, queues)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
+    threads = threads or settings.worker_threads
+    tiers = [q.strip() for q in queues.split(",") if q.strip()]
     if count > 1:
-        children = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "services.cli",
-                    "worker",
-                    "--queues",
-                    queues,
-                    "--threads",
-                    str(threads or settings.worker_threads),
-                    "--processes",
-                    "1",
-                    "--metrics-port",
-                    str(port + i if port else 0),
-                ]
+        # One process of each; a process that dies is restarted (services/supervisor).
+        component = tiers[0] if len(tiers) == 1 else "worker"
+        specs = [
+            ChildSpec(
+                f"{component}-{i}",
+                component,
+                _worker_argv(queues, threads, port + i if port else 0),
             )
             for i in range(count)
         ]
-        _supervise(children)
-        return
+        raise typer.Exit(_supervise(settings, specs))
     from services.worker.runner import run_worker
 
-    tiers = [q.strip() for q in queues.split(",") if q.strip()]
-    run_worker(settings, tiers, threads or settings.worker_threads, port)
+    run_worker(settings, tiers, threads, port)
+
+
+def _worker_argv(queues: str, threads: int | None, metrics_port: int) -> list[str]:
+    """One worker process (``--processes 1``) of these queue families."""
+    argv = [*_ME, "worker", "--queues", queues, "--processes", "1"]
+    if threads is not None:
+        argv += ["--threads", str(threads)]
+    return [*argv, "--metrics-port", str(metrics_port)]
 
 
 @app.command()
@@ -175,51 +177,57 @@ def relay() -> None:
     run_relay(Settings())
 
 
-def _supervise(children: list[subprocess.Popen[bytes]]) -> None:
-    """Wait for children; on SIGTERM/SIGINT pass it on and wait for them to stop."""
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    while any(child.poll() is None for child in children):
-        if not stopping and any(child.poll() is not None for child in children):
-            stop()  # one part died: take the stack down rather than run half of it
-        time.sleep(0.2)
+def _supervise(settings: Settings, specs: list[ChildSpec], counts: Path | None = None) -> int:
+    """Run these children under the supervision policy of ``settings``; the exit code.
+    With ``counts``, the restart counts are kept in that file, which the children
+    (the API) find in their settings."""
+    supervisor = Supervisor(
+        specs,
+        RestartPolicy.from_settings(settings),
+        grace_s=settings.shutdown_grace_s,
+        counts_file=counts,
+        env={"SETTLEQ_SUPERVISOR_COUNTS_FILE": str(counts)} if counts else None,
+    )
+    return supervisor.run()
 
 
-def _stack_commands(port: int) -> list[list[str]]:
-    me = [sys.executable, "-m", "services.cli"]
+def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
+    """What `settleq up` runs: the API, each worker process of each tier (one
+    process each, so that a dead one is restarted alone) and the relay."""
+    children = [ChildSpec("api", "api", [*_ME, "api", "--port", str(port)])]
     # Each worker process gets its own metrics port: the fast_path ones first.
-    settings = Settings()
     metrics = settings.worker_metrics_port
-    heavy = metrics + settings.fast_path_processes if metrics else 0
-    return [
-        [*me, "api", "--port", str(port)],
-        [*me, "worker", "--queues", "fast_path", "--metrics-port", str(metrics)],
-        [*me, "worker", "--queues", "compute_heavy", "--metrics-port", str(heavy)],
-        [*me, "relay"],
-    ]
+    tiers = (
+        (FAST_PATH, settings.fast_path_processes),
+        (COMPUTE_HEAVY, settings.compute_heavy_processes),
+    )
+    offset = 0
+    for tier, count in tiers:
+        for i in range(count):
+            argv = _worker_argv(tier, None, metrics + offset if metrics else 0)
+            children.append(ChildSpec(f"{tier}-{i}", tier, argv))
+            offset += 1
+    children.append(ChildSpec("relay", "relay", [*_ME, "relay"]))
+    return children
 
 
 @app.command()
 def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> None:
-    """Run the API, both worker tiers and the outbox relay on this machine.
+    """Run the API, both worker tiers and the outbox relay on this machine, supervised.
 
+    A process that dies is restarted (backoff 1 s doubling to 30 s); one that
+    keeps dying stops the stack with exit code 1. SIGTERM or SIGINT stops it:
+    SETTLEQ_SHUTDOWN_GRACE_S (30 s) to stop, then what is left is killed (exit 1).
     With no SETTLEQ_DATABASE_URL the ledger is the SQLite file ./settleq.db,
     migrated here first; on PostgreSQL run `settleq migrate` before.
     """
     settings = Settings()
     if settings.database_url.startswith("sqlite"):
         _migrate(settings)  # the embedded default needs no separate step
-    children = [subprocess.Popen(cmd) for cmd in _stack_commands(port)]
-    _supervise(children)
+    with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
+        counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
+        code = _supervise(settings, stack_children(settings, port), counts)
+    raise typer.Exit(code)
 
 
 # The client commands, in the order `settleq --help` lists them.

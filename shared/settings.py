@@ -88,6 +88,24 @@ class Settings(BaseSettings):
     # only reorder what is still in RabbitMQ).
     worker_prefetch: int = Field(default=0, ge=0)
 
+    # Supervision by `settleq up` and `settleq worker --processes N` (SPEC §2,
+    # services/supervisor): a child that exits unexpectedly is restarted after
+    # restart_backoff_initial_s, doubling up to restart_backoff_max_s; the delay
+    # starts over once a child stayed up restart_reset_after_s. A child that dies
+    # restart_give_up_deaths times within restart_give_up_window_s is not
+    # restarted: the supervisor stops the rest and exits 1. On SIGTERM/SIGINT the
+    # children get shutdown_grace_s to stop, then what is left is killed (exit 1).
+    restart_backoff_initial_s: float = Field(default=1.0, gt=0)
+    restart_backoff_max_s: float = Field(default=30.0, gt=0)
+    restart_reset_after_s: float = Field(default=60.0, gt=0)
+    restart_give_up_deaths: int = Field(default=5, ge=1)
+    restart_give_up_window_s: float = Field(default=60.0, gt=0)
+    shutdown_grace_s: float = Field(default=30.0, ge=0)
+    # The JSON file where `settleq up` keeps its restart counts, for the API's
+    # settleq_process_restarts_total. `up` sets it for its children (a file of
+    # its own in a temporary directory unless set here); unset: no such metric.
+    supervisor_counts_file: str | None = None
+
     api_host: str = "127.0.0.1"
     api_port: int = 8000
 

@@ -56,7 +56,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(GuardBodies, settings=settings)
     # Added after, so it runs first: a bad URL is 422 whoever sends it.
     app.add_middleware(RefuseControlCharacters)
-    app.state.metrics = ApiMetrics(lambda: getattr(app.state, "ctx", None))
+    app.state.metrics = ApiMetrics(
+        lambda: getattr(app.state, "ctx", None), settings.supervisor_counts_file
+    )
     # Added last, so outermost: it also times what the middleware above refuses.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     for module in (batches, jobs, contracts, dead_letters, ops, dashboard):

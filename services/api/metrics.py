@@ -11,6 +11,10 @@
   database, by reason and status.
 - ``settleq_stats_source_up{source}``: 0 when the broker or the database could
   not be read for this scrape (their series are then left out, not zeroed).
+- ``settleq_process_restarts_total{component}``: restarts by the supervisor of
+  ``settleq up``, read at scrape time from the counts file it keeps (the API is
+  one of its children: a count in this process would restart with it). No
+  supervisor, no series.
 
 Lines by kind and outcome, dead letters as they happen and settle latency are
 counted where they happen: in the workers (:mod:`services.worker.metrics`).
@@ -21,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from prometheus_client import (
@@ -30,11 +35,12 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.queue_stats import QueueReading
+from services.supervisor.counts import read_counts
 from shared.db import dead_letters as dl_db
 
 if TYPE_CHECKING:
@@ -48,6 +54,7 @@ QUEUE_DEPTH = "settleq_queue_depth"
 QUEUE_AGE = "settleq_queue_oldest_message_age_seconds"
 DEAD_LETTERS_STORED = "settleq_dead_letters_stored"
 SOURCE_UP = "settleq_stats_source_up"
+PROCESS_RESTARTS = "settleq_process_restarts"  # exposed with the counter's _total
 API_METRICS = (HTTP_REQUESTS, QUEUE_DEPTH, QUEUE_AGE, DEAD_LETTERS_STORED, SOURCE_UP)
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -96,6 +103,32 @@ class PipelineCollector(Collector):
         yield age
 
 
+class RestartCollector(Collector):
+    """``settleq_process_restarts_total{component}`` from the supervisor's counts file."""
+
+    def __init__(self, counts_file: str | None) -> None:
+        self._path = Path(counts_file) if counts_file else None
+
+    def collect(self) -> Iterator[Metric]:
+        if self._path is None:
+            return
+        try:
+            counts = read_counts(self._path)
+        except (OSError, ValueError) as exc:
+            log.warning("metrics: restart counts unreadable (%s)", type(exc).__name__)
+            return
+        if counts is None:
+            return
+        restarts = CounterMetricFamily(
+            PROCESS_RESTARTS,
+            "Restarts of a supervised process that exited unexpectedly, by component",
+            labels=["component"],
+        )
+        for component, count in sorted(counts.items()):
+            restarts.add_metric([component], count)
+        yield restarts
+
+
 def _read(up: GaugeMetricFamily, source: str, read: Callable[[], T]) -> T | None:
     """``read()``, recording in ``up`` whether ``source`` could be read."""
     try:
@@ -111,7 +144,9 @@ def _read(up: GaugeMetricFamily, source: str, read: Callable[[], T]) -> T | None
 class ApiMetrics:
     """One registry per app (tests build several apps in one process)."""
 
-    def __init__(self, context: Callable[[], ApiContext | None]) -> None:
+    def __init__(
+        self, context: Callable[[], ApiContext | None], counts_file: str | None = None
+    ) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
@@ -124,6 +159,7 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.registry.register(PipelineCollector(context))
+        self.registry.register(RestartCollector(counts_file))
 
 
 class RequestMetrics:

@@ -204,3 +204,39 @@ def wait_until_drained(prefix: str, timeout: float = 60) -> None:
             return
         time.sleep(0.3)
     raise AssertionError(f"queues of {prefix} did not drain in {timeout} s")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of a process (Linux: /proc/<pid>/task/*/children)."""
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(p) for p in (task / "children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return found
+
+
+def role_of(pid: int) -> str | None:
+    """What a ``python -m services.cli ...`` child of ``settleq up`` runs: api,
+    relay, or the queue families of a worker (fast_path, compute_heavy); None
+    for a process that is gone (or a zombie, whose command line is empty)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    if state in ("Z", "X") or "services.cli" not in argv:
+        return None
+    command = argv[argv.index("services.cli") + 1]
+    return argv[argv.index("--queues") + 1] if command == "worker" else command
+
+
+def up_children(up: subprocess.Popen[bytes]) -> dict[str, list[int]]:
+    """The live children of a ``settleq up``, by role (see ``role_of``)."""
+    roles: dict[str, list[int]] = {}
+    for pid in child_pids(up.pid):
+        role = role_of(pid)
+        if role is not None:
+            roles.setdefault(role, []).append(pid)
+    return {role: sorted(pids) for role, pids in roles.items()}

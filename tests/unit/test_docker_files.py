@@ -7,8 +7,12 @@ drift from the code.
 
 from __future__ import annotations
 
+import http.server
 import re
 import shlex
+import subprocess
+import sys
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -111,9 +115,66 @@ def test_health_checks_and_start_order(services: dict[str, Any]) -> None:
             "rabbitmq": {"condition": "service_healthy"},
             "redis": {"condition": "service_healthy"},
         }, name
-    for name in ("migrate", "worker-fast", "worker-heavy", "relay"):
-        # The image's HEALTHCHECK probes the API, which these do not serve.
-        assert services[name]["healthcheck"] == {"disable": True}, name
+    # The image's HEALTHCHECK probes the API, which the others do not serve: each
+    # has its own (a one-shot migration has nothing to probe).
+    assert services["migrate"]["healthcheck"] == {"disable": True}
+    assert "9191" in check("worker-fast") and "9191" in check("worker-heavy")
+    assert "/proc/1/stat" in check("relay")
+
+
+@pytest.mark.regression
+def test_every_service_has_a_restart_policy_and_a_health_check(services: dict[str, Any]) -> None:
+    """Issue 12 item 1: a service that dies is restarted by compose, and every
+    long-running one has a real probe (workers and the relay had none)."""
+    for name, service in services.items():
+        assert service.get("restart") in ("unless-stopped", "always", "on-failure:5"), name
+        check = service.get("healthcheck")
+        assert check, name
+        if name == "migrate":  # a one-shot job: retried on failure, never restarted once done
+            assert service["restart"].startswith("on-failure") and check == {"disable": True}
+            continue
+        assert check.get("disable") is not True and check["test"][0] == "CMD", name
+        assert {"interval", "timeout", "retries"} <= set(check), name
+
+
+def _python_probe(service: dict[str, Any]) -> str:
+    test = service["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"]
+    return str(test[3])
+
+
+def test_worker_probe_passes_on_any_http_answer_and_fails_without_one(
+    services: dict[str, Any],
+) -> None:
+    probe = _python_probe(services["worker-fast"])
+    assert probe == _python_probe(services["worker-heavy"])
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # a worker's /metrics without a token: 401
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert _run(probe.replace("9191", str(port))) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _run(probe.replace("9191", str(port))) != 0  # nothing listens any more
+
+
+def test_relay_probe_passes_for_a_running_process(services: dict[str, Any]) -> None:
+    probe = _python_probe(services["relay"])
+    assert _run(probe.replace("/proc/1/stat", "/proc/self/stat")) == 0
+
+
+def _run(code: str) -> int:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30).returncode
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:

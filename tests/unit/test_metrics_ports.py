@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from services.cli import _stack_commands, worker_processes
+from services.cli import stack_children, worker_processes
 from shared.settings import Settings
 
 
-def _port(command: list[str]) -> int:
-    return int(command[command.index("--metrics-port") + 1])
+def _ports(settings: Settings) -> dict[str, int]:
+    """Each worker process of ``settleq up``, by name, and its metrics port."""
+    found = {}
+    for child in stack_children(settings, 8000):
+        argv = list(child.argv)
+        if "worker" in argv:
+            assert argv[argv.index("--processes") + 1] == "1"  # supervised one by one
+            found[child.name] = int(argv[argv.index("--metrics-port") + 1])
+    return found
 
 
 def test_up_gives_each_worker_process_its_own_metrics_port(
@@ -18,15 +25,31 @@ def test_up_gives_each_worker_process_its_own_metrics_port(
 ) -> None:
     monkeypatch.setenv("SETTLEQ_WORKER_METRICS_PORT", "9300")
     monkeypatch.setenv("SETTLEQ_FAST_PATH_PROCESSES", "2")
-    _, fast, heavy, _ = _stack_commands(8000)
-    # fast_path's processes take 9300 and 9301 (the worker command adds i), then compute_heavy's.
-    assert (_port(fast), _port(heavy)) == (9300, 9302)
+    # fast_path's processes take 9300 and 9301, then compute_heavy's.
+    assert _ports(Settings()) == {
+        "fast_path-0": 9300,
+        "fast_path-1": 9301,
+        "compute_heavy-0": 9302,
+        "compute_heavy-1": 9303,
+    }
 
 
 def test_no_metrics_port_serves_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SETTLEQ_WORKER_METRICS_PORT", raising=False)
-    _, fast, heavy, _ = _stack_commands(8000)
-    assert (_port(fast), _port(heavy)) == (0, 0)
+    assert set(_ports(Settings()).values()) == {0}
+
+
+def test_up_supervises_every_component(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SETTLEQ_FAST_PATH_PROCESSES", raising=False)
+    monkeypatch.delenv("SETTLEQ_COMPUTE_HEAVY_PROCESSES", raising=False)
+    children = stack_children(Settings(), 8000)
+    assert [(c.name, c.component) for c in children] == [
+        ("api", "api"),
+        ("fast_path-0", "fast_path"),
+        ("compute_heavy-0", "compute_heavy"),
+        ("compute_heavy-1", "compute_heavy"),
+        ("relay", "relay"),
+    ]
 
 
 def test_each_tier_runs_its_own_number_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,8 @@
+"""Supervision of ``settleq up`` and ``settleq worker --processes N`` (SPEC §1.7, §2).
+
+- :mod:`.policy`: when a dead child is restarted and when the supervisor gives
+  up (pure: plain values and times, no processes);
+- :mod:`.counts`: the restart counts the supervisor publishes in a small JSON
+  file for the API's ``settleq_process_restarts_total``;
+- :mod:`.processes`: the loop that starts, watches, restarts and stops children.
+"""
