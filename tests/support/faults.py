@@ -1,0 +1,168 @@
+"""Fault injectors of the chaos suite, each one named for the fault it injects.
+
+The PostgreSQL and Redis faults act on the chaos stack's private servers
+(tests/support/private_services.py), never on the machine's shared ones;
+the RabbitMQ restart is the machine's broker (``stop_app``/``start_app``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import psycopg
+
+from tests.support.infra import BROKER_URL
+from tests.support.private_services import PrivateServices
+from tests.support.stack import Stack
+
+# A compute_heavy worker's broker connection beats every HEARTBEAT_S seconds:
+# RabbitMQ closes it (and requeues the chunks it held) about two missed beats
+# after the process stops. That is how a paused worker's chunk reaches another.
+HEARTBEAT_S = 2
+HEAVY_BROKER_URL = f"{BROKER_URL.rstrip('/')}/?heartbeat={HEARTBEAT_S}"
+# Long enough for RabbitMQ to drop the stopped worker's connection and for a
+# live worker to settle what it held, well past the claim lease.
+PAUSE_S = 4 * HEARTBEAT_S + 2
+
+CLASSES = (
+    "worker_sigkill",
+    "rabbitmq_restart",
+    "redis_flushall",
+    "postgres_refuses",
+    "relay_kill",
+    "sigstop_past_lease",
+    "postgres_restart",
+    "redis_restart",
+    "postgres_crash",
+)
+
+
+def rabbitmq_restart() -> None:
+    subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, timeout=120)
+    time.sleep(1)
+    subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True, timeout=120)
+    subprocess.run(["rabbitmqctl", "-q", "await_startup"], check=True, timeout=120)
+
+
+def postgres_refuses(admin_url: str, database: str, seconds: float) -> None:
+    """New connections are refused and live ones are cut, for a few seconds."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (database,),
+            )
+            time.sleep(seconds)
+        finally:
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+
+
+def wait_for_open_write(admin_url: str, database: str, timeout: float = 3) -> bool:
+    """Wait until a transaction of the stack is open and has written (a settle or
+    relay commit in flight); False if none was seen in ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        while time.monotonic() < deadline:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
+                " AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()",
+                (database,),
+            ).fetchone()
+            if row and row[0]:
+                return True
+            time.sleep(0.005)
+    return False
+
+
+class Chaos:
+    """Injects named faults into a running stack and counts them."""
+
+    def __init__(self, stack: Stack, services: PrivateServices, rng: random.Random) -> None:
+        self.stack = stack
+        self.services = services
+        self.rng = rng
+        self.injected: Counter[str] = Counter()
+        # Faults of the server-restart classes that struck an open write transaction.
+        self.mid_commit: Counter[str] = Counter()
+
+    def workers(self, *prefixes: str) -> list[str]:
+        return sorted(n for n in self.stack.processes if n.startswith(prefixes))
+
+    def start_worker(self, name: str) -> None:
+        if name.startswith("fast"):
+            self.stack.start_worker("fast_path", name=name)
+        else:
+            self.stack.start_worker("compute_heavy", name=name, broker_url=HEAVY_BROKER_URL)
+
+    def worker_sigkill(self) -> None:
+        name = self.rng.choice(self.workers("fast", "heavy"))
+        self.stack.kill(name)
+        self.start_worker(name)
+
+    def rabbitmq_restart(self) -> None:
+        rabbitmq_restart()
+
+    def redis_flushall(self) -> None:
+        client = self.services.redis.client()
+        client.flushall()
+        client.close()
+
+    def postgres_refuses(self) -> None:
+        postgres_refuses(self.services.postgres.admin_url, self.services.database, 3)
+
+    def relay_kill(self) -> None:
+        self.stack.kill("relay")
+        time.sleep(self.rng.uniform(0.2, 1.0))
+        self.stack._spawn("relay", ["relay"])
+
+    def sigstop_past_lease(self) -> None:
+        """A compute_heavy worker stops (SIGSTOP) for longer than its claim lease
+        and its broker heartbeat; the chunks it held go to the other worker;
+        then it resumes (SIGCONT) in the middle of its stale attempt."""
+        name = self.rng.choice(self.workers("heavy"))
+        pid = self.stack.processes[name].pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(PAUSE_S)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def _restart_postgres(self, fault: str, mode: str) -> None:
+        postgres = self.services.postgres
+        if wait_for_open_write(postgres.admin_url, self.services.database):
+            self.mid_commit[fault] += 1
+        postgres.restart(mode)
+
+    def postgres_restart(self) -> None:
+        """``pg_ctl restart -m fast`` while a write transaction is open."""
+        self._restart_postgres("postgres_restart", "fast")
+
+    def postgres_crash(self) -> None:
+        """``pg_ctl restart -m immediate``: a crash, recovered from the WAL."""
+        self._restart_postgres("postgres_crash", "immediate")
+
+    def redis_restart(self) -> None:
+        """The Redis server stops (every lease and done mark lost) and comes back."""
+        self.services.redis.stop()
+        time.sleep(self.rng.uniform(0.5, 1.5))
+        self.services.redis.start()
+
+    def inject(self, plan: list[str], progress: Callable[[], float]) -> list[float]:
+        """Inject the faults in order; the job's progress when each one struck."""
+        seen = []
+        for fault in plan:
+            time.sleep(self.rng.uniform(0.3, 1.2))
+            try:
+                seen.append(progress())
+            except Exception:  # the API may be mid-fault itself
+                seen.append(float("nan"))
+            getattr(self, fault)()
+            self.injected[fault] += 1
+        return seen
