@@ -30,6 +30,8 @@ HEAVY_BROKER_URL = f"{BROKER_URL.rstrip('/')}/?heartbeat={HEARTBEAT_S}"
 # live worker to settle what it held, well past the claim lease.
 PAUSE_S = 4 * HEARTBEAT_S + 2
 
+_DROPPED = "Consumer encountered a connection error"  # Dramatiq's consumer, reconnecting
+
 CLASSES = (
     "worker_sigkill",
     "rabbitmq_restart",
@@ -89,8 +91,9 @@ class Chaos:
         self.services = services
         self.rng = rng
         self.injected: Counter[str] = Counter()
-        # Faults of the server-restart classes that struck an open write transaction.
-        self.mid_commit: Counter[str] = Counter()
+        # Faults that struck work in flight: a PostgreSQL restart while a write
+        # transaction was open; a paused worker whose broker connection was dropped.
+        self.mid_work: Counter[str] = Counter()
 
     def workers(self, *prefixes: str) -> list[str]:
         return sorted(n for n in self.stack.processes if n.startswith(prefixes))
@@ -128,16 +131,24 @@ class Chaos:
         then it resumes (SIGCONT) in the middle of its stale attempt."""
         name = self.rng.choice(self.workers("heavy"))
         pid = self.stack.processes[name].pid
+        seen = len(self.stack.log(name, tail=None))
         os.kill(pid, signal.SIGSTOP)
         try:
             time.sleep(PAUSE_S)
         finally:
             os.kill(pid, signal.SIGCONT)
+        # Resumed, it finds that RabbitMQ closed its connection (and requeued what it held).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if _DROPPED in self.stack.log(name, tail=None)[seen:]:
+                self.mid_work["sigstop_past_lease"] += 1
+                return
+            time.sleep(0.1)
 
     def _restart_postgres(self, fault: str, mode: str) -> None:
         postgres = self.services.postgres
         if wait_for_open_write(postgres.admin_url, self.services.database):
-            self.mid_commit[fault] += 1
+            self.mid_work[fault] += 1
         postgres.restart(mode)
 
     def postgres_restart(self) -> None:
@@ -154,10 +165,18 @@ class Chaos:
         time.sleep(self.rng.uniform(0.5, 1.5))
         self.services.redis.start()
 
-    def inject(self, plan: list[str], progress: Callable[[], float]) -> list[float]:
-        """Inject the faults in order; the job's progress when each one struck."""
+    def inject(
+        self,
+        plan: list[str],
+        progress: Callable[[], float],
+        before: Callable[[int], None] | None = None,
+    ) -> list[float]:
+        """Inject the faults in order (``before(i)`` first, if given); the job's
+        progress when each one struck."""
         seen = []
-        for fault in plan:
+        for i, fault in enumerate(plan):
+            if before is not None:
+                before(i)
             time.sleep(self.rng.uniform(0.3, 1.2))
             try:
                 seen.append(progress())
