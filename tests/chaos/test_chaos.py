@@ -117,12 +117,13 @@ def test_faults_lose_and_double_nothing(
     logs = ARTIFACTS / "logs" / "chaos"
     logs.mkdir(parents=True, exist_ok=True)
     # Short chunks that take a little while each, so faults land mid-stream: the
-    # bounded run's 30,000 lines drain for about as long as its faults take.
+    # bounded run's 30,000 lines drain for about as long as its 10 faults take,
+    # the soak's 500,000 for longer than its 27 (they are spread along the drain).
     stack = Stack(
         env,
         logs,
         max_chunk_lines=300,
-        fault_settle_pause_s=0.05 if soak else 0.4,
+        fault_settle_pause_s=0.2 if soak else 0.4,
         backoff_base_ms=200,
         backoff_max_ms=3000,
         max_attempts=50,

@@ -95,18 +95,16 @@ class Census:
 
     def counters_exact(self, lines: int, expect: Expectation) -> bool:
         """The job's counters and sums equal the expectation and the ledger's rows."""
-        job, by = self.job, self.outcomes
-        posted, disputed = by.get("posted"), by.get("disputed")
+        job, zero = self.job, (0, Decimal(0), Decimal(0))
+        posted, disputed = self.outcomes.get("posted", zero), self.outcomes.get("disputed", zero)
         return (
             job["lines"] == lines == self.terminal
-            and job["outcomes"]["posted"] == expect.posted == (posted[0] if posted else 0)
-            and job["outcomes"]["disputed"] == expect.disputed == (disputed[0] if disputed else 0)
+            and job["outcomes"]["posted"] == expect.posted == posted[0]
+            and job["outcomes"]["disputed"] == expect.disputed == disputed[0]
             and job["outcomes"]["duplicate"] == expect.duplicate
             and job["outcomes"]["dead_lettered"] == 0
-            and Decimal(job["amounts"]["posted"]) == expect.amount_posted == (posted or [0, 0])[1]
-            and Decimal(job["amounts"]["disputed"])
-            == expect.amount_disputed
-            == (disputed[2] if disputed else 0)
+            and Decimal(job["amounts"]["posted"]) == expect.amount_posted == posted[1]
+            and Decimal(job["amounts"]["disputed"]) == expect.amount_disputed == disputed[2]
         )
 
 
