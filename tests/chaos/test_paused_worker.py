@@ -10,16 +10,28 @@ claim lease so both run out quickly; the other worker finds the keys' leases
 expired, claims them and commits. The resumed worker then finishes its
 attempt: its transaction finds the chunk's processed marker and changes
 nothing.
+
+A worker paused inside its settle transaction (after the chunk's marker row,
+before the commit) is the other case: the redelivered chunk's marker insert
+waits on the paused transaction's row lock, so the chunk is settled only once
+the paused worker resumes (its commit stands; the live attempt then finds the
+marker) or dies (PostgreSQL then rolls it back). Neither
+``statement_timeout`` nor ``idle_in_transaction_session_timeout`` frees a
+backend waiting for a stalled client's COPY data, so the wait lasts as long as
+the pause. The second test checks that this case, too, posts each line once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 from sqlalchemy import select
 
@@ -38,7 +50,7 @@ LEASE_MS = 1000
 STALE_PAUSE_S = 6  # the paused worker's injected pause between claim and commit
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def services() -> Iterator[PrivateServices]:
     with private_env("paused") as services:
         yield services
@@ -130,3 +142,90 @@ def test_paused_worker_past_its_lease_posts_nothing_when_resumed(
     assert len(chunk_rows) == len({r[0] for r in chunk_rows}) == 6
     assert census.doubled == 0
     assert census.counters_exact(lines, expect), (census.job, census.outcomes)
+
+
+def backend_pids_in_write(services: PrivateServices) -> dict[int, int]:
+    """Client process id -> a backend pid, for the stack's open write transactions."""
+    with psycopg.connect(services.postgres.admin_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid, client_port FROM pg_stat_activity WHERE datname = %s"
+            " AND backend_xid IS NOT NULL",
+            (services.database,),
+        ).fetchall()
+    found = {}
+    for backend, port in rows:
+        out = subprocess.run(
+            ["ss", "-tnpH", f"sport = :{port}"], capture_output=True, text=True, check=True
+        ).stdout
+        match = re.search(r"pid=(\d+)", out)
+        if match:
+            found[int(match.group(1))] = backend
+    return found
+
+
+def lock_waiters(services: PrivateServices) -> int:
+    """Backends of the stack waiting on another one's lock."""
+    with psycopg.connect(services.postgres.admin_url, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
+            " AND cardinality(pg_blocking_pids(pid)) > 0",
+            (services.database,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.regression
+def test_worker_paused_inside_its_transaction_posts_each_line_once(
+    services: PrivateServices,
+) -> None:
+    # Chunks of 2,000 lines, so a settle transaction stays open long enough to stop.
+    data = generate(8000, vendors=3, seed=6)
+    documents = [d for d in data.documents if d not in data.earlier]
+    expect = dataclasses.replace(data.expect, duplicate=0)
+    logs = ARTIFACTS / "logs" / "chaos-paused-txn"
+    logs.mkdir(parents=True, exist_ok=True)
+    stack = Stack(services.env, logs, max_chunk_lines=2000, claim_lease_ms=LEASE_MS)
+    engine = make_engine(services.env.database_url)
+    stopped = False
+    try:
+        stack.start_api()
+        stack.start_worker("fast_path", name="fast-0")
+        stale = stack.start_worker("compute_heavy", name="heavy-stale", broker_url=HEAVY_BROKER_URL)
+        publish_contracts(stack, documents)
+        lines = sum(len(d["lines"]) for d in documents)
+        job_id = submit_documents(stack, documents)
+        backend = None
+        deadline = time.monotonic() + 60
+        while backend is None and time.monotonic() < deadline:
+            backend = backend_pids_in_write(services).get(stale.pid)
+        assert backend is not None, "the worker never had a write transaction open"
+        os.kill(stale.pid, signal.SIGSTOP)
+        stopped = True
+        stack.start_worker("compute_heavy", name="heavy-live", broker_url=HEAVY_BROKER_URL)
+        producer = stack.producer()
+        # RabbitMQ hands the held chunk to the live worker, which waits on its marker.
+        paused = time.monotonic()
+        wait_for(lambda: lock_waiters(services), bool, 30)
+        blocked_after = time.monotonic() - paused
+        os.kill(stale.pid, signal.SIGCONT)
+        stopped = False
+        job = wait_for(lambda: producer.job(job_id), lambda j: j["state"] == "completed", 120)
+        print(
+            f"\npaused in its transaction: the live worker waited on its lock"
+            f" {blocked_after:.1f} s after SIGSTOP; job done"
+            f" {time.monotonic() - paused - blocked_after:.1f} s after SIGCONT"
+        )
+        time.sleep(2)  # anything else either worker would do
+        census = Census.take(engine, producer.job(job_id))
+    finally:
+        if stopped:
+            os.kill(stale.pid, signal.SIGCONT)
+        stack.stop()
+        engine.dispose()
+
+    assert job["state"] == "completed" and census.result_rows == 4
+    assert census.doubled == 0
+    assert census.counters_exact(lines, expect), (census.job, census.outcomes)
+    # The stopped worker's commit stood; the live worker's attempt at it changed nothing.
+    stale_committed = [e for e in settle_events(stack, "heavy-stale") if "lines" in e]
+    assert stale_committed, settle_events(stack, "heavy-stale")
