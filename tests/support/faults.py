@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import psycopg
 
@@ -29,8 +30,6 @@ HEAVY_BROKER_URL = f"{BROKER_URL.rstrip('/')}/?heartbeat={HEARTBEAT_S}"
 # Long enough for RabbitMQ to drop the stopped worker's connection and for a
 # live worker to settle what it held, well past the claim lease.
 PAUSE_S = 4 * HEARTBEAT_S + 2
-
-_DROPPED = "Consumer encountered a connection error"  # Dramatiq's consumer, reconnecting
 
 CLASSES = (
     "worker_sigkill",
@@ -83,6 +82,33 @@ def wait_for_open_write(admin_url: str, database: str, timeout: float = 3) -> bo
     return False
 
 
+def broker_sockets(pid: int) -> dict[str, str]:
+    """The TCP state of each connection of this process to RabbitMQ, by local port."""
+    port = urlsplit(BROKER_URL).port or 5672
+    out = subprocess.run(
+        ["ss", "-tanpH", "dport", "=", f":{port}"], capture_output=True, text=True, check=True
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        if f"pid={pid}," in line:
+            state, _, _, local = line.split()[:4]
+            found[local.rsplit(":", 1)[1]] = state
+    return found
+
+
+def broker_dropped(pid: int, timeout: float) -> bool:
+    """Wait until RabbitMQ has closed a connection of this (stopped) process: it
+    resets a connection that missed its heartbeats, so the socket leaves ESTAB."""
+    before = [p for p, state in broker_sockets(pid).items() if state == "ESTAB"]
+    deadline = time.monotonic() + timeout
+    while before and time.monotonic() < deadline:
+        now = broker_sockets(pid)
+        if any(now.get(p) != "ESTAB" for p in before):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 class Chaos:
     """Injects named faults into a running stack and counts them."""
 
@@ -131,19 +157,13 @@ class Chaos:
         then it resumes (SIGCONT) in the middle of its stale attempt."""
         name = self.rng.choice(self.workers("heavy"))
         pid = self.stack.processes[name].pid
-        seen = len(self.stack.log(name, tail=None))
         os.kill(pid, signal.SIGSTOP)
         try:
-            time.sleep(PAUSE_S)
+            if broker_dropped(pid, timeout=PAUSE_S):
+                self.mid_work["sigstop_past_lease"] += 1
+            time.sleep(HEARTBEAT_S)  # the other worker takes what this one held
         finally:
             os.kill(pid, signal.SIGCONT)
-        # Resumed, it finds that RabbitMQ closed its connection (and requeued what it held).
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if _DROPPED in self.stack.log(name, tail=None)[seen:]:
-                self.mid_work["sigstop_past_lease"] += 1
-                return
-            time.sleep(0.1)
 
     def _restart_postgres(self, fault: str, mode: str) -> None:
         postgres = self.services.postgres
