@@ -27,9 +27,10 @@ from tests.support.stack import Stack
 # after the process stops. That is how a paused worker's chunk reaches another.
 HEARTBEAT_S = 2
 HEAVY_BROKER_URL = f"{BROKER_URL.rstrip('/')}/?heartbeat={HEARTBEAT_S}"
-# Long enough for RabbitMQ to drop the stopped worker's connection and for a
-# live worker to settle what it held, well past the claim lease.
+# The longest wait for RabbitMQ to drop a stopped worker's connection, and the
+# shortest pause (the chaos stack's claim lease is 2 s).
 PAUSE_S = 4 * HEARTBEAT_S + 2
+MIN_PAUSE_S = 3 * HEARTBEAT_S
 
 CLASSES = (
     "worker_sigkill",
@@ -158,10 +159,14 @@ class Chaos:
         name = self.rng.choice(self.workers("heavy"))
         pid = self.stack.processes[name].pid
         os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
         try:
             if broker_dropped(pid, timeout=PAUSE_S):
                 self.mid_work["sigstop_past_lease"] += 1
-            time.sleep(HEARTBEAT_S)  # the other worker takes what this one held
+            # Then a while for the other worker to take what this one held (and
+            # never less than MIN_PAUSE_S: past the claim lease in any case).
+            waited = time.monotonic() - stopped
+            time.sleep(max(HEARTBEAT_S, MIN_PAUSE_S - waited))
         finally:
             os.kill(pid, signal.SIGCONT)
 
