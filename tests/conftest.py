@@ -17,7 +17,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--soak-lines",
         type=int,
         default=None,
-        help="chaos suite: lines of the soak run (default 500,000; fewer to develop it)",
+        help=(
+            "chaos suite: lines of the soak run (default 500,000; fewer to develop it:"
+            " below ~200,000 the batch drains before its faults are done, which fails)"
+        ),
     )
 
 
