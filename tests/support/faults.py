@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
@@ -26,7 +26,10 @@ from tests.support.stack import Stack
 # RabbitMQ closes it (and requeues the chunks it held) about two missed beats
 # after the process stops. That is how a paused worker's chunk reaches another.
 HEARTBEAT_S = 2
-HEAVY_BROKER_URL = f"{BROKER_URL.rstrip('/')}/?heartbeat={HEARTBEAT_S}"
+_broker = urlsplit(BROKER_URL)
+HEAVY_BROKER_URL = urlunsplit(
+    _broker._replace(query="&".join(filter(None, [_broker.query, f"heartbeat={HEARTBEAT_S}"])))
+)
 # The longest wait for RabbitMQ to drop a stopped worker's connection, and the
 # shortest pause (the chaos stack's claim lease is 2 s).
 PAUSE_S = 4 * HEARTBEAT_S + 2
