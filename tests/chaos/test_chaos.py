@@ -1,266 +1,207 @@
 """Chaos: faults injected while a multi-partition batch drains, then a count of
-what survived (SPEC §1). Bounded in CI; ``pytest tests/chaos --soak`` runs
-200,000 lines through 10+ faults.
+what survived (SPEC §1). The stack runs on a PostgreSQL cluster and a Redis
+server of its own (tests/support/private_services.py): restarting or flushing
+them touches no shared instance. RabbitMQ is the machine's broker.
 
-Faults: worker SIGKILLs at random points, a RabbitMQ restart
-(``rabbitmqctl stop_app``/``start_app``), Redis ``FLUSHALL``, PostgreSQL
-refusing connections for a few seconds, and a relay kill. At the end: every
-(reconciliation_key, contract_version) at most once in the ledger, ledger sums
-equal the expected totals, every accepted line terminal, the job's counters
-add up, every outbox event published and delivered.
+Faults (tests/support/faults.py), one or more of each class in every run:
+- ``worker_sigkill``: a fast_path or compute_heavy worker killed (and restarted);
+- ``rabbitmq_restart``: ``rabbitmqctl stop_app``/``start_app``;
+- ``redis_flushall``: every lease and done mark gone;
+- ``redis_restart``: the Redis server stopped and started again;
+- ``postgres_refuses``: the database refuses connections for 3 s, live ones cut;
+- ``postgres_restart``: ``pg_ctl restart -m fast`` while a write transaction is open;
+- ``postgres_crash``: ``pg_ctl restart -m immediate`` (a crash, WAL recovery);
+- ``relay_kill``: the outbox relay killed and restarted;
+- ``sigstop_past_lease``: a compute_heavy worker stopped (SIGSTOP) past its
+  claim lease and broker heartbeat, so RabbitMQ hands its chunks to the other
+  worker, then resumed (SIGCONT) in its stale attempt (test_paused_worker.py
+  checks that case alone, chunk by chunk).
+
+Checks at the end: every (reconciliation_key, contract_version) at most once in
+the ledger, every accepted line terminal (0 lost), the job's counters and sums
+equal the expected totals and the ledger's rows, every outbox event published
+and delivered to a consumer. Bounded in CI (30,000 lines, 10 faults);
+``pytest tests/chaos --soak -s`` runs 500,000 lines through 27 faults
+(``--soak-lines N`` for fewer) and prints a table of what was injected and
+what survived, also written to tests/artifacts/chaos-<mode>.md.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import subprocess
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from decimal import Decimal
 
-import pika
-import psycopg
 import pytest
-import redis
-from sqlalchemy import Engine, func, select
 
-from shared.db import tables
 from shared.db.engine import make_engine
 from tests.e2e.conftest import ARTIFACTS
-from tests.support.infra import BROKER_URL, PG_ADMIN, REDIS_URL, ServiceEnv, isolated_env
+from tests.support.chaos_checks import (
+    Census,
+    EventsQueue,
+    publish_contracts,
+    submit_documents,
+    unpublished,
+    wait_for,
+)
+from tests.support.faults import CLASSES, Chaos
+from tests.support.private_services import PrivateServices, private_env
 from tests.support.stack import Stack
-from tests.support.workload import CONTRACT, generate, ndjson
+from tests.support.workload import generate, ndjson
 
 pytestmark = pytest.mark.timeout(900)
 
+BOUNDED_PLAN = [
+    "worker_sigkill",
+    "redis_flushall",
+    "postgres_refuses",
+    "sigstop_past_lease",
+    "postgres_restart",
+    "rabbitmq_restart",
+    "redis_restart",
+    "relay_kill",
+    "worker_sigkill",
+    "postgres_crash",
+]
+
+
+MID_WORK = {
+    "postgres_restart": "a write transaction of the stack was open",
+    "postgres_crash": "a write transaction of the stack was open",
+    "sigstop_past_lease": "RabbitMQ had dropped the paused worker's connection (missed heartbeats)",
+}
+
 
 @pytest.fixture(scope="module")
-def chaos_env() -> Iterator[ServiceEnv]:
-    with isolated_env("chaos") as env:
-        yield env
+def services() -> Iterator[PrivateServices]:
+    with private_env("chaos") as services:
+        yield services
 
 
-def rabbitmq_restart() -> None:
-    subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, timeout=120)
-    time.sleep(1)
-    subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True, timeout=120)
-    subprocess.run(["rabbitmqctl", "-q", "await_startup"], check=True, timeout=120)
+def soak_plan(rng: random.Random, rounds: int = 3) -> list[str]:
+    """Every class ``rounds`` times, each round in its own random order."""
+    plan: list[str] = []
+    for _ in range(rounds):
+        plan += rng.sample(CLASSES, len(CLASSES))
+    return plan
 
 
-def postgres_refuses(database: str, seconds: float) -> None:
-    """New connections are refused and live ones are cut, for a few seconds."""
-    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
-        try:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (database,),
-            )
-            time.sleep(seconds)
-        finally:
-            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+def spread(progress: Callable[[], float], plan: list[str]) -> Callable[[int], None]:
+    """Before fault i, wait (up to 2 minutes) for the job to be i/len(plan) done,
+    so the faults strike all along the drain, not all at its start."""
 
-
-class Chaos:
-    def __init__(self, stack: Stack, env: ServiceEnv, rng: random.Random) -> None:
-        self.stack = stack
-        self.env = env
-        self.rng = rng
-        self.injected: Counter[str] = Counter()
-
-    def worker_sigkill(self) -> None:
-        name = self.rng.choice([n for n in self.stack.processes if n.startswith(("fast", "heavy"))])
-        self.stack.kill(name)
-        tier = "fast_path" if name.startswith("fast") else "compute_heavy"
-        self.stack.start_worker(tier, name=name)
-
-    def rabbitmq_restart(self) -> None:
-        rabbitmq_restart()
-
-    def redis_flushall(self) -> None:
-        redis.Redis.from_url(REDIS_URL).flushall()
-
-    def postgres_refuses(self) -> None:
-        postgres_refuses(self.env.database_url.rsplit("/", 1)[1], 3)
-
-    def relay_kill(self) -> None:
-        self.stack.kill("relay")
-        time.sleep(self.rng.uniform(0.2, 1.0))
-        self.stack._spawn("relay", ["relay"])
-
-    def inject(self, plan: list[str], progress: Callable[[], float]) -> list[float]:
-        """Inject the faults in order; the job's progress when each one struck."""
-        seen = []
-        for fault in plan:
-            time.sleep(self.rng.uniform(0.3, 1.2))
+    def wait(i: int) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
             try:
-                seen.append(progress())
+                if progress() >= 0.95 * i / len(plan):
+                    return
             except Exception:  # the API may be mid-fault itself
-                seen.append(float("nan"))
-            getattr(self, fault)()
-            self.injected[fault] += 1
-        return seen
+                pass
+            time.sleep(0.5)
+
+    return wait
 
 
+@pytest.mark.regression
 def test_faults_lose_and_double_nothing(
-    chaos_env: ServiceEnv, request: pytest.FixtureRequest
+    services: PrivateServices, request: pytest.FixtureRequest
 ) -> None:
-    soak = request.config.getoption("--soak")
-    lines = 200_000 if soak else 30_000
-    plan = [
-        "worker_sigkill",
-        "redis_flushall",
-        "postgres_refuses",
-        "worker_sigkill",
-        "rabbitmq_restart",
-        "relay_kill",
-        "worker_sigkill",
-    ]
-    if soak:
-        plan += [
-            "worker_sigkill",
-            "rabbitmq_restart",
-            "redis_flushall",
-            "postgres_refuses",
-            "worker_sigkill",
-            "relay_kill",
-        ]
+    soak = bool(request.config.getoption("--soak"))
+    lines = (request.config.getoption("--soak-lines") or 500_000) if soak else 30_000
     rng = random.Random(20261129)
+    plan = soak_plan(rng) if soak else BOUNDED_PLAN
     data = generate(lines, vendors=25, seed=77)
+    env = services.env
     logs = ARTIFACTS / "logs" / "chaos"
     logs.mkdir(parents=True, exist_ok=True)
-    # Short chunks that take a little while each, so faults land mid-stream.
+    # Short chunks that take a little while each, so faults land mid-stream: the
+    # bounded run's 30,000 lines drain for about as long as its 10 faults take,
+    # the soak's 500,000 for longer than its 27 (they are spread along the drain).
     stack = Stack(
-        chaos_env,
+        env,
         logs,
         max_chunk_lines=300,
-        fault_settle_pause_s=0.05,
+        fault_settle_pause_s=0.2 if soak else 0.4,
         backoff_base_ms=200,
         backoff_max_ms=3000,
         max_attempts=50,
         claim_lease_ms=2000,
         relay_batch=2,
     )
-    engine = make_engine(chaos_env.database_url)
-    events = EventsQueue(chaos_env.queue_prefix)
+    engine = make_engine(env.database_url)
+    events = EventsQueue(env.queue_prefix)
+    chaos = Chaos(stack, services, rng)
+    started = time.monotonic()
     try:
         stack.start_api()
         for name in ("fast-0", "heavy-0", "heavy-1"):
-            stack.start_worker(
-                "fast_path" if name.startswith("fast") else "compute_heavy", name=name
-            )
+            chaos.start_worker(name)
         stack._spawn("relay", ["relay"])
-        operator, producer = stack.operator(), stack.producer()
-        for vendor in sorted({d["partition_key"] for d in data.documents + data.earlier}):
-            operator.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/1", CONTRACT)
-        earlier = producer.submit(
-            json.dumps({"kind": "promo_accrual", "documents": data.earlier}).encode()
-        )
-        producer.wait(earlier.json()["job_id"], timeout=300)
+        publish_contracts(stack, data.documents + data.earlier)
+        producer = stack.producer()
+        producer.wait(submit_documents(stack, data.earlier), timeout=300)
 
         response = producer.submit(ndjson(data.documents), content_type="application/x-ndjson")
         assert response.status_code == 202, response.text
         job_id = response.json()["job_id"]
-        chaos = Chaos(stack, chaos_env, rng)
-        struck_at = chaos.inject(plan, lambda: float(producer.job(job_id)["progress"]))
-        # The faults must land while the batch drains, not after it is done.
-        assert sum(1 for p in struck_at if p < 1) >= len(plan) // 2, struck_at
+
+        def progress() -> float:
+            return float(producer.job(job_id)["progress"])
+
+        struck_at = chaos.inject(plan, progress, before=spread(progress, plan))
         print(f"\nchaos: job progress when each fault struck: {struck_at}")
-        job = wait_for(lambda: producer.job(job_id), lambda j: j["state"] == "completed", 600)
+        job = wait_for(
+            lambda: producer.job(job_id), lambda j: j["state"] == "completed", 600 + lines / 100
+        )
         wait_for(lambda: unpublished(engine), lambda n: n == 0, 300)
         delivered = events.drain()
+        census = Census.take(engine, job)
     finally:
         stack.stop()
         events.close()
+        engine.dispose()
+    elapsed = time.monotonic() - started
 
-    L = tables.ledger_entries
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(L.c.outcome, func.count(), func.sum(L.c.amount), func.sum(L.c.claimed_amount))
-            .where(L.c.job_id == job_id)
-            .group_by(L.c.outcome)
-        ).all()
-        doubled = conn.execute(
-            select(func.count()).select_from(
-                select(L.c.reconciliation_key)
-                .group_by(L.c.reconciliation_key, L.c.contract_version)
-                .having(func.count() > 1)
-                .subquery()
-            )
-        ).scalar_one()
-        committed_events = conn.execute(select(func.count()).select_from(L)).scalar_one()
-    engine.dispose()
-    by = {r[0]: r for r in rows}
-    expect = data.expect
-    terminal = sum(job["outcomes"].values())
-    lost = lines - terminal
-    for fault, count in sorted(chaos.injected.items()):
-        print(
-            f"\nchaos: {fault:<18} injected {count}, lines {lines}, "
-            f"lost {lost}, duplicated {doubled}"
-        )
-    assert job["lines"] == lines and lost == 0 and doubled == 0
-    assert job["outcomes"]["posted"] == expect.posted == by["posted"][1]
-    assert job["outcomes"]["disputed"] == expect.disputed == by["disputed"][1]
-    assert job["outcomes"]["duplicate"] == expect.duplicate
-    assert Decimal(job["amounts"]["posted"]) == expect.amount_posted == by["posted"][2]
-    assert Decimal(job["amounts"]["disputed"]) == expect.amount_disputed == by["disputed"][3]
+    exact = census.counters_exact(lines, data.expect)
+    table = report(chaos, census, lines, exact, len(delivered), elapsed)
+    print("\n" + table)
+    (ARTIFACTS / f"chaos-{'soak' if soak else 'bounded'}.md").write_text(table)
+    # The faults must land while the batch drains, not after it is done.
+    assert sum(1 for p in struck_at if p < 1) >= len(plan) // 2, struck_at
+    assert set(chaos.injected) == set(plan)
+    # A PostgreSQL restart struck a write transaction in flight at least once, and
+    # RabbitMQ took a paused worker's chunks away from it.
+    restarts = chaos.mid_work["postgres_restart"] + chaos.mid_work["postgres_crash"]
+    assert restarts >= 1 and chaos.mid_work["sigstop_past_lease"] >= 1, chaos.mid_work
+    assert lines - census.terminal == 0 and census.doubled == 0
+    assert exact, (census.job, census.outcomes, data.expect)
     # Every committed event reached a consumer (deduplicated by event id).
-    assert len(delivered) == committed_events
+    assert len(delivered) == census.ledger_rows
 
 
-def unpublished(engine: Engine) -> int:
-    outbox = tables.outbox
-    with engine.connect() as conn:
-        return int(
-            conn.execute(select(func.count()).where(outbox.c.published_at.is_(None))).scalar_one()
-        )
-
-
-def wait_for(read: Callable[[], object], done: Callable[[object], bool], timeout: float) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = read()
-            if done(value):
-                return value
-        except Exception:  # the service under test may be mid-fault
-            value = None
-        assert time.monotonic() < deadline, f"timed out; last seen {value!r}"
-        time.sleep(0.5)
-
-
-class EventsQueue:
-    """A consumer's durable queue bound to every settlement event (it survives
-    the RabbitMQ restart)."""
-
-    def __init__(self, prefix: str) -> None:
-        self.exchange = f"{prefix}.events"
-        self.queue = f"{prefix}.chaos-consumer"
-        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
-        channel = connection.channel()
-        channel.exchange_declare(self.exchange, exchange_type="topic", durable=True)
-        channel.queue_declare(self.queue, durable=True)
-        channel.queue_bind(self.queue, self.exchange, routing_key="settlement.#")
-        connection.close()
-
-    def drain(self) -> set[str]:
-        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
-        channel = connection.channel()
-        seen: set[str] = set()
-        while True:
-            method, properties, _ = channel.basic_get(self.queue, auto_ack=True)
-            if method is None:
-                break
-            seen.add(properties.message_id)
-        connection.close()
-        return seen
-
-    def close(self) -> None:
-        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
-        channel = connection.channel()
-        channel.queue_delete(self.queue)
-        channel.exchange_delete(self.exchange)
-        connection.close()
+def report(
+    chaos: Chaos, census: Census, lines: int, exact: bool, delivered: int, elapsed: float
+) -> str:
+    """The soak's table: faults injected per class, then what survived them."""
+    rows = ["| fault class | injected | struck work in flight |", "|---|---:|---:|"]
+    for fault in CLASSES:
+        hits = str(chaos.mid_work[fault]) if fault in MID_WORK else "-"
+        rows.append(f"| {fault} | {chaos.injected[fault]} | {hits} |")
+    total = sum(chaos.injected.values())
+    rows.append(f"| **total** ({len(chaos.injected)} classes) | {total} | |")
+    rows += ["", "Work in flight: " + "; ".join(f"{k}: {v}" for k, v in MID_WORK.items()) + "."]
+    facts = {
+        "lines accepted": f"{census.job['lines']:,}",
+        "lines lost": f"{lines - census.terminal:,}",
+        "identities duplicated in the ledger": f"{census.doubled:,}",
+        "counters exact": "yes" if exact else "no",
+        "job outcomes": json.dumps(census.job["outcomes"]),
+        "events committed and published (ledger rows; outbox left 0)": f"{census.ledger_rows:,}",
+        "events delivered (distinct ids)": f"{delivered:,}",
+        "wall time": f"{elapsed:.0f} s",
+    }
+    rows += ["", "| total | value |", "|---|---:|"]
+    rows += [f"| {name} | {value} |" for name, value in facts.items()]
+    return "\n".join(rows) + "\n"

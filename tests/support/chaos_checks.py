@@ -1,0 +1,142 @@
+"""What the chaos suite counts after its faults: the ledger, the job's counters
+and the outcome events a consumer received (SPEC §1.1, §1.2)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pika
+from sqlalchemy import Engine, func, select
+
+from shared.db import tables
+from tests.support.infra import BROKER_URL
+from tests.support.stack import Stack
+from tests.support.workload import CONTRACT, Expectation
+
+L = tables.ledger_entries
+
+
+def wait_for(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = read()
+            if done(value):
+                return value
+        except Exception:  # the service under test may be mid-fault
+            value = None
+        assert time.monotonic() < deadline, f"timed out; last seen {value!r}"
+        time.sleep(0.5)
+
+
+def unpublished(engine: Engine) -> int:
+    outbox = tables.outbox
+    with engine.connect() as conn:
+        return int(
+            conn.execute(select(func.count()).where(outbox.c.published_at.is_(None))).scalar_one()
+        )
+
+
+def publish_contracts(stack: Stack, documents: Iterable[dict[str, Any]]) -> None:
+    operator = stack.operator()
+    for vendor in sorted({d["partition_key"] for d in documents}):
+        response = operator.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/1", CONTRACT)
+        assert response.status_code in (200, 201), response.text
+
+
+def submit_documents(stack: Stack, documents: list[dict[str, Any]]) -> str:
+    body = json.dumps({"kind": "promo_accrual", "documents": documents}).encode()
+    response = stack.producer().submit(body)
+    assert response.status_code == 202, response.text
+    return str(response.json()["job_id"])
+
+
+@dataclass
+class Census:
+    """The ledger and the job, counted after the faults."""
+
+    job: dict[str, Any]
+    outcomes: dict[str, tuple[int, Decimal, Decimal]]  # outcome: rows, amount, claimed
+    doubled: int  # (reconciliation_key, contract_version) pairs with more than one row
+    ledger_rows: int  # in the whole database: each row is one outcome event
+    result_rows: int  # the job's processed markers (one per chunk)
+
+    @classmethod
+    def take(cls, engine: Engine, job: dict[str, Any]) -> Census:
+        R = tables.chunk_results
+        with engine.connect() as conn:
+            sums = (func.count(), func.sum(L.c.amount), func.sum(L.c.claimed_amount))
+            rows = conn.execute(
+                select(L.c.outcome, *sums).where(L.c.job_id == job["job_id"]).group_by(L.c.outcome)
+            ).all()
+            doubled = conn.execute(
+                select(func.count()).select_from(
+                    select(L.c.reconciliation_key)
+                    .group_by(L.c.reconciliation_key, L.c.contract_version)
+                    .having(func.count() > 1)
+                    .subquery()
+                )
+            ).scalar_one()
+            ledger_rows = conn.execute(select(func.count()).select_from(L)).scalar_one()
+            result_rows = conn.execute(
+                select(func.count()).where(R.c.job_id == job["job_id"], R.c.source == "chunk")
+            ).scalar_one()
+        outcomes = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
+        return cls(job, outcomes, int(doubled), int(ledger_rows), int(result_rows))
+
+    @property
+    def terminal(self) -> int:
+        return sum(self.job["outcomes"].values())
+
+    def counters_exact(self, lines: int, expect: Expectation) -> bool:
+        """The job's counters and sums equal the expectation and the ledger's rows."""
+        job, zero = self.job, (0, Decimal(0), Decimal(0))
+        posted, disputed = self.outcomes.get("posted", zero), self.outcomes.get("disputed", zero)
+        return (
+            job["lines"] == lines == self.terminal
+            and job["outcomes"]["posted"] == expect.posted == posted[0]
+            and job["outcomes"]["disputed"] == expect.disputed == disputed[0]
+            and job["outcomes"]["duplicate"] == expect.duplicate
+            and job["outcomes"]["dead_lettered"] == 0
+            and Decimal(job["amounts"]["posted"]) == expect.amount_posted == posted[1]
+            and Decimal(job["amounts"]["disputed"]) == expect.amount_disputed == disputed[2]
+        )
+
+
+class EventsQueue:
+    """A consumer's durable queue bound to every settlement event (it survives
+    the RabbitMQ restart)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.exchange = f"{prefix}.events"
+        self.queue = f"{prefix}.chaos-consumer"
+        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        channel = connection.channel()
+        channel.exchange_declare(self.exchange, exchange_type="topic", durable=True)
+        channel.queue_declare(self.queue, durable=True)
+        channel.queue_bind(self.queue, self.exchange, routing_key="settlement.#")
+        connection.close()
+
+    def drain(self) -> set[str]:
+        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        channel = connection.channel()
+        seen: set[str] = set()
+        while True:
+            method, properties, _ = channel.basic_get(self.queue, auto_ack=True)
+            if method is None:
+                break
+            seen.add(properties.message_id)
+        connection.close()
+        return seen
+
+    def close(self) -> None:
+        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        channel = connection.channel()
+        channel.queue_delete(self.queue)
+        channel.exchange_delete(self.exchange)
+        connection.close()
