@@ -12,13 +12,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Context, Decimal, localcontext
+from decimal import Decimal, localcontext
 from typing import Any
 
 from sqlalchemy import Connection, delete, update
 
 from shared.db import bulk, priors, tables
 from shared.db.dialect import insert_ignoring_conflicts
+from shared.db.types import EXACT_SUMS
 from shared.kinds import KINDS
 from shared.money import ZERO
 from shared.settlement import (
@@ -31,9 +32,6 @@ from shared.settlement import (
 
 L = tables.ledger_entries
 R = tables.chunk_results
-
-# Totals of lines each below 10^16 (SPEC §9): more digits than any sum needs.
-_SUMS = Context(prec=60)
 
 
 @dataclass(frozen=True)
@@ -342,7 +340,7 @@ def _settled_outcomes(
     its ledger row); without, the database already wrote them."""
     rows = []
     # The chunk's sums, exact: the default 28 digits could round a large total.
-    with localcontext(_SUMS):
+    with localcontext(EXACT_SUMS):
         for p, new in zip(settled, new_flags, strict=True):
             s = p.settlement
             assert s is not None

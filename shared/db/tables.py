@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-from shared.db.types import BigId, money_column_type
+from shared.db.types import BigId, money_column_type, total_column_type
 
 metadata = MetaData(
     naming_convention={
@@ -108,8 +108,9 @@ chunk_results = Table(
     Column("disputed", Integer, nullable=False),
     Column("duplicate", Integer, nullable=False),
     Column("dead_lettered", Integer, nullable=False),
-    Column("amount_posted", money_column_type(), nullable=False),
-    Column("amount_disputed", money_column_type(), nullable=False),
+    # Sums of many ledger amounts: wider than the ledger column (see types.py).
+    Column("amount_posted", total_column_type(), nullable=False),
+    Column("amount_disputed", total_column_type(), nullable=False),
     Column("created_at", TS, nullable=False),
     Index(None, "job_id"),
     Index(None, "created_at"),  # throughput over time (dashboard)

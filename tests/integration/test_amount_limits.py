@@ -1,0 +1,129 @@
+"""Large valid amounts never fail a chunk (SPEC §9), through the settle stage
+on real Redis and each ledger backend.
+
+Every total settleq keeps holds the largest sums valid lines can make; a line
+whose own amount, or change from its previous amount, cannot fit the ledger
+column is dead-lettered alone as ``amount_out_of_range``; nothing a producer
+sends ends as ``internal_error``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk
+from shared.db.contracts import put_contract
+from shared.db.jobs import job_status
+from tests.support.factories import promo_doc, promo_line, store_job, uid
+from tests.support.ledger import chunk_results, dead_letters, ledger_rows
+
+pytestmark = pytest.mark.both_backends
+
+PRICE = "999999999999"  # the largest price a producer may send
+COST = Decimal("8999999999991000.0000")  # 9000 * PRICE: fits NUMERIC(20,4)
+
+
+def recipe(ctx: WorkerContext, qty: str = "9000") -> str:
+    name = uid("RECIPE-")
+    put_contract(ctx.engine, "recipe_cost", name, 1, {"bom": {"SKU-A": qty}})
+    return name
+
+
+def request(recipe_id: str, locations: list[str], price: str, at: str = "2026-01-01") -> dict:
+    return {
+        "document_id": uid("RQ-"),
+        "partition_key": recipe_id,
+        "contract_version": 1,
+        "recipe_id": recipe_id,
+        "location_ids": locations,
+        "effective_at": f"{at}T00:00:00Z",
+        "pricing_snapshot": {"SKU-A": price},
+        "trigger": "vendor_rate",
+    }
+
+
+@pytest.mark.regression
+def test_lines_that_each_fit_the_ledger_post_though_their_sum_does_not(ctx):
+    """Issue 12 item 4: two locations at 9000 x 999999999999 and an unrelated
+    document, in one chunk: all three post, and the totals are exact."""
+    big, small = recipe(ctx), recipe(ctx, "0.5")
+    docs = [request(big, ["L1", "L2"], PRICE), request(small, ["L1"], "3.00")]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, "recipe_cost")
+    outcome = settle_chunk(ctx, message, 1)
+    assert outcome is not None and (outcome.posted, outcome.dead_lettered) == (3, 0)
+    total = 2 * COST + Decimal("1.5000")
+    [result] = chunk_results(ctx.engine, job_id)
+    assert result.amount_posted == total
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and status.state == "completed"
+    assert status.amounts["posted"] == total
+    assert dead_letters(ctx.engine, job_id) == []
+
+
+@pytest.mark.regression
+def test_a_job_total_beyond_28_digits_is_exact(ctx):
+    """The default decimal context has 28 digits: a job summing 10,000 lines near
+    the ledger limit needs 25 integer digits and 4 places, and is not rounded."""
+    big = recipe(ctx)
+    locations = [f"L{n}" for n in range(10_000)]
+    job_id, messages = store_job(
+        ctx.engine, ctx.settings, ctx.internal_key, [request(big, locations, PRICE)], "recipe_cost"
+    )
+    for message in messages:
+        assert settle_chunk(ctx, message, 1) is not None
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and status.amounts["posted"] == 10_000 * COST
+
+
+@pytest.mark.regression
+def test_a_recipe_cost_whose_change_cannot_fit_is_dead_lettered_alone(ctx):
+    """Its amount fits, but new - previous (previous negative) does not."""
+    name = recipe(ctx)
+    first_id, [first] = store_job(
+        ctx.engine,
+        ctx.settings,
+        ctx.internal_key,
+        [request(name, ["L1"], f"-{PRICE}")],
+        "recipe_cost",
+    )
+    assert settle_chunk(ctx, first, 1) is not None
+    [old] = ledger_rows(ctx.engine, first_id)
+    assert old.amount == -COST
+    docs = [request(name, ["L1", "L2"], PRICE, "2026-02-01")]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, "recipe_cost")
+    outcome = settle_chunk(ctx, message, 1)
+    assert outcome is not None and (outcome.posted, outcome.dead_lettered) == (1, 1)
+    [letter] = dead_letters(ctx.engine, job_id)
+    assert (letter.reason, letter.line_ref, letter.lines) == ("amount_out_of_range", "L1", 1)
+    [row] = ledger_rows(ctx.engine, job_id)
+    assert (row.line_ref, row.amount, row.delta) == ("L2", COST, COST)
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and sum(status.outcomes.values()) == status.lines == 2
+
+
+@pytest.mark.regression
+def test_a_promo_reprice_whose_delta_cannot_fit_is_dead_lettered_alone(ctx):
+    """The same on the one-statement PostgreSQL path (promo_accrual)."""
+    vendor, doc_id = uid("V-"), uid("INV-")
+    for version, rate in ((1, "-9000"), (2, "9000")):
+        body = {"tier_rates": {"T1": rate}, "tolerance": "0.05"}
+        put_contract(ctx.engine, "promo_accrual", vendor, version, body)
+    lines = [promo_line(1, PRICE, "1.00"), promo_line(2, "1", "1.00")]
+    _, [first] = store_job(
+        ctx.engine, ctx.settings, ctx.internal_key, [promo_doc(vendor, lines, 1, doc_id)]
+    )
+    assert settle_chunk(ctx, first, 1) is not None
+    job_id, [second] = store_job(
+        ctx.engine, ctx.settings, ctx.internal_key, [promo_doc(vendor, lines, 2, doc_id)]
+    )
+    outcome = settle_chunk(ctx, second, 1)
+    assert outcome is not None and (outcome.disputed, outcome.dead_lettered) == (1, 1)
+    [letter] = dead_letters(ctx.engine, job_id)
+    assert (letter.reason, letter.line_ref) == ("amount_out_of_range", "1")
+    [row] = ledger_rows(ctx.engine, job_id)
+    assert (row.line_ref, row.amount, row.delta) == ("2", Decimal("9000.00"), Decimal("18000.00"))
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and sum(status.outcomes.values()) == status.lines == 2
