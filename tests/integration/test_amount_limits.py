@@ -9,12 +9,14 @@ sends ends as ``internal_error``.
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 
 import pytest
 
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
+from shared.db import tables
 from shared.db.contracts import put_contract
 from shared.db.jobs import job_status
 from tests.support.factories import promo_doc, promo_line, store_job, uid
@@ -64,18 +66,36 @@ def test_lines_that_each_fit_the_ledger_post_though_their_sum_does_not(ctx):
 
 
 @pytest.mark.regression
-def test_a_job_total_beyond_28_digits_is_exact(ctx):
-    """The default decimal context has 28 digits: a job summing 10,000 lines near
-    the ledger limit needs 25 integer digits and 4 places, and is not rounded."""
-    big = recipe(ctx)
-    locations = [f"L{n}" for n in range(10_000)]
-    job_id, messages = store_job(
-        ctx.engine, ctx.settings, ctx.internal_key, [request(big, locations, PRICE)], "recipe_cost"
-    )
-    for message in messages:
-        assert settle_chunk(ctx, message, 1) is not None
+def test_job_totals_of_33_integer_digits_are_stored_and_read_exact(ctx):
+    """The widest totals a batch can make (SPEC §9: far beyond one line's 16
+    digits) are stored by both backends, and summed without the default 28-digit
+    context's rounding."""
+    docs = [promo_doc(uid("V-"), [promo_line(1, "1", "1.00")])]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
+    half = Decimal("4" * 33 + ".4444")
+    now = dt.datetime.now(dt.UTC)
+    with ctx.engine.begin() as conn:
+        for n, source in ((1, "chunk"), (2, "requeue")):
+            conn.execute(
+                tables.chunk_results.insert().values(
+                    chunk_id=message["chunk_id"] if n == 1 else f"rq-test-{uid()}",
+                    job_id=job_id,
+                    source=source,
+                    posted=n % 2,
+                    disputed=0,
+                    duplicate=0,
+                    dead_lettered=0,
+                    amount_posted=half,
+                    amount_disputed=half,
+                    created_at=now,
+                )
+            )
+    [first, _] = chunk_results(ctx.engine, job_id)
+    assert first.amount_posted == half
     status = job_status(ctx.engine, job_id)
-    assert status is not None and status.amounts["posted"] == 10_000 * COST
+    assert status is not None
+    total = Decimal("8" * 33 + ".8888")  # not 2 * half: that rounds to 28 digits
+    assert status.amounts == {"posted": total, "disputed": total}
 
 
 @pytest.mark.regression
