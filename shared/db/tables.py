@@ -198,6 +198,9 @@ dead_letters = Table(
     Column("last_failed_at", TS, nullable=False),
     Column("requeues", Integer, nullable=False, server_default="0"),
     Column("note", Text, nullable=True),
+    # A line-level dead letter's position among its document's lines: what its
+    # requeue re-runs (a document may repeat a line_ref). Null before 0011.
+    Column("line_index", Integer, nullable=True),
     Index(None, "job_id"),
     Index(None, "status", "reason"),
 )

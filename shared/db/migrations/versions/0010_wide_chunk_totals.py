@@ -14,6 +14,8 @@ Create Date: 2026-12-01 09:00:00
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -25,7 +27,7 @@ depends_on = None
 _COLUMNS = ("amount_posted", "amount_disputed")
 
 
-def _alter(old: sa.Numeric, new: sa.Numeric) -> None:
+def _alter(old: sa.Numeric[Any], new: sa.Numeric[Any]) -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     for column in _COLUMNS:
