@@ -104,17 +104,28 @@ def latest_rows(
 ) -> dict[Lineage, tuple[int, Decimal]]:
     """The latest committed row (highest id) of each line's lineage."""
     wanted = sorted({lineage(basis, p) for p in lines})
-    column = L.c.line_ref if basis == "line_history" else L.c.reconciliation_key
+    if basis == "line_history":
+        column = L.c.line_ref
+
+        def where(batch: list[Lineage]) -> Any:
+            return tuple_(L.c.partition_key, column).in_(batch)
+    else:
+        # By key alone, the unique index's prefix; the partition is checked below.
+        column = L.c.reconciliation_key
+
+        def where(batch: list[Lineage]) -> Any:
+            return column.in_([ref for _, ref in batch])
+
     latest: dict[Lineage, tuple[int, Decimal]] = {}
+    wanted_set = set(wanted)
     for start in range(0, len(wanted), 2000):
         rows = conn.execute(
             select(L.c.partition_key, column.label("ref"), L.c.id, L.c.amount).where(
-                L.c.kind == kind,
-                tuple_(L.c.partition_key, column).in_(wanted[start : start + 2000]),
+                L.c.kind == kind, where(wanted[start : start + 2000])
             )
         ).all()
         for r in rows:
             key = (r.partition_key, r.ref)
-            if key not in latest or r.id > latest[key][0]:
+            if key in wanted_set and (key not in latest or r.id > latest[key][0]):
                 latest[key] = (r.id, r.amount)
     return latest
