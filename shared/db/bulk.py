@@ -149,8 +149,14 @@ CREATE TEMP TABLE IF NOT EXISTS settle_rows (
 # inserted. It returns the stage positions of the duplicates (false) and of
 # the rows whose delta does not fit (true).
 _SETTLE = """
-WITH cand AS (
-    SELECT s.*, p.id AS prior_id, s.amount - COALESCE(p.amount, 0) AS delta
+WITH ins AS (
+    INSERT INTO ledger_entries (
+        reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
+        job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
+        created_at)
+    SELECT s.reconciliation_key, s.contract_version, %(kind)s, s.partition_key, s.document_id,
+           s.line_ref, %(job_id)s, s.outcome, s.amount, s.claimed_amount,
+           s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, %(now)s
     FROM settle_rows s
     LEFT JOIN LATERAL (
         SELECT l.id, l.amount FROM ledger_entries l
@@ -158,20 +164,8 @@ WITH cand AS (
           AND l.kind = %(kind)s AND l.partition_key = s.partition_key
         ORDER BY l.id DESC LIMIT 1
     ) p ON true
-    WHERE s.first
-), too_large AS (
-    SELECT c.seq FROM cand c WHERE abs(c.delta) >= %(limit)s
-), ins AS (
-    INSERT INTO ledger_entries (
-        reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
-        job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
-        created_at)
-    SELECT c.reconciliation_key, c.contract_version, %(kind)s, c.partition_key, c.document_id,
-           c.line_ref, %(job_id)s, c.outcome, c.amount, c.claimed_amount,
-           c.delta, c.prior_id, c.correlation_id, %(now)s
-    FROM cand c
-    WHERE abs(c.delta) < %(limit)s
-    ORDER BY c.reconciliation_key, c.contract_version
+    WHERE s.first AND abs(s.amount - COALESCE(p.amount, 0)) < %(limit)s
+    ORDER BY s.reconciliation_key, s.contract_version
     ON CONFLICT (reconciliation_key, contract_version) DO NOTHING
     RETURNING id, reconciliation_key, contract_version, delta
 ), events AS (
@@ -179,15 +173,29 @@ WITH cand AS (
     SELECT string_agg(i.id::text, ',' ORDER BY i.id), %(now)s
     FROM ins i
     HAVING count(*) > 0
+), missed AS (
+    -- First occurrences the insert did not take (usually none): an identity
+    -- already in the ledger, or a delta too large for the column.
+    SELECT s.seq, s.amount, s.reconciliation_key, s.partition_key FROM settle_rows s
+    WHERE s.first AND NOT EXISTS (
+        SELECT 1 FROM ins i
+        WHERE i.reconciliation_key = s.reconciliation_key
+          AND i.contract_version = s.contract_version)
+), too_large AS (
+    -- The statement's snapshot: the same prior the insert measured from.
+    SELECT m.seq FROM missed m
+    LEFT JOIN LATERAL (
+        SELECT l.amount FROM ledger_entries l
+        WHERE l.reconciliation_key = m.reconciliation_key
+          AND l.kind = %(kind)s AND l.partition_key = m.partition_key
+        ORDER BY l.id DESC LIMIT 1
+    ) p ON true
+    WHERE abs(m.amount - COALESCE(p.amount, 0)) >= %(limit)s
 ), duplicates AS (
-    -- A repeat within the chunk, or an identity the insert did not take.
-    SELECT s.seq FROM settle_rows s
-    WHERE NOT s.first OR (
-        NOT EXISTS (
-            SELECT 1 FROM ins i
-            WHERE i.reconciliation_key = s.reconciliation_key
-              AND i.contract_version = s.contract_version)
-        AND s.seq NOT IN (SELECT seq FROM too_large))
+    -- A repeat within the chunk, or an identity already in the ledger.
+    SELECT s.seq FROM settle_rows s WHERE NOT s.first
+    UNION ALL
+    SELECT m.seq FROM missed m WHERE m.seq NOT IN (SELECT seq FROM too_large)
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
