@@ -13,12 +13,15 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from sqlalchemy import select
 
 from services.worker.context import WorkerContext
-from services.worker.stages import settle_chunk
+from services.worker.stages import dead_letter_chunk, settle_chunk
+from shared.db import dead_letters as dl_db
 from shared.db import tables
 from shared.db.contracts import put_contract
 from shared.db.jobs import job_status
+from shared.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import chunk_results, dead_letters, ledger_rows
 
@@ -147,3 +150,40 @@ def test_a_promo_reprice_whose_delta_cannot_fit_is_dead_lettered_alone(ctx):
     assert (row.line_ref, row.amount, row.delta) == ("2", Decimal("9000.00"), Decimal("18000.00"))
     status = job_status(ctx.engine, job_id)
     assert status is not None and sum(status.outcomes.values()) == status.lines == 2
+
+
+@pytest.mark.regression
+def test_a_chunk_dead_lettered_internal_error_by_the_overflow_requeues_and_posts(ctx):
+    """What the overflow left behind before the fix (every document of the chunk
+    dead-lettered internal_error) now settles on requeue, and the counts add up."""
+    big, small = recipe(ctx), recipe(ctx, "0.5")
+    docs = [request(big, ["L1", "L2"], PRICE), request(small, ["L1"], "3.00")]
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, "recipe_cost")
+    dead_letter_chunk(
+        ctx,
+        message,
+        reason="internal_error",
+        error_class="DataError",
+        message="numeric field overflow",
+        attempts=1,
+    )
+    letters = dead_letters(ctx.engine, job_id)
+    assert [(d.reason, d.lines) for d in letters] == [("internal_error", 2), ("internal_error", 1)]
+    for letter in letters:
+        assert settle_chunk(ctx, requeue_message(ctx, letter.id), 1) is not None
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and status.state == "completed"
+    assert status.outcomes == {"posted": 3, "disputed": 0, "duplicate": 0, "dead_lettered": 0}
+    assert status.amounts["posted"] == 2 * COST + Decimal("1.5000")
+
+
+def requeue_message(ctx: WorkerContext, dead_letter_id: int) -> dict:
+    """What the operator API does: mark requeued, then sign the unit's message."""
+    with ctx.engine.begin() as conn:
+        marked = dl_db.mark_requeued(conn, dead_letter_id)
+        digest = conn.execute(
+            select(tables.chunks.c.payload_sha256).where(tables.chunks.c.id == marked.chunk_id)
+        ).scalar_one()
+    return ChunkMessage(
+        marked.chunk_id, marked.job_id, marked.kind, digest, marked.id, marked.requeues
+    ).signed(ctx.internal_key)
