@@ -87,6 +87,12 @@ def _text(value: str | None) -> str:
 def stage_text(settled: Sequence[PlannedLine]) -> str:
     """Every settled line as a COPY row of ``settle_rows`` (bulk.STAGE_COLUMNS),
     in order, flagged when it is its identity's first occurrence in the chunk."""
+    return staged(settled)[0]
+
+
+def staged(settled: Sequence[PlannedLine]) -> tuple[str, bool]:
+    """``stage_text``, and whether one key appears under two contract versions
+    (then the one statement cannot chain them: see ``_SETTLE``)."""
     # A document's lines are consecutive: its fields are escaped once, not per line.
     # Seen keys are kept per contract version, so no (key, version) tuple is kept
     # per line (each one a GC-tracked object that makes the collector run sooner).
@@ -122,7 +128,15 @@ def stage_text(settled: Sequence[PlannedLine]) -> str:
         append(
             f"{seq}\t{first}\t{key}{middle}{ref}\t{s.outcome}\t{note}\t{amount}\t{claimed}{tail}"
         )
-    return "".join(out)
+    return "".join(out), _shared_key(list(seen_by_version.values()))
+
+
+def _shared_key(key_sets: list[set[str]]) -> bool:
+    """Does any key belong to two of the sets? (Almost always there is one set.)"""
+    for n, keys in enumerate(key_sets):
+        if any(not keys.isdisjoint(other) for other in key_sets[n + 1 :]):
+            return True
+    return False
 
 
 # What varies per line; the chunk's kind, job, chunk id and time are statement
@@ -149,7 +163,15 @@ CREATE TEMP TABLE IF NOT EXISTS settle_rows (
 # inserted. It returns the stage positions of the duplicates (false) and of
 # the rows whose delta does not fit (true).
 _SETTLE = """
-WITH ins AS (
+WITH repriced AS (
+    -- The chunk's partitions with a contract version above 1. Only there can a
+    -- version-1 line have an earlier row (a later version committed first):
+    -- a version's rows exist only once its contract does, and contracts are
+    -- never deleted. Elsewhere the prior probe is skipped (most lines).
+    SELECT DISTINCT c.partition_key FROM contracts c
+    WHERE c.kind = %(kind)s AND c.version > 1
+      AND c.partition_key IN (SELECT DISTINCT partition_key FROM settle_rows)
+), ins AS (
     INSERT INTO ledger_entries (
         reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
         job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
@@ -158,9 +180,11 @@ WITH ins AS (
            s.line_ref, %(job_id)s, s.outcome, s.amount, s.claimed_amount,
            s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, %(now)s
     FROM settle_rows s
+    LEFT JOIN repriced r ON r.partition_key = s.partition_key
     LEFT JOIN LATERAL (
         SELECT l.id, l.amount FROM ledger_entries l
-        WHERE l.reconciliation_key = s.reconciliation_key
+        WHERE (s.contract_version > 1 OR r.partition_key IS NOT NULL)
+          AND l.reconciliation_key = s.reconciliation_key
           AND l.kind = %(kind)s AND l.partition_key = s.partition_key
         ORDER BY l.id DESC LIMIT 1
     ) p ON true

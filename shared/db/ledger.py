@@ -421,26 +421,15 @@ def _lock_groups(kind: str, settled: Sequence[PlannedLine]) -> set[str]:
     return groups
 
 
-def _two_versions_of_a_key(settled: Sequence[PlannedLine]) -> bool:
-    """Does the chunk hold one reconciliation key under two contract versions?"""
-    by_version = ChunkPlan(list(settled)).claim_keys_by_version()
-    seen: set[str] = set()
-    for keys in by_version.values():
-        if not seen.isdisjoint(keys):
-            return True
-        seen |= keys
-    return False
-
-
 def _settle_in_bulk(
-    conn: Connection, chunk: ChunkRef, settled: list[PlannedLine], now: dt.datetime
+    conn: Connection, chunk: ChunkRef, settled: list[PlannedLine], stage: str, now: dt.datetime
 ) -> tuple[list[PlannedLine], list[bool], list[PlannedLine]]:
     """PostgreSQL: ledger rows, outbox events and outcome rows in one statement.
     Returns the lines it settled, whether each was new, and the lines whose delta
     did not fit the ledger."""
     duplicates, too_large = bulk.settle_lines(
         conn,
-        bulk.stage_text(settled),
+        stage,
         kind=chunk.kind,
         job_id=chunk.job_id,
         chunk_id=chunk.chunk_id,
@@ -452,6 +441,17 @@ def _settle_in_bulk(
     kept = [p for seq, p in enumerate(settled) if seq not in too_large]
     flags = [seq not in duplicates for seq in range(len(settled)) if seq not in too_large]
     return kept, flags, [settled[seq] for seq in sorted(too_large)]
+
+
+def _stage_for_bulk(conn: Connection, kind: str, settled: list[PlannedLine]) -> str | None:
+    """The COPY text of a chunk the one PostgreSQL statement can settle, else None:
+    the portable path (SQLite, line-history kinds, a key under two versions)."""
+    if not settled or conn.dialect.name != "postgresql":
+        return None
+    if KINDS[kind].delta_basis != "key_versions":
+        return None
+    text, two_versions = bulk.staged(settled)
+    return None if two_versions else text
 
 
 def commit_plan(
@@ -468,13 +468,9 @@ def commit_plan(
         # Before any prior is read: a concurrent chunk writing the same lineage
         # commits first, and its rows are then read (READ COMMITTED).
         priors.lock_lineages(conn, chunk.kind, _lock_groups(chunk.kind, settled))
-    if (
-        settled
-        and conn.dialect.name == "postgresql"
-        and KINDS[chunk.kind].delta_basis == "key_versions"
-        and not _two_versions_of_a_key(settled)
-    ):
-        settled, flags, out_of_range = _settle_in_bulk(conn, chunk, settled, now)
+    stage = _stage_for_bulk(conn, chunk.kind, settled)
+    if stage is not None:
+        settled, flags, out_of_range = _settle_in_bulk(conn, chunk, settled, stage, now)
         rows = _settled_outcomes(chunk, settled, flags, outcome, None)
     else:
         new = _insert_ledger(conn, chunk, settled, now, out_of_range)
