@@ -505,7 +505,7 @@ def _with_dead_lettered(plan: ChunkPlan, out_of_range: list[PlannedLine]) -> Chu
     return ChunkPlan(
         lines=[p for p in plan.lines if p.settlement is None]
         + [
-            PlannedLine(p.document, p.line, None, "amount_out_of_range", message)
+            PlannedLine(p.document, p.line, None, "amount_out_of_range", message, p.index)
             for p in out_of_range
         ],
         failed_documents=plan.failed_documents,

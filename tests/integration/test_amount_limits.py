@@ -120,7 +120,12 @@ def test_a_recipe_cost_whose_change_cannot_fit_is_dead_lettered_alone(ctx):
     outcome = settle_chunk(ctx, message, 1)
     assert outcome is not None and (outcome.posted, outcome.dead_lettered) == (1, 1)
     [letter] = dead_letters(ctx.engine, job_id)
-    assert (letter.reason, letter.line_ref, letter.lines) == ("amount_out_of_range", "L1", 1)
+    assert (letter.reason, letter.line_ref, letter.line_index, letter.lines) == (
+        "amount_out_of_range",
+        "L1",
+        0,
+        1,
+    )
     [row] = ledger_rows(ctx.engine, job_id)
     assert (row.line_ref, row.amount, row.delta) == ("L2", COST, COST)
     status = job_status(ctx.engine, job_id)
@@ -145,7 +150,7 @@ def test_a_promo_reprice_whose_delta_cannot_fit_is_dead_lettered_alone(ctx):
     outcome = settle_chunk(ctx, second, 1)
     assert outcome is not None and (outcome.disputed, outcome.dead_lettered) == (1, 1)
     [letter] = dead_letters(ctx.engine, job_id)
-    assert (letter.reason, letter.line_ref) == ("amount_out_of_range", "1")
+    assert (letter.reason, letter.line_ref, letter.line_index) == ("amount_out_of_range", "1", 0)
     [row] = ledger_rows(ctx.engine, job_id)
     assert (row.line_ref, row.amount, row.delta) == ("2", Decimal("9000.00"), Decimal("18000.00"))
     status = job_status(ctx.engine, job_id)
