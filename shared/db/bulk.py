@@ -167,7 +167,7 @@ WITH repriced AS (
     -- The chunk's partitions with a contract version above 1. Only there can a
     -- version-1 line have an earlier row (a later version committed first):
     -- a version's rows exist only once its contract does, and contracts are
-    -- never deleted. Elsewhere the prior probe is skipped (most lines).
+    -- never deleted. Elsewhere a version-1 line skips the prior probe (most lines).
     SELECT DISTINCT c.partition_key FROM contracts c
     WHERE c.kind = %(kind)s AND c.version > 1
       AND c.partition_key IN (SELECT DISTINCT partition_key FROM settle_rows)
@@ -176,20 +176,30 @@ WITH repriced AS (
         reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
         job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
         created_at)
-    SELECT s.reconciliation_key, s.contract_version, %(kind)s, s.partition_key, s.document_id,
-           s.line_ref, %(job_id)s, s.outcome, s.amount, s.claimed_amount,
-           s.amount - COALESCE(p.amount, 0), p.id, s.correlation_id, %(now)s
-    FROM settle_rows s
-    LEFT JOIN repriced r ON r.partition_key = s.partition_key
-    LEFT JOIN LATERAL (
-        SELECT l.id, l.amount FROM ledger_entries l
-        WHERE (s.contract_version > 1 OR r.partition_key IS NOT NULL)
-          AND l.reconciliation_key = s.reconciliation_key
-          AND l.kind = %(kind)s AND l.partition_key = s.partition_key
-        ORDER BY l.id DESC LIMIT 1
-    ) p ON true
-    WHERE s.first AND abs(s.amount - COALESCE(p.amount, 0)) < %(limit)s
-    ORDER BY s.reconciliation_key, s.contract_version
+    SELECT u.reconciliation_key, u.contract_version, %(kind)s, u.partition_key, u.document_id,
+           u.line_ref, %(job_id)s, u.outcome, u.amount, u.claimed_amount,
+           u.delta, u.supersedes_id, u.correlation_id, %(now)s
+    FROM (
+        -- No earlier row can exist: delta is the amount (which fits: planning checked).
+        -- Kept apart so these lines pay for no probe at all, not even its setup.
+        SELECT s.*, s.amount AS delta, NULL::bigint AS supersedes_id
+        FROM settle_rows s
+        WHERE s.first AND s.contract_version = 1
+          AND s.partition_key NOT IN (SELECT partition_key FROM repriced)
+        UNION ALL
+        SELECT s.*, s.amount - COALESCE(p.amount, 0), p.id
+        FROM settle_rows s
+        LEFT JOIN LATERAL (
+            SELECT l.id, l.amount FROM ledger_entries l
+            WHERE l.reconciliation_key = s.reconciliation_key
+              AND l.kind = %(kind)s AND l.partition_key = s.partition_key
+            ORDER BY l.id DESC LIMIT 1
+        ) p ON true
+        WHERE s.first
+          AND (s.contract_version > 1 OR s.partition_key IN (SELECT partition_key FROM repriced))
+          AND abs(s.amount - COALESCE(p.amount, 0)) < %(limit)s
+    ) u
+    ORDER BY u.reconciliation_key, u.contract_version
     ON CONFLICT (reconciliation_key, contract_version) DO NOTHING
     RETURNING id, reconciliation_key, contract_version, delta
 ), events AS (
@@ -262,7 +272,11 @@ def settle_lines(
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         # Emptied at every commit and rollback, so it only ever holds this chunk's rows.
-        cursor.execute(_STAGE)
+        # No JIT for this transaction: once the ledger is large, the settle
+        # statement's estimated cost passes jit_above_cost, and compiling it costs
+        # ~15 ms a chunk (3 µs a line) to run a plan of index probes that takes
+        # less (measured on PostgreSQL 15 with 100,000 ledger rows). Same round trip.
+        cursor.execute(_STAGE + ";\nSET LOCAL jit = off")
     finally:
         cursor.close()
     copy_text(conn, "settle_rows", STAGE_COLUMNS, stage_text)
