@@ -25,8 +25,13 @@ def promo_line_item_hash(
     return _sha256(text.encode()).hexdigest()
 
 
-def promo_key(document_id: str, line_item_hash: str, promo_tier: str, period: str) -> str:
-    return _sha256(f"{document_id}|{line_item_hash}|{promo_tier}|{period}".encode()).hexdigest()
+def promo_key(
+    partition_key: str, document_id: str, line_item_hash: str, promo_tier: str, period: str
+) -> str:
+    """SPEC §5: the partition (vendor) comes first, so one vendor's line can never
+    collide with, supersede or duplicate another vendor's line of the same ids."""
+    text = f"{partition_key}|{document_id}|{line_item_hash}|{promo_tier}|{period}"
+    return _sha256(text.encode()).hexdigest()
 
 
 def correlation_id_for(job_id: str, document_id: str) -> str:

@@ -35,13 +35,13 @@ from shared.messages import (
     ChunkMessage,
     open_message,
 )
+from shared.requeued_lines import restrict_to_line
 from shared.settlement import (
     ChunkPlan,
     Decoded,
     decode_chunk,
     plan_chunk,
     plan_failure,
-    restrict_to_line,
     unreadable,
     with_correlation_id,
 )
@@ -60,7 +60,16 @@ class Unit:
     ref: ChunkRef
     chunk_payload: bytes
     payload: bytes  # what to decode: the chunk, or the requeued dead letter's document
-    line_ref: str | None = None  # a requeued line-level dead letter settles this line only
+    # A requeued line-level dead letter settles this one line only: its position,
+    # or (stored before positions were) its line_ref and reconciliation key.
+    line_ref: str | None = None
+    line_index: int | None = None
+    line_key: str | None = None
+
+    def restrict(self, plan: ChunkPlan) -> ChunkPlan:
+        if self.line_ref is None:
+            return plan
+        return restrict_to_line(plan, self.line_ref, self.line_index, self.line_key)
 
 
 def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
@@ -115,7 +124,10 @@ def _requeue_unit(conn: Any, message: ChunkMessage, row: Any) -> Unit | None:
         payload = chunk_payload  # a chunk-level dead letter re-runs the whole stored chunk
     else:
         payload = b"[" + letter.payload.encode() + b"]"
-    return Unit(message, ref, chunk_payload, payload, letter.line_ref)
+    key = None
+    if letter.line_ref is not None and letter.line_index is None:
+        key = dead_letters.line_key(conn, letter.id)
+    return Unit(message, ref, chunk_payload, payload, letter.line_ref, letter.line_index, key)
 
 
 def _load(ctx: WorkerContext, raw: Any) -> Unit | None:
@@ -280,8 +292,7 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
     )
     plan = plan_chunk(kind, decoded.documents, contracts)
     plan.failed_documents += decoded.failures
-    if unit.line_ref is not None:
-        plan = restrict_to_line(plan, unit.line_ref)
+    plan = unit.restrict(plan)
     claim = ctx.claims.claim(ctx.claims.keys(kind.name, plan.claim_keys_by_version()))
     if claim.contended:
         ctx.claims.release(claim)
@@ -338,6 +349,5 @@ def dead_letter_chunk(
     else:
         plan = plan_failure(kind, decoded.documents, reason, error_class, message)
         plan.failed_documents += decoded.failures
-        if unit.line_ref is not None:
-            plan = restrict_to_line(plan, unit.line_ref)
+        plan = unit.restrict(plan)
     _record(ctx, unit.ref, plan, attempts)

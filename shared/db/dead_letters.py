@@ -36,6 +36,14 @@ def load(conn: Connection, dead_letter_id: int) -> Any:
     return conn.execute(select(D).where(D.c.id == dead_letter_id)).first()
 
 
+def line_key(conn: Connection, dead_letter_id: int) -> str | None:
+    """The reconciliation key of a line-level dead letter's line, from its outcome row."""
+    lo = tables.line_outcomes
+    return conn.execute(
+        select(lo.c.reconciliation_key).where(lo.c.dead_letter_id == dead_letter_id).limit(1)
+    ).scalar()
+
+
 def get(engine: Engine, dead_letter_id: int) -> Any:
     with engine.connect() as conn:
         return load(conn, dead_letter_id)

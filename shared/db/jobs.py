@@ -9,13 +9,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from shared.chunking import NewChunk
 from shared.db import tables
+from shared.db.types import EXACT_SUMS
 from shared.money import ZERO
 
 J = tables.jobs
@@ -238,6 +239,11 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
         ).all()
     # Requeues move counters but are not chunks: progress counts chunks only.
     chunk_rows = [r for r in results if r.source == "chunk"]
+    with localcontext(EXACT_SUMS):  # exact however large the job's totals
+        amounts = {
+            "posted": sum((r.amount_posted for r in results), ZERO),
+            "disputed": sum((r.amount_disputed for r in results), ZERO),
+        }
     status = JobStatus(
         job_id=job.id,
         key_id=job.key_id,
@@ -250,10 +256,7 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
         chunks_done=len(chunk_rows),
         outcomes={name: sum(getattr(r, name) for r in results) for name in _OUTCOMES},
         # Summed in Python: exact on every backend (SQLite keeps money as text).
-        amounts={
-            "posted": sum((r.amount_posted for r in results), ZERO),
-            "disputed": sum((r.amount_disputed for r in results), ZERO),
-        },
+        amounts=amounts,
     )
     if status.state == "completed" and chunk_rows:
         status.finished_at = max(r.created_at for r in chunk_rows)

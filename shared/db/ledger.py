@@ -10,19 +10,25 @@ requeued dead letter whose lines move from ``dead_lettered`` to their new outcom
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, text, tuple_, update
+from sqlalchemy import Connection, delete, update
 
-from shared.db import bulk, tables
+from shared.db import bulk, priors, tables
 from shared.db.dialect import insert_ignoring_conflicts
+from shared.db.types import EXACT_SUMS
 from shared.kinds import KINDS
 from shared.money import ZERO
-from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine, document_json
+from shared.settlement import (
+    LEDGER_LIMIT,
+    ChunkPlan,
+    DocumentFailure,
+    PlannedLine,
+    document_json,
+)
 
 L = tables.ledger_entries
 R = tables.chunk_results
@@ -105,73 +111,9 @@ def _store_counts(conn: Connection, chunk: ChunkRef, outcome: ChunkOutcome) -> N
     )
 
 
-Prior = tuple[int, Decimal] | None  # (id, amount) of the row a new one supersedes
-
-
-def _priors_by_key_versions(
-    conn: Connection, idents: Sequence[tuple[str, int]]
-) -> dict[tuple[str, int], Prior]:
-    """The same reconciliation key under the latest earlier contract version."""
-    wanted = sorted({key for key, _ in idents})
-    history: dict[str, list[tuple[int, int, Decimal]]] = {}
-    for start in range(0, len(wanted), 5000):
-        rows = conn.execute(
-            select(L.c.reconciliation_key, L.c.contract_version, L.c.id, L.c.amount).where(
-                L.c.reconciliation_key.in_(wanted[start : start + 5000])
-            )
-        ).all()
-        for r in rows:
-            history.setdefault(r.reconciliation_key, []).append(
-                (r.contract_version, r.id, r.amount)
-            )
-    priors: dict[tuple[str, int], Prior] = {}
-    for key, version in idents:
-        earlier = [row for row in history.get(key, []) if row[0] < version]
-        priors[(key, version)] = max(earlier)[1:] if earlier else None
-    return priors
-
-
-def _lineage_lock(conn: Connection, kind: str, partition_key: str, line_ref: str) -> None:
-    """Serialise commits of one (kind, partition, line) on PostgreSQL, so each new
-    row measures its delta from the one committed just before it. (SQLite
-    already runs one writer at a time.)"""
-    if conn.dialect.name != "postgresql":
-        return
-    digest = hashlib.sha256(f"{kind}|{partition_key}|{line_ref}".encode()).digest()
-    conn.execute(
-        text("SELECT pg_advisory_xact_lock(:k)"),
-        {"k": int.from_bytes(digest[:8], "big", signed=True)},
-    )
-
-
-def _priors_by_line_history(
-    conn: Connection, kind: str, lines: Sequence[PlannedLine]
-) -> dict[tuple[str, int], Prior]:
-    """The latest committed row of the same (partition, line_ref), e.g. recipe at location."""
-    lineages = sorted({(p.document.partition_key, p.line.line_ref) for p in lines})
-    for partition_key, line_ref in lineages:  # sorted: no two chunks wait on each other
-        _lineage_lock(conn, kind, partition_key, line_ref)
-    latest: dict[tuple[str, str], tuple[int, Decimal]] = {}
-    for start in range(0, len(lineages), 2000):
-        rows = conn.execute(
-            select(L.c.partition_key, L.c.line_ref, L.c.id, L.c.amount).where(
-                L.c.kind == kind,
-                tuple_(L.c.partition_key, L.c.line_ref).in_(lineages[start : start + 2000]),
-            )
-        ).all()
-        for r in rows:
-            lineage = (r.partition_key, r.line_ref)
-            if lineage not in latest or r.id > latest[lineage][0]:
-                latest[lineage] = (r.id, r.amount)
-    return {
-        (p.line.reconciliation_key, p.document.contract_version): latest.get(
-            (p.document.partition_key, p.line.line_ref)
-        )
-        for p in lines
-    }
-
-
-def _ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) -> dict[str, Any]:
+def _ledger_row(
+    p: PlannedLine, chunk: ChunkRef, prior: priors.Prior, now: dt.datetime
+) -> dict[str, Any]:
     assert p.settlement is not None
     amount = p.settlement.amount
     return {
@@ -199,25 +141,33 @@ def _first_occurrences(settled: Sequence[PlannedLine]) -> dict[tuple[str, int], 
     return first
 
 
-def _insert_ledger(
-    conn: Connection, chunk: ChunkRef, settled: Sequence[PlannedLine], now: dt.datetime
+def _insert_round(
+    conn: Connection,
+    chunk: ChunkRef,
+    lines: Sequence[PlannedLine],
+    now: dt.datetime,
+    out_of_range: list[PlannedLine],
 ) -> dict[tuple[str, int], dict[str, Any]]:
-    """Insert the first occurrence of every identity; return the rows that were new
-    (with their ids). The portable path: SQLite, and kinds with line-history deltas."""
-    first = _first_occurrences(settled)
-    if not first:
+    """Insert one round of new rows (at most one per lineage), each measured from
+    its lineage's latest row, including one an earlier round just wrote."""
+    basis = KINDS[chunk.kind].delta_basis
+    latest = priors.latest_rows(conn, chunk.kind, basis, lines)
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for p in lines:
+        row = _ledger_row(p, chunk, latest.get(priors.lineage(basis, p)), now)
+        if abs(row["delta"]) >= LEDGER_LIMIT:
+            out_of_range.append(p)  # its amount fits; its change from the last one does not
+        else:
+            rows[(row["reconciliation_key"], row["contract_version"])] = row
+    if not rows:
         return {}
-    if KINDS[chunk.kind].delta_basis == "line_history":
-        priors = _priors_by_line_history(conn, chunk.kind, list(first.values()))
-    else:
-        priors = _priors_by_key_versions(conn, list(first))
     # Sorted so that concurrent chunks sharing keys lock them in the same order.
-    rows = {ident: _ledger_row(first[ident], chunk, priors[ident], now) for ident in sorted(first)}
+    ordered = [rows[ident] for ident in sorted(rows)]
     result = conn.execute(
         insert_ignoring_conflicts(conn, L).returning(
             L.c.id, L.c.reconciliation_key, L.c.contract_version
         ),
-        list(rows.values()),
+        ordered,
     )
     new = {}
     for r in result:
@@ -226,53 +176,22 @@ def _insert_ledger(
     return new
 
 
-def _text(value: str | None) -> str:
-    """A COPY text field: NULL, or the text with backslashes escaped (identifiers
-    and notes never hold control characters; validation refuses them)."""
-    if value is None:
-        return "\\N"
-    return value.replace("\\", "\\\\") if "\\" in value else value
-
-
-def _stage_text(settled: Sequence[PlannedLine]) -> str:
-    """Every settled line as a COPY row of ``settle_rows`` (bulk.STAGE_COLUMNS),
-    in order, flagged when it is its identity's first occurrence in the chunk."""
-    # A document's lines are consecutive: its fields are escaped once, not per line.
-    # Seen keys are kept per contract version, so no (key, version) tuple is kept
-    # per line (each one a GC-tracked object that makes the collector run sooner).
-    seen_by_version: dict[int, set[str]] = {}
-    seen: set[str] = set()
-    doc = None
-    middle = tail = ""
-    out: list[str] = []
-    append = out.append
-    for seq, p in enumerate(settled):
-        if p.document is not doc:
-            doc = p.document
-            version = doc.contract_version
-            seen = seen_by_version.setdefault(version, set())
-            middle = f"\t{version}\t{_text(doc.partition_key)}\t{_text(doc.document_id)}\t"
-            tail = f"\t{_text(doc.correlation_id)}\n"
-        s = p.settlement
-        assert s is not None
-        line = p.line
-        key = line.reconciliation_key
-        if key in seen:
-            first = "f"
-        else:
-            first = "t"
-            seen.add(key)
-        ref = line.line_ref
-        if "\\" in ref:
-            ref = _text(ref)
-        note = "\\N" if s.note is None else _text(s.note)
-        claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
-        # str(), not the f-string's format(): the same text for every Decimal, a third the cost.
-        amount = str(s.amount)
-        append(
-            f"{seq}\t{first}\t{key}{middle}{ref}\t{s.outcome}\t{note}\t{amount}\t{claimed}{tail}"
-        )
-    return "".join(out)
+def _insert_ledger(
+    conn: Connection,
+    chunk: ChunkRef,
+    settled: Sequence[PlannedLine],
+    now: dt.datetime,
+    out_of_range: list[PlannedLine],
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Insert the first occurrence of every identity, round by round (see
+    ``shared.db.priors``); return the rows that were new (with their ids). The
+    portable path: SQLite, line-history kinds, and chunks holding two versions
+    of one key."""
+    first = _first_occurrences(settled)
+    new: dict[tuple[str, int], dict[str, Any]] = {}
+    for lines in priors.rounds(KINDS[chunk.kind].delta_basis, list(first.values())):
+        new.update(_insert_round(conn, chunk, lines, now, out_of_range))
+    return new
 
 
 def _insert(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
@@ -331,6 +250,7 @@ def _dead_letter_row(
     partition_key: str,
     contract_version: int | None,
     line_ref: str | None,
+    line_index: int | None,
     reason: str,
     error_class: str,
     message: str,
@@ -346,6 +266,7 @@ def _dead_letter_row(
         "partition_key": partition_key,
         "document_id": document_id,
         "line_ref": line_ref,
+        "line_index": line_index,
         "reason": reason,
         "error_class": error_class,
         "message": message[:2000],
@@ -366,6 +287,7 @@ def _line_dead_letter(chunk: ChunkRef, p: PlannedLine, attempts: int, now: dt.da
         partition_key=p.document.partition_key,
         contract_version=p.document.contract_version,
         line_ref=p.line.line_ref,
+        line_index=p.index if p.index >= 0 else None,
         reason=p.reason or "",
         error_class="BusinessError",
         message=p.message,
@@ -385,7 +307,8 @@ def _document_dead_letter(
         document_id=d.document_id if d else f.document_id,
         partition_key=d.partition_key if d else f.partition_key,
         contract_version=d.contract_version if d else None,
-        line_ref=None,
+        line_ref=f.line_ref,
+        line_index=f.line_index,
         reason=f.reason,
         error_class=f.error_class,
         message=f.message,
@@ -420,23 +343,25 @@ def _settled_outcomes(
     describe: duplicates and noted lines (a posted or disputed line's outcome is
     its ledger row); without, the database already wrote them."""
     rows = []
-    for p, new in zip(settled, new_flags, strict=True):
-        s = p.settlement
-        assert s is not None
-        if new:
-            if s.outcome == "posted":
-                outcome.posted += 1
-                outcome.amount_posted += s.amount
+    # The chunk's sums, exact: the default 28 digits could round a large total.
+    with localcontext(EXACT_SUMS):
+        for p, new in zip(settled, new_flags, strict=True):
+            s = p.settlement
+            assert s is not None
+            if new:
+                if s.outcome == "posted":
+                    outcome.posted += 1
+                    outcome.amount_posted += s.amount
+                else:
+                    outcome.disputed += 1
+                    outcome.amount_disputed += s.claimed_amount or ZERO
+                if deltas is not None and s.note is not None:
+                    ident = (p.line.reconciliation_key, p.document.contract_version)
+                    rows.append(_outcome_row(chunk, p, s.outcome, deltas[ident], s.note))
             else:
-                outcome.disputed += 1
-                outcome.amount_disputed += s.claimed_amount or ZERO
-            if deltas is not None and s.note is not None:
-                ident = (p.line.reconciliation_key, p.document.contract_version)
-                rows.append(_outcome_row(chunk, p, s.outcome, deltas[ident], s.note))
-        else:
-            outcome.duplicate += 1
-            if deltas is not None:
-                rows.append(_outcome_row(chunk, p, "duplicate", None))
+                outcome.duplicate += 1
+                if deltas is not None:
+                    rows.append(_outcome_row(chunk, p, "duplicate", None))
     return rows
 
 
@@ -485,6 +410,50 @@ def _dead_letters(
     return rows
 
 
+def _lock_groups(kind: str, settled: Sequence[PlannedLine]) -> set[str]:
+    basis = KINDS[kind].delta_basis
+    groups: set[str] = set()
+    doc = None
+    for p in settled:
+        if basis == "line_history" or p.document is not doc:  # a document's lines are consecutive
+            doc = p.document
+            groups.add(priors.lock_group(basis, p))
+    return groups
+
+
+def _settle_in_bulk(
+    conn: Connection, chunk: ChunkRef, settled: list[PlannedLine], stage: str, now: dt.datetime
+) -> tuple[list[PlannedLine], list[bool], list[PlannedLine]]:
+    """PostgreSQL: ledger rows, outbox events and outcome rows in one statement.
+    Returns the lines it settled, whether each was new, and the lines whose delta
+    did not fit the ledger."""
+    duplicates, too_large = bulk.settle_lines(
+        conn,
+        stage,
+        kind=chunk.kind,
+        job_id=chunk.job_id,
+        chunk_id=chunk.chunk_id,
+        now=now,
+        limit=LEDGER_LIMIT,
+    )
+    if not too_large:
+        return settled, [seq not in duplicates for seq in range(len(settled))], []
+    kept = [p for seq, p in enumerate(settled) if seq not in too_large]
+    flags = [seq not in duplicates for seq in range(len(settled)) if seq not in too_large]
+    return kept, flags, [settled[seq] for seq in sorted(too_large)]
+
+
+def _stage_for_bulk(conn: Connection, kind: str, settled: list[PlannedLine]) -> str | None:
+    """The COPY text of a chunk the one PostgreSQL statement can settle, else None:
+    the portable path (SQLite, line-history kinds, a key under two versions)."""
+    if not settled or conn.dialect.name != "postgresql":
+        return None
+    if KINDS[kind].delta_basis != "key_versions":
+        return None
+    text, two_versions = bulk.staged(settled)
+    return None if two_versions else text
+
+
 def commit_plan(
     conn: Connection, chunk: ChunkRef, plan: ChunkPlan, attempts: int
 ) -> ChunkOutcome | None:
@@ -494,28 +463,26 @@ def commit_plan(
         return None
     settled = [p for p in plan.lines if p.settlement is not None]
     outcome = ChunkOutcome()
-    if (
-        settled
-        and conn.dialect.name == "postgresql"
-        and (KINDS[chunk.kind].delta_basis == "key_versions")
-    ):
-        # Ledger rows, outbox events and outcome rows in one statement.
-        duplicates = bulk.settle_lines(
-            conn,
-            _stage_text(settled),
-            kind=chunk.kind,
-            job_id=chunk.job_id,
-            chunk_id=chunk.chunk_id,
-            now=now,
-        )
-        flags = [seq not in duplicates for seq in range(len(settled))]
+    out_of_range: list[PlannedLine] = []
+    if settled:
+        # Before any prior is read: a concurrent chunk writing the same lineage
+        # commits first, and its rows are then read (READ COMMITTED).
+        priors.lock_lineages(conn, chunk.kind, _lock_groups(chunk.kind, settled))
+    stage = _stage_for_bulk(conn, chunk.kind, settled)
+    if stage is not None:
+        settled, flags, out_of_range = _settle_in_bulk(conn, chunk, settled, stage, now)
         rows = _settled_outcomes(chunk, settled, flags, outcome, None)
     else:
-        new = _insert_ledger(conn, chunk, settled, now)
+        new = _insert_ledger(conn, chunk, settled, now, out_of_range)
+        if out_of_range:
+            dropped = {id(p) for p in out_of_range}
+            settled = [p for p in settled if id(p) not in dropped]
         # An event id is its ledger row's identity, new exactly once: no conflicts.
         _insert(conn, tables.outbox, _events(new.values(), now))
         deltas = {k: v["delta"] for k, v in new.items()}
         rows = _settled_outcomes(chunk, settled, _first_new(settled, new), outcome, deltas)
+    if out_of_range:
+        plan = _with_dead_lettered(plan, out_of_range)
     rows += _dead_letters(conn, chunk, plan, attempts, now, outcome)
     if chunk.requeue is not None:
         # The requeued lines leave dead_lettered for the outcome they have now.
@@ -530,3 +497,16 @@ def commit_plan(
     _insert(conn, tables.line_outcomes, rows)
     _store_counts(conn, chunk, outcome)
     return outcome
+
+
+def _with_dead_lettered(plan: ChunkPlan, out_of_range: list[PlannedLine]) -> ChunkPlan:
+    """The plan's dead letters plus the lines whose delta cannot fit the ledger."""
+    message = "the change from the previous amount does not fit the ledger"
+    return ChunkPlan(
+        lines=[p for p in plan.lines if p.settlement is None]
+        + [
+            PlannedLine(p.document, p.line, None, "amount_out_of_range", message, p.index)
+            for p in out_of_range
+        ],
+        failed_documents=plan.failed_documents,
+    )

@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-from shared.db.types import BigId, money_column_type
+from shared.db.types import BigId, money_column_type, total_column_type
 
 metadata = MetaData(
     naming_convention={
@@ -108,8 +108,9 @@ chunk_results = Table(
     Column("disputed", Integer, nullable=False),
     Column("duplicate", Integer, nullable=False),
     Column("dead_lettered", Integer, nullable=False),
-    Column("amount_posted", money_column_type(), nullable=False),
-    Column("amount_disputed", money_column_type(), nullable=False),
+    # Sums of many ledger amounts: wider than the ledger column (see types.py).
+    Column("amount_posted", total_column_type(), nullable=False),
+    Column("amount_disputed", total_column_type(), nullable=False),
     Column("created_at", TS, nullable=False),
     Index(None, "job_id"),
     Index(None, "created_at"),  # throughput over time (dashboard)
@@ -197,6 +198,9 @@ dead_letters = Table(
     Column("last_failed_at", TS, nullable=False),
     Column("requeues", Integer, nullable=False, server_default="0"),
     Column("note", Text, nullable=True),
+    # A line-level dead letter's position among its document's lines: what its
+    # requeue re-runs (a document may repeat a line_ref). Null before 0011.
+    Column("line_index", Integer, nullable=True),
     Index(None, "job_id"),
     Index(None, "status", "reason"),
 )

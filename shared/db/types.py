@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 from sqlalchemy import BigInteger, Integer, Numeric, String, TypeDecorator
 from sqlalchemy.engine import Dialect
 
-SCALE = Decimal("0.0001")  # NUMERIC(20,4)
+SCALE = Decimal("0.0001")  # NUMERIC(20,4), and NUMERIC(38,4) for totals
+
+# Sums and totals are computed and stored in this context: the default one's 28
+# digits would round a large sum silently, or refuse to quantize it.
+EXACT_SUMS = Context(prec=60, rounding=ROUND_HALF_UP)
+
+# Totals (a chunk's, a job's): the sum of lines each below 10^16 (the ledger
+# column). A batch carries at most ``max_body_bytes`` lines (a line takes more
+# than one byte), so a total is below 10^16 * 2^28 < 10^25 at the 256 MiB
+# default: 34 integer digits keep room for bodies up to 10^18 bytes. A fixed
+# precision, not PostgreSQL's unbounded NUMERIC, keeps the scale at 4 places
+# and reads back the same on every backend.
+TOTAL_PRECISION = 38
 
 
 class DecimalText(TypeDecorator[Decimal]):
     """SQLite has no exact NUMERIC: store the decimal's text instead of a float,
     at the same scale as PostgreSQL's NUMERIC(20,4) so both read back alike."""
 
-    impl = String(40)
+    impl = String(40)  # a total's 38 digits, its sign and its point
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
-        return None if value is None else format(Decimal(value).quantize(SCALE, ROUND_HALF_UP), "f")
+        return None if value is None else format(EXACT_SUMS.quantize(Decimal(value), SCALE), "f")
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
         return None if value is None else Decimal(value)
@@ -28,6 +40,11 @@ class DecimalText(TypeDecorator[Decimal]):
 def money_column_type() -> Any:
     """``NUMERIC(20,4)`` (SPEC §8); text on SQLite."""
     return Numeric(20, 4, asdecimal=True).with_variant(DecimalText(), "sqlite")
+
+
+def total_column_type() -> Any:
+    """``NUMERIC(38,4)``, for sums of ledger amounts; text on SQLite."""
+    return Numeric(TOTAL_PRECISION, 4, asdecimal=True).with_variant(DecimalText(), "sqlite")
 
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY.

@@ -193,3 +193,47 @@ def test_a_jobs_priority_travels_from_the_fast_path_to_settlement(ctx, vendor):
         assert forwarded["job_id"] == job_id
     finally:
         connection.close()
+
+
+def _stored_with_a_repeated_line_no(ctx: WorkerContext, vendor: str) -> tuple[str, dict]:
+    """A stored chunk whose document repeats line_no 1, the poison line second: the
+    front door refuses that now (duplicate_line), a chunk stored before may hold it."""
+    lines = [promo_line(1, "8", "1.00", sku="SKU-A"), promo_line(2, "8", "1.00", sku="SKU-B")]
+    doc = promo_doc(vendor, lines)
+    job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, [doc])
+    doc["lines"][1] = promo_line(1, "8", "1.00", sku="SKU-B", tier="T9")
+    payload = json.dumps([doc]).encode()
+    return job_id, replace_stored_payload(ctx.engine, ctx.internal_key, message, payload)
+
+
+def _assert_counts_add_up(ctx: WorkerContext, job_id: str) -> None:
+    status = job_status(ctx.engine, job_id)
+    assert status is not None and status.lines == 2
+    assert status.outcomes == {"posted": 1, "disputed": 0, "duplicate": 0, "dead_lettered": 1}
+    assert len(list_lines(ctx.engine, job_id, outcome=None, after=None, limit=100)) == 2
+
+
+@pytest.mark.regression
+@pytest.mark.both_backends
+@pytest.mark.parametrize("stored", ["now", "before_line_index"])
+def test_requeue_reruns_only_the_dead_lettered_line_of_a_repeated_line_no(ctx, vendor, stored):
+    """Issue 12 item 5: each requeue re-ran both lines numbered 1, adding an outcome
+    the job does not have. A dead letter stored before its line's position was
+    recorded picks its line by line_ref and reconciliation key."""
+    job_id, message = _stored_with_a_repeated_line_no(ctx, vendor)
+    settle_chunk(ctx, message, 1)
+    _assert_counts_add_up(ctx, job_id)
+    for _ in range(3):
+        [letter] = [d for d in dead_letters(ctx.engine, job_id) if d.status == "dead"]
+        assert (letter.reason, letter.line_ref, letter.lines) == ("unknown_promo_tier", "1", 1)
+        if stored == "before_line_index":
+            with ctx.engine.begin() as conn:
+                conn.execute(
+                    tables.dead_letters.update()
+                    .where(tables.dead_letters.c.id == letter.id)
+                    .values(line_index=None)
+                )
+        assert settle_chunk(ctx, requeue(ctx, letter.id), 1) is not None
+        _assert_counts_add_up(ctx, job_id)
+    [row] = ledger_rows(ctx.engine, job_id)
+    assert row.line_ref == "1" and row.amount == 1

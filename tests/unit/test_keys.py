@@ -19,13 +19,13 @@ def _by_hand(text: str) -> str:
 
 def test_promo_key_recomputed_by_hand_from_the_spec_definition() -> None:
     # SPEC §5: line_item_hash = sha256("line_no|sku|store_id|transaction_date"),
-    # promo key = sha256("document_id|line_item_hash|promo_tier|period").
+    # promo key = sha256("partition_key|document_id|line_item_hash|promo_tier|period").
     line_item_hash = _by_hand("1|SKU-48213|STORE-7|2026-07-01")
-    expected = _by_hand(f"INV-2026-000123|{line_item_hash}|T2|2026-Q3")
+    expected = _by_hand(f"VENDOR-7|INV-2026-000123|{line_item_hash}|T2|2026-Q3")
 
     item = promo_line_item_hash(1, "SKU-48213", "STORE-7", "2026-07-01")
     assert item == line_item_hash
-    assert promo_key("INV-2026-000123", item, "T2", "2026-Q3") == expected
+    assert promo_key("VENDOR-7", "INV-2026-000123", item, "T2", "2026-Q3") == expected
 
 
 def test_missing_optional_fields_join_as_empty_strings() -> None:
@@ -42,7 +42,7 @@ def test_missing_optional_field_is_the_same_as_an_empty_one() -> None:
 
 def test_keys_are_lower_case_hex_sha256() -> None:
     item = promo_line_item_hash(1, "SKU", None, None)
-    key = promo_key("DOC", item, "T1", "2026-Q3")
+    key = promo_key("V", "DOC", item, "T1", "2026-Q3")
     assert HEX64.match(item)
     assert HEX64.match(key)
 
@@ -53,25 +53,28 @@ def test_sha256_hex_joins_fields_with_a_pipe_and_utf8() -> None:
 
 
 def test_key_is_deterministic() -> None:
-    first = promo_key("DOC", promo_line_item_hash(1, "SKU", "S1", "2026-01-01"), "T1", "P")
-    second = promo_key("DOC", promo_line_item_hash(1, "SKU", "S1", "2026-01-01"), "T1", "P")
+    first = promo_key("V", "DOC", promo_line_item_hash(1, "SKU", "S1", "2026-01-01"), "T1", "P")
+    second = promo_key("V", "DOC", promo_line_item_hash(1, "SKU", "S1", "2026-01-01"), "T1", "P")
     assert first == second
 
 
 def test_every_business_field_changes_the_key() -> None:
-    base = ("DOC", 1, "SKU", "S1", "2026-01-01", "T1", "2026-Q3")
+    base = ("V", "DOC", 1, "SKU", "S1", "2026-01-01", "T1", "2026-Q3")
 
-    def key(doc: str, line_no: int, sku: str, store: str, date: str, tier: str, period: str) -> str:
-        return promo_key(doc, promo_line_item_hash(line_no, sku, store, date), tier, period)
+    def key(*fields: object) -> str:
+        vendor, doc, line_no, sku, store, date, tier, period = fields
+        item = promo_line_item_hash(line_no, sku, store, date)  # type: ignore[arg-type]
+        return promo_key(vendor, doc, item, tier, period)  # type: ignore[arg-type]
 
     variants = [
-        ("DOC2", 1, "SKU", "S1", "2026-01-01", "T1", "2026-Q3"),
-        ("DOC", 2, "SKU", "S1", "2026-01-01", "T1", "2026-Q3"),
-        ("DOC", 1, "SKU2", "S1", "2026-01-01", "T1", "2026-Q3"),
-        ("DOC", 1, "SKU", "S2", "2026-01-01", "T1", "2026-Q3"),
-        ("DOC", 1, "SKU", "S1", "2026-01-02", "T1", "2026-Q3"),
-        ("DOC", 1, "SKU", "S1", "2026-01-01", "T2", "2026-Q3"),
-        ("DOC", 1, "SKU", "S1", "2026-01-01", "T1", "2026-Q4"),
+        ("V2", "DOC", 1, "SKU", "S1", "2026-01-01", "T1", "2026-Q3"),
+        ("V", "DOC2", 1, "SKU", "S1", "2026-01-01", "T1", "2026-Q3"),
+        ("V", "DOC", 2, "SKU", "S1", "2026-01-01", "T1", "2026-Q3"),
+        ("V", "DOC", 1, "SKU2", "S1", "2026-01-01", "T1", "2026-Q3"),
+        ("V", "DOC", 1, "SKU", "S2", "2026-01-01", "T1", "2026-Q3"),
+        ("V", "DOC", 1, "SKU", "S1", "2026-01-02", "T1", "2026-Q3"),
+        ("V", "DOC", 1, "SKU", "S1", "2026-01-01", "T2", "2026-Q3"),
+        ("V", "DOC", 1, "SKU", "S1", "2026-01-01", "T1", "2026-Q4"),
     ]
     keys = {key(*base)} | {key(*v) for v in variants}
     assert len(keys) == 1 + len(variants)
@@ -81,7 +84,7 @@ def test_the_amounts_are_not_part_of_the_identity() -> None:
     # Only immutable business fields go into the key; the claimed amount and units do not,
     # so a corrected re-send of the same line is recognised as the same identity.
     item = promo_line_item_hash(1, "SKU", None, None)
-    assert promo_key("DOC", item, "T1", "P") == _by_hand(f"DOC|{item}|T1|P")
+    assert promo_key("V", "DOC", item, "T1", "P") == _by_hand(f"V|DOC|{item}|T1|P")
 
 
 @given(
@@ -94,4 +97,4 @@ def test_the_amounts_are_not_part_of_the_identity() -> None:
 def test_spelled_out_promo_keys_equal_the_generic_join(line_no, sku, store, date, tier) -> None:
     item = promo_line_item_hash(line_no, sku, store, date)
     assert item == sha256_hex(line_no, sku, store, date)
-    assert promo_key(sku, item, tier, "P") == sha256_hex(sku, item, tier, "P")
+    assert promo_key(tier, sku, item, tier, "P") == sha256_hex(tier, sku, item, tier, "P")

@@ -217,12 +217,12 @@ def test_lines_carry_document_line_ref_claim_and_the_spec_key() -> None:
     assert first.claimed_amount == Decimal("16.65")
     assert first.raw.sku == "SKU-48213"
     item1 = _sha("1|SKU-48213||")
-    assert first.reconciliation_key == _sha(f"INV-2026-000123|{item1}|T2|2026-Q3")
+    assert first.reconciliation_key == _sha(f"VENDOR-0042|INV-2026-000123|{item1}|T2|2026-Q3")
 
     assert second.line_ref == "2"
     assert second.claimed_amount == Decimal("1.25")
     item2 = _sha("2|SKU-2|ST-9|2026-07-01")
-    assert second.reconciliation_key == _sha(f"INV-2026-000123|{item2}|T1|2026-Q3")
+    assert second.reconciliation_key == _sha(f"VENDOR-0042|INV-2026-000123|{item2}|T1|2026-Q3")
     assert KIND.line_count(doc) == 2
 
 

@@ -259,6 +259,7 @@ def test_out_of_range_written_out_in_full_is_out_of_range_too(places: int) -> No
 def promo_fields() -> Any:
     return st.fixed_dictionaries(
         {
+            "partition_key": identifiers,
             "document_id": identifiers,
             "period": identifiers,
             "line_no": st.integers(1, 2**31 - 1),
@@ -276,7 +277,7 @@ def promo_key_of(fields: dict[str, Any], **other: Any) -> str:
     line = {k: v for k, v in line.items() if v is not None} | other.pop("line", {})
     document = {
         "document_id": fields["document_id"],
-        "partition_key": "VENDOR-0042",
+        "partition_key": fields["partition_key"],
         "contract_version": 7,
         "period": fields["period"],
         "lines": [line],
@@ -384,7 +385,8 @@ def separator_ids_are_refused(ids: tuple[str, str, str, int]) -> bool:
         except ValidationError:
             continue
         return False
-    line = {"document_id": c, "period": "2026-Q3", "line_no": n, "promo_tier": "T1"}
+    line = {"partition_key": "V", "document_id": c, "period": "2026-Q3", "line_no": n}
+    line |= {"promo_tier": "T1"}
     line |= {"transaction_date": None}
     try:
         promo_key_of(line | {"sku": f"{a}|{b}", "store_id": None})

@@ -14,7 +14,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.db.ledger import _stage_text
+from shared.db.bulk import stage_text as _stage_text
 from shared.dedup import ClaimStore
 from shared.kinds.base import Document, Line, Settlement
 from shared.settlement import ChunkPlan, PlannedLine

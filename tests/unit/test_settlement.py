@@ -5,7 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from shared.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument
+from shared.requeued_lines import restrict_to_line
 from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine, plan_chunk, plan_failure
 
 KIND = PromoAccrual()
@@ -188,3 +191,37 @@ def test_same_identity_under_two_contract_versions_claims_both_pairs() -> None:
     plan = plan_chunk(KIND, [_doc("D1", version=8), _doc("D1", version=7)], contracts)
     [line] = KIND.lines(_doc("D1"))
     assert plan.claim_keys() == [(line.reconciliation_key, 7), (line.reconciliation_key, 8)]
+
+
+def _repeated_line_no() -> PromoDocument:
+    """Line 1 twice (the front door refuses it now; a stored chunk may hold it):
+    the first settles, the second has an unknown tier."""
+    doc = _doc("INV-R", _line(1), _line(2, tier="T9"))
+    second = doc.lines[1].model_copy(update={"line_no": 1})
+    return doc.model_copy(update={"lines": [doc.lines[0], second]})
+
+
+@pytest.mark.regression
+def test_a_requeued_line_is_that_one_line_even_when_its_line_no_repeats() -> None:
+    plan = plan_chunk(KIND, [_repeated_line_no()], CONTRACTS)
+    assert [(p.line.line_ref, p.reason, p.index) for p in plan.lines] == [
+        ("1", None, 0),
+        ("1", "unknown_promo_tier", 1),
+    ]
+    [only] = restrict_to_line(plan, "1", 1).lines
+    assert only is plan.lines[1]
+    # Stored before positions were: picked by line_ref and reconciliation key.
+    key = plan.lines[1].line.reconciliation_key
+    [by_key] = restrict_to_line(plan, "1", None, key).lines
+    assert by_key is plan.lines[1]
+    # Never more than one line, and never a line the position does not name.
+    assert len(restrict_to_line(plan, "1").lines) == 1
+    assert restrict_to_line(plan, "2", 1).lines == []
+
+
+@pytest.mark.regression
+def test_a_requeued_line_failing_at_document_level_stays_one_line() -> None:
+    plan = plan_failure(KIND, [_repeated_line_no()], "retries_exhausted", "TransientError", "x")
+    [failure] = restrict_to_line(plan, "1", 1).failed_documents
+    assert (failure.covered, failure.line_ref, failure.line_index) == (1, "1", 1)
+    assert failure.lines == [plan.failed_documents[0].lines[1]]
