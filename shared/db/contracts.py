@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Engine, select, tuple_
 from shared.db import tables
 from shared.db.dead_letters import audit
 from shared.db.dialect import insert_ignoring_conflicts
+from shared.db.priors import lock_partition_for_repricing
 
 t = tables.contracts
 
@@ -40,6 +41,8 @@ def put_contract(
     text = canonical_body(body)
     digest = hashlib.sha256(text.encode()).hexdigest()
     with engine.begin() as conn:
+        if version > 1:
+            lock_partition_for_repricing(conn, kind, partition_key)
         inserted = conn.execute(
             insert_ignoring_conflicts(conn, t)
             .values(

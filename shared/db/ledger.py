@@ -410,14 +410,24 @@ def _dead_letters(
     return rows
 
 
-def _lock_groups(kind: str, settled: Sequence[PlannedLine]) -> set[str]:
+def _lock_groups(conn: Connection, kind: str, settled: Sequence[PlannedLine]) -> set[str]:
+    """The lineages this unit must lock before reading priors. A promo or freight
+    document at version 1 in a partition never re-priced has no lineage to
+    share with a concurrent chunk, so the common case locks nothing: two
+    workers settling first versions never wait on each other."""
     basis = KINDS[kind].delta_basis
     groups: set[str] = set()
     doc = None
-    for p in settled:
-        if basis == "line_history" or p.document is not doc:  # a document's lines are consecutive
-            doc = p.document
+    if basis == "line_history":
+        for p in settled:
             groups.add(priors.lock_group(basis, p))
+        return groups
+    repriced = priors.repriced_partitions(conn, kind, {p.document.partition_key for p in settled})
+    for p in settled:
+        if p.document is not doc:  # a document's lines are consecutive
+            doc = p.document
+            if doc.contract_version > 1 or doc.partition_key in repriced:
+                groups.add(priors.lock_group(basis, p))
     return groups
 
 
@@ -467,7 +477,7 @@ def commit_plan(
     if settled:
         # Before any prior is read: a concurrent chunk writing the same lineage
         # commits first, and its rows are then read (READ COMMITTED).
-        priors.lock_lineages(conn, chunk.kind, _lock_groups(chunk.kind, settled))
+        priors.lock_lineages(conn, chunk.kind, _lock_groups(conn, chunk.kind, settled))
     stage = _stage_for_bulk(conn, chunk.kind, settled)
     if stage is not None:
         settled, flags, out_of_range = _settle_in_bulk(conn, chunk, settled, stage, now)

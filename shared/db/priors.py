@@ -8,7 +8,10 @@ latest row of its lineage committed before it, including one written earlier
 in the same transaction: so a chunk inserts its rows in *rounds*, the n-th
 round holding each lineage's n-th new row, and every round reads the rows the
 rounds before it wrote. On PostgreSQL, chunks sharing a lineage take the same
-transaction lock before reading, so ids follow commit order within a lineage.
+transaction lock before reading, so ids follow commit order within a lineage;
+a promo or freight chunk locks only the documents that can have a lineage
+(a version above 1, or a partition re-priced), so first versions settle in
+parallel, and publishing a version above 1 waits for those (``repriced_partitions``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,50 @@ def lock_ids(kind: str, groups: set[str]) -> list[int]:
         buckets.add(int.from_bytes(digest[:4], "big") % LOCK_BUCKETS)
     # The high half names settleq's lineage locks; the low half a bucket.
     return sorted((0x5E771E << 32) | b for b in buckets)
+
+
+def _partition_lock_id(kind: str, partition_key: str) -> int:
+    digest = hashlib.sha256(f"{kind}|{partition_key}".encode()).digest()
+    # Its own high half: never one of the lineage buckets.
+    return (0x5E771F << 32) | int.from_bytes(digest[:4], "big")
+
+
+def repriced_partitions(conn: Connection, kind: str, partitions: set[str]) -> set[str]:
+    """Of ``partitions``, those with a contract above version 1: only there can a
+    promo or freight line have an earlier row of its key (a version's rows exist
+    only once its contract does, and contracts are never deleted).
+
+    On PostgreSQL it first takes a shared lock on each partition, held until
+    commit: publishing a version above 1 takes the same lock exclusively
+    (``lock_partition_for_repricing``), so it waits for every transaction that
+    found the partition not re-priced, and every later one finds it re-priced."""
+    if not partitions:
+        return set()
+    if conn.dialect.name == "postgresql":
+        ids = sorted({_partition_lock_id(kind, p) for p in partitions})
+        conn.execute(
+            text(
+                "SELECT count(pg_advisory_xact_lock_shared(k))"
+                " FROM unnest(CAST(:ks AS bigint[])) AS k"
+            ),
+            {"ks": ids},
+        )
+    c = tables.contracts
+    rows = conn.execute(
+        select(c.c.partition_key)
+        .distinct()
+        .where(c.c.kind == kind, c.c.version > 1, c.c.partition_key.in_(sorted(partitions)))
+    )
+    return {r.partition_key for r in rows}
+
+
+def lock_partition_for_repricing(conn: Connection, kind: str, partition_key: str) -> None:
+    """Publishing a contract above version 1 waits here for the settlements that
+    found the partition not re-priced and so took no lineage locks."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:k)"), {"k": _partition_lock_id(kind, partition_key)}
+        )
 
 
 def lock_lineages(conn: Connection, kind: str, groups: set[str]) -> None:

@@ -216,3 +216,32 @@ def test_two_versions_of_a_freight_invoice_in_one_batch_chain(ctx):
         (2, Decimal("250.00")),
     ]
     assert_chained(rows)
+
+
+def test_publishing_a_new_version_waits_for_settlements_that_found_no_repricing(ctx):
+    """A chunk at version 1 in a partition never re-priced takes no lineage lock
+    (so two workers settling first versions never wait on each other). That is
+    safe only because publishing version 2 waits for such a transaction: else a
+    v2 row could commit beside an uncommitted v1 row, miss it, and both would
+    carry their full amount as delta."""
+    if ctx.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite runs one writer at a time: there is no concurrent settlement")
+    from shared.db.priors import repriced_partitions
+
+    vendor = promo_vendor(ctx, versions=(1,))
+    published = threading.Event()
+
+    def publish_v2() -> None:
+        body = {"tier_rates": {"T1": RATES[2]}, "tolerance": "100.00"}
+        put_contract(ctx.engine, "promo_accrual", vendor, 2, body)
+        published.set()
+
+    with ctx.engine.begin() as settling:
+        assert repriced_partitions(settling, "promo_accrual", {vendor}) == set()
+        publisher = threading.Thread(target=publish_v2)
+        publisher.start()
+        assert not published.wait(0.5), "v2 was published beside an open v1 settlement"
+    publisher.join(timeout=10)
+    assert published.is_set()
+    with ctx.engine.begin() as later:
+        assert repriced_partitions(later, "promo_accrual", {vendor}) == {vendor}
