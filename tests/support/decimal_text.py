@@ -60,12 +60,14 @@ def not_quite_decimals() -> Any:
 
 def exact_value(text: str) -> Decimal | None:
     """The value ``text`` writes, or None when it is not a plain decimal. An
-    exponent too big for Decimal (beyond 10**18) is only ever zero or out of
-    range; its value is reported as zero or as 10**99 accordingly."""
+    exponent of more than 15 digits is only ever zero or out of range, and
+    near 10**18 too big for Decimal itself (its Emax, with the digits' own
+    shift, is exceeded: ``100e999999999999999998`` raises); its value is
+    reported as zero or as 10**99 accordingly."""
     if not GRAMMAR.fullmatch(text):
         return None
     mantissa, _, exponent = text.lower().partition("e")
-    if len(exponent.lstrip("+-").lstrip("0")) > 18:
+    if len(exponent.lstrip("+-").lstrip("0")) > 15:
         return Decimal(0) if set(mantissa) <= set("-0.") else Decimal("1e99")
     return Decimal(text)
 

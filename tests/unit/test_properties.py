@@ -13,7 +13,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import example, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 from pydantic import TypeAdapter, ValidationError
@@ -194,6 +194,7 @@ SENT_DIGITS = pytest.mark.regression(
 @PLACES
 @ANY_LENGTH
 @given(text=st.one_of(decimal_texts(), not_quite_decimals()))
+@example(text="100e999999999999999998")  # past Decimal's own exponent limit
 def test_decimal_text_of_any_length_is_kept_exactly_or_refused_with_its_code(
     places: int, text: str
 ) -> None:
