@@ -224,10 +224,35 @@ def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> No
     settings = Settings()
     if settings.database_url.startswith("sqlite"):
         _migrate(settings)  # the embedded default needs no separate step
+    else:
+        _check_database(settings)
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
         code = _supervise(settings, stack_children(settings, port), counts)
     raise typer.Exit(code)
+
+
+def _check_database(settings: Settings) -> None:
+    """Refuse to start, in one line, a stack whose database is unreachable or
+    not migrated: every child would die on it, be restarted and die again
+    until the supervisor gave up, each time with a traceback."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from shared.db.engine import make_engine
+    from shared.db.migrate import unmigrated
+
+    engine = make_engine(settings.database_url)
+    try:
+        problem = unmigrated(engine, settings.database_url)
+    except SQLAlchemyError as exc:
+        # The driver's own first line (it names the host and database, never a password).
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        problem = f"cannot reach the database (SETTLEQ_DATABASE_URL): {reason}"
+    finally:
+        engine.dispose()
+    if problem is not None:
+        typer.echo(f"settleq up: {problem}", err=True)
+        raise typer.Exit(1)
 
 
 # The client commands, in the order `settleq --help` lists them.

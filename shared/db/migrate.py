@@ -7,7 +7,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, select
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect, select, text
 
 from shared.db import tables
 from shared.logs import mask
@@ -25,6 +26,21 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str) -> None:
     command.upgrade(alembic_config(url), "head")
+
+
+def unmigrated(engine: Engine, url: str) -> str | None:
+    """Why this database cannot serve the stack yet (not at the latest
+    migration), or None. Raises SQLAlchemy's errors when it cannot be reached."""
+    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    with engine.connect() as conn:
+        # Read directly: alembic's MigrationContext logs two info lines per look.
+        current = None
+        if inspect(conn).has_table("alembic_version"):
+            current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    if current == head:
+        return None
+    at = f"is at migration {current}" if current else "has never been migrated"
+    return f"the database {at}, the code needs {head}: run `settleq migrate`"
 
 
 def ensure_internal_key(engine: Engine) -> None:

@@ -24,7 +24,14 @@ from shared.db.engine import make_engine
 from shared.logs import STAGE_FIELDS
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid
-from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET, isolated_sqlite_env
+from tests.support.infra import (
+    PG_HOST,
+    PRODUCER_ID,
+    PRODUCER_SECRET,
+    create_database,
+    drop_database,
+    isolated_sqlite_env,
+)
 from tests.support.ledger import ledger_rows
 from tests.support.stack import ROOT, Stack, free_port, log_events
 
@@ -185,3 +192,38 @@ def test_demo_starts_a_stack_and_ends_with_an_outcome_table_per_kind(tmp_path: P
         assert re.search(rf"job [0-9a-f]{{32}} \({kind}\): completed", out), out
     assert [row[0] for row in table_rows(out)] == ["lines", "40"] * 3
     assert (tmp_path / "settleq.db").is_file() and (tmp_path / "settleq-demo.log").is_file()
+
+
+@pytest.mark.regression
+@pytest.mark.parametrize("database", ["missing", "unmigrated"])
+def test_up_on_a_database_it_cannot_use_says_so_in_one_line_and_exits_1(
+    database: str, tmp_path: Path
+) -> None:
+    """Supervision made this worse before it made it better: every child died on
+    the database, was restarted and died again, thousands of traceback lines,
+    then exit 1. ``up`` now checks the database first."""
+    name = f"settleq_up_{database}_{uid('')[:8]}".lower()
+    if database == "unmigrated":
+        create_database(name)
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SETTLEQ_")}
+        env["SETTLEQ_DATABASE_URL"] = f"postgresql://postgres@{PG_HOST}:5432/{name}"
+        env["PYTHONPATH"] = str(ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "services.cli", "up", "--port", str(free_port())],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        if database == "unmigrated":
+            drop_database(name)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("settleq up: "), output
+    expected = "cannot reach the database" if database == "missing" else "run `settleq migrate`"
+    assert expected in lines[0], output
