@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.infra import ServiceEnv, isolated_env
+from tests.support.infra import PREFIXES, ServiceEnv, isolated_env, leftover_broker_objects
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,3 +29,17 @@ def test_env() -> Iterator[ServiceEnv]:
     """A PostgreSQL database, queue prefix and Redis prefix for this test run."""
     with isolated_env("s") as env:
         yield env
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a test left a queue or exchange behind on the broker
+    (like its databases and Redis keys, each is deleted when its test ends)."""
+    if not PREFIXES:
+        return
+    left = leftover_broker_objects(PREFIXES)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"tests left broker objects behind: {', '.join(left)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -88,15 +89,48 @@ def queue_names(prefix: str) -> list[str]:
     return names
 
 
+# Every queue prefix this run handed out: at the end of the session nothing
+# named under one may be left on the broker (tests/conftest.py checks).
+PREFIXES: set[str] = set()
+# The consumer queues tests bind to a stack's events exchange.
+CONSUMER_QUEUES = ("test-consumer", "chaos-consumer")
+
+
+def new_prefix() -> str:
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    PREFIXES.add(prefix)
+    return prefix
+
+
 def delete_queues(prefix: str) -> None:
+    """Delete what a stack under ``prefix`` declares (its queues and events
+    exchange) and the consumer queues tests bind to it."""
     connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
     try:
-        for name in queue_names(prefix):
+        for name in [*queue_names(prefix), *(f"{prefix}.{q}" for q in CONSUMER_QUEUES)]:
             channel = connection.channel()
             channel.queue_delete(queue=name)
             channel.close()
+        channel = connection.channel()
+        channel.exchange_delete(exchange=f"{prefix}.events")
+        channel.close()
     finally:
         connection.close()
+
+
+def leftover_broker_objects(prefixes: Collection[str]) -> list[str]:
+    """Queues and exchanges on the broker named under one of ``prefixes``."""
+    found = []
+    for what in ("list_queues", "list_exchanges"):
+        listing = subprocess.run(
+            ["rabbitmqctl", "-q", what, "name"], capture_output=True, text=True, timeout=60
+        )
+        found += [
+            f"{what.removeprefix('list_')[:-1]} {name}"
+            for name in listing.stdout.split()
+            if name.split(".", 1)[0] in prefixes
+        ]
+    return sorted(found)
 
 
 def queue_depth(prefix: str, family: str) -> int:
@@ -174,10 +208,9 @@ class ServiceEnv:
 @contextmanager
 def isolated_env(tag: str) -> Iterator[ServiceEnv]:
     check_services()
-    suffix = uuid.uuid4().hex[:10]
-    db_name = f"settleq_test_{tag}_{suffix}"
+    prefix = new_prefix()
+    db_name = f"settleq_test_{tag}_{prefix[1:]}"
     url = create_database(db_name)
-    prefix = f"t{suffix}"
     try:
         migrate(url)
         yield ServiceEnv(database_url=url, queue_prefix=prefix)
@@ -192,7 +225,7 @@ def isolated_sqlite_env(directory: Path) -> Iterator[ServiceEnv]:
     """Like ``isolated_env``, with the ledger the SQLite file ``directory/settleq.db``
     (not created: the default ``sqlite:///./settleq.db`` of a process run there)."""
     check_services()
-    prefix = f"t{uuid.uuid4().hex[:10]}"
+    prefix = new_prefix()
     try:
         yield ServiceEnv(database_url=f"sqlite:///{directory / 'settleq.db'}", queue_prefix=prefix)
     finally:

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from tests.support.infra import ServiceEnv, check_services, delete_queues, migrate
+from tests.support.infra import ServiceEnv, check_services, delete_queues, migrate, new_prefix
 from tests.support.stack import free_port
 
 
@@ -159,9 +158,9 @@ def private_env(tag: str) -> Iterator[PrivateServices]:
     """Like ``infra.isolated_env``, on a private PostgreSQL cluster and Redis
     server (RabbitMQ: the machine's, under a queue prefix of its own)."""
     check_services()
-    suffix = uuid.uuid4().hex[:10]
+    prefix = new_prefix()
+    suffix = prefix[1:]
     postgres, server = PrivatePostgres(), PrivateRedis()
-    prefix = f"t{suffix}"
     try:
         postgres.init()
         server.start()
