@@ -8,12 +8,10 @@ is undone and the caller gets 503.
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
 from services.api.context import ApiContext
 from shared.broker import enqueue
 from shared.db import dead_letters as dl_db
-from shared.db import tables
+from shared.db.jobs import chunk_digest
 from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
 
 
@@ -23,9 +21,7 @@ def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:
         marked = dl_db.mark_requeued(conn, dead_letter_id)
         if marked is None:
             return False
-        digest = conn.execute(
-            select(tables.chunks.c.payload_sha256).where(tables.chunks.c.id == marked.chunk_id)
-        ).scalar_one()
+        digest = chunk_digest(conn, marked.chunk_id)
         dl_db.audit(
             conn,
             actor,

@@ -185,8 +185,15 @@ def _digest_ok(ctx: WorkerContext, unit: Unit, attempt: int) -> bool:
     if hashlib.sha256(unit.chunk_payload).hexdigest() == unit.message.payload_sha256:
         return True
     reason, message = "signature_mismatch", "chunk payload does not match its digest"
-    _record(ctx, unit.ref, unreadable(unit.payload, unit.ref.lines, reason, message), attempt)
+    _dead_letter_whole(ctx, unit, reason, message, attempt)
     return False
+
+
+def _dead_letter_whole(
+    ctx: WorkerContext, unit: Unit, reason: str, message: str, attempt: int
+) -> None:
+    """Record every line of a unit that cannot be read (or trusted) as one dead letter."""
+    _record(ctx, unit.ref, unreadable(unit.payload, unit.ref.lines, reason, message), attempt)
 
 
 class _Envelope(msgspec.Struct):
@@ -214,9 +221,7 @@ def _decode(
             raise StructuralError("schema_invalid", f"unknown kind {unit.ref.kind!r}")
         decoded = decode_chunk(kind, adapter, unit.payload, unit.ref.lines)
     except StructuralError as exc:
-        _record(
-            ctx, unit.ref, unreadable(unit.payload, unit.ref.lines, exc.reason, str(exc)), attempt
-        )
+        _dead_letter_whole(ctx, unit, exc.reason, str(exc), attempt)
         return None
     # A document that came without a correlation id gets one derived from the job
     # and document, the same on every retry, requeue and event.

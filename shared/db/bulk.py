@@ -76,14 +76,6 @@ STAGE_COLUMNS = (
 )
 
 
-def _text(value: str | None) -> str:
-    """A COPY text field: NULL, or the text with backslashes escaped (identifiers
-    and notes never hold control characters; validation refuses them)."""
-    if value is None:
-        return "\\N"
-    return value.replace("\\", "\\\\") if "\\" in value else value
-
-
 def stage_text(settled: Sequence[PlannedLine]) -> str:
     """Every settled line as a COPY row of ``settle_rows`` (bulk.STAGE_COLUMNS),
     in order, flagged when it is its identity's first occurrence in the chunk."""
@@ -107,8 +99,8 @@ def staged(settled: Sequence[PlannedLine]) -> tuple[str, bool]:
             doc = p.document
             version = doc.contract_version
             seen = seen_by_version.setdefault(version, set())
-            middle = f"\t{version}\t{_text(doc.partition_key)}\t{_text(doc.document_id)}\t"
-            tail = f"\t{_text(doc.correlation_id)}\n"
+            middle = f"\t{version}\t{_field(doc.partition_key)}\t{_field(doc.document_id)}\t"
+            tail = f"\t{_field(doc.correlation_id)}\n"
         s = p.settlement
         assert s is not None
         line = p.line
@@ -120,8 +112,8 @@ def staged(settled: Sequence[PlannedLine]) -> tuple[str, bool]:
             seen.add(key)
         ref = line.line_ref
         if "\\" in ref:
-            ref = _text(ref)
-        note = "\\N" if s.note is None else _text(s.note)
+            ref = _field(ref)
+        note = "\\N" if s.note is None else _field(s.note)  # per line: no call for the usual None
         claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
         # str(), not the f-string's format(): the same text for every Decimal, a third the cost.
         amount = str(s.amount)

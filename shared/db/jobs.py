@@ -189,6 +189,11 @@ _LOAD_CHUNK_BINARY = (
 )
 
 
+def chunk_digest(conn: Connection, chunk_id: str) -> str:
+    """The SHA-256 the front door signed of a stored chunk's bytes."""
+    return str(conn.execute(select(C.c.payload_sha256).where(C.c.id == chunk_id)).scalar_one())
+
+
 def load_chunk(conn: Connection, chunk_id: str) -> StoredChunk | None:
     if conn.dialect.name == "postgresql":
         dbapi = conn.connection.dbapi_connection
