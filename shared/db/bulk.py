@@ -155,15 +155,7 @@ CREATE TEMP TABLE IF NOT EXISTS settle_rows (
 # inserted. It returns the stage positions of the duplicates (false) and of
 # the rows whose delta does not fit (true).
 _SETTLE = """
-WITH repriced AS (
-    -- The chunk's partitions with a contract version above 1. Only there can a
-    -- version-1 line have an earlier row (a later version committed first):
-    -- a version's rows exist only once its contract does, and contracts are
-    -- never deleted. Elsewhere a version-1 line skips the prior probe (most lines).
-    SELECT DISTINCT c.partition_key FROM contracts c
-    WHERE c.kind = %(kind)s AND c.version > 1
-      AND c.partition_key IN (SELECT DISTINCT partition_key FROM settle_rows)
-), ins AS (
+WITH ins AS (
     INSERT INTO ledger_entries (
         reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
         job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
@@ -173,11 +165,13 @@ WITH repriced AS (
            u.delta, u.supersedes_id, u.correlation_id, %(now)s
     FROM (
         -- No earlier row can exist: delta is the amount (which fits: planning checked).
-        -- Kept apart so these lines pay for no probe at all, not even its setup.
+        -- repriced: the chunk's partitions with a contract above version 1
+        -- (priors.repriced_partitions); only there can a version-1 line have an
+        -- earlier row. Kept apart so these lines pay for no probe, not even its setup.
         SELECT s.*, s.amount AS delta, NULL::bigint AS supersedes_id
         FROM settle_rows s
         WHERE s.first AND s.contract_version = 1
-          AND s.partition_key NOT IN (SELECT partition_key FROM repriced)
+          AND s.partition_key <> ALL(CAST(%(repriced)s AS text[]))
         UNION ALL
         SELECT s.*, s.amount - COALESCE(p.amount, 0), p.id
         FROM settle_rows s
@@ -188,7 +182,7 @@ WITH repriced AS (
             ORDER BY l.id DESC LIMIT 1
         ) p ON true
         WHERE s.first
-          AND (s.contract_version > 1 OR s.partition_key IN (SELECT partition_key FROM repriced))
+          AND (s.contract_version > 1 OR s.partition_key = ANY(CAST(%(repriced)s AS text[])))
           AND abs(s.amount - COALESCE(p.amount, 0)) < %(limit)s
     ) u
     ORDER BY u.reconciliation_key, u.contract_version
@@ -257,6 +251,7 @@ def settle_lines(
     chunk_id: str,
     now: dt.datetime,
     limit: Decimal,
+    repriced: set[str],
 ) -> tuple[set[int], set[int]]:
     """Stage a chunk's settled lines and settle them in one statement; the stage
     positions (``seq``) of the lines that are duplicates, and of those whose
@@ -275,7 +270,7 @@ def settle_lines(
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         params = {"kind": kind, "job_id": job_id, "chunk_id": chunk_id, "now": now}
-        cursor.execute(_SETTLE, {**params, "limit": limit})
+        cursor.execute(_SETTLE, {**params, "limit": limit, "repriced": sorted(repriced)})
         duplicates: set[int] = set()
         too_large: set[int] = set()
         for seq, out_of_range in cursor.fetchall():

@@ -410,19 +410,25 @@ def _dead_letters(
     return rows
 
 
-def _lock_groups(conn: Connection, kind: str, settled: Sequence[PlannedLine]) -> set[str]:
+def _repriced(conn: Connection, kind: str, settled: Sequence[PlannedLine]) -> set[str]:
+    """The unit's partitions with a contract above version 1 (promo, freight),
+    read once: they decide both the lineage locks and which lines the settle
+    statement probes for an earlier row."""
+    if not settled or KINDS[kind].delta_basis != "key_versions":
+        return set()
+    return priors.repriced_partitions(conn, kind, {p.document.partition_key for p in settled})
+
+
+def _lock_groups(kind: str, settled: Sequence[PlannedLine], repriced: set[str]) -> set[str]:
     """The lineages this unit must lock before reading priors. A promo or freight
     document at version 1 in a partition never re-priced has no lineage to
     share with a concurrent chunk, so the common case locks nothing: two
     workers settling first versions never wait on each other."""
     basis = KINDS[kind].delta_basis
+    if basis == "line_history":
+        return {priors.lock_group(basis, p) for p in settled}
     groups: set[str] = set()
     doc = None
-    if basis == "line_history":
-        for p in settled:
-            groups.add(priors.lock_group(basis, p))
-        return groups
-    repriced = priors.repriced_partitions(conn, kind, {p.document.partition_key for p in settled})
     for p in settled:
         if p.document is not doc:  # a document's lines are consecutive
             doc = p.document
@@ -432,7 +438,12 @@ def _lock_groups(conn: Connection, kind: str, settled: Sequence[PlannedLine]) ->
 
 
 def _settle_in_bulk(
-    conn: Connection, chunk: ChunkRef, settled: list[PlannedLine], stage: str, now: dt.datetime
+    conn: Connection,
+    chunk: ChunkRef,
+    settled: list[PlannedLine],
+    stage: str,
+    now: dt.datetime,
+    repriced: set[str],
 ) -> tuple[list[PlannedLine], list[bool], list[PlannedLine]]:
     """PostgreSQL: ledger rows, outbox events and outcome rows in one statement.
     Returns the lines it settled, whether each was new, and the lines whose delta
@@ -445,6 +456,7 @@ def _settle_in_bulk(
         chunk_id=chunk.chunk_id,
         now=now,
         limit=LEDGER_LIMIT,
+        repriced=repriced,
     )
     if not too_large:
         return settled, [seq not in duplicates for seq in range(len(settled))], []
@@ -474,13 +486,14 @@ def commit_plan(
     settled = [p for p in plan.lines if p.settlement is not None]
     outcome = ChunkOutcome()
     out_of_range: list[PlannedLine] = []
+    repriced = _repriced(conn, chunk.kind, settled)
     if settled:
         # Before any prior is read: a concurrent chunk writing the same lineage
         # commits first, and its rows are then read (READ COMMITTED).
-        priors.lock_lineages(conn, chunk.kind, _lock_groups(conn, chunk.kind, settled))
+        priors.lock_lineages(conn, chunk.kind, _lock_groups(chunk.kind, settled, repriced))
     stage = _stage_for_bulk(conn, chunk.kind, settled)
     if stage is not None:
-        settled, flags, out_of_range = _settle_in_bulk(conn, chunk, settled, stage, now)
+        settled, flags, out_of_range = _settle_in_bulk(conn, chunk, settled, stage, now, repriced)
         rows = _settled_outcomes(chunk, settled, flags, outcome, None)
     else:
         new = _insert_ledger(conn, chunk, settled, now, out_of_range)
