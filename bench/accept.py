@@ -39,7 +39,7 @@ from services.api.app import create_app
 from services.api.context import ApiContext
 from services.api.ingest import NDJSON, Ingest
 from services.api.submission import submit
-from shared.signing import StreamingVerifier, sign_request
+from shared.domain.signing import StreamingVerifier, sign_request
 from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET, ServiceEnv, isolated_env
 from tests.support.stack import Stack
 from tests.support.workload import generate, ndjson

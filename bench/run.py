@@ -29,8 +29,8 @@ import httpx
 import redis
 from sqlalchemy import func, select
 
-from shared.db import tables
-from shared.db.engine import make_engine
+from shared.adapters.db import tables
+from shared.adapters.db.engine import make_engine
 from tests.support.infra import REDIS_URL, isolated_env
 from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Expectation, generate, ndjson
@@ -274,7 +274,7 @@ def main() -> int:
 
 
 def _signed(stack: Stack, body: bytes) -> dict[str, str]:
-    from shared.signing import sign_request
+    from shared.domain.signing import sign_request
     from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET
 
     return {

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from sqlalchemy import Engine, func, select
 
 from bench.run import service_cpu
+from services.relay.relay import Relay
 from services.worker import stages
 from services.worker.actors import build_broker
 from services.worker.context import make_context
-from services.worker.relay import Relay
-from shared.db import tables
+from shared.adapters.db import tables
 from shared.settings import Settings
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import isolated_env

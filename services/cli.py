@@ -13,7 +13,7 @@ from services.commands import batches, demo, dlq
 from services.commands.options import console
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
-from shared.messages import COMPUTE_HEAVY, FAST_PATH
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
 _ME = [sys.executable, "-m", "services.cli"]
@@ -75,8 +75,8 @@ def migrate() -> None:
 
 
 def _migrate(settings: Settings) -> None:
-    from shared.db.engine import make_engine
-    from shared.db.migrate import ensure_internal_key, upgrade
+    from shared.adapters.db.engine import make_engine
+    from shared.adapters.db.migrate import ensure_internal_key, upgrade
 
     upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
@@ -172,7 +172,7 @@ def _worker_argv(queues: str, threads: int | None, metrics_port: int) -> list[st
 @app.command()
 def relay() -> None:
     """Publish committed outcome events to the <prefix>.events exchange."""
-    from services.worker.relay import run_relay
+    from services.relay.relay import run_relay
 
     run_relay(Settings())
 
@@ -238,8 +238,8 @@ def _check_database(settings: Settings) -> None:
     until the supervisor gave up, each time with a traceback."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from shared.db.engine import make_engine
-    from shared.db.migrate import unmigrated
+    from shared.adapters.db.engine import make_engine
+    from shared.adapters.db.migrate import unmigrated
 
     engine = make_engine(settings.database_url)
     try:

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from shared.signing import sign_request
+from shared.domain.signing import sign_request
 
 
 @dataclass

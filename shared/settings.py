@@ -19,7 +19,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from shared.signing import token_matches
+from shared.domain.signing import token_matches
 
 MiB = 1024 * 1024
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")

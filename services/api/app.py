@@ -18,8 +18,8 @@ from services.api.openapi_doc import finish
 from services.api.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from services.api.routes import batches, contracts, dashboard, dead_letters, jobs, ops
-from shared.broker import close_broker, make_broker
-from shared.db.engine import make_engine
+from shared.adapters.broker import close_broker, make_broker
+from shared.adapters.db.engine import make_engine
 from shared.settings import Settings
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from services.api.publishers import Publishers
 from services.api.queue_stats import QueueStats
-from shared.db.migrate import load_internal_key
+from shared.adapters.db.migrate import load_internal_key
 from shared.settings import Settings
 
 

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.kinds import KINDS
-from shared.kinds.base import RepeatedLine
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.base import RepeatedLine
 
 log = logging.getLogger("settleq.api")
 

@@ -1,7 +1,7 @@
 """Validating and chunking a batch body while it streams in (SPEC §3.2, §4.1-4.2).
 
 NDJSON is handled a line at a time: each document is validated (screened at
-C speed first where its kind has a screen, ``shared/kinds/screen.py``), checked
+C speed first where its kind has a screen, ``shared/domain/kinds/screen.py``), checked
 against the key's partitions, and appended (as the producer's own bytes) to
 the chunk being built; the body itself is never held whole. A JSON body is one
 document tree and is validated when complete. ``feed`` runs in a worker thread
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from services.api.errors import ApiError, duplicate_line, validation_error
-from shared.chunking import ChunkBuilder, NewChunk
-from shared.kinds import BATCH, KINDS
-from shared.kinds.base import Document, Kind
-from shared.kinds.screen import ScreenDocument, clean, screen, screen_clean
+from shared.domain.chunking import ChunkBuilder, NewChunk
+from shared.domain.kinds import BATCH, KINDS
+from shared.domain.kinds.base import Document, Kind
+from shared.domain.kinds.screen import ScreenDocument, clean, screen, screen_clean
 from shared.settings import ProducerKey, Settings
 
 JSON = "application/json"

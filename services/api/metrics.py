@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.queue_stats import QueueReading
 from services.supervisor.counts import read_counts
-from shared.db import dead_letters as dl_db
+from shared.adapters.db import dead_letters as dl_db
 
 if TYPE_CHECKING:
     from services.api.context import ApiContext

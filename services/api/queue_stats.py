@@ -26,8 +26,8 @@ import pika
 import pika.exceptions
 from sqlalchemy import Engine
 
-from shared.db.stats import oldest_unsettled_chunk
-from shared.messages import COMPUTE_HEAVY, FAST_PATH
+from shared.adapters.db.stats import oldest_unsettled_chunk
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
 AGE_LOOKBACK = dt.timedelta(hours=1)

@@ -9,10 +9,10 @@ is undone and the caller gets 503.
 from __future__ import annotations
 
 from services.api.context import ApiContext
-from shared.broker import enqueue
-from shared.db import dead_letters as dl_db
-from shared.db.jobs import chunk_digest
-from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
+from shared.adapters.broker import enqueue
+from shared.adapters.db import dead_letters as dl_db
+from shared.adapters.db.jobs import chunk_digest
+from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
 
 
 def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:

@@ -15,9 +15,9 @@ from typing import Any
 from services.api.context import ApiContext
 from services.api.errors import ApiError
 from services.api.ingest import Ingested
-from shared.broker import enqueue
-from shared.db import jobs as jobs_db
-from shared.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
+from shared.adapters.broker import enqueue
+from shared.adapters.db import jobs as jobs_db
+from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
 from shared.settings import ProducerKey
 
 

@@ -20,7 +20,7 @@ from services.commands.options import (
     print_job,
     wait_with_progress,
 )
-from shared.synthetic import GENERATORS
+from shared.domain.synthetic import GENERATORS
 
 app = typer.Typer()
 
@@ -78,7 +78,7 @@ def status(
     print_job(make_client(url, key_id, secret, token).job(job_id))
 
 
-# The kinds shared.synthetic generates (a unit test keeps the two equal).
+# The kinds shared.domain.synthetic generates (a unit test keeps the two equal).
 KindName = Literal["promo_accrual", "recipe_cost", "freight_audit"]
 _PARTITIONS = {"promo_accrual": "vendors", "recipe_cost": "recipes", "freight_audit": "carriers"}
 

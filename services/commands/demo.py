@@ -26,13 +26,13 @@ from services.commands.options import (
     print_job,
     wait_with_progress,
 )
-from shared.synthetic import GENERATORS
+from shared.domain.synthetic import GENERATORS
 
 app = typer.Typer()
 
 
 def _demo_credentials() -> dict[str, str]:
-    from shared.signing import token_digest
+    from shared.domain.signing import token_digest
 
     secret = secrets.token_hex(16)
     token = secrets.token_hex(16)

@@ -27,9 +27,9 @@ from services.worker.failures import is_transient, reason_of
 from services.worker.metrics import WorkerMetrics
 from services.worker.stage_log import UnitEvents, outcome_fields, unit_events
 from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
-from shared.broker import make_broker
+from shared.adapters.broker import make_broker
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
 from shared.errors import TransientError
-from shared.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")

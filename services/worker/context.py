@@ -11,14 +11,14 @@ import redis
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from sqlalchemy import Engine
 
-from shared.db.contracts import load_bodies
-from shared.db.engine import make_engine
-from shared.db.ledger import ChunkOutcome, ChunkRef
-from shared.db.migrate import load_internal_key
-from shared.dedup import ClaimStore
-from shared.kinds.base import Kind
+from shared.adapters.db.contracts import load_bodies
+from shared.adapters.db.engine import make_engine
+from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.leases import ClaimStore
+from shared.domain.kinds.base import Kind
+from shared.domain.settlement import ChunkPlan
+from shared.domain.units import ChunkOutcome, ChunkRef
 from shared.settings import Settings
-from shared.settlement import ChunkPlan
 
 CommitHook = Callable[[ChunkRef, ChunkPlan, ChunkOutcome], None]
 

@@ -37,11 +37,11 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
-from shared.db.ledger import ChunkOutcome, ChunkRef
-from shared.kinds import KINDS
-from shared.messages import SETTLE_ACTOR, VALIDATE_ACTOR
+from shared.domain.kinds import KINDS
+from shared.domain.messages import SETTLE_ACTOR, VALIDATE_ACTOR
+from shared.domain.settlement import ChunkPlan
+from shared.domain.units import ChunkOutcome, ChunkRef
 from shared.settings import Settings
-from shared.settlement import ChunkPlan
 
 log = logging.getLogger("settleq.worker")
 

@@ -13,8 +13,8 @@ import dramatiq
 from services.worker.actors import build_broker, register_actors
 from services.worker.context import make_context
 from services.worker.metrics import WorkerMetrics
-from shared.broker import close_broker
-from shared.messages import COMPUTE_HEAVY, FAST_PATH
+from shared.adapters.broker import close_broker
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")

@@ -20,23 +20,22 @@ from pydantic import TypeAdapter
 
 from services.worker.context import WorkerContext
 from services.worker.stage_log import note_documents
-from shared.broker import enqueue
-from shared.db import dead_letters
-from shared.db.jobs import chunk_processed, load_chunk, stored_state
-from shared.db.ledger import ChunkOutcome, ChunkRef, Requeue, commit_plan
-from shared.dedup import Claim, LeaseKeeper
-from shared.errors import StructuralError, TransientError
-from shared.keys import correlation_id_for
-from shared.kinds import KINDS
-from shared.messages import (
+from shared.adapters.broker import enqueue
+from shared.adapters.db import dead_letters
+from shared.adapters.db.jobs import chunk_processed, load_chunk, stored_state
+from shared.adapters.db.ledger import commit_plan
+from shared.adapters.leases import Claim, LeaseKeeper
+from shared.domain.keys import correlation_id_for
+from shared.domain.kinds import KINDS
+from shared.domain.messages import (
     COMPUTE_HEAVY,
     MAX_PRIORITY,
     SETTLE_ACTOR,
     ChunkMessage,
     open_message,
 )
-from shared.requeued_lines import restrict_to_line
-from shared.settlement import (
+from shared.domain.requeued_lines import restrict_to_line
+from shared.domain.settlement import (
     ChunkPlan,
     Decoded,
     decode_chunk,
@@ -45,6 +44,8 @@ from shared.settlement import (
     unreadable,
     with_correlation_id,
 )
+from shared.domain.units import ChunkOutcome, ChunkRef, Requeue
+from shared.errors import StructuralError, TransientError
 
 log = logging.getLogger("settleq.worker")
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from shared.db.engine import make_engine
+from shared.adapters.db.engine import make_engine
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.chaos_checks import (
     Census,

@@ -35,8 +35,8 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
-from shared.db import tables
-from shared.db.engine import make_engine
+from shared.adapters.db import tables
+from shared.adapters.db.engine import make_engine
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.chaos_checks import Census, publish_contracts, submit_documents, wait_for
 from tests.support.faults import HEARTBEAT_S, HEAVY_BROKER_URL, broker_dropped

@@ -27,9 +27,9 @@ import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
-from shared.db import tables
-from shared.db.engine import make_engine
-from shared.signing import sign_request
+from shared.adapters.db import tables
+from shared.adapters.db.engine import make_engine
+from shared.domain.signing import sign_request
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.infra import (
     PRODUCER_ID,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from shared.db.engine import make_engine
+from shared.adapters.db.engine import make_engine
 from tests.support.infra import ServiceEnv, isolated_env
 from tests.support.stack import Stack
 

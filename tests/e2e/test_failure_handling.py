@@ -16,10 +16,10 @@ import pytest
 import redis
 from sqlalchemy import Engine, func, select
 
-from shared.broker import enqueue, make_broker
-from shared.db import tables
-from shared.db.migrate import load_internal_key
-from shared.messages import FAST_PATH, VALIDATE_ACTOR
+from shared.adapters.broker import enqueue, make_broker
+from shared.adapters.db import tables
+from shared.adapters.db.migrate import load_internal_key
+from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_worker_crash import leased_claims
 from tests.support.factories import promo_doc, promo_line, store_job, uid

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from shared.db import tables
+from shared.adapters.db import tables
 from tests.support.factories import uid
 from tests.support.stack import Stack
 

@@ -9,7 +9,7 @@ import json
 import pika
 from sqlalchemy import Engine, func, select
 
-from shared.db import tables
+from shared.adapters.db import tables
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import uid
 from tests.support.infra import BROKER_URL, ServiceEnv

@@ -12,9 +12,9 @@ import pika
 import pytest
 from sqlalchemy import Engine, select
 
-from shared.db import tables
-from shared.events import event_id
-from shared.synthetic import promo_batch, promo_contract
+from shared.adapters.db import tables
+from shared.domain.events import event_id
+from shared.domain.synthetic import promo_batch, promo_contract
 from tests.support.infra import BROKER_URL, ServiceEnv
 from tests.support.stack import Stack
 

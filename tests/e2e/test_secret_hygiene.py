@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from shared.db import tables
-from shared.db.engine import make_engine
+from shared.adapters.db import tables
+from shared.adapters.db.engine import make_engine
 from shared.logs import STAGE_FIELDS
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from shared.db.engine import make_engine
+from shared.adapters.db.engine import make_engine
 from shared.logs import STAGE_FIELDS
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid

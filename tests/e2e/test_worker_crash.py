@@ -11,8 +11,8 @@ import pytest
 import redis
 from sqlalchemy import Engine, func, select
 
-from shared.db import tables
-from shared.dedup import ClaimStore
+from shared.adapters.db import tables
+from shared.adapters.leases import ClaimStore
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results

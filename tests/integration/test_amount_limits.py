@@ -17,11 +17,11 @@ from sqlalchemy import select
 
 from services.worker.context import WorkerContext
 from services.worker.stages import dead_letter_chunk, settle_chunk
-from shared.db import dead_letters as dl_db
-from shared.db import tables
-from shared.db.contracts import put_contract
-from shared.db.jobs import job_status
-from shared.messages import ChunkMessage
+from shared.adapters.db import dead_letters as dl_db
+from shared.adapters.db import tables
+from shared.adapters.db.contracts import put_contract
+from shared.adapters.db.jobs import job_status
+from shared.domain.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import chunk_results, dead_letters, ledger_rows
 

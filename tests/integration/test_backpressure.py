@@ -12,8 +12,8 @@ from sqlalchemy import func, select
 
 from services.api.app import create_app
 from services.client import Client
-from shared.db import tables
-from shared.db.engine import make_engine
+from shared.adapters.db import tables
+from shared.adapters.db.engine import make_engine
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import (
     BROKER_URL,

@@ -23,8 +23,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from services.api.app import create_app
-from shared.db import tables
-from shared.signing import sign_request
+from shared.adapters.db import tables
+from shared.domain.signing import sign_request
 from tests.integration.test_front_door import Trace
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import (

@@ -6,7 +6,7 @@ import time
 
 import redis
 
-from shared.dedup import ClaimStore, LeaseKeeper
+from shared.adapters.leases import ClaimStore, LeaseKeeper
 from tests.support.factories import uid
 
 

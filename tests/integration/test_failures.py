@@ -9,11 +9,11 @@ from sqlalchemy import select
 
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk, validate_chunk
-from shared.db import dead_letters as dl_db
-from shared.db import tables
-from shared.db.jobs import job_status
-from shared.db.outcomes import list_lines
-from shared.messages import ChunkMessage
+from shared.adapters.db import dead_letters as dl_db
+from shared.adapters.db import tables
+from shared.adapters.db.jobs import job_status
+from shared.adapters.db.outcomes import list_lines
+from shared.domain.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import queue_depth
 from tests.support.ledger import dead_letters, ledger_rows
@@ -172,7 +172,7 @@ def test_a_jobs_priority_travels_from_the_fast_path_to_settlement(ctx, vendor):
 
     import pika
 
-    from shared.messages import MAX_PRIORITY, priority_for
+    from shared.domain.messages import MAX_PRIORITY, priority_for
     from tests.support.infra import BROKER_URL
 
     assert priority_for(10) == MAX_PRIORITY > priority_for(500_000)

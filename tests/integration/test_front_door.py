@@ -17,9 +17,9 @@ from sqlalchemy import func, select
 
 from services.api.app import create_app
 from services.client import Client
-from shared.db import tables
-from shared.db.engine import make_engine
-from shared.db.jobs import job_status
+from shared.adapters.db import tables
+from shared.adapters.db.engine import make_engine
+from shared.adapters.db.jobs import job_status
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import (
     PRODUCER_ID,

@@ -7,13 +7,14 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import Engine, func, select
 
-from shared.db import tables
-from shared.db.contracts import ContractConflict, put_contract
-from shared.db.ledger import ChunkRef, commit_plan
-from shared.events import event_id
-from shared.kinds import get_kind
-from shared.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.settlement import plan_chunk
+from shared.adapters.db import tables
+from shared.adapters.db.contracts import ContractConflict, put_contract
+from shared.adapters.db.ledger import commit_plan
+from shared.domain.events import event_id
+from shared.domain.kinds import get_kind
+from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
+from shared.domain.settlement import plan_chunk
+from shared.domain.units import ChunkRef
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 
 pytestmark = pytest.mark.both_backends
@@ -100,7 +101,7 @@ def test_migrations_build_exactly_the_declared_schema(engine: Engine) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from shared.db.tables import metadata
+    from shared.adapters.db.tables import metadata
 
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []

@@ -17,8 +17,8 @@ from sqlalchemy import select
 
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.db import tables
-from shared.db.contracts import put_contract
+from shared.adapters.db import tables
+from shared.adapters.db.contracts import put_contract
 from shared.errors import TransientError
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import ledger_rows
@@ -226,7 +226,7 @@ def test_publishing_a_new_version_waits_for_settlements_that_found_no_repricing(
     carry their full amount as delta."""
     if ctx.engine.dialect.name != "postgresql":
         pytest.skip("SQLite runs one writer at a time: there is no concurrent settlement")
-    from shared.db.priors import repriced_partitions
+    from shared.adapters.db.priors import repriced_partitions
 
     vendor = promo_vendor(ctx, versions=(1,))
     published = threading.Event()

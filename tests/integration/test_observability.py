@@ -19,11 +19,12 @@ from services.client import Client
 from services.worker.context import WorkerContext
 from services.worker.metrics import WORKER_METRICS, WorkerMetrics
 from services.worker.stages import settle_chunk
-from shared.db import stats
-from shared.db.ledger import ChunkRef, commit_plan
-from shared.kinds import get_kind
-from shared.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.settlement import plan_chunk
+from shared.adapters.db import stats
+from shared.adapters.db.ledger import commit_plan
+from shared.domain.kinds import get_kind
+from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
+from shared.domain.settlement import plan_chunk
+from shared.domain.units import ChunkRef
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import (
     OPERATOR_TOKEN,

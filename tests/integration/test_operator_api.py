@@ -12,8 +12,8 @@ from services.api.app import create_app
 from services.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.signing import token_digest
-from shared.synthetic import promo_contract
+from shared.domain.signing import token_digest
+from shared.domain.synthetic import promo_contract
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv, queue_depth
 

@@ -10,12 +10,12 @@ import time
 import pytest
 from sqlalchemy import Engine, func, select
 
+from services.relay.relay import Relay
 from services.worker import stages
 from services.worker.actors import build_broker
 from services.worker.context import make_context
-from services.worker.relay import Relay
-from shared.db import tables
-from shared.synthetic import promo_batch
+from shared.adapters.db import tables
+from shared.domain.synthetic import promo_batch
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import isolated_env
 

@@ -48,9 +48,9 @@ from schemathesis.specs.openapi.checks import (
 from services.api.app import create_app
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.db import dead_letters
-from shared.signing import sign_request
-from shared.synthetic import promo_contract
+from shared.adapters.db import dead_letters
+from shared.domain.signing import sign_request
+from shared.domain.synthetic import promo_contract
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import (
     OPERATOR_TOKEN,

@@ -15,10 +15,10 @@ import redis
 
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.db.jobs import discard_unaccepted, job_status, mark_accepted
+from shared.adapters.db.jobs import discard_unaccepted, job_status, mark_accepted
+from shared.domain.kinds import get_kind
+from shared.domain.kinds.promo_accrual import PromoDocument
 from shared.errors import TransientError
-from shared.kinds import get_kind
-from shared.kinds.promo_accrual import PromoDocument
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.ledger import chunk_results, dead_letters, identity_counts, ledger_rows
 
@@ -182,7 +182,7 @@ def test_newer_contract_version_posts_a_delta_row(ctx, vendor):
     )
     settle_chunk(ctx, first, 1)
     # Version 2 pays T1 at 0.45: 8 * 0.45 = 3.60, delta 3.60 - 1.00 = 2.60.
-    from shared.db.contracts import put_contract
+    from shared.adapters.db.contracts import put_contract
 
     put_contract(
         ctx.engine, "promo_accrual", vendor, 2, {"tier_rates": {"T1": "0.45"}, "tolerance": "0.05"}
@@ -203,7 +203,7 @@ def test_redis_down_is_transient(ctx, vendor):
     docs = three_line_docs(vendor)
     _, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
     real = ctx.claims
-    from shared.dedup import ClaimStore
+    from shared.adapters.leases import ClaimStore
 
     ctx.claims = ClaimStore(
         redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1), "x", 1000

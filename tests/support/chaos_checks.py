@@ -13,7 +13,7 @@ from typing import Any
 import pika
 from sqlalchemy import Engine, func, select
 
-from shared.db import tables
+from shared.adapters.db import tables
 from tests.support.infra import BROKER_URL
 from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Expectation

@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from shared.chunking import build_chunks
-from shared.db import jobs as jobs_db
-from shared.db.contracts import put_contract
-from shared.kinds import BATCH, KINDS
-from shared.messages import ChunkMessage
+from shared.adapters.db import jobs as jobs_db
+from shared.adapters.db.contracts import put_contract
+from shared.domain.chunking import build_chunks
+from shared.domain.kinds import BATCH, KINDS
+from shared.domain.messages import ChunkMessage
+from shared.domain.synthetic import promo_contract
 from shared.settings import Settings
-from shared.synthetic import promo_contract
 
 
 def uid(prefix: str = "") -> str:

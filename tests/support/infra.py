@@ -21,10 +21,10 @@ import pika
 import psycopg
 import redis
 
-from shared.db.engine import make_engine
-from shared.db.migrate import ensure_internal_key, upgrade
+from shared.adapters.db.engine import make_engine
+from shared.adapters.db.migrate import ensure_internal_key, upgrade
+from shared.domain.signing import token_digest
 from shared.settings import ProducerKey, Settings
-from shared.signing import token_digest
 
 PG_HOST = os.environ.get("SETTLEQ_TEST_PG_HOST", "127.0.0.1")
 PG_ADMIN = f"postgresql://postgres@{PG_HOST}:5432/postgres"

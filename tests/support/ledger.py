@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
-from shared.db import tables
+from shared.adapters.db import tables
 
 L = tables.ledger_entries
 

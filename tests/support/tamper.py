@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy import Engine, update
 
-from shared.db import tables
-from shared.messages import ChunkMessage
+from shared.adapters.db import tables
+from shared.domain.messages import ChunkMessage
 
 
 def replace_stored_payload(

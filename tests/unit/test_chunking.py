@@ -1,4 +1,4 @@
-"""shared.chunking: whole documents per chunk, capped by count and bytes (SPEC §4.2)."""
+"""shared.domain.chunking: whole documents per chunk, capped by count and bytes (SPEC §4.2)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from shared.chunking import chunk_sizes
+from shared.domain.chunking import chunk_sizes
 
 
 def _chunks(sizes: list[int], max_documents: int, max_bytes: int) -> list[list[int]]:
@@ -129,7 +129,7 @@ def test_random_batches_satisfy_the_invariants(seed: int) -> None:
 
 
 def test_builder_bounds_chunk_lines_without_splitting_a_document() -> None:
-    from shared.chunking import ChunkBuilder
+    from shared.domain.chunking import ChunkBuilder
 
     builder = ChunkBuilder(max_documents=750, max_bytes=10**6, max_lines=10)
     for lines in (4, 4, 4, 25, 1):  # the 25-line document travels alone

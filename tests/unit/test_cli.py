@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from services.cli import app
 from services.commands.batches import KindName
-from shared.kinds import BATCH, KINDS
-from shared.synthetic import GENERATORS
+from shared.domain.kinds import BATCH, KINDS
+from shared.domain.synthetic import GENERATORS
 
 runner = CliRunner()
 

@@ -1,6 +1,6 @@
 """Settlement math is exact for every input the wire admits (SPEC §1.3, §9).
 
-``shared.money.PRECISION`` is chosen from the longest intermediate any kind's
+``shared.domain.money.PRECISION`` is chosen from the longest intermediate any kind's
 model can make from bounded inputs, and its context traps ``Inexact`` and
 ``Rounded``. These tests settle the extreme inputs of every kind (every field
 at its largest magnitude and finest place, both signs where the model allows
@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.kinds import KINDS
-from shared.kinds.freight_audit import FreightContract, FreightDocument
-from shared.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.kinds.recipe_cost import RecipeContract, RecipeDocument
-from shared.money import CENT
-from shared.settlement import plan_chunk
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.freight_audit import FreightContract, FreightDocument
+from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
+from shared.domain.kinds.recipe_cost import RecipeContract, RecipeDocument
+from shared.domain.money import CENT
+from shared.domain.settlement import plan_chunk
 
 BIGGEST = "999999999999.999999"  # the largest quantity or rate: 18 significant digits
 MOST_NEGATIVE = "-" + BIGGEST

@@ -1,4 +1,4 @@
-"""shared.kinds.freight_audit: each leg audited against the carrier's rate contract (SPEC §5, §9).
+"""shared.domain.kinds.freight_audit: each leg audited against its rate contract (SPEC §5, §9).
 
     gross = rated_quantity * rates[rate_basis]
     net   = gross * (1 - discount_pct)
@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.errors import BusinessError
-from shared.kinds import BATCH, KINDS, get_kind
-from shared.kinds.base import Settlement
-from shared.kinds.freight_audit import (
+from shared.domain.kinds import BATCH, KINDS, get_kind
+from shared.domain.kinds.base import Settlement
+from shared.domain.kinds.freight_audit import (
     FreightAudit,
     FreightBatch,
     FreightContract,
@@ -33,7 +32,8 @@ from shared.kinds.freight_audit import (
     leg_charge,
     sniff_document_type,
 )
-from shared.settlement import plan_chunk
+from shared.domain.settlement import plan_chunk
+from shared.errors import BusinessError
 
 KIND = FreightAudit()
 

@@ -1,4 +1,4 @@
-"""shared.keys: reconciliation keys per SPEC §5 and §9."""
+"""shared.domain.keys: reconciliation keys per SPEC §5 and §9."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.keys import promo_key, promo_line_item_hash, sha256_hex
+from shared.domain.keys import promo_key, promo_line_item_hash, sha256_hex
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -1,4 +1,4 @@
-"""shared.kinds: the kind registry and the BATCH adapter the front door parses with (SPEC §3.2)."""
+"""shared.domain.kinds: the kind registry and the BATCH adapter the front door parses with."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.kinds import BATCH, KINDS, get_kind
-from shared.kinds.promo_accrual import PromoAccrual, PromoBatch
+from shared.domain.kinds import BATCH, KINDS, get_kind
+from shared.domain.kinds.promo_accrual import PromoAccrual, PromoBatch
 
 SPEC_BATCH: dict[str, Any] = {
     "kind": "promo_accrual",

@@ -142,7 +142,7 @@ def _pika_loses_a_connection() -> None:
 
 @pytest.mark.regression
 def test_a_lost_broker_connection_is_one_info_line_and_nothing_at_shutdown() -> None:
-    from shared.broker_logs import expected_connection_loss
+    from shared.adapters.broker_logs import expected_connection_loss
 
     stream = io.StringIO()
     configure_logging("json", stream=stream)

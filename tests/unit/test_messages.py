@@ -1,4 +1,4 @@
-"""shared.messages: signed chunk messages re-verified by the workers (SPEC §3.1, §4.3)."""
+"""shared.domain.messages: signed chunk messages re-verified by the workers (SPEC §3.1, §4.3)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, ChunkMessage, open_message
+from shared.domain.signing import sign_message
 from shared.errors import StructuralError
-from shared.messages import COMPUTE_HEAVY, FAST_PATH, ChunkMessage, open_message
-from shared.signing import sign_message
 
 KEY = b"internal-signing-key"
 MESSAGE = ChunkMessage(

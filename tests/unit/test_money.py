@@ -1,4 +1,4 @@
-"""shared.money: exact decimals on the wire (SPEC §1.3, §9 decimal limits)."""
+"""shared.domain.money: exact decimals on the wire (SPEC §1.3, §9 decimal limits)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from decimal import Decimal, Inexact, Rounded
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from shared.money import (
+from shared.domain.money import (
     ABS_LIMIT,
     BASIS,
     CENT,

@@ -1,4 +1,4 @@
-"""shared.kinds.promo_accrual: model = units * tier_rate, rounded once to 0.01 half up.
+"""shared.domain.kinds.promo_accrual: model = units * tier_rate, rounded once to 0.01 half up.
 
 Posted when abs(claimed - model) <= tolerance (boundary included), else disputed (SPEC §5, §9).
 """
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from shared.domain.kinds.base import Line
+from shared.domain.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument, PromoLine
 from shared.errors import BusinessError
-from shared.kinds.base import Line
-from shared.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument, PromoLine
 
 KIND = PromoAccrual()
 

@@ -18,14 +18,18 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 from pydantic import TypeAdapter, ValidationError
 
-from shared.chunking import ChunkBuilder, build_chunks, chunk_sizes
-from shared.errors import BusinessError
-from shared.kinds import KINDS
-from shared.kinds.base import Settlement
-from shared.kinds.freight_audit import FreightAudit, FreightContract, FreightDocument
-from shared.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument
-from shared.kinds.recipe_cost import RecipeContract, RecipeCost, RecipeDocument, request_fingerprint
-from shared.money import (
+from shared.domain.chunking import ChunkBuilder, build_chunks, chunk_sizes
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.base import Settlement
+from shared.domain.kinds.freight_audit import FreightAudit, FreightContract, FreightDocument
+from shared.domain.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument
+from shared.domain.kinds.recipe_cost import (
+    RecipeContract,
+    RecipeCost,
+    RecipeDocument,
+    request_fingerprint,
+)
+from shared.domain.money import (
     ABS_LIMIT,
     CENT,
     MONEY_PLACES,
@@ -35,6 +39,7 @@ from shared.money import (
     Quantity,
     parse_decimal,
 )
+from shared.errors import BusinessError
 from tests.support.decimal_text import (
     decimal_texts,
     exact_value,

@@ -1,4 +1,4 @@
-"""shared.kinds.recipe_cost: theoretical_cost = sum(bom_qty * snapshot price), rounded once.
+"""shared.domain.kinds.recipe_cost: theoretical_cost = sum(bom_qty * snapshot price), rounded once.
 
 Rounding is ROUND_HALF_UP at 0.0001, applied once to the sum (SPEC §5). One line per location,
 keyed by sha256 of the request's canonical bytes plus the location; a BOM sku without a price
@@ -16,16 +16,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.errors import BusinessError
-from shared.kinds import BATCH, KINDS, get_kind
-from shared.kinds.recipe_cost import (
+from shared.domain.kinds import BATCH, KINDS, get_kind
+from shared.domain.kinds.recipe_cost import (
     RecipeBatch,
     RecipeContract,
     RecipeCost,
     RecipeDocument,
     request_fingerprint,
 )
-from shared.settlement import plan_chunk
+from shared.domain.settlement import plan_chunk
+from shared.errors import BusinessError
 
 KIND = RecipeCost()
 

@@ -1,5 +1,5 @@
 """The front door's msgspec screen accepts only what the Pydantic model accepts,
-with the same meaning (shared/kinds/screen.py): checked on generated documents
+with the same meaning (shared/domain/kinds/screen.py): checked on generated documents
 that mix valid values with the kinds of wrong ones producers send."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from shared.kinds import KINDS
-from shared.kinds.screen import (
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.screen import (
     all_plain_money,
     all_plain_quantity,
     plain_money,

@@ -14,10 +14,10 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.db.bulk import stage_text as _stage_text
-from shared.dedup import ClaimStore
-from shared.kinds.base import Document, Line, Settlement
-from shared.settlement import ChunkPlan, PlannedLine
+from shared.adapters.db.bulk import stage_text as _stage_text
+from shared.adapters.leases import ClaimStore
+from shared.domain.kinds.base import Document, Line, Settlement
+from shared.domain.settlement import ChunkPlan, PlannedLine
 
 FAST = settings(max_examples=150, deadline=None, database=None)
 

@@ -1,4 +1,4 @@
-"""shared.settlement: pure planning of a chunk (SPEC §4.4-4.6, §9 reason scopes)."""
+"""shared.domain.settlement: pure planning of a chunk (SPEC §4.4-4.6, §9 reason scopes)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ from typing import Any
 
 import pytest
 
-from shared.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument
-from shared.requeued_lines import restrict_to_line
-from shared.settlement import ChunkPlan, DocumentFailure, PlannedLine, plan_chunk, plan_failure
+from shared.domain.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument
+from shared.domain.requeued_lines import restrict_to_line
+from shared.domain.settlement import (
+    ChunkPlan,
+    DocumentFailure,
+    PlannedLine,
+    plan_chunk,
+    plan_failure,
+)
 
 KIND = PromoAccrual()
 CONTRACT = PromoContract.model_validate(

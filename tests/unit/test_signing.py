@@ -1,4 +1,4 @@
-"""shared.signing: producer HMAC (SPEC §3.1), internal messages and bearer tokens."""
+"""shared.domain.signing: producer HMAC (SPEC §3.1), internal messages and bearer tokens."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from shared.signing import (
+from shared.domain.signing import (
     ParsedSignature,
     SignatureError,
     parse_signature_header,

@@ -15,9 +15,9 @@ from services.api.errors import ApiError, ErrorBody
 from services.api.ingest import Ingest, media_type
 from services.api.schemas import Accepted
 from services.api.submission import Submitted, response_body, submit
-from shared.kinds import BATCH
+from shared.domain.kinds import BATCH
+from shared.domain.signing import SignatureError
 from shared.logs import only, stage_event
-from shared.signing import SignatureError
 
 router = APIRouter(tags=["batches"])
 log = logging.getLogger("settleq.api")

@@ -13,8 +13,8 @@ from services.api.auth import Ctx, Operator
 from services.api.errors import ApiError, ErrorBody, validation_error
 from services.api.schemas import Contract, ContractList
 from services.api.timefmt import iso
-from shared.db import contracts as contracts_db
-from shared.kinds import KINDS
+from shared.adapters.db import contracts as contracts_db
+from shared.domain.kinds import KINDS
 
 router = APIRouter(tags=["contracts"])
 

@@ -23,8 +23,8 @@ from services.api.context import ApiContext
 from services.api.errors import ErrorBody
 from services.api.schemas import DashboardSummary, DeadLetterCount, QueueState, Throughput
 from services.api.timefmt import iso
-from shared.db import dead_letters as dl_db
-from shared.db import stats
+from shared.adapters.db import dead_letters as dl_db
+from shared.adapters.db import stats
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 WINDOW_S = 600  # the throughput chart: the last ten minutes...

@@ -25,8 +25,8 @@ from services.api.schemas import (
     Requeued,
 )
 from services.api.timefmt import iso
-from shared.db import dead_letters as dl_db
-from shared.kinds.base import Identifier
+from shared.adapters.db import dead_letters as dl_db
+from shared.domain.kinds.base import Identifier
 
 router = APIRouter(tags=["dead letters"])
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -1,0 +1,1 @@
+"""The outbox relay: its own process, publishing committed outcome events."""

@@ -1,0 +1,115 @@
+"""RabbitMQ through Dramatiq's broker, with publisher confirms always on.
+
+``RabbitmqBroker`` defaults to ``confirm_delivery=False``: then ``enqueue`` can
+return before RabbitMQ holds the message, and our 202 would be a lie.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import suppress
+from typing import Any
+
+import pika.exceptions
+from dramatiq import Middleware
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.message import Message
+
+from shared.adapters.broker_logs import expected_connection_loss, quiet_connection_loss
+from shared.domain.messages import MAX_PRIORITY
+from shared.settings import Settings
+
+log = logging.getLogger("settleq.broker")
+DEFAULT_HEARTBEAT_S = 60  # what RabbitMQ proposes when the URL names none
+
+
+def make_broker(
+    settings: Settings, middleware: Sequence[Middleware] | None = None
+) -> RabbitmqBroker:
+    quiet_connection_loss()  # also where no process-wide logging was configured
+    broker = RabbitmqBroker(
+        url=settings.broker_url,
+        confirm_delivery=True,
+        middleware=list(middleware) if middleware is not None else [],
+        max_priority=MAX_PRIORITY,
+    )
+    params = broker.parameters if isinstance(broker.parameters, list) else [broker.parameters]
+    for p in params:
+        # Fail fast when the broker is down: the front door answers 503, not a hang.
+        p.connection_attempts = 1
+        p.socket_timeout = 5
+        p.blocked_connection_timeout = 30
+    return broker
+
+
+def enqueue(
+    broker: RabbitmqBroker,
+    queue_name: str,
+    actor_name: str,
+    body: dict[str, Any],
+    priority: int = MAX_PRIORITY,
+) -> None:
+    """Publish one message and return once RabbitMQ confirmed it.
+
+    Raises ``dramatiq.errors.BrokerConnectionError`` when the broker is unreachable.
+    """
+    broker.declare_queue(queue_name)
+    broker.enqueue(
+        Message(
+            queue_name=queue_name,
+            actor_name=actor_name,
+            args=(body,),
+            kwargs={},
+            options={"broker_priority": priority},
+        )
+    )
+
+
+def heartbeat_s(broker: RabbitmqBroker) -> float:
+    """The heartbeat timeout the broker URL asks for (``?heartbeat=``), else RabbitMQ's."""
+    params = broker.parameters if isinstance(broker.parameters, list) else [broker.parameters]
+    value = getattr(params[0], "heartbeat", None)
+    return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_HEARTBEAT_S
+
+
+def keep_alive(broker: RabbitmqBroker) -> None:
+    """Service this thread's connection: send and read heartbeats.
+
+    A ``BlockingConnection`` does I/O only when its own thread calls into it;
+    left idle past the heartbeat timeout, RabbitMQ drops it, and the next
+    publish found a dead socket (and pika logged a traceback). Call this from
+    the thread that owns the connection, more often than the timeout. A
+    connection lost anyway (a broker restart) is dropped: the next publish
+    opens a new one."""
+    connection = getattr(broker.state, "connection", None)
+    if connection is None:
+        return
+    try:
+        connection.process_data_events(time_limit=0)
+    except pika.exceptions.AMQPError as exc:
+        log.info("broker connection lost (%s); the next publish reopens it", type(exc).__name__)
+        drop_connection(broker)
+
+
+def drop_connection(broker: RabbitmqBroker) -> None:
+    """Forget this thread's connection, closing it if it still looks open.
+
+    Closed here, quietly, rather than by Dramatiq's deleter, which logs a
+    traceback when the close meets a connection RabbitMQ already dropped."""
+    connection = getattr(broker.state, "connection", None)
+    if connection is None:
+        return
+    with expected_connection_loss():
+        if connection.is_open:
+            with suppress(pika.exceptions.AMQPError):
+                connection.close()
+        del broker.connection
+
+
+def close_broker(broker: RabbitmqBroker) -> None:
+    """Close every connection at shutdown. One RabbitMQ dropped while it sat
+    idle (a worker's consumer threads' publishing connections) is routine
+    here, not an error to log with a traceback."""
+    with expected_connection_loss():
+        broker.close()

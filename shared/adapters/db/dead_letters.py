@@ -1,0 +1,133 @@
+"""Dead letters: what operators inspect, requeue and discard (SPEC §3.5, §9)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, select, update
+
+from shared.adapters.db import tables
+
+D = tables.dead_letters
+A = tables.audit_log
+
+
+@dataclass(frozen=True)
+class Filter:
+    reason: str | None = None
+    kind: str | None = None
+    partition_key: str | None = None
+    job_id: str | None = None
+    status: str | None = None
+
+    def apply(self, query: Any) -> Any:
+        for name in ("reason", "kind", "partition_key", "job_id", "status"):
+            value = getattr(self, name)
+            if value is not None:
+                query = query.where(D.c[name] == value)
+        return query
+
+
+def load(conn: Connection, dead_letter_id: int) -> Any:
+    return conn.execute(select(D).where(D.c.id == dead_letter_id)).first()
+
+
+def line_key(conn: Connection, dead_letter_id: int) -> str | None:
+    """The reconciliation key of a line-level dead letter's line, from its outcome row."""
+    lo = tables.line_outcomes
+    return conn.execute(
+        select(lo.c.reconciliation_key).where(lo.c.dead_letter_id == dead_letter_id).limit(1)
+    ).scalar()
+
+
+def get(engine: Engine, dead_letter_id: int) -> Any:
+    with engine.connect() as conn:
+        return load(conn, dead_letter_id)
+
+
+def page(engine: Engine, where: Filter, *, before_id: int | None, limit: int) -> list[Any]:
+    """Newest first; the cursor is the id of the last row seen."""
+    query = where.apply(select(D))
+    if before_id is not None:
+        query = query.where(D.c.id < before_id)
+    with engine.connect() as conn:
+        return list(conn.execute(query.order_by(D.c.id.desc()).limit(limit)).all())
+
+
+def stats(engine: Engine) -> list[Any]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(
+                    D.c.reason,
+                    D.c.status,
+                    func.count().label("count"),
+                    func.sum(D.c.lines).label("lines"),
+                )
+                .group_by(D.c.reason, D.c.status)
+                .order_by(D.c.reason, D.c.status)
+            ).all()
+        )
+
+
+def ids_matching(engine: Engine, where: Filter, limit: int) -> list[int]:
+    query = where.apply(select(D.c.id)).where(D.c.status == "dead").order_by(D.c.id).limit(limit)
+    with engine.connect() as conn:
+        return [int(i) for i in conn.execute(query).scalars()]
+
+
+def mark_requeued(conn: Connection, dead_letter_id: int) -> Any:
+    """Move one dead letter from dead to requeued; None if it is not dead (any more).
+
+    The conditional update is what makes a repeated requeue harmless: only one
+    request wins the row.
+    """
+    return conn.execute(
+        update(D)
+        .where(D.c.id == dead_letter_id, D.c.status == "dead")
+        .values(status="requeued", requeues=D.c.requeues + 1)
+        .returning(D.c.id, D.c.job_id, D.c.chunk_id, D.c.kind, D.c.requeues)
+    ).first()
+
+
+def unmark_requeued(conn: Connection, dead_letter_id: int, requeues: int) -> None:
+    """Undo ``mark_requeued`` when its message could not be enqueued."""
+    conn.execute(
+        update(D)
+        .where(D.c.id == dead_letter_id, D.c.status == "requeued", D.c.requeues == requeues)
+        .values(status="dead", requeues=requeues - 1)
+    )
+
+
+def discard(conn: Connection, dead_letter_id: int, note: str) -> bool:
+    result = conn.execute(
+        update(D)
+        .where(D.c.id == dead_letter_id, D.c.status == "dead")
+        .values(status="discarded", note=note)
+        .returning(D.c.id)
+    ).first()
+    return result is not None
+
+
+def audit(conn: Connection, actor: str, action: str, target: str, details: dict[str, Any]) -> None:
+    conn.execute(
+        A.insert().values(
+            at=dt.datetime.now(dt.UTC),
+            actor=actor,
+            action=action,
+            target=target,
+            details=json.dumps(details, sort_keys=True),
+        )
+    )
+
+
+def audit_page(engine: Engine, *, before_id: int | None, limit: int) -> Sequence[Any]:
+    query = select(A)
+    if before_id is not None:
+        query = query.where(A.c.id < before_id)
+    with engine.connect() as conn:
+        return list(conn.execute(query.order_by(A.c.id.desc()).limit(limit)).all())

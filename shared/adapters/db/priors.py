@@ -1,0 +1,178 @@
+"""Where a new ledger row's ``delta`` is measured from (SPEC §4.7, §8).
+
+An identity's *lineage* is its rows in commit order: the same reconciliation
+key (promo, freight: ``key_versions``) or the same (recipe, location)
+(``line_history``), always inside one kind and one partition, so one
+partition's rows never supersede another's. A new row's previous row is the
+latest row of its lineage committed before it, including one written earlier
+in the same transaction: so a chunk inserts its rows in *rounds*, the n-th
+round holding each lineage's n-th new row, and every round reads the rows the
+rounds before it wrote. On PostgreSQL, chunks sharing a lineage take the same
+transaction lock before reading, so ids follow commit order within a lineage;
+a promo or freight chunk locks only the documents that can have a lineage
+(a version above 1, or a partition re-priced), so first versions settle in
+parallel, and publishing a version above 1 waits for those (``repriced_partitions``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, select, text, tuple_
+
+from shared.adapters.db import tables
+from shared.domain.kinds.base import DeltaBasis
+from shared.domain.settlement import PlannedLine
+
+L = tables.ledger_entries
+
+Lineage = tuple[str, str]  # (partition_key, reconciliation key or line_ref)
+Prior = tuple[int, Decimal] | None  # (id, amount) of the row a new one supersedes
+
+# PostgreSQL keeps every advisory lock in one shared table (64 per connection
+# by default, for all of them): a chunk takes at most this many, lineages
+# hashed onto them. Two chunks sharing a bucket wait for each other needlessly,
+# never wrongly.
+LOCK_BUCKETS = 256
+_EPOCH = dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
+def lineage(basis: DeltaBasis, p: PlannedLine) -> Lineage:
+    ref = p.line.line_ref if basis == "line_history" else p.line.reconciliation_key
+    return (p.document.partition_key, ref)
+
+
+def lock_group(basis: DeltaBasis, p: PlannedLine) -> str:
+    """What a lock covers: a recipe's location, or a whole document (all versions
+    of a promo or freight document share its id, so they share its lock)."""
+    d = p.document
+    ref = p.line.line_ref if basis == "line_history" else d.document_id
+    return f"{d.partition_key}|{ref}"
+
+
+def lock_ids(kind: str, groups: set[str]) -> list[int]:
+    """The sorted advisory lock ids of some lock groups (sorted: chunks that share
+    some never wait on each other in a cycle)."""
+    buckets = set()
+    for group in groups:
+        digest = hashlib.sha256(f"{kind}|{group}".encode()).digest()
+        buckets.add(int.from_bytes(digest[:4], "big") % LOCK_BUCKETS)
+    # The high half names settleq's lineage locks; the low half a bucket.
+    return sorted((0x5E771E << 32) | b for b in buckets)
+
+
+def _partition_lock_id(kind: str, partition_key: str) -> int:
+    digest = hashlib.sha256(f"{kind}|{partition_key}".encode()).digest()
+    # Its own high half: never one of the lineage buckets.
+    return (0x5E771F << 32) | int.from_bytes(digest[:4], "big")
+
+
+def repriced_partitions(conn: Connection, kind: str, partitions: set[str]) -> set[str]:
+    """Of ``partitions``, those with a contract above version 1: only there can a
+    promo or freight line have an earlier row of its key (a version's rows exist
+    only once its contract does, and contracts are never deleted).
+
+    On PostgreSQL it first takes a shared lock on each partition, held until
+    commit: publishing a version above 1 takes the same lock exclusively
+    (``lock_partition_for_repricing``), so it waits for every transaction that
+    found the partition not re-priced, and every later one finds it re-priced."""
+    if not partitions:
+        return set()
+    if conn.dialect.name == "postgresql":
+        ids = sorted({_partition_lock_id(kind, p) for p in partitions})
+        conn.execute(
+            text(
+                "SELECT count(pg_advisory_xact_lock_shared(k))"
+                " FROM unnest(CAST(:ks AS bigint[])) AS k"
+            ),
+            {"ks": ids},
+        )
+    c = tables.contracts
+    rows = conn.execute(
+        select(c.c.partition_key)
+        .distinct()
+        .where(c.c.kind == kind, c.c.version > 1, c.c.partition_key.in_(sorted(partitions)))
+    )
+    return {r.partition_key for r in rows}
+
+
+def lock_partition_for_repricing(conn: Connection, kind: str, partition_key: str) -> None:
+    """Publishing a contract above version 1 waits here for the settlements that
+    found the partition not re-priced and so took no lineage locks."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:k)"), {"k": _partition_lock_id(kind, partition_key)}
+        )
+
+
+def lock_lineages(conn: Connection, kind: str, groups: set[str]) -> None:
+    """Serialise, on PostgreSQL, the transactions that may write rows of one
+    lineage, until commit. (SQLite already runs one writer at a time.)"""
+    if conn.dialect.name != "postgresql" or not groups:
+        return
+    conn.execute(
+        # unnest keeps the array's (sorted) order.
+        text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:ks AS bigint[])) AS k"),
+        {"ks": lock_ids(kind, groups)},
+    )
+
+
+def _chain_position(basis: DeltaBasis, index: int, p: PlannedLine) -> tuple[Any, ...]:
+    """Where a line stands in its lineage among the chunk's new rows: by contract
+    version (promo, freight), by ``effective_at`` (a recipe request's cost
+    applies from then), then by position in the chunk."""
+    if basis == "line_history":
+        return (getattr(p.document, "effective_at", None) or _EPOCH, index)
+    return (p.document.contract_version, index)
+
+
+def rounds(basis: DeltaBasis, lines: Sequence[PlannedLine]) -> list[list[PlannedLine]]:
+    """The lines (one per identity) grouped in rounds: round n holds the n-th
+    line of every lineage, in chain order. Almost always a single round."""
+    by_lineage: dict[Lineage, list[tuple[tuple[Any, ...], PlannedLine]]] = {}
+    for index, p in enumerate(lines):
+        by_lineage.setdefault(lineage(basis, p), []).append((_chain_position(basis, index, p), p))
+    out: list[list[PlannedLine]] = []
+    for members in by_lineage.values():
+        members.sort(key=lambda member: member[0])
+        for n, (_, p) in enumerate(members):
+            if n == len(out):
+                out.append([])
+            out[n].append(p)
+    return out
+
+
+def latest_rows(
+    conn: Connection, kind: str, basis: DeltaBasis, lines: Sequence[PlannedLine]
+) -> dict[Lineage, tuple[int, Decimal]]:
+    """The latest committed row (highest id) of each line's lineage."""
+    wanted = sorted({lineage(basis, p) for p in lines})
+    if basis == "line_history":
+        column = L.c.line_ref
+
+        def where(batch: list[Lineage]) -> Any:
+            return tuple_(L.c.partition_key, column).in_(batch)
+    else:
+        # By key alone, the unique index's prefix; the partition is checked below.
+        column = L.c.reconciliation_key
+
+        def where(batch: list[Lineage]) -> Any:
+            return column.in_([ref for _, ref in batch])
+
+    latest: dict[Lineage, tuple[int, Decimal]] = {}
+    wanted_set = set(wanted)
+    for start in range(0, len(wanted), 2000):
+        rows = conn.execute(
+            select(L.c.partition_key, column.label("ref"), L.c.id, L.c.amount).where(
+                L.c.kind == kind, where(wanted[start : start + 2000])
+            )
+        ).all()
+        for r in rows:
+            key = (r.partition_key, r.ref)
+            if key in wanted_set and (key not in latest or r.id > latest[key][0]):
+                latest[key] = (r.id, r.amount)
+    return latest

@@ -1,0 +1,91 @@
+"""Reads for the dashboard and ``/metrics``: bounded, indexed, one row per chunk.
+
+Every query here is a range scan over the last minutes (or hour) of a
+``created_at`` index on a per-chunk table, never a scan of the per-line
+tables: a dashboard refreshing every few seconds costs the ledger nothing it
+would notice at 50,000 lines/s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, Connection, Integer, cast, exists, func, select
+
+from shared.adapters.db import tables
+
+C = tables.chunks
+J = tables.jobs
+R = tables.chunk_results
+OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Lines that reached an outcome, per ``bucket_s`` since ``since`` (oldest first)."""
+
+    since: dt.datetime
+    bucket_s: int
+    lines: list[int]  # one count per bucket, zeros included
+    outcomes: dict[str, int]  # totals over the whole window
+
+
+def _epoch(conn: Connection, column: ColumnElement[dt.datetime]) -> ColumnElement[int]:
+    if conn.dialect.name == "postgresql":
+        return cast(func.floor(func.extract("epoch", column)), Integer)
+    return cast(func.strftime("%s", column), Integer)  # SQLite stores UTC text
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def throughput(conn: Connection, now: dt.datetime, window_s: int, bucket_s: int) -> Throughput:
+    """Lines settled per bucket over the last ``window_s`` seconds, from ``chunk_results``.
+
+    A requeue's row moves lines from ``dead_lettered`` to their new outcome, so
+    it adds nothing to the total: each line counts once, when first settled.
+    """
+    buckets = max(1, window_s // bucket_s)
+    start = int(now.timestamp()) // bucket_s * bucket_s - (buckets - 1) * bucket_s
+    since = dt.datetime.fromtimestamp(start, dt.UTC)
+    bucket = (_epoch(conn, R.c.created_at) // bucket_s).label("bucket")
+    lines = sum((R.c[name] for name in OUTCOMES[1:]), R.c[OUTCOMES[0]])
+    rows = conn.execute(
+        select(
+            bucket,
+            func.sum(lines).label("lines"),
+            *(func.sum(R.c[name]).label(name) for name in OUTCOMES),
+        )
+        .where(R.c.created_at >= since)
+        .group_by(bucket)
+    ).all()
+    counts = [0] * buckets
+    totals = dict.fromkeys(OUTCOMES, 0)
+    for row in rows:
+        index = int(row.bucket) - start // bucket_s
+        if 0 <= index < buckets:
+            counts[index] += int(row.lines or 0)
+        for name in OUTCOMES:
+            totals[name] += int(getattr(row, name) or 0)
+    return Throughput(since=since, bucket_s=bucket_s, lines=counts, outcomes=totals)
+
+
+def oldest_unsettled_chunk(conn: Connection, since: dt.datetime) -> dt.datetime | None:
+    """When the oldest accepted chunk still without its processed marker was
+    stored, looking back to ``since`` only (the bound keeps the scan short).
+
+    RabbitMQ does not tell a message's age; a chunk is stored when its message
+    is published and marked when it is settled, so this is the age of the
+    oldest work still waiting in (or being worked from) the queues.
+    """
+    settled = exists().where(R.c.chunk_id == C.c.id)
+    created = conn.execute(
+        select(C.c.created_at)
+        .join(J, J.c.id == C.c.job_id)
+        .where(C.c.created_at >= since, J.c.state == "accepted", ~settled)
+        .order_by(C.c.created_at)
+        .limit(1)
+    ).scalar()
+    return None if created is None else _aware(created)

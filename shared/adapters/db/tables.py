@@ -1,0 +1,244 @@
+"""The database schema (SQLAlchemy Core). ``ledger_entries`` is SPEC §8's
+stable table: finance queries it directly; rows are never updated or deleted.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+from shared.adapters.db.types import BigId, money_column_type, total_column_type
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+KEY = String(64)  # lower-case hex SHA-256
+ID = String(128)
+TS = DateTime(timezone=True)
+
+meta = Table(
+    "settleq_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+contracts = Table(
+    "contracts",
+    metadata,
+    Column("kind", String(32), primary_key=True),
+    Column("partition_key", ID, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("body_sha256", KEY, nullable=False),
+    Column("created_at", TS, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("key_id", ID, nullable=False),
+    Column("idempotency_key", String(255), nullable=False),
+    Column("body_sha256", KEY, nullable=False),
+    Column("kind", String(32), nullable=False),
+    # "receiving" until every chunk is confirmed by the broker, then "accepted";
+    # processing/completed are derived from chunk_results when read.
+    Column("state", String(16), nullable=False),
+    Column("documents", Integer, nullable=False),
+    Column("lines", Integer, nullable=False),
+    Column("chunks_total", Integer, nullable=False),
+    Column("created_at", TS, nullable=False),
+    UniqueConstraint("key_id", "idempotency_key"),
+    Index(None, "created_at"),
+)
+
+job_partitions = Table(
+    "job_partitions",
+    metadata,
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("partition_key", ID, primary_key=True),
+    Index(None, "partition_key"),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("documents", Integer, nullable=False),
+    Column("lines", Integer, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("payload_sha256", KEY, nullable=False),
+    Column("created_at", TS, nullable=False),
+    Index(None, "job_id"),
+    Index(None, "created_at"),  # the oldest waiting chunk (dashboard, /metrics)
+)
+
+# One row per processed unit of work: a chunk (its processed marker) or a
+# requeued dead letter ("rq<id>.<n>"), holding that unit's counter increments.
+# Summed when a job is read, so no chunk waits on a hot job row.
+chunk_results = Table(
+    "chunk_results",
+    metadata,
+    Column("chunk_id", String(32), primary_key=True),
+    Column("job_id", ForeignKey("jobs.id"), nullable=False),
+    Column("source", String(16), nullable=False, server_default="chunk"),
+    Column("posted", Integer, nullable=False),
+    Column("disputed", Integer, nullable=False),
+    Column("duplicate", Integer, nullable=False),
+    Column("dead_lettered", Integer, nullable=False),
+    # Sums of many ledger amounts: wider than the ledger column (see types.py).
+    Column("amount_posted", total_column_type(), nullable=False),
+    Column("amount_disputed", total_column_type(), nullable=False),
+    Column("created_at", TS, nullable=False),
+    Index(None, "job_id"),
+    Index(None, "created_at"),  # throughput over time (dashboard)
+)
+
+ledger_entries = Table(
+    "ledger_entries",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("reconciliation_key", KEY, nullable=False),
+    Column("contract_version", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("partition_key", ID, nullable=False),
+    Column("document_id", ID, nullable=False),
+    Column("line_ref", ID, nullable=False),
+    Column("job_id", String(32), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("amount", money_column_type(), nullable=False),
+    Column("claimed_amount", money_column_type(), nullable=True),
+    Column("delta", money_column_type(), nullable=False),
+    Column("supersedes_id", BigId, ForeignKey("ledger_entries.id"), nullable=True),
+    Column("correlation_id", ID, nullable=True),
+    Column("created_at", TS, nullable=False),
+    UniqueConstraint("reconciliation_key", "contract_version"),
+    # A job's posted and disputed lines, in the order its lines page lists them.
+    Index(None, "job_id", "id"),
+    # A recipe's cost history at a location: where its next delta is measured
+    # from. Partial: the other kinds never read it, so they don't pay to keep it.
+    Index(
+        "ix_ledger_entries_line_history",
+        "kind",
+        "partition_key",
+        "line_ref",
+        "id",
+        postgresql_where=text("kind = 'recipe_cost'"),
+        sqlite_where=text("kind = 'recipe_cost'"),
+    ),
+)
+
+line_outcomes = Table(
+    "line_outcomes",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("job_id", String(32), nullable=False),
+    Column("chunk_id", String(32), nullable=False),
+    Column("document_id", ID, nullable=False),
+    Column("line_ref", ID, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", String(64), nullable=True),
+    Column("amount", money_column_type(), nullable=True),
+    Column("claimed_amount", money_column_type(), nullable=True),
+    Column("delta", money_column_type(), nullable=True),
+    Column("reconciliation_key", KEY, nullable=True),
+    Column("contract_version", Integer, nullable=False),
+    # The dead letter a dead-lettered line belongs to: a requeue replaces these rows.
+    Column("dead_letter_id", BigId, nullable=True),
+    Index(None, "job_id", "outcome", "id"),
+    Index(
+        "ix_line_outcomes_dead_letter",
+        "dead_letter_id",
+        postgresql_where=text("dead_letter_id IS NOT NULL"),
+        sqlite_where=text("dead_letter_id IS NOT NULL"),
+    ),
+)
+
+dead_letters = Table(
+    "dead_letters",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("job_id", String(32), nullable=False),
+    Column("chunk_id", String(32), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("partition_key", ID, nullable=False),
+    Column("document_id", ID, nullable=True),
+    Column("line_ref", ID, nullable=True),  # null for a document-level dead letter
+    Column("reason", String(64), nullable=False),
+    Column("error_class", String(32), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("lines", Integer, nullable=False),
+    Column("contract_version", Integer, nullable=True),
+    Column("payload", Text, nullable=False),
+    Column("first_failed_at", TS, nullable=False),
+    Column("last_failed_at", TS, nullable=False),
+    Column("requeues", Integer, nullable=False, server_default="0"),
+    Column("note", Text, nullable=True),
+    # A line-level dead letter's position among its document's lines: what its
+    # requeue re-runs (a document may repeat a line_ref). Null before 0011.
+    Column("line_index", Integer, nullable=True),
+    Index(None, "job_id"),
+    Index(None, "status", "reason"),
+)
+
+# Every operator action: who (a token fingerprint, never the token), when, what.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("at", TS, nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("target", String(255), nullable=False),
+    Column("details", Text, nullable=False),
+    Index(None, "at"),
+)
+
+# Outcome events, written in the settlement transaction and published by the
+# relay (at least once, in commit order). One row per committed unit of work:
+# ``ledger_entry_ids`` lists its new ledger rows, each one event whose content
+# is read from the ledger when published (its event id is stable: see
+# shared/domain/events.py). The single-event columns remain for rows of that shape.
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("event_id", String(64), nullable=True),
+    Column("routing_key", String(128), nullable=True),
+    Column("partition_key", ID, nullable=True),
+    Column("ledger_entry_id", BigId, nullable=True),
+    Column("ledger_entry_ids", Text, nullable=True),  # comma-separated, ascending
+    Column("body", Text, nullable=True),
+    Column("created_at", TS, nullable=False),
+    Column("published_at", TS, nullable=True),
+    Index(
+        "ix_outbox_unpublished",
+        "id",
+        postgresql_where=text("published_at IS NULL"),
+        sqlite_where=text("published_at IS NULL"),
+    ),
+)

@@ -1,0 +1,138 @@
+"""The settlement-kind interface: what the pipeline needs to know of a kind.
+
+A kind validates its documents (a Pydantic model), expands a document into
+lines with reconciliation keys, validates its contract body, and settles one
+line against its pinned contract. Everything here is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+# No control characters (C0, DEL, C1), and no "|": reconciliation keys join
+# fields with "|" (SPEC §5), so an id holding one could make two lines one.
+Identifier = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f-\x9f|]+$")
+]
+
+Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
+
+
+class WireModel(BaseModel):
+    """Every wire shape refuses unknown fields and coerces nothing."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Document(WireModel):
+    document_id: Identifier
+    partition_key: Identifier
+    contract_version: int = Field(ge=1, le=2**31 - 1)
+    correlation_id: Identifier | None = None
+
+
+# Made per line and kept alive until the chunk commits: outside the garbage
+# collector (nothing here refers back to itself), thousands of them per chunk
+# no longer set off full collections of the worker's heap.
+class Line(msgspec.Struct, gc=False):
+    """One settleable unit of a document (a promo line, a freight leg...)."""
+
+    document_id: str
+    line_ref: str
+    reconciliation_key: str
+    claimed_amount: Decimal | None
+    raw: Any  # the kind's own line model, handed back to ``settle``
+
+
+class Settlement(msgspec.Struct, gc=False):  # per line, as Line
+    outcome: Literal["posted", "disputed"]
+    amount: Decimal
+    claimed_amount: Decimal | None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatedLine:
+    """A line reference that a document holds twice (SPEC §5: ``duplicate_line``)."""
+
+    field: str  # the wire field, e.g. "line_no"
+    loc: tuple[str, ...]  # its second appearance, e.g. ("lines", "3", "line_no")
+    value: str  # the repeated reference, as a line_ref reads
+
+    @classmethod
+    def find(cls, values: Sequence[Hashable], field: str, *loc: str) -> RepeatedLine | None:
+        """The first repeat among ``values`` (a document's line references, in
+        order), located at ``loc`` + its index (+ ``field`` for a list of lines)."""
+        repeat = first_repeat(values)
+        if repeat is None:
+            return None
+        index, value = repeat
+        where = (*loc, str(index), field) if loc else (field, str(index))
+        return cls(field, where, str(value))
+
+
+def first_repeat(values: Sequence[Hashable]) -> tuple[int, Any] | None:
+    """The index and value of the first item equal to an earlier one, or None."""
+    if len(set(values)) == len(values):  # the common case: one set, no loop
+        return None
+    seen: set[Hashable] = set()
+    for index, value in enumerate(values):
+        if value in seen:
+            return index, value
+        seen.add(value)
+    return None  # pragma: no cover - the set was shorter, so a repeat exists
+
+
+D = TypeVar("D", bound=Document)
+C = TypeVar("C", bound=WireModel)
+
+
+DeltaBasis = Literal["key_versions", "line_history"]
+
+
+class Kind(Generic[D, C]):
+    """One settlement kind. To add a kind: one module, one line in the registry.
+
+    ``delta_basis`` says what a ledger row's ``delta`` is measured against
+    (SPEC §8): ``key_versions``, the same reconciliation key under an earlier
+    contract version; ``line_history``, the latest committed row of the same
+    (partition, line_ref), e.g. a recipe at a location.
+    """
+
+    name: ClassVar[str]
+    document_model: type[D]
+    contract_model: type[C]
+    batch_model: type[WireModel]
+    delta_basis: ClassVar[DeltaBasis] = "key_versions"
+    # Optional: a decoder of a strict subset of ``document_model`` (see
+    # ``shared.domain.kinds.screen``), tried first at the front door.
+    screen: ClassVar[Any] = None
+    # Optional: ``(chunk bytes) -> documents | None``, reading a stored chunk at
+    # C speed into objects with the model's field names and values (Decimal
+    # money), never more leniently than the model; None: the model reads it.
+    settle_decoder: ClassVar[Any] = None
+
+    def check_document(self, document: D, contract: C) -> None:
+        """Refuse a whole document: raise ``BusinessError`` (e.g. ``missing_price``)."""
+
+    def repeated_line(self, document: Any) -> RepeatedLine | None:
+        """A line reference the document (its model, or its screen struct) repeats:
+        its lines would share one line_ref and one reconciliation key, so the
+        front door refuses it (``duplicate_line``). None when each appears once."""
+        return None
+
+    def lines(self, document: D) -> list[Line]:
+        raise NotImplementedError
+
+    def settle(self, document: D, line: Line, contract: C) -> Settlement:
+        """Settle one line; raise ``BusinessError`` with a SPEC §9 reason."""
+        raise NotImplementedError
+
+    def line_count(self, document: D) -> int:
+        return len(self.lines(document))

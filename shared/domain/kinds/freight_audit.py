@@ -1,0 +1,209 @@
+"""``freight_audit``: a carrier's invoice audited leg by leg against its rate contract.
+
+Per leg, rounded once to 0.01 half up (SPEC §9):
+    gross = rated_quantity * rates[rate_basis]
+    net   = gross * (1 - discount_pct)
+    model = net + fuel_surcharge * (net or gross, per fuel_basis) + sum(accessorials)
+each accessorial a flat price or ``rate * miles``. Posted when
+abs(billed - model) <= tolerance, else disputed. The declared document_type is
+checked against the raw payload's content; a mislabel is corrected and noted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from decimal import Decimal
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from shared.domain.keys import sha256_hex
+from shared.domain.kinds.base import (
+    Document,
+    Identifier,
+    Kind,
+    Line,
+    RepeatedLine,
+    Settlement,
+    WireModel,
+)
+from shared.domain.money import CENT, Money, Quantity, exact_arithmetic, exact_distance, quantize
+from shared.errors import BusinessError
+
+DocumentType = Literal["PDF", "EDI", "XML"]
+RateBasis = Literal["mile", "cwt", "unit", "flat"]
+MAX_RAW_PAYLOAD = 512 * 1024 * 1024  # base64 characters
+
+
+class Leg(WireModel):
+    leg_no: int = Field(ge=1, le=2**31 - 1)
+    miles: Quantity | None = None
+    rate_basis: RateBasis | None = None
+    rated_quantity: Quantity | None = None
+    accessorials: list[Identifier] = Field(default_factory=list, max_length=100)
+    billed_amount: Money
+
+    @model_validator(mode="after")
+    def _quantity_for_cwt(self) -> Leg:
+        if self.rate_basis == "cwt" and self.rated_quantity is None:
+            raise ValueError("a cwt-rated leg needs rated_quantity (hundredweight)")
+        return self
+
+
+class FreightDocument(Document):
+    document_type: DocumentType
+    raw_payload: Annotated[str, Field(max_length=MAX_RAW_PAYLOAD)] | None = None
+    legs: list[Leg] = Field(min_length=1, max_length=100_000)
+
+    @field_validator("raw_payload")
+    @classmethod
+    def _base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("raw_payload must be base64") from None
+        return value
+
+
+class FreightBatch(WireModel):
+    kind: Literal["freight_audit"]
+    documents: list[FreightDocument] = Field(min_length=1)
+
+
+class PerMile(WireModel):
+    per: Literal["mile"]
+    rate: Quantity
+
+
+class FreightContract(WireModel):
+    rate_per_mile: Quantity | None = None
+    rates: dict[RateBasis, Quantity] = Field(default_factory=dict)
+    fuel_surcharge: Quantity = Decimal(0)
+    accessorials: dict[Identifier, Money | PerMile] = Field(default_factory=dict)
+    tolerance: Money
+    discount_pct: Quantity = Decimal(0)
+    fuel_basis: Literal["net", "gross"] = "net"
+
+    @model_validator(mode="after")
+    def _has_a_rate(self) -> FreightContract:
+        if self.rate_per_mile is None and not self.rates:
+            raise ValueError("a freight contract needs rate_per_mile or rates")
+        if (
+            self.rate_per_mile is not None
+            and "mile" in self.rates
+            and self.rates["mile"] != self.rate_per_mile
+        ):
+            raise ValueError("rate_per_mile and rates.mile disagree")
+        return self
+
+    def rate_for(self, basis: RateBasis) -> Decimal | None:
+        if basis == "mile" and self.rate_per_mile is not None:
+            return self.rate_per_mile
+        return self.rates.get(basis)
+
+
+def sniff_document_type(raw: bytes) -> DocumentType | None:
+    """What the payload is by content: ``%PDF``, an X12 ``ISA``, or XML."""
+    head = raw[:1024].lstrip(b"\xef\xbb\xbf").lstrip()
+    if head.startswith(b"%PDF"):
+        return "PDF"
+    if head.startswith(b"ISA"):
+        return "EDI"
+    if head.startswith(b"<"):
+        return "XML"
+    return None
+
+
+class FreightAudit(Kind[FreightDocument, FreightContract]):
+    name: ClassVar[str] = "freight_audit"
+    document_model = FreightDocument
+    contract_model = FreightContract
+    batch_model = FreightBatch
+
+    def repeated_line(self, document: FreightDocument) -> RepeatedLine | None:
+        return RepeatedLine.find([leg.leg_no for leg in document.legs], "leg_no", "legs")
+
+    def lines(self, document: FreightDocument) -> list[Line]:
+        return [
+            Line(
+                document_id=document.document_id,
+                line_ref=str(leg.leg_no),
+                reconciliation_key=sha256_hex(
+                    document.partition_key, document.document_id, leg.leg_no
+                ),
+                claimed_amount=leg.billed_amount,
+                raw=leg,
+            )
+            for leg in document.legs
+        ]
+
+    def line_count(self, document: FreightDocument) -> int:
+        return len(document.legs)
+
+    def settle(
+        self, document: FreightDocument, line: Line, contract: FreightContract
+    ) -> Settlement:
+        leg: Leg = line.raw
+        with exact_arithmetic():
+            model = quantize(leg_charge(leg, contract), CENT)
+        within = exact_distance(leg.billed_amount, model) <= contract.tolerance
+        return Settlement(
+            outcome="posted" if within else "disputed",
+            amount=model,
+            claimed_amount=leg.billed_amount,
+            note="document_type_corrected" if corrected_type(document) else None,
+        )
+
+
+def corrected_type(document: FreightDocument) -> DocumentType | None:
+    """The sniffed type when it differs from the declared one, else None."""
+    if document.raw_payload is None:
+        return None
+    sniffed = sniff_document_type(base64.b64decode(document.raw_payload[:1400]))
+    return sniffed if sniffed is not None and sniffed != document.document_type else None
+
+
+def leg_charge(leg: Leg, contract: FreightContract) -> Decimal:
+    """The unrounded expected charge of one leg (SPEC §9)."""
+    basis: RateBasis = leg.rate_basis or "mile"
+    rate = contract.rate_for(basis)
+    if rate is None:
+        raise BusinessError("unknown_rate_basis", f"leg {leg.leg_no}: no {basis} rate in contract")
+    quantity = _rated_quantity(leg, basis)
+    gross = quantity * rate
+    net = gross * (1 - contract.discount_pct)
+    fuel = contract.fuel_surcharge * (net if contract.fuel_basis == "net" else gross)
+    return (
+        net
+        + fuel
+        + sum((_accessorial(leg, code, contract) for code in leg.accessorials), Decimal(0))
+    )
+
+
+def _rated_quantity(leg: Leg, basis: RateBasis) -> Decimal:
+    if leg.rated_quantity is not None and basis != "flat":
+        quantity = leg.rated_quantity
+    elif basis == "mile":
+        if leg.miles is None:
+            raise BusinessError("missing_quantity", f"leg {leg.leg_no}: no miles to rate")
+        quantity = leg.miles
+    else:
+        quantity = Decimal(1)  # unit defaults to one; flat is always one
+    if quantity < 0:
+        raise BusinessError("negative_quantity", f"leg {leg.leg_no}: negative quantity")
+    return quantity
+
+
+def _accessorial(leg: Leg, code: str, contract: FreightContract) -> Decimal:
+    price = contract.accessorials.get(code)
+    if price is None:
+        raise BusinessError("unknown_accessorial", f"leg {leg.leg_no}: accessorial {code!r}")
+    if isinstance(price, PerMile):
+        if leg.miles is None:
+            raise BusinessError("missing_quantity", f"leg {leg.leg_no}: {code} is per mile")
+        if leg.miles < 0:
+            raise BusinessError("negative_quantity", f"leg {leg.leg_no}: negative miles")
+        return price.rate * leg.miles
+    return price
