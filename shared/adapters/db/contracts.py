@@ -10,12 +10,10 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, select, tuple_
 
-from shared.adapters.db import tables
 from shared.adapters.db.dead_letters import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.priors import lock_partition_for_repricing
-
-t = tables.contracts
+from shared.adapters.db.tables import contracts
 
 
 class ContractConflict(Exception):
@@ -44,7 +42,7 @@ def put_contract(
         if version > 1:
             lock_partition_for_repricing(conn, kind, partition_key)
         inserted = conn.execute(
-            insert_ignoring_conflicts(conn, t)
+            insert_ignoring_conflicts(conn, contracts)
             .values(
                 kind=kind,
                 partition_key=partition_key,
@@ -53,7 +51,7 @@ def put_contract(
                 body_sha256=digest,
                 created_at=dt.datetime.now(dt.UTC),
             )
-            .returning(t.c.version)
+            .returning(contracts.c.version)
         ).first()
         if inserted is not None:
             if actor is not None:
@@ -71,8 +69,10 @@ def put_contract(
                 )
             return "created"
         existing = conn.execute(
-            select(t.c.body_sha256).where(
-                t.c.kind == kind, t.c.partition_key == partition_key, t.c.version == version
+            select(contracts.c.body_sha256).where(
+                contracts.c.kind == kind,
+                contracts.c.partition_key == partition_key,
+                contracts.c.version == version,
             )
         ).scalar_one()
     if existing != digest:
@@ -85,8 +85,10 @@ def get_contract(
 ) -> dict[str, Any] | None:
     with engine.connect() as conn:
         row = conn.execute(
-            select(t.c.body, t.c.created_at).where(
-                t.c.kind == kind, t.c.partition_key == partition_key, t.c.version == version
+            select(contracts.c.body, contracts.c.created_at).where(
+                contracts.c.kind == kind,
+                contracts.c.partition_key == partition_key,
+                contracts.c.version == version,
             )
         ).first()
     if row is None:
@@ -97,9 +99,9 @@ def get_contract(
 def list_versions(engine: Engine, kind: str, partition_key: str) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         rows = conn.execute(
-            select(t.c.version, t.c.body_sha256, t.c.created_at)
-            .where(t.c.kind == kind, t.c.partition_key == partition_key)
-            .order_by(t.c.version)
+            select(contracts.c.version, contracts.c.body_sha256, contracts.c.created_at)
+            .where(contracts.c.kind == kind, contracts.c.partition_key == partition_key)
+            .order_by(contracts.c.version)
         ).all()
     return [dict(r._mapping) for r in rows]
 
@@ -112,8 +114,9 @@ def load_bodies(
     if not pairs:
         return {}
     rows = conn.execute(
-        select(t.c.partition_key, t.c.version, t.c.body).where(
-            t.c.kind == kind, tuple_(t.c.partition_key, t.c.version).in_(pairs)
+        select(contracts.c.partition_key, contracts.c.version, contracts.c.body).where(
+            contracts.c.kind == kind,
+            tuple_(contracts.c.partition_key, contracts.c.version).in_(pairs),
         )
     ).all()
     return {(r.partition_key, r.version): json.loads(r.body) for r in rows}

@@ -10,10 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, update
 
-from shared.adapters.db import tables
-
-D = tables.dead_letters
-A = tables.audit_log
+from shared.adapters.db.tables import audit_log, dead_letters, line_outcomes
 
 
 @dataclass(frozen=True)
@@ -28,19 +25,20 @@ class Filter:
         for name in ("reason", "kind", "partition_key", "job_id", "status"):
             value = getattr(self, name)
             if value is not None:
-                query = query.where(D.c[name] == value)
+                query = query.where(dead_letters.c[name] == value)
         return query
 
 
 def load(conn: Connection, dead_letter_id: int) -> Any:
-    return conn.execute(select(D).where(D.c.id == dead_letter_id)).first()
+    return conn.execute(select(dead_letters).where(dead_letters.c.id == dead_letter_id)).first()
 
 
 def line_key(conn: Connection, dead_letter_id: int) -> str | None:
     """The reconciliation key of a line-level dead letter's line, from its outcome row."""
-    lo = tables.line_outcomes
     return conn.execute(
-        select(lo.c.reconciliation_key).where(lo.c.dead_letter_id == dead_letter_id).limit(1)
+        select(line_outcomes.c.reconciliation_key)
+        .where(line_outcomes.c.dead_letter_id == dead_letter_id)
+        .limit(1)
     ).scalar()
 
 
@@ -51,11 +49,11 @@ def get(engine: Engine, dead_letter_id: int) -> Any:
 
 def page(engine: Engine, where: Filter, *, before_id: int | None, limit: int) -> list[Any]:
     """Newest first; the cursor is the id of the last row seen."""
-    query = where.apply(select(D))
+    query = where.apply(select(dead_letters))
     if before_id is not None:
-        query = query.where(D.c.id < before_id)
+        query = query.where(dead_letters.c.id < before_id)
     with engine.connect() as conn:
-        return list(conn.execute(query.order_by(D.c.id.desc()).limit(limit)).all())
+        return list(conn.execute(query.order_by(dead_letters.c.id.desc()).limit(limit)).all())
 
 
 def stats(engine: Engine) -> list[Any]:
@@ -63,19 +61,24 @@ def stats(engine: Engine) -> list[Any]:
         return list(
             conn.execute(
                 select(
-                    D.c.reason,
-                    D.c.status,
+                    dead_letters.c.reason,
+                    dead_letters.c.status,
                     func.count().label("count"),
-                    func.sum(D.c.lines).label("lines"),
+                    func.sum(dead_letters.c.lines).label("lines"),
                 )
-                .group_by(D.c.reason, D.c.status)
-                .order_by(D.c.reason, D.c.status)
+                .group_by(dead_letters.c.reason, dead_letters.c.status)
+                .order_by(dead_letters.c.reason, dead_letters.c.status)
             ).all()
         )
 
 
 def ids_matching(engine: Engine, where: Filter, limit: int) -> list[int]:
-    query = where.apply(select(D.c.id)).where(D.c.status == "dead").order_by(D.c.id).limit(limit)
+    query = (
+        where.apply(select(dead_letters.c.id))
+        .where(dead_letters.c.status == "dead")
+        .order_by(dead_letters.c.id)
+        .limit(limit)
+    )
     with engine.connect() as conn:
         return [int(i) for i in conn.execute(query).scalars()]
 
@@ -87,35 +90,45 @@ def mark_requeued(conn: Connection, dead_letter_id: int) -> Any:
     request wins the row.
     """
     return conn.execute(
-        update(D)
-        .where(D.c.id == dead_letter_id, D.c.status == "dead")
-        .values(status="requeued", requeues=D.c.requeues + 1)
-        .returning(D.c.id, D.c.job_id, D.c.chunk_id, D.c.kind, D.c.requeues)
+        update(dead_letters)
+        .where(dead_letters.c.id == dead_letter_id, dead_letters.c.status == "dead")
+        .values(status="requeued", requeues=dead_letters.c.requeues + 1)
+        .returning(
+            dead_letters.c.id,
+            dead_letters.c.job_id,
+            dead_letters.c.chunk_id,
+            dead_letters.c.kind,
+            dead_letters.c.requeues,
+        )
     ).first()
 
 
 def unmark_requeued(conn: Connection, dead_letter_id: int, requeues: int) -> None:
     """Undo ``mark_requeued`` when its message could not be enqueued."""
     conn.execute(
-        update(D)
-        .where(D.c.id == dead_letter_id, D.c.status == "requeued", D.c.requeues == requeues)
+        update(dead_letters)
+        .where(
+            dead_letters.c.id == dead_letter_id,
+            dead_letters.c.status == "requeued",
+            dead_letters.c.requeues == requeues,
+        )
         .values(status="dead", requeues=requeues - 1)
     )
 
 
 def discard(conn: Connection, dead_letter_id: int, note: str) -> bool:
     result = conn.execute(
-        update(D)
-        .where(D.c.id == dead_letter_id, D.c.status == "dead")
+        update(dead_letters)
+        .where(dead_letters.c.id == dead_letter_id, dead_letters.c.status == "dead")
         .values(status="discarded", note=note)
-        .returning(D.c.id)
+        .returning(dead_letters.c.id)
     ).first()
     return result is not None
 
 
 def audit(conn: Connection, actor: str, action: str, target: str, details: dict[str, Any]) -> None:
     conn.execute(
-        A.insert().values(
+        audit_log.insert().values(
             at=dt.datetime.now(dt.UTC),
             actor=actor,
             action=action,
@@ -126,8 +139,8 @@ def audit(conn: Connection, actor: str, action: str, target: str, details: dict[
 
 
 def audit_page(engine: Engine, *, before_id: int | None, limit: int) -> Sequence[Any]:
-    query = select(A)
+    query = select(audit_log)
     if before_id is not None:
-        query = query.where(A.c.id < before_id)
+        query = query.where(audit_log.c.id < before_id)
     with engine.connect() as conn:
-        return list(conn.execute(query.order_by(A.c.id.desc()).limit(limit)).all())
+        return list(conn.execute(query.order_by(audit_log.c.id.desc()).limit(limit)).all())

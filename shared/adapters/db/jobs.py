@@ -14,14 +14,10 @@ from decimal import Decimal, localcontext
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from shared.adapters.db import tables
+from shared.adapters.db.tables import chunk_results, chunks, job_partitions, jobs
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.chunking import NewChunk
 from shared.domain.money import ZERO
-
-J = tables.jobs
-C = tables.chunks
-R = tables.chunk_results
 
 
 @dataclass(frozen=True)
@@ -74,14 +70,14 @@ def find_job(engine: Engine, key_id: str, idempotency_key: str) -> ExistingJob |
     with engine.connect() as conn:
         row = conn.execute(
             select(
-                J.c.id,
-                J.c.kind,
-                J.c.body_sha256,
-                J.c.state,
-                J.c.documents,
-                J.c.lines,
-                J.c.chunks_total,
-            ).where(J.c.key_id == key_id, J.c.idempotency_key == idempotency_key)
+                jobs.c.id,
+                jobs.c.kind,
+                jobs.c.body_sha256,
+                jobs.c.state,
+                jobs.c.documents,
+                jobs.c.lines,
+                jobs.c.chunks_total,
+            ).where(jobs.c.key_id == key_id, jobs.c.idempotency_key == idempotency_key)
         ).first()
     return None if row is None else ExistingJob(**row._mapping)
 
@@ -92,7 +88,7 @@ def create_job(engine: Engine, job: NewJob) -> bool:
     try:
         with engine.begin() as conn:
             conn.execute(
-                J.insert().values(
+                jobs.insert().values(
                     id=job.id,
                     key_id=job.key_id,
                     idempotency_key=job.idempotency_key,
@@ -106,11 +102,11 @@ def create_job(engine: Engine, job: NewJob) -> bool:
                 )
             )
             conn.execute(
-                tables.job_partitions.insert(),
+                job_partitions.insert(),
                 [{"job_id": job.id, "partition_key": p} for p in sorted(set(job.partition_keys))],
             )
             conn.execute(
-                C.insert(),
+                chunks.insert(),
                 [
                     {
                         "id": c.id,
@@ -133,7 +129,7 @@ def create_job(engine: Engine, job: NewJob) -> bool:
 
 def mark_accepted(engine: Engine, job_id: str) -> None:
     with engine.begin() as conn:
-        conn.execute(update(J).where(J.c.id == job_id).values(state="accepted"))
+        conn.execute(update(jobs).where(jobs.c.id == job_id).values(state="accepted"))
 
 
 def discard_unaccepted(engine: Engine, job_id: str) -> None:
@@ -143,20 +139,24 @@ def discard_unaccepted(engine: Engine, job_id: str) -> None:
     """
     with engine.begin() as conn:
         if (
-            conn.execute(select(J.c.id).where(J.c.id == job_id, J.c.state == "receiving")).first()
+            conn.execute(
+                select(jobs.c.id).where(jobs.c.id == job_id, jobs.c.state == "receiving")
+            ).first()
             is None
         ):
             return
-        conn.execute(delete(C).where(C.c.job_id == job_id))
-        conn.execute(delete(tables.job_partitions).where(tables.job_partitions.c.job_id == job_id))
-        conn.execute(delete(J).where(J.c.id == job_id))
+        conn.execute(delete(chunks).where(chunks.c.job_id == job_id))
+        conn.execute(delete(job_partitions).where(job_partitions.c.job_id == job_id))
+        conn.execute(delete(jobs).where(jobs.c.id == job_id))
 
 
 def stored_chunks(engine: Engine, job_id: str) -> list[tuple[str, str]]:
     """(chunk id, payload SHA-256) of a job's chunks, in order."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(C.c.id, C.c.payload_sha256).where(C.c.job_id == job_id).order_by(C.c.seq)
+            select(chunks.c.id, chunks.c.payload_sha256)
+            .where(chunks.c.job_id == job_id)
+            .order_by(chunks.c.seq)
         ).all()
     return [(r.id, r.payload_sha256) for r in rows]
 
@@ -164,7 +164,7 @@ def stored_chunks(engine: Engine, job_id: str) -> list[tuple[str, str]]:
 def stored_state(conn: Connection, job_id: str) -> tuple[str, dt.datetime] | None:
     """A job's stored state and creation time; None once a submission that never
     got its 202 has been withdrawn (or for a job never stored)."""
-    row = conn.execute(select(J.c.state, J.c.created_at).where(J.c.id == job_id)).first()
+    row = conn.execute(select(jobs.c.state, jobs.c.created_at).where(jobs.c.id == job_id)).first()
     if row is None:
         return None
     created: dt.datetime = row.created_at
@@ -191,7 +191,9 @@ _LOAD_CHUNK_BINARY = (
 
 def chunk_digest(conn: Connection, chunk_id: str) -> str:
     """The SHA-256 the front door signed of a stored chunk's bytes."""
-    return str(conn.execute(select(C.c.payload_sha256).where(C.c.id == chunk_id)).scalar_one())
+    return str(
+        conn.execute(select(chunks.c.payload_sha256).where(chunks.c.id == chunk_id)).scalar_one()
+    )
 
 
 def load_chunk(conn: Connection, chunk_id: str) -> StoredChunk | None:
@@ -203,14 +205,14 @@ def load_chunk(conn: Connection, chunk_id: str) -> StoredChunk | None:
     else:
         found = conn.execute(
             select(
-                C.c.id,
-                C.c.job_id,
-                C.c.kind,
-                C.c.documents,
-                C.c.lines,
-                C.c.payload,
-                C.c.payload_sha256,
-            ).where(C.c.id == chunk_id)
+                chunks.c.id,
+                chunks.c.job_id,
+                chunks.c.kind,
+                chunks.c.documents,
+                chunks.c.lines,
+                chunks.c.payload,
+                chunks.c.payload_sha256,
+            ).where(chunks.c.id == chunk_id)
         ).first()
     if found is None:
         return None
@@ -219,7 +221,12 @@ def load_chunk(conn: Connection, chunk_id: str) -> StoredChunk | None:
 
 
 def chunk_processed(conn: Connection, chunk_id: str) -> bool:
-    return conn.execute(select(R.c.chunk_id).where(R.c.chunk_id == chunk_id)).first() is not None
+    return (
+        conn.execute(
+            select(chunk_results.c.chunk_id).where(chunk_results.c.chunk_id == chunk_id)
+        ).first()
+        is not None
+    )
 
 
 _OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
@@ -227,20 +234,22 @@ _OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
 
 def job_status(engine: Engine, job_id: str) -> JobStatus | None:
     with engine.connect() as conn:
-        job = conn.execute(select(J).where(J.c.id == job_id, J.c.state == "accepted")).first()
+        job = conn.execute(
+            select(jobs).where(jobs.c.id == job_id, jobs.c.state == "accepted")
+        ).first()
         if job is None:
             return None
         results = conn.execute(
             select(
-                R.c.posted,
-                R.c.disputed,
-                R.c.duplicate,
-                R.c.dead_lettered,
-                R.c.amount_posted,
-                R.c.amount_disputed,
-                R.c.created_at,
-                R.c.source,
-            ).where(R.c.job_id == job_id)
+                chunk_results.c.posted,
+                chunk_results.c.disputed,
+                chunk_results.c.duplicate,
+                chunk_results.c.dead_lettered,
+                chunk_results.c.amount_posted,
+                chunk_results.c.amount_disputed,
+                chunk_results.c.created_at,
+                chunk_results.c.source,
+            ).where(chunk_results.c.job_id == job_id)
         ).all()
     # Requeues move counters but are not chunks: progress counts chunks only.
     chunk_rows = [r for r in results if r.source == "chunk"]
@@ -280,32 +289,32 @@ def list_jobs(
     """Job ids newest first, filtered; the cursor is (created_at, id) of the last seen."""
     done = (
         select(func.count())
-        .select_from(R)
-        .where(R.c.job_id == J.c.id, R.c.source == "chunk")
+        .select_from(chunk_results)
+        .where(chunk_results.c.job_id == jobs.c.id, chunk_results.c.source == "chunk")
         .scalar_subquery()
     )
-    query = select(J.c.id, J.c.created_at).where(J.c.state == "accepted")
+    query = select(jobs.c.id, jobs.c.created_at).where(jobs.c.state == "accepted")
     if key_id is not None:
-        query = query.where(J.c.key_id == key_id)
+        query = query.where(jobs.c.key_id == key_id)
     if partition_key is not None:
         query = query.where(
-            J.c.id.in_(
-                select(tables.job_partitions.c.job_id).where(
-                    tables.job_partitions.c.partition_key == partition_key
+            jobs.c.id.in_(
+                select(job_partitions.c.job_id).where(
+                    job_partitions.c.partition_key == partition_key
                 )
             )
         )
     if state == "completed":
-        query = query.where(done >= J.c.chunks_total)
+        query = query.where(done >= jobs.c.chunks_total)
     elif state == "processing":
-        query = query.where(done > 0, done < J.c.chunks_total)
+        query = query.where(done > 0, done < jobs.c.chunks_total)
     elif state == "accepted":
         query = query.where(done == 0)
     if before is not None:
         created, job_id = before
         query = query.where(
-            (J.c.created_at < created) | ((J.c.created_at == created) & (J.c.id < job_id))
+            (jobs.c.created_at < created) | ((jobs.c.created_at == created) & (jobs.c.id < job_id))
         )
-    query = query.order_by(J.c.created_at.desc(), J.c.id.desc()).limit(limit)
+    query = query.order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit)
     with engine.connect() as conn:
         return [(r.id, r.created_at) for r in conn.execute(query).all()]

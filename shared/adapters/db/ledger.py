@@ -16,8 +16,15 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, update
 
-from shared.adapters.db import bulk, priors, tables
+from shared.adapters.db import bulk, priors
 from shared.adapters.db.dialect import insert_ignoring_conflicts
+from shared.adapters.db.tables import (
+    chunk_results,
+    dead_letters,
+    ledger_entries,
+    line_outcomes,
+    outbox,
+)
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.kinds import KINDS
 from shared.domain.money import ZERO
@@ -30,14 +37,11 @@ from shared.domain.settlement import (
 )
 from shared.domain.units import ChunkOutcome, ChunkRef
 
-L = tables.ledger_entries
-R = tables.chunk_results
-
 
 def _claim_marker(conn: Connection, chunk: ChunkRef, now: dt.datetime) -> bool:
     """Insert the processed marker; False when another delivery already did."""
     row = conn.execute(
-        insert_ignoring_conflicts(conn, R)
+        insert_ignoring_conflicts(conn, chunk_results)
         .values(
             chunk_id=chunk.result_id,
             job_id=chunk.job_id,
@@ -50,15 +54,15 @@ def _claim_marker(conn: Connection, chunk: ChunkRef, now: dt.datetime) -> bool:
             amount_disputed=ZERO,
             created_at=now,
         )
-        .returning(R.c.chunk_id)
+        .returning(chunk_results.c.chunk_id)
     ).first()
     return row is not None
 
 
 def _store_counts(conn: Connection, chunk: ChunkRef, outcome: ChunkOutcome) -> None:
     conn.execute(
-        update(R)
-        .where(R.c.chunk_id == chunk.result_id)
+        update(chunk_results)
+        .where(chunk_results.c.chunk_id == chunk.result_id)
         .values(
             posted=outcome.posted,
             disputed=outcome.disputed,
@@ -123,8 +127,10 @@ def _insert_round(
     # Sorted so that concurrent chunks sharing keys lock them in the same order.
     ordered = [rows[ident] for ident in sorted(rows)]
     result = conn.execute(
-        insert_ignoring_conflicts(conn, L).returning(
-            L.c.id, L.c.reconciliation_key, L.c.contract_version
+        insert_ignoring_conflicts(conn, ledger_entries).returning(
+            ledger_entries.c.id,
+            ledger_entries.c.reconciliation_key,
+            ledger_entries.c.contract_version,
         ),
         ordered,
     )
@@ -356,9 +362,7 @@ def _dead_letters(
         return []
     outcome.dead_lettered += sum(letter["lines"] for letter, _ in letters)
     ids = conn.execute(
-        tables.dead_letters.insert().returning(
-            tables.dead_letters.c.id, sort_by_parameter_order=True
-        ),
+        dead_letters.insert().returning(dead_letters.c.id, sort_by_parameter_order=True),
         [letter for letter, _ in letters],
     ).scalars()
     rows = []
@@ -460,7 +464,7 @@ def commit_plan(
             dropped = {id(p) for p in out_of_range}
             settled = [p for p in settled if id(p) not in dropped]
         # An event id is its ledger row's identity, new exactly once: no conflicts.
-        _insert(conn, tables.outbox, _events(new.values(), now))
+        _insert(conn, outbox, _events(new.values(), now))
         deltas = {k: v["delta"] for k, v in new.items()}
         rows = _settled_outcomes(chunk, settled, _first_new(settled, new), outcome, deltas)
     if out_of_range:
@@ -470,13 +474,13 @@ def commit_plan(
         # The requeued lines leave dead_lettered for the outcome they have now.
         outcome.dead_lettered -= chunk.requeue.lines
         conn.execute(
-            delete(tables.line_outcomes).where(
-                tables.line_outcomes.c.dead_letter_id == chunk.requeue.dead_letter_id
+            delete(line_outcomes).where(
+                line_outcomes.c.dead_letter_id == chunk.requeue.dead_letter_id
             )
         )
     for row in rows:
         row.setdefault("dead_letter_id", None)
-    _insert(conn, tables.line_outcomes, rows)
+    _insert(conn, line_outcomes, rows)
     _store_counts(conn, chunk, outcome)
     return outcome
 

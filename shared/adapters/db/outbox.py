@@ -11,11 +11,8 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, any_, bindparam, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from shared.adapters.db import tables
+from shared.adapters.db.tables import ledger_entries, outbox
 from shared.domain.events import event_body, event_id, occurred_at_text, routing_key
-
-O = tables.outbox  # noqa: E741 - the table's one-letter alias, as elsewhere
-
 
 Event = tuple[str, str, bytes]  # (event_id, routing_key, body)
 
@@ -50,16 +47,16 @@ def next_batch(conn: Connection, limit: int) -> Batch:
     a second relay skips them; their events, in order; and what each row holds."""
     rows = conn.execute(
         select(
-            O.c.id,
-            O.c.event_id,
-            O.c.routing_key,
-            O.c.body,
-            O.c.created_at,
-            O.c.ledger_entry_id,
-            O.c.ledger_entry_ids,
+            outbox.c.id,
+            outbox.c.event_id,
+            outbox.c.routing_key,
+            outbox.c.body,
+            outbox.c.created_at,
+            outbox.c.ledger_entry_id,
+            outbox.c.ledger_entry_ids,
         )
-        .where(O.c.published_at.is_(None))
-        .order_by(O.c.id)
+        .where(outbox.c.published_at.is_(None))
+        .order_by(outbox.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
     ).all()
@@ -100,22 +97,21 @@ def next_batch(conn: Connection, limit: int) -> Batch:
     return Batch([row.id for row in rows], events, units)
 
 
-L = tables.ledger_entries
 # What an event tells of its ledger row (shared/domain/events.py), and nothing else.
 _EVENT_COLUMNS = (
-    L.c.id,
-    L.c.reconciliation_key,
-    L.c.contract_version,
-    L.c.outcome,
-    L.c.kind,
-    L.c.job_id,
-    L.c.document_id,
-    L.c.line_ref,
-    L.c.partition_key,
-    L.c.correlation_id,
-    L.c.amount,
-    L.c.claimed_amount,
-    L.c.delta,
+    ledger_entries.c.id,
+    ledger_entries.c.reconciliation_key,
+    ledger_entries.c.contract_version,
+    ledger_entries.c.outcome,
+    ledger_entries.c.kind,
+    ledger_entries.c.job_id,
+    ledger_entries.c.document_id,
+    ledger_entries.c.line_ref,
+    ledger_entries.c.partition_key,
+    ledger_entries.c.correlation_id,
+    ledger_entries.c.amount,
+    ledger_entries.c.claimed_amount,
+    ledger_entries.c.delta,
 )
 
 
@@ -123,12 +119,12 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     if conn.dialect.name == "postgresql":
         # One array parameter: an IN list of thousands of binds costs more to
         # compile and send than the rows it fetches.
-        wanted = L.c.id == any_(bindparam("ids", list(ids), type_=ARRAY(BigInteger)))
+        wanted = ledger_entries.c.id == any_(bindparam("ids", list(ids), type_=ARRAY(BigInteger)))
         return {row.id: row for row in conn.execute(select(*_EVENT_COLUMNS).where(wanted))}
     found: dict[int, Any] = {}
     for start in range(0, len(ids), 5000):
         part = ids[start : start + 5000]
-        for row in conn.execute(select(*_EVENT_COLUMNS).where(L.c.id.in_(part))).all():
+        for row in conn.execute(select(*_EVENT_COLUMNS).where(ledger_entries.c.id.in_(part))).all():
             found[row.id] = row
     return found
 
@@ -136,7 +132,10 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
 def oldest_unpublished(conn: Connection) -> dt.datetime | None:
     """When the oldest outbox row still to publish was committed (None: none)."""
     created = conn.execute(
-        select(O.c.created_at).where(O.c.published_at.is_(None)).order_by(O.c.id).limit(1)
+        select(outbox.c.created_at)
+        .where(outbox.c.published_at.is_(None))
+        .order_by(outbox.c.id)
+        .limit(1)
     ).scalar()
     if created is not None and created.tzinfo is None:
         created = created.replace(tzinfo=dt.UTC)
@@ -145,5 +144,7 @@ def oldest_unpublished(conn: Connection) -> dt.datetime | None:
 
 def mark_published(conn: Connection, ids: Sequence[int]) -> None:
     conn.execute(
-        update(O).where(O.c.id.in_(list(ids))).values(published_at=dt.datetime.now(dt.UTC))
+        update(outbox)
+        .where(outbox.c.id.in_(list(ids)))
+        .values(published_at=dt.datetime.now(dt.UTC))
     )

@@ -15,10 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Engine, and_, select
 
-from shared.adapters.db import tables
-
-LO = tables.line_outcomes
-L = tables.ledger_entries
+from shared.adapters.db.tables import ledger_entries, line_outcomes
 
 Source = Literal["ledger", "other"]
 IN_LEDGER = ("posted", "disputed")
@@ -68,31 +65,36 @@ def list_lines(
     rows: list[LineRow] = []
     with engine.connect() as conn:
         if (outcome is None or outcome in IN_LEDGER) and (after is None or after[0] == "ledger"):
-            notes = LO.alias("notes")
+            notes = line_outcomes.alias("notes")
             query = (
-                select(L, notes.c.reason)
+                select(ledger_entries, notes.c.reason)
                 .outerjoin(
                     notes,
                     and_(
-                        notes.c.job_id == L.c.job_id,
-                        notes.c.outcome == L.c.outcome,
-                        notes.c.reconciliation_key == L.c.reconciliation_key,
-                        notes.c.contract_version == L.c.contract_version,
+                        notes.c.job_id == ledger_entries.c.job_id,
+                        notes.c.outcome == ledger_entries.c.outcome,
+                        notes.c.reconciliation_key == ledger_entries.c.reconciliation_key,
+                        notes.c.contract_version == ledger_entries.c.contract_version,
                     ),
                 )
-                .where(L.c.job_id == job_id)
+                .where(ledger_entries.c.job_id == job_id)
             )
             if outcome is not None:
-                query = query.where(L.c.outcome == outcome)
+                query = query.where(ledger_entries.c.outcome == outcome)
             if after is not None:
-                query = query.where(L.c.id > after[1])
-            rows += [_line("ledger", r) for r in conn.execute(query.order_by(L.c.id).limit(limit))]
+                query = query.where(ledger_entries.c.id > after[1])
+            rows += [
+                _line("ledger", r)
+                for r in conn.execute(query.order_by(ledger_entries.c.id).limit(limit))
+            ]
             after = None
         if len(rows) < limit and (outcome is None or outcome in NOT_IN_LEDGER):
             wanted = NOT_IN_LEDGER if outcome is None else (outcome,)
-            query = select(LO).where(LO.c.job_id == job_id, LO.c.outcome.in_(wanted))
+            query = select(line_outcomes).where(
+                line_outcomes.c.job_id == job_id, line_outcomes.c.outcome.in_(wanted)
+            )
             if after is not None:
-                query = query.where(LO.c.id > after[1])
-            query = query.order_by(LO.c.id).limit(limit - len(rows))
+                query = query.where(line_outcomes.c.id > after[1])
+            query = query.order_by(line_outcomes.c.id).limit(limit - len(rows))
             rows += [_line("other", r) for r in conn.execute(query)]
     return rows

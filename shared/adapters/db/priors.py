@@ -24,11 +24,9 @@ from typing import Any
 
 from sqlalchemy import Connection, select, text, tuple_
 
-from shared.adapters.db import tables
+from shared.adapters.db.tables import contracts, ledger_entries
 from shared.domain.kinds.base import DeltaBasis
 from shared.domain.settlement import PlannedLine
-
-L = tables.ledger_entries
 
 Lineage = tuple[str, str]  # (partition_key, reconciliation key or line_ref)
 Prior = tuple[int, Decimal] | None  # (id, amount) of the row a new one supersedes
@@ -91,11 +89,14 @@ def repriced_partitions(conn: Connection, kind: str, partitions: set[str]) -> se
             ),
             {"ks": ids},
         )
-    c = tables.contracts
     rows = conn.execute(
-        select(c.c.partition_key)
+        select(contracts.c.partition_key)
         .distinct()
-        .where(c.c.kind == kind, c.c.version > 1, c.c.partition_key.in_(sorted(partitions)))
+        .where(
+            contracts.c.kind == kind,
+            contracts.c.version > 1,
+            contracts.c.partition_key.in_(sorted(partitions)),
+        )
     )
     return {r.partition_key for r in rows}
 
@@ -152,13 +153,13 @@ def latest_rows(
     """The latest committed row (highest id) of each line's lineage."""
     wanted = sorted({lineage(basis, p) for p in lines})
     if basis == "line_history":
-        column = L.c.line_ref
+        column = ledger_entries.c.line_ref
 
         def where(batch: list[Lineage]) -> Any:
-            return tuple_(L.c.partition_key, column).in_(batch)
+            return tuple_(ledger_entries.c.partition_key, column).in_(batch)
     else:
         # By key alone, the unique index's prefix; the partition is checked below.
-        column = L.c.reconciliation_key
+        column = ledger_entries.c.reconciliation_key
 
         def where(batch: list[Lineage]) -> Any:
             return column.in_([ref for _, ref in batch])
@@ -167,9 +168,12 @@ def latest_rows(
     wanted_set = set(wanted)
     for start in range(0, len(wanted), 2000):
         rows = conn.execute(
-            select(L.c.partition_key, column.label("ref"), L.c.id, L.c.amount).where(
-                L.c.kind == kind, where(wanted[start : start + 2000])
-            )
+            select(
+                ledger_entries.c.partition_key,
+                column.label("ref"),
+                ledger_entries.c.id,
+                ledger_entries.c.amount,
+            ).where(ledger_entries.c.kind == kind, where(wanted[start : start + 2000]))
         ).all()
         for r in rows:
             key = (r.partition_key, r.ref)

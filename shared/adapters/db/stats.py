@@ -13,11 +13,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Connection, Integer, cast, exists, func, select
 
-from shared.adapters.db import tables
+from shared.adapters.db.tables import chunk_results, chunks, jobs
 
-C = tables.chunks
-J = tables.jobs
-R = tables.chunk_results
 OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
 
 
@@ -50,15 +47,15 @@ def throughput(conn: Connection, now: dt.datetime, window_s: int, bucket_s: int)
     buckets = max(1, window_s // bucket_s)
     start = int(now.timestamp()) // bucket_s * bucket_s - (buckets - 1) * bucket_s
     since = dt.datetime.fromtimestamp(start, dt.UTC)
-    bucket = (_epoch(conn, R.c.created_at) // bucket_s).label("bucket")
-    lines = sum((R.c[name] for name in OUTCOMES[1:]), R.c[OUTCOMES[0]])
+    bucket = (_epoch(conn, chunk_results.c.created_at) // bucket_s).label("bucket")
+    lines = sum((chunk_results.c[name] for name in OUTCOMES[1:]), chunk_results.c[OUTCOMES[0]])
     rows = conn.execute(
         select(
             bucket,
             func.sum(lines).label("lines"),
-            *(func.sum(R.c[name]).label(name) for name in OUTCOMES),
+            *(func.sum(chunk_results.c[name]).label(name) for name in OUTCOMES),
         )
-        .where(R.c.created_at >= since)
+        .where(chunk_results.c.created_at >= since)
         .group_by(bucket)
     ).all()
     counts = [0] * buckets
@@ -80,12 +77,12 @@ def oldest_unsettled_chunk(conn: Connection, since: dt.datetime) -> dt.datetime 
     is published and marked when it is settled, so this is the age of the
     oldest work still waiting in (or being worked from) the queues.
     """
-    settled = exists().where(R.c.chunk_id == C.c.id)
+    settled = exists().where(chunk_results.c.chunk_id == chunks.c.id)
     created = conn.execute(
-        select(C.c.created_at)
-        .join(J, J.c.id == C.c.job_id)
-        .where(C.c.created_at >= since, J.c.state == "accepted", ~settled)
-        .order_by(C.c.created_at)
+        select(chunks.c.created_at)
+        .join(jobs, jobs.c.id == chunks.c.job_id)
+        .where(chunks.c.created_at >= since, jobs.c.state == "accepted", ~settled)
+        .order_by(chunks.c.created_at)
         .limit(1)
     ).scalar()
     return None if created is None else _aware(created)
