@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, select, text, tuple_
 
 from shared.adapters.db.tables import contracts, ledger_entries
+from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import DeltaBasis
 from shared.domain.settlement import PlannedLine
 
@@ -120,6 +121,35 @@ def lock_lineages(conn: Connection, kind: str, groups: set[str]) -> None:
         text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:ks AS bigint[])) AS k"),
         {"ks": lock_ids(kind, groups)},
     )
+
+
+def unit_repriced_partitions(
+    conn: Connection, kind: str, settled: Sequence[PlannedLine]
+) -> set[str]:
+    """The unit's partitions with a contract above version 1 (promo, freight),
+    read once: they decide both the lineage locks and which lines the settle
+    statement probes for an earlier row."""
+    if not settled or KINDS[kind].delta_basis != "key_versions":
+        return set()
+    return repriced_partitions(conn, kind, {p.document.partition_key for p in settled})
+
+
+def lock_groups(kind: str, settled: Sequence[PlannedLine], repriced: set[str]) -> set[str]:
+    """The lineages this unit must lock before reading priors. A promo or freight
+    document at version 1 in a partition never re-priced has no lineage to
+    share with a concurrent chunk, so the common case locks nothing: two
+    workers settling first versions never wait on each other."""
+    basis = KINDS[kind].delta_basis
+    if basis == "line_history":
+        return {lock_group(basis, p) for p in settled}
+    groups: set[str] = set()
+    doc = None
+    for p in settled:
+        if p.document is not doc:  # a document's lines are consecutive
+            doc = p.document
+            if doc.contract_version > 1 or doc.partition_key in repriced:
+                groups.add(lock_group(basis, p))
+    return groups
 
 
 def _chain_position(basis: DeltaBasis, index: int, p: PlannedLine) -> tuple[Any, ...]:

@@ -1,0 +1,96 @@
+"""What a unit's lines came to: the counts of its ``ChunkOutcome``, and the
+``line_outcomes`` rows the ledger does not describe (duplicates, noted lines,
+dead-lettered lines, linked to the dead letters inserted here)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from decimal import Decimal, localcontext
+from typing import Any
+
+from sqlalchemy import Connection
+
+from shared.adapters.db.rows import document_dead_letter, line_dead_letter, outcome_row
+from shared.adapters.db.tables import dead_letters
+from shared.adapters.db.types import EXACT_SUMS
+from shared.domain.money import ZERO
+from shared.domain.settlement import ChunkPlan, PlannedLine
+from shared.domain.units import ChunkOutcome, ChunkRef
+
+
+def settled_outcomes(
+    chunk: ChunkRef,
+    settled: Sequence[PlannedLine],
+    new_flags: Iterable[bool],
+    outcome: ChunkOutcome,
+    deltas: dict[tuple[str, int], Decimal] | None,
+) -> list[dict[str, Any]]:
+    """Count the settled lines' outcomes (posted or disputed when new, else a
+    duplicate). With ``deltas``, also build the outcome rows the ledger does not
+    describe: duplicates and noted lines (a posted or disputed line's outcome is
+    its ledger row); without, the database already wrote them."""
+    rows = []
+    # The chunk's sums, exact: the default 28 digits could round a large total.
+    with localcontext(EXACT_SUMS):
+        for p, new in zip(settled, new_flags, strict=True):
+            s = p.settlement
+            assert s is not None
+            if new:
+                if s.outcome == "posted":
+                    outcome.posted += 1
+                    outcome.amount_posted += s.amount
+                else:
+                    outcome.disputed += 1
+                    outcome.amount_disputed += s.claimed_amount or ZERO
+                if deltas is not None and s.note is not None:
+                    ident = (p.line.reconciliation_key, p.document.contract_version)
+                    rows.append(outcome_row(chunk, p, s.outcome, deltas[ident], s.note))
+            else:
+                outcome.duplicate += 1
+                if deltas is not None:
+                    rows.append(outcome_row(chunk, p, "duplicate", None))
+    return rows
+
+
+def insert_dead_letters(
+    conn: Connection,
+    chunk: ChunkRef,
+    plan: ChunkPlan,
+    attempts: int,
+    now: dt.datetime,
+    outcome: ChunkOutcome,
+) -> list[dict[str, Any]]:
+    """Insert the plan's dead letters; return their lines' outcome rows, linked to them."""
+    letters: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for p in plan.lines:
+        if p.settlement is None:
+            letters.append(
+                (
+                    line_dead_letter(chunk, p, attempts, now),
+                    [outcome_row(chunk, p, "dead_lettered", None)],
+                )
+            )
+    for f in plan.failed_documents:
+        if f.document is None:
+            lines = []
+        else:
+            doc = f.document
+            lines = [
+                outcome_row(chunk, PlannedLine(doc, line, None, f.reason), "dead_lettered", None)
+                for line in f.lines
+            ]
+        letters.append((document_dead_letter(chunk, f, attempts, now), lines))
+    if not letters:
+        return []
+    outcome.dead_lettered += sum(letter["lines"] for letter, _ in letters)
+    ids = conn.execute(
+        dead_letters.insert().returning(dead_letters.c.id, sort_by_parameter_order=True),
+        [letter for letter, _ in letters],
+    ).scalars()
+    rows = []
+    for letter_id, (_, line_rows) in zip(ids, letters, strict=True):
+        for row in line_rows:
+            row["dead_letter_id"] = letter_id
+            rows.append(row)
+    return rows
