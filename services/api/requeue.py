@@ -11,7 +11,7 @@ from __future__ import annotations
 from services.api.context import ApiContext
 from shared.adapters.broker import enqueue
 from shared.adapters.db import dead_letters as dl_db
-from shared.adapters.db.jobs import chunk_digest
+from shared.adapters.db.stored_chunk import chunk_digest
 from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
 
 

@@ -22,8 +22,8 @@ from services.worker.context import WorkerContext
 from services.worker.stage_log import note_documents
 from shared.adapters.broker import enqueue
 from shared.adapters.db import dead_letters
-from shared.adapters.db.jobs import chunk_processed, load_chunk, stored_state
 from shared.adapters.db.ledger import commit_plan
+from shared.adapters.db.stored_chunk import chunk_processed, load_chunk, stored_state
 from shared.adapters.leases import Claim, LeaseKeeper
 from shared.domain.keys import correlation_id_for
 from shared.domain.kinds import KINDS

@@ -11,7 +11,7 @@ from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk, validate_chunk
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import tables
-from shared.adapters.db.jobs import job_status
+from shared.adapters.db.job_queries import job_status
 from shared.adapters.db.outcomes import list_lines
 from shared.domain.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid

@@ -14,7 +14,7 @@ from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import encode_line_cursor, line_cursor
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
 from services.api.timefmt import iso, parse_iso
-from shared.adapters.db import jobs as jobs_db
+from shared.adapters.db import job_queries as jobs_db
 from shared.adapters.db.outcomes import list_lines
 from shared.domain.money import to_wire
 
