@@ -22,8 +22,9 @@ SKIPPED_SUFFIXES = {".pyc", ".png", ".db", ".ico", ".gz"}
 DOC_REF = re.compile(r"docs/([A-Za-z0-9_.-]+\.md)#([A-Za-z0-9_-]+)")
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 TEST_REF = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
-# "SPEC §4.4", "spec §7", "§7 of the spec" (and YAML's escaped "SPEC \\xA74.4"),
-# spelled with escapes so that this file does not match itself.
+# "SPEC <section sign>4.4", "spec <section sign>7", "<section sign>7 of the spec",
+# and YAML's escaped "SPEC \\xA74.4"; the sign is escaped so that neither this test
+# nor /tmp/docs_refs.py takes this file for a reference.
 SPEC_REF = re.compile(r"(?i)spec\s+(?:\u00a7|\\xa7)|\u00a7\s?\d[\d.]*\s+of\s+the\s+spec")
 
 # Being split on other branches right now: they still hold spec references, which
