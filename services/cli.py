@@ -1,4 +1,5 @@
-"""``settleq``: run the services, migrate, submit and watch batches (SPEC §6)."""
+"""``settleq``: run the services, migrate, submit and watch batches
+(docs/operations.md#commands)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A small HTTP client for settleq: signs producer requests (SPEC §3.1).
+"""A small HTTP client for settleq: signs producer requests (docs/api.md#producer-signatures).
 
 Used by the command line (``settleq submit``, ``demo``, ``status``) and tests.
 """

@@ -8,7 +8,7 @@
   negative quantity, unknown contract version). Dead-lettered at once with its
   reason so an operator can fix the cause and requeue.
 
-Every error carries a machine ``reason`` (SPEC §9 reason codes).
+Every error carries a machine ``reason`` (docs/architecture.md#failures-and-reason-codes).
 """
 
 from __future__ import annotations

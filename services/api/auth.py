@@ -68,7 +68,8 @@ def producer_verifier(ctx: ApiContext, request: Request) -> tuple[ProducerKey, S
 
 
 def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> ProducerKey:
-    """Verify ``X-Key-Id`` / ``X-Signature`` over method, path and body (SPEC §3.1)."""
+    """Verify ``X-Key-Id`` / ``X-Signature`` over method, path and body
+    (docs/api.md#producer-signatures)."""
     key, verifier = producer_verifier(ctx, request)
     verifier.update(body)
     try:

@@ -1,4 +1,4 @@
-"""Bodies only from the authenticated, and never a big one (SPEC §3.6).
+"""Bodies only from the authenticated, and never a big one (docs/api.md#bodies-and-roles).
 
 FastAPI reads and parses a route's body parameter *before* it resolves the
 route's dependencies (``get_request_handler`` awaits ``request.body()`` and

@@ -1,4 +1,4 @@
-"""Error bodies (SPEC §3): ``{"error": {"code", "message", "details"}}``.
+"""Error bodies (docs/api.md#errors): ``{"error": {"code", "message", "details"}}``.
 
 Domain and adapter failures are mapped to HTTP here, at the edge; a 500 never
 carries internals, and no error ever echoes a secret.
@@ -100,8 +100,8 @@ def validation_error(errors: list[Any]) -> ApiError:
 
 
 def duplicate_line(document_id: str, repeated: RepeatedLine, where: list[str]) -> ApiError:
-    """SPEC §5: a document names each line (promo ``line_no``, freight ``leg_no``,
-    recipe location) once; ``where`` locates the document in the body."""
+    """docs/architecture.md#reconciliation-keys: a document names each line (promo ``line_no``,
+    freight ``leg_no``, recipe location) once; ``where`` locates the document in the body."""
     message = f"document {document_id!r} holds {repeated.field} {repeated.value!r} more than once"
     detail = {
         "loc": [*where, *repeated.loc],

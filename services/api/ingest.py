@@ -1,4 +1,5 @@
-"""Validating and chunking a batch body while it streams in (SPEC §3.2, §4.1-4.2).
+"""Validating and chunking a batch body while it streams in (docs/api.md#submitting-a-batch,
+docs/architecture.md#front-door, docs/architecture.md#chunking).
 
 NDJSON is handled a line at a time: each document is validated (screened at
 C speed first where its kind has a screen, ``shared/domain/kinds/screen.py``), checked

@@ -14,14 +14,14 @@ SECURITY_SCHEMES = {
     "bearer": {
         "type": "http",
         "scheme": "bearer",
-        "description": "viewer or operator token (SPEC §3.6)",
+        "description": "viewer or operator token (docs/api.md#viewer-and-operator-tokens)",
     },
     "producerKeyId": {"type": "apiKey", "in": "header", "name": "X-Key-Id"},
     "producerSignature": {
         "type": "apiKey",
         "in": "header",
         "name": "X-Signature",
-        "description": "t=<unix>,v1=<hex HMAC-SHA256> (SPEC §3.1)",
+        "description": "t=<unix>,v1=<hex HMAC-SHA256> (docs/api.md#producer-signatures)",
     },
 }
 _PRODUCER: dict[str, list[str]] = {"producerKeyId": [], "producerSignature": []}

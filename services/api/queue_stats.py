@@ -1,9 +1,9 @@
 """What waits in the queues: one reading for backpressure, the dashboard and /metrics.
 
 Depth is RabbitMQ's count of ready messages, read with passive declares on a
-short-lived connection at most every ``refresh_s``. Backpressure (SPEC §3.2,
-§7) compares the ``fast_path`` and ``compute_heavy`` queues together with
-``SETTLEQ_MAX_QUEUE_DEPTH``: a 429 costs a producer a retry, never a lost or
+short-lived connection at most every ``refresh_s``. Backpressure (docs/api.md#submitting-a-batch,
+docs/operations.md#intake-and-chunking) compares the ``fast_path`` and ``compute_heavy`` queues
+together with ``SETTLEQ_MAX_QUEUE_DEPTH``: a 429 costs a producer a retry, never a lost or
 half-accepted batch. The delay queues (``.DQ``: retries waiting for their
 backoff) are shown too but do not count towards it.
 

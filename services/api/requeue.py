@@ -1,4 +1,5 @@
-"""Requeueing dead letters (SPEC §3.5): each one at most once per request that wins it.
+"""Requeueing dead letters (docs/api.md#dead-letters-and-the-audit-log): each one at most once per
+request that wins it.
 
 The dead letter is marked ``requeued`` (a conditional update: of two identical
 requests only one wins), the audit entry is written in the same transaction,

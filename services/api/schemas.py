@@ -1,4 +1,4 @@
-"""Response shapes of the HTTP API (amounts are strings, SPEC §3.3, §9)."""
+"""Response shapes of the HTTP API (amounts are strings, docs/api.md#jobs)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Accepting a batch (SPEC §4.1): store, enqueue with confirms, then accept.
+"""Accepting a batch (docs/architecture.md#front-door): store, enqueue with confirms, then accept.
 
 A job is stored as ``receiving`` with its chunks, each chunk is published and
 confirmed by RabbitMQ, and only then is the job ``accepted`` and 202 answered.
@@ -49,7 +49,7 @@ def publish_job(ctx: ApiContext, job_id: str, kind_name: str, lines: int) -> Non
 def previous_submission(
     ctx: ApiContext, key: ProducerKey, idempotency_key: str, body_sha256: str
 ) -> Submitted | None:
-    """The job this submission repeats, if any (SPEC §3.2 idempotency)."""
+    """The job this submission repeats, if any (docs/api.md#idempotency)."""
     existing = jobs_db.find_job(ctx.engine, key.key_id, idempotency_key)
     return None if existing is None else _resubmitted(ctx, existing, body_sha256)
 

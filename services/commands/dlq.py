@@ -1,4 +1,4 @@
-"""``settleq dlq``: inspect, requeue and discard dead letters (SPEC §3.5)."""
+"""``settleq dlq``: inspect, requeue and discard dead letters (docs/operations.md#dead-letters)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Supervision of ``settleq up`` and ``settleq worker --processes N`` (SPEC §1.7, §2).
+"""Supervision of ``settleq up`` and ``settleq worker --processes N``
+(docs/architecture.md#one-failure-stays-one-failure,
+docs/architecture.md#processes-and-the-supervisor).
 
 - :mod:`.policy`: when a dead child is restarted and when the supervisor gives
   up (pure: plain values and times, no processes);

@@ -188,7 +188,8 @@ def _refuse(start_response: StartResponse, status: str, code: str, message: str)
 
 
 def metrics_app(registry: CollectorRegistry, settings: Settings) -> WsgiApp:
-    """``/metrics`` for a viewer or operator bearer token (SPEC §3.6), nothing else."""
+    """``/metrics`` for a viewer or operator bearer token (docs/operations.md#metrics), nothing
+    else."""
     exposition = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:

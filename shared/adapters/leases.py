@@ -1,4 +1,4 @@
-"""Redis claims: the fast path of exactly-once (SPEC §4.4).
+"""Redis claims: the fast path of exactly-once (docs/architecture.md#dedup-leases).
 
 A claim is a short lease owned by one settle attempt (``SET key token NX PX``),
 renewed while the attempt works, and turned into a ``done`` mark only after

@@ -1,4 +1,4 @@
-"""Split a batch into chunks of whole documents (SPEC §4.2).
+"""Split a batch into chunks of whole documents (docs/architecture.md#chunking).
 
 A chunk holds at most ``max_documents`` documents, at most ``max_bytes`` of
 serialized documents and, where set, at most ``max_lines`` lines; a document's

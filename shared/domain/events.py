@@ -1,4 +1,4 @@
-"""Outcome events (SPEC §4.5, §9): one per posted or disputed ledger row."""
+"""Outcome events (docs/architecture.md#outcome-events): one per posted or disputed ledger row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Reconciliation keys: SHA-256 over immutable business fields (SPEC §5).
+"""Reconciliation keys: SHA-256 over immutable business fields
+(docs/architecture.md#reconciliation-keys).
 
 Fields are joined by ``|``; a missing optional field joins as an empty string.
 Keys are lower-case hex.
@@ -28,8 +29,8 @@ def promo_line_item_hash(
 def promo_key(
     partition_key: str, document_id: str, line_item_hash: str, promo_tier: str, period: str
 ) -> str:
-    """SPEC §5: the partition (vendor) comes first, so one vendor's line can never
-    collide with, supersede or duplicate another vendor's line of the same ids."""
+    """docs/architecture.md#reconciliation-keys: the partition (vendor) comes first, so one vendor's
+    line can never collide with, supersede or duplicate another vendor's line of the same ids."""
     text = f"{partition_key}|{document_id}|{line_item_hash}|{promo_tier}|{period}"
     return _sha256(text.encode()).hexdigest()
 

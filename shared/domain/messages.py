@@ -26,7 +26,8 @@ MAX_PRIORITY = 9
 
 def priority_for(job_lines: int) -> int:
     """Small jobs first: a 10-line batch must not wait behind a 500,000-line one
-    from another producer (SPEC §1.5). RabbitMQ delivers higher values first."""
+    from another producer (docs/architecture.md#isolation-and-fairness). RabbitMQ delivers higher
+    values first."""
     if job_lines <= 1_000:
         return MAX_PRIORITY
     if job_lines <= 50_000:

@@ -1,4 +1,5 @@
-"""Exact decimal parsing and rounding for money and quantities (SPEC §3, §9).
+"""Exact decimal parsing and rounding for money and quantities (docs/api.md#errors,
+docs/architecture.md#decimal-limits).
 
 On the wire every money or quantity field is a JSON string. Parsing refuses
 floats, NaN, Infinity and values outside the ledger column; rounding is
@@ -56,8 +57,8 @@ def parse_decimal(text: str, places: int) -> Decimal:
     ``places`` decimal places.
 
     Places and magnitude are judged on the exact digits sent; nothing is
-    rounded, ever (SPEC §9). Trailing zeros after the point are not places:
-    "12.3400000" is 12.34 (at most ``places`` of them are kept, so the result's
+    rounded, ever (docs/architecture.md#decimal-limits). Trailing zeros after the point are not
+    places: "12.3400000" is 12.34 (at most ``places`` of them are kept, so the result's
     exponent stays small), "1.30000000000000000000000000001" has 29 places.
 
     Raises ``ValueError`` for text that is not a plain finite decimal and
@@ -113,8 +114,9 @@ def check_decimal(value: Decimal, places: int) -> Decimal:
 
 
 # Settlement arithmetic is exact by construction, and loudly so. A wire value
-# has at most 18 significant digits (12 integer digits, 6 places: SPEC §9), so
-# the longest intermediate of any kind's model, as coefficient digits, is:
+# has at most 18 significant digits (12 integer digits, 6 places:
+# docs/architecture.md#decimal-limits), so the longest intermediate of any kind's model, as
+# coefficient digits, is:
 #   promo   units * rate                                    18 + 18 = 36
 #   recipe  sum of <= 100,000 (bom) qty * price             36 + 5 = 41
 #   freight fuel * (quantity * rate * (1 - discount))  18 + 36 + 19 = 73

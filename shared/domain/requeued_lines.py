@@ -1,5 +1,5 @@
 """A requeued line-level dead letter re-runs its one line, never its neighbours
-(SPEC §3.5): pure, no I/O."""
+(docs/api.md#dead-letters-and-the-audit-log): pure, no I/O."""
 
 from __future__ import annotations
 

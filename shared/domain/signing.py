@@ -1,4 +1,4 @@
-"""HMAC signatures: producer requests (SPEC §3.1) and internal chunk messages.
+"""HMAC signatures: producer requests (docs/api.md#producer-signatures) and internal chunk messages.
 
 Producer header: ``X-Signature: t=<unix seconds>,v1=<hex>[,v1=<hex>...]`` with
 ``v1 = HMAC-SHA256(secret, f"{t}.{METHOD}.{path_and_query}.".encode() + body)``.

@@ -1,5 +1,5 @@
 """Chaos: faults injected while a multi-partition batch drains, then a count of
-what survived (SPEC §1). The stack runs on a PostgreSQL cluster and a Redis
+what survived (docs/architecture.md#guarantees). The stack runs on a PostgreSQL cluster and a Redis
 server of its own (tests/support/private_services.py): restarting or flushing
 them touches no shared instance. RabbitMQ is the machine's broker.
 

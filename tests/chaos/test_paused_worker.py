@@ -1,6 +1,6 @@
 """A compute_heavy worker paused (SIGSTOP) past its claim lease while it holds a
 chunk, which another worker then settles, then resumed (SIGCONT): its stale
-attempt posts nothing (SPEC §1.1, §4.4).
+attempt posts nothing (docs/architecture.md#exactly-once-effect, docs/architecture.md#dedup-leases).
 
 How the chunk reaches the other worker in this design: a stopped process
 answers no AMQP heartbeats, so RabbitMQ closes its connection after about two

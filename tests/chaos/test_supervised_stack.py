@@ -1,4 +1,5 @@
-"""Chaos under a real ``settleq up`` (SPEC §1.7, §2; issue 12 items 1, 8, 9d).
+"""Chaos under a real ``settleq up`` (docs/architecture.md#one-failure-stays-one-failure,
+docs/architecture.md#processes-and-the-supervisor; issue 12 items 1, 8, 9d).
 
 Each component is SIGKILLed in turn while a batch drains: a fast_path worker, a
 compute_heavy worker, the relay, then the API with a batch in flight. The

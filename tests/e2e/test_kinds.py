@@ -1,5 +1,6 @@
 """Every settlement kind over HTTP through the real stack, checked against an
-independent calculation written here (SPEC §5, §8, §9)."""
+independent calculation written here (docs/architecture.md#settlement-kinds,
+docs/architecture.md#re-pricing-lineage-and-advisory-locks)."""
 
 from __future__ import annotations
 
@@ -118,7 +119,7 @@ FREIGHT_RATES = {
 
 
 def expected_leg(leg: dict[str, Any]) -> Decimal:
-    """SPEC §9 for FREIGHT_RATES, by hand."""
+    """docs/architecture.md#freight-audits for FREIGHT_RATES, by hand."""
     rates = {k: D(v) for k, v in FREIGHT_RATES["rates"].items()}
     basis = leg.get("rate_basis", "mile")
     quantity = D(leg.get("rated_quantity") or leg.get("miles") or "1")

@@ -1,5 +1,5 @@
 """A 60 MB invoice is accepted, travels alone in its own chunk, and only a
-reference to it crosses the broker (SPEC §4.2: claim check)."""
+reference to it crosses the broker (docs/architecture.md#chunking: claim check)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The dashboard in a real headless Chromium, and /metrics of the API and of
-each worker process, after a batch through the whole stack (SPEC §3.6).
+each worker process, after a batch through the whole stack (docs/operations.md#metrics).
 
 The browser is Debian's ``chromium`` (``.ci/run`` installs it), driven by
 Playwright; a missing browser fails the test, it never skips. The screenshot

@@ -1,5 +1,6 @@
 """The whole stack over HTTP: API, fast_path and compute_heavy workers as
-processes on the real PostgreSQL, RabbitMQ and Redis (SPEC §1, §4)."""
+processes on the real PostgreSQL, RabbitMQ and Redis (docs/architecture.md#guarantees,
+docs/architecture.md#how-a-batch-flows)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ def make_documents(
 def expected_outcomes(
     documents: list[dict[str, Any]], published: set[tuple[str, int]], seen: set[tuple[Any, ...]]
 ) -> tuple[Counter[str], Decimal, Decimal]:
-    """An independent model of SPEC §5/§9, without the product's keys or code."""
+    """An independent model of docs/architecture.md#settlement-kinds, without the product's keys or
+    code."""
     outcomes: Counter[str] = Counter()
     posted = disputed = Decimal(0)
     for doc in documents:

@@ -1,5 +1,5 @@
 """Outcome events reach the events exchange at least once, in commit order,
-even when the relay is killed mid-stream (SPEC §4.5, §9)."""
+even when the relay is killed mid-stream (docs/architecture.md#outcome-events)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Secrets never appear in logs, error bodies or responses (SPEC §1.6).
+"""Secrets never appear in logs, error bodies or responses
+(docs/architecture.md#authenticity-and-least-privilege).
 
 The stack runs with known producer secrets, bearer tokens and internal
 signing key; every endpoint and the usual failures are exercised; then every

@@ -1,5 +1,6 @@
 """One machine, no settings: ``settleq up`` on the embedded SQLite ledger, driven
-by the command line (SPEC §2, §6; issue 7 items 4 and 6).
+by the command line (docs/operations.md#settleq-up, docs/operations.md#commands; issue 7 items 4 and
+6).
 
 The stack runs in an empty directory with no ``SETTLEQ_DATABASE_URL``, so it
 uses its default ``sqlite:///./settleq.db``, and ``up`` migrates it itself.

@@ -1,6 +1,7 @@
 """A settle worker SIGKILLed after claiming its keys and before committing:
 RabbitMQ redelivers the chunk, the dead worker's leases expire, and another
-worker settles every line exactly once (SPEC §1.1, §4.4)."""
+worker settles every line exactly once (docs/architecture.md#exactly-once-effect,
+docs/architecture.md#the-settlement-transaction)."""
 
 from __future__ import annotations
 

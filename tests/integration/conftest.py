@@ -15,8 +15,9 @@ BACKENDS = ("postgresql", "sqlite")
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked ``both_backends`` (or in a module so marked) run once on the
-    PostgreSQL ledger and once on the embedded SQLite one (SPEC §2): the default
-    a single machine runs on must not rot. Others run on PostgreSQL only."""
+    PostgreSQL ledger and once on the embedded SQLite one
+    (docs/operations.md#connections-and-names): the default a single machine runs on must not rot.
+    Others run on PostgreSQL only."""
     if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
         "both_backends"
     ):

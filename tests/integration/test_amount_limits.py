@@ -1,5 +1,5 @@
-"""Large valid amounts never fail a chunk (SPEC §9), through the settle stage
-on real Redis and each ledger backend.
+"""Large valid amounts never fail a chunk (docs/architecture.md#decimal-limits), through the settle
+stage on real Redis and each ledger backend.
 
 Every total settleq keeps holds the largest sums valid lines can make; a line
 whose own amount, or change from its previous amount, cannot fit the ledger
@@ -70,8 +70,8 @@ def test_lines_that_each_fit_the_ledger_post_though_their_sum_does_not(ctx):
 
 @pytest.mark.regression
 def test_job_totals_of_33_integer_digits_are_stored_and_read_exact(ctx):
-    """The widest totals a batch can make (SPEC §9: far beyond one line's 16
-    digits) are stored by both backends, and summed without the default 28-digit
+    """The widest totals a batch can make (docs/architecture.md#decimal-limits: far beyond one
+    line's 16 digits) are stored by both backends, and summed without the default 28-digit
     context's rounding."""
     docs = [promo_doc(uid("V-"), [promo_line(1, "1", "1.00")])]
     job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)

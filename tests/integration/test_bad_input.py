@@ -1,6 +1,6 @@
 """The front door under bad input: ``POST /v1/batches`` against every field and header.
 
-Each refusal must carry the SPEC §3 status and machine code in the body shape
+Each refusal must carry the docs/api.md#errors status and machine code in the body shape
 ``{"error": {"code", "message", "details"}}``, must never be a 5xx, and must
 leave no trace: no job stored, no chunk stored, no message on the broker.
 Cases the SPEC leaves open (look-alike ids, duplicate JSON keys) may be
@@ -245,7 +245,7 @@ def bug(reason: str) -> pytest.MarkDecorator:
 
 LONG_DIGITS = bug(
     "parse_decimal refuses text over 64 chars as decimal_invalid before looking at it; "
-    "SPEC §9 says a value >= 10^12 is decimal_out_of_range"
+    "docs/architecture.md#decimal-limits says a value >= 10^12 is decimal_out_of_range"
 )
 C1_CONTROLS = bug(
     "Identifier's pattern refuses C0 controls and DEL but lets C1 controls "
@@ -262,8 +262,8 @@ ROUNDED_BEFORE_COUNTING = bug(
 # The reviewer's two values: 29 places each, equal to 1.30 and 1.30 after rounding.
 REVIEWER_DECIMALS = ("1.30000000000000000000000000001", "1.29999999999999999999999999999")
 NDJSON_HEADER_EXTRA = bug(
-    "an unknown field in the NDJSON header line is 422 unknown_kind; SPEC §3.2 says unknown "
-    "fields anywhere are extra_forbidden"
+    "an unknown field in the NDJSON header line is 422 unknown_kind; "
+    "docs/api.md#submitting-a-batch says unknown fields anywhere are extra_forbidden"
 )
 
 # --- 1. money and quantities -------------------------------------------------------------
@@ -414,8 +414,8 @@ def test_bad_money_or_quantity_is_422_with_its_decimal_code(
 def test_contract_with_more_places_than_allowed_is_422_and_not_published(
     http: TestClient, kind: str, body: Callable[[str], Doc], value: str
 ) -> None:
-    """SPEC §9's limits hold for contract bodies too: a rate is never rounded on
-    publication (and then applied to every line of the partition)."""
+    """The limits of docs/architecture.md#decimal-limits hold for contract bodies too: a rate is
+    never rounded on publication (and then applied to every line of the partition)."""
     path = f"/v1/contracts/{kind}/{uid('P-')}/1"
     auth = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     response = http.put(path, json=body(value), headers=auth)
@@ -650,8 +650,8 @@ def test_a_line_reference_repeated_within_a_document_is_422_duplicate_line(
     value: str,
     media: str,
 ) -> None:
-    """SPEC §5: a repeat would give two lines one line_ref and one key. The answer
-    names the document and the repeated value; the same lines in two documents
+    """docs/architecture.md#reconciliation-keys: a repeat would give two lines one line_ref and one
+    key. The answer names the document and the repeated value; the same lines in two documents
     are fine (the first document here)."""
     first, doc = DOCS[kind](), DOCS[kind]()
     mutation(doc)

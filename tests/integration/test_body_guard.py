@@ -1,4 +1,4 @@
-"""Bodies are read only after authentication, and never above 1 MiB (SPEC §3.6).
+"""Bodies are read only after authentication, and never above 1 MiB (docs/api.md#bodies-and-roles).
 
 Driven at the ASGI level with a ``receive`` that counts the bytes the app
 pulls: "not read" is then a number, not a guess from memory use.

@@ -1,4 +1,4 @@
-"""Redis leases against a real Redis (SPEC §4.4)."""
+"""Redis leases against a real Redis (docs/architecture.md#dedup-leases)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Failures are isolated and recorded (SPEC §4.6, issue 3), on the real services."""
+"""Failures are isolated and recorded (docs/architecture.md#failures-and-reason-codes, issue 3), on
+the real services."""
 
 from __future__ import annotations
 
@@ -166,8 +167,9 @@ def test_a_real_lock_timeout_is_classified_transient(ctx):
 
 
 def test_a_jobs_priority_travels_from_the_fast_path_to_settlement(ctx, vendor):
-    """Fairness (SPEC §1.5): a big job's chunks keep its low priority on the second
-    tier too, so a small job's chunk, at the top priority, is delivered before them."""
+    """Fairness (docs/architecture.md#isolation-and-fairness): a big job's chunks keep its low
+    priority on the second tier too, so a small job's chunk, at the top priority, is delivered
+    before them."""
     import json as jsonlib
 
     import pika

@@ -1,5 +1,7 @@
-"""Each identity's ledger rows form one chain (SPEC §4.7, §5, §8), through the
-settle stage on real Redis and each ledger backend.
+"""Each identity's ledger rows form one chain
+(docs/architecture.md#re-pricing-lineage-and-advisory-locks,
+docs/architecture.md#reconciliation-keys, docs/architecture.md#ledger-schema), through the settle
+stage on real Redis and each ledger backend.
 
 For every identity: each row supersedes the one committed just before it, its
 delta is its amount minus that row's, and so the deltas sum to its latest

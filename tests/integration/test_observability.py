@@ -1,5 +1,5 @@
-"""Dashboard data and metrics in process (SPEC §3.6): the summary endpoint, the
-API's and a worker's /metrics, their tokens, and the stats queries on both
+"""Dashboard data and metrics in process (docs/api.md#operations-endpoints): the summary endpoint,
+the API's and a worker's /metrics, their tokens, and the stats queries on both
 ledger backends."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The dead-letter API and the audit log, over HTTP in process (SPEC §3.5), on
-each ledger backend."""
+"""The dead-letter API and the audit log, over HTTP in process
+(docs/api.md#dead-letters-and-the-audit-log), on each ledger backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Jobs, line outcomes and contracts over HTTP, with their roles (SPEC §3.3-3.4)."""
+"""Jobs, line outcomes and contracts over HTTP, with their roles (docs/api.md#jobs,
+docs/api.md#contracts)."""
 
 from __future__ import annotations
 

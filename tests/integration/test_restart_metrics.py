@@ -1,6 +1,6 @@
-"""``settleq_process_restarts_total{component}`` on the API's /metrics (SPEC §2):
-read from the supervisor's counts file at every scrape, so a restarted API
-serves the counts of the supervisor that outlived it."""
+"""``settleq_process_restarts_total{component}`` on the API's /metrics
+(docs/architecture.md#processes-and-the-supervisor): read from the supervisor's counts file at every
+scrape, so a restarted API serves the counts of the supervisor that outlived it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Schemathesis against the published contract, in process (SPEC §3).
+"""Schemathesis against the published contract, in process (docs/api.md#the-exact-contract).
 
 Every operation of ``openapi.yaml`` (the file, not what the app serves) is
 fuzzed against ``create_app(test_env.settings())`` over schemathesis' ASGI
 transport, with a bounded number of examples per operation. Every request
 carries the credentials its operation needs: a producer signature over the
-exact bytes sent for ``POST /v1/batches`` (SPEC §3.1), an operator token for
+exact bytes sent for ``POST /v1/batches`` (docs/api.md#producer-signatures), an operator token for
 contracts and ``/admin``, a viewer token for jobs. Checks: no 5xx, no 401/403
 (so the fuzzer really got past authentication), and every response is
 documented: status code, content type and body schema.
@@ -107,7 +107,7 @@ def _credentials(r: requests.PreparedRequest) -> None:
 
 
 class RoleAuth(requests.auth.AuthBase):
-    """The credentials each operation needs (SPEC §3).
+    """The credentials each operation needs (docs/api.md#authentication).
 
     A ``requests`` auth runs on the prepared request, after the body has been
     serialized, so the signature is over exactly the bytes that are sent.

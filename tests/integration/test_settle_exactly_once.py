@@ -1,4 +1,5 @@
-"""The settle stage against real Redis and each ledger backend (SPEC §1.1, §4.4).
+"""The settle stage against real Redis and each ledger backend
+(docs/architecture.md#exactly-once-effect, docs/architecture.md#the-settlement-transaction).
 
 Each test delivers chunk messages to the stage the way Dramatiq would, and
 checks the ledger: at most one row per (reconciliation_key, contract_version).

@@ -1,5 +1,6 @@
 """What the chaos suite counts after its faults: the ledger, the job's counters
-and the outcome events a consumer received (SPEC §1.1, §1.2)."""
+and the outcome events a consumer received (docs/architecture.md#exactly-once-effect,
+docs/architecture.md#nothing-lost)."""
 
 from __future__ import annotations
 

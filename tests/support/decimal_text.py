@@ -1,4 +1,5 @@
-"""Decimal text of any length, and what SPEC §9 says of it, for property tests.
+"""Decimal text of any length, and what docs/architecture.md#decimal-limits says of it, for property
+tests.
 
 ``decimal_texts`` writes numbers the way a producer might: long fractions,
 long integer parts, runs of leading and trailing zeros, a nonzero digit far
@@ -73,8 +74,8 @@ def exact_value(text: str) -> Decimal | None:
 
 
 def within_limits(value: Decimal, places: int) -> bool:
-    """SPEC §9: at most ``places`` significant decimal places, |value| < 10**12.
-    Trailing zeros are stripped by hand: ``normalize()`` would round."""
+    """docs/architecture.md#decimal-limits: at most ``places`` significant decimal places, |value| <
+    10**12. Trailing zeros are stripped by hand: ``normalize()`` would round."""
     if value == 0:
         return True
     _, digits, exponent = value.as_tuple()

@@ -1,4 +1,5 @@
-"""shared.domain.chunking: whole documents per chunk, capped by count and bytes (SPEC §4.2)."""
+"""shared.domain.chunking: whole documents per chunk, capped by count and bytes
+(docs/architecture.md#chunking)."""
 
 from __future__ import annotations
 

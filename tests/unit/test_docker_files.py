@@ -29,7 +29,7 @@ COMPOSE = ROOT / "docker" / "compose.yaml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 SETTLEQ_SERVICES = {"migrate", "api", "worker-fast", "worker-heavy", "relay"}
 SETTING_NAMES = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields} | {"SETTLEQ_CONFIG"}
-# SPEC §7: the stable names a deployment sets.
+# docs/operations.md#configuration: the stable names a deployment sets.
 SPEC_NAMES = {
     "SETTLEQ_DATABASE_URL",
     "SETTLEQ_BROKER_URL",

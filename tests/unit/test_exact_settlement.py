@@ -1,4 +1,5 @@
-"""Settlement math is exact for every input the wire admits (SPEC §1.3, §9).
+"""Settlement math is exact for every input the wire admits (docs/architecture.md#exact-money,
+docs/architecture.md#decimal-limits).
 
 ``shared.domain.money.PRECISION`` is chosen from the longest intermediate any kind's
 model can make from bounded inputs, and its context traps ``Inexact`` and
@@ -91,7 +92,8 @@ def test_freight_at_every_limit_is_exact_and_rounded_once(discount: str, fuel_ba
         return net + fuel + 50 * big * big + 50 * Decimal(BIGGEST_MONEY)
 
     assert result.amount == exactly(wide(model), CENT)
-    # Far beyond NUMERIC(20,4): the line alone is dead-lettered, as SPEC §9 says.
+    # Far beyond NUMERIC(20,4): the line alone is dead-lettered, as
+    # docs/architecture.md#decimal-limits says.
     plan = plan_chunk(kind, [document], {("CARRIER-1", 1): contract})
     assert [(p.reason, p.settlement) for p in plan.lines] == [("amount_out_of_range", None)]
     assert plan.failed_documents == []

@@ -1,4 +1,5 @@
-"""shared.domain.kinds.freight_audit: each leg audited against its rate contract (SPEC §5, §9).
+"""shared.domain.kinds.freight_audit: each leg audited against its rate contract
+(docs/architecture.md#freight-audits).
 
     gross = rated_quantity * rates[rate_basis]
     net   = gross * (1 - discount_pct)
@@ -37,7 +38,7 @@ from shared.errors import BusinessError
 
 KIND = FreightAudit()
 
-# The contract body of SPEC §9.
+# The contract body of docs/architecture.md#freight-audits.
 SPEC_CONTRACT: dict[str, Any] = {
     "rate_per_mile": "2.150",
     "fuel_surcharge": "0.25",

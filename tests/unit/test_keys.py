@@ -1,4 +1,4 @@
-"""shared.domain.keys: reconciliation keys per SPEC §5 and §9."""
+"""shared.domain.keys: reconciliation keys per docs/architecture.md#reconciliation-keys."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ def _by_hand(text: str) -> str:
 
 
 def test_promo_key_recomputed_by_hand_from_the_spec_definition() -> None:
-    # SPEC §5: line_item_hash = sha256("line_no|sku|store_id|transaction_date"),
-    # promo key = sha256("partition_key|document_id|line_item_hash|promo_tier|period").
+    # docs/architecture.md#reconciliation-keys: line_item_hash =
+    # sha256("line_no|sku|store_id|transaction_date"), promo key =
+    # sha256("partition_key|document_id|line_item_hash|promo_tier|period").
     line_item_hash = _by_hand("1|SKU-48213|STORE-7|2026-07-01")
     expected = _by_hand(f"VENDOR-7|INV-2026-000123|{line_item_hash}|T2|2026-Q3")
 

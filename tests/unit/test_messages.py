@@ -1,4 +1,5 @@
-"""shared.domain.messages: signed chunk messages re-verified by the workers (SPEC §3.1, §4.3)."""
+"""shared.domain.messages: signed chunk messages re-verified by the workers
+(docs/architecture.md#authenticity-and-least-privilege, docs/architecture.md#fast-path-validate)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""shared.domain.money: exact decimals on the wire (SPEC §1.3, §9 decimal limits)."""
+"""shared.domain.money: exact decimals on the wire (docs/architecture.md#exact-money,
+docs/architecture.md#decimal-limits)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """shared.domain.kinds.promo_accrual: model = units * tier_rate, rounded once to 0.01 half up.
 
-Posted when abs(claimed - model) <= tolerance (boundary included), else disputed (SPEC §5, §9).
+Posted when abs(claimed - model) <= tolerance (boundary included), else disputed
+(docs/architecture.md#promotional-accruals, docs/architecture.md#settlement-kinds).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Properties that must hold for every input, checked with Hypothesis.
 
-Money parsing (SPEC §1.3, §9), reconciliation keys (SPEC §5), chunking
-(SPEC §4.2) and settlement arithmetic (SPEC §5, §9).
+Money parsing (docs/architecture.md#exact-money, docs/architecture.md#decimal-limits),
+reconciliation keys (docs/architecture.md#reconciliation-keys), chunking
+(docs/architecture.md#chunking) and settlement arithmetic (docs/architecture.md#settlement-kinds).
 """
 
 from __future__ import annotations
@@ -746,7 +747,8 @@ contracts = st.fixed_dictionaries(
 
 
 def freight_leg_charge(leg: dict[str, Any], c: dict[str, Any]) -> Decimal:
-    """SPEC §9's model, written out again from the text, unrounded."""
+    """The model of docs/architecture.md#freight-audits, written out again from the text,
+    unrounded."""
     with localcontext() as ctx:
         ctx.prec = 200
         basis = leg["rate_basis"]

@@ -1,8 +1,9 @@
 """shared.domain.kinds.recipe_cost: theoretical_cost = sum(bom_qty * snapshot price), rounded once.
 
-Rounding is ROUND_HALF_UP at 0.0001, applied once to the sum (SPEC §5). One line per location,
-keyed by sha256 of the request's canonical bytes plus the location; a BOM sku without a price
-fails the whole request with ``missing_price`` (SPEC §9).
+Rounding is ROUND_HALF_UP at 0.0001, applied once to the sum (docs/architecture.md#recipe-costs).
+One line per location, keyed by sha256 of the request's canonical bytes plus the location; a BOM sku
+without a price fails the whole request with ``missing_price``
+(docs/architecture.md#failures-and-reason-codes).
 """
 
 from __future__ import annotations
@@ -209,7 +210,8 @@ def test_kind_metadata_and_registry() -> None:
     assert KIND.document_model is RecipeDocument
     assert KIND.contract_model is RecipeContract
     assert KIND.batch_model is RecipeBatch
-    # the ledger's delta is measured against the last cost of (recipe, location) (SPEC §8)
+    # the ledger's delta is measured against the last cost of (recipe, location)
+    # (docs/architecture.md#re-pricing-lineage-and-advisory-locks)
     assert KIND.delta_basis == "line_history"
 
 
@@ -285,7 +287,8 @@ def test_fingerprint_changes_with_any_field_of_the_request(over: dict[str, Any])
 
 
 def test_key_does_not_depend_on_document_id_trigger_or_correlation() -> None:
-    # The canonical bytes are recipe, locations, effective_at and prices only (SPEC §5).
+    # The canonical bytes are recipe, locations, effective_at and prices only
+    # (docs/architecture.md#reconciliation-keys).
     base = _doc()
     other = _doc(document_id="RCP-REQ-9999", trigger="bulk_import", correlation_id="c-7")
     assert _keys(base) == _keys(other)

@@ -1,4 +1,5 @@
-"""shared.settings: SETTLEQ_* environment variables and the optional YAML file (SPEC §7)."""
+"""shared.settings: SETTLEQ_* environment variables and the optional YAML file
+(docs/operations.md#configuration)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""shared.domain.settlement: pure planning of a chunk (SPEC §4.4-4.6, §9 reason scopes)."""
+"""shared.domain.settlement: pure planning of a chunk (docs/architecture.md#compute-heavy-settle,
+docs/architecture.md#settlement-kinds, docs/architecture.md#failures-and-reason-codes reason
+scopes)."""
 
 from __future__ import annotations
 
@@ -181,7 +183,8 @@ def test_plan_failure_dead_letters_every_line_of_every_document() -> None:
 
 
 def test_dead_lettered_line_count_adds_up() -> None:
-    # lines = settled + line-level dead letters + lines of failed documents (SPEC §1.2 counters).
+    # lines = settled + line-level dead letters + lines of failed documents
+    # (docs/architecture.md#job-status-arithmetic counters).
     docs = [_doc("D1", _line(1), _line(2, tier="X")), _doc("D2", _line(1), _line(2), version=3)]
     plan = plan_chunk(KIND, docs, CONTRACTS)
     total = sum(KIND.line_count(d) for d in docs)

@@ -1,4 +1,5 @@
-"""shared.domain.signing: producer HMAC (SPEC §3.1), internal messages and bearer tokens."""
+"""shared.domain.signing: producer HMAC (docs/api.md#producer-signatures), internal messages and
+bearer tokens."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ from shared.settings import Settings
 
 pytestmark = pytest.mark.regression  # issue 12 item 1: there was no restart at all
 
-POLICY = RestartPolicy()  # SPEC §2: 1 s doubling to 30 s, reset after 60 s, 5 deaths in 60 s
+# docs/operations.md#supervision: 1 s doubling to 30 s, reset after 60 s, 5 deaths in 60 s
+POLICY = RestartPolicy()
 
 
 def deaths(policy: RestartPolicy, lifetimes: list[float]) -> list[Decision]:

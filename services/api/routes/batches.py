@@ -1,4 +1,4 @@
-"""``POST /v1/batches``: the front door (SPEC §3.2)."""
+"""``POST /v1/batches``: the front door (docs/api.md#submitting-a-batch)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract versions (SPEC §3.4): operator token; versions are immutable."""
+"""Contract versions (docs/api.md#contracts): operator token; versions are immutable."""
 
 from __future__ import annotations
 

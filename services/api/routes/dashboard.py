@@ -1,4 +1,5 @@
-"""The dashboard (SPEC §3.6): a static page, and the viewer endpoint it reads.
+"""The dashboard (docs/api.md#operations-endpoints): a static page, and the viewer endpoint it
+reads.
 
 A browser cannot send a bearer token on a plain navigation, and a token in the
 URL would end up in logs and history. So ``GET /dashboard`` is a static shell

@@ -1,4 +1,4 @@
-"""Dead letters and the audit log, for operators (SPEC §3.5, §9)."""
+"""Dead letters and the audit log, for operators (docs/api.md#dead-letters-and-the-audit-log)."""
 
 from __future__ import annotations
 

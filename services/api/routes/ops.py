@@ -1,4 +1,5 @@
-"""Liveness and readiness (SPEC §3.6): no token needed; metrics: a viewer token."""
+"""Liveness and readiness (docs/api.md#operations-endpoints): no token needed; metrics: a viewer
+token."""
 
 from __future__ import annotations
 

@@ -150,8 +150,8 @@ CREATE TEMP TABLE IF NOT EXISTS settle_rows (
 # outbox row listing them, and the outcome rows of the lines the ledger does
 # not describe: duplicates (an identity that was not new), and posted or
 # disputed lines carrying a note. A posted or disputed line's outcome is its
-# ledger row (SPEC §8 keeps job_id), so the common case writes one row per
-# line, not two. A row whose delta would not fit the ledger column is not
+# ledger row (docs/architecture.md#ledger-schema keeps job_id), so the common case writes one row
+# per line, not two. A row whose delta would not fit the ledger column is not
 # inserted. It returns the stage positions of the duplicates (false) and of
 # the rows whose delta does not fit (true).
 _SETTLE = """

@@ -1,4 +1,4 @@
-"""Contract versions: immutable once published (SPEC §1.4)."""
+"""Contract versions: immutable once published (docs/architecture.md#version-pinning)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Dead letters: what operators inspect, requeue and discard (SPEC §3.5, §9)."""
+"""Dead letters: what operators inspect, requeue and discard
+(docs/api.md#dead-letters-and-the-audit-log)."""
 
 from __future__ import annotations
 

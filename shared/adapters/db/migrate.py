@@ -44,7 +44,7 @@ def unmigrated(engine: Engine, url: str) -> str | None:
 
 
 def ensure_internal_key(engine: Engine) -> None:
-    """Generate the chunk-signing key once, at migrate time (SPEC §7)."""
+    """Generate the chunk-signing key once, at migrate time (docs/operations.md#credentials)."""
     with engine.begin() as conn:
         found = conn.execute(
             select(tables.meta.c.value).where(tables.meta.c.key == INTERNAL_KEY)

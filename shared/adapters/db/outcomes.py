@@ -1,4 +1,4 @@
-"""Per-line outcomes of a job, paged (SPEC §3.3, §9).
+"""Per-line outcomes of a job, paged (docs/api.md#jobs).
 
 A posted or disputed line's outcome is its ledger row (``ledger_entries``
 keeps the job id); ``line_outcomes`` holds the rest: duplicates, dead-lettered

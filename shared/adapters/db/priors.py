@@ -1,4 +1,5 @@
-"""Where a new ledger row's ``delta`` is measured from (SPEC §4.7, §8).
+"""Where a new ledger row's ``delta`` is measured from
+(docs/architecture.md#re-pricing-lineage-and-advisory-locks).
 
 An identity's *lineage* is its rows in commit order: the same reconciliation
 key (promo, freight: ``key_versions``) or the same (recipe, location)

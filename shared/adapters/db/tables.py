@@ -1,5 +1,6 @@
-"""The database schema (SQLAlchemy Core). ``ledger_entries`` is SPEC §8's
-stable table: finance queries it directly; rows are never updated or deleted.
+"""The database schema (SQLAlchemy Core). ``ledger_entries`` is the stable
+table of docs/architecture.md#ledger-schema: finance queries it directly; rows are never updated or
+deleted.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class DecimalText(TypeDecorator[Decimal]):
 
 
 def money_column_type() -> Any:
-    """``NUMERIC(20,4)`` (SPEC §8); text on SQLite."""
+    """``NUMERIC(20,4)`` (docs/architecture.md#ledger-schema); text on SQLite."""
     return Numeric(20, 4, asdecimal=True).with_variant(DecimalText(), "sqlite")
 
 

@@ -16,7 +16,8 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 # No control characters (C0, DEL, C1), and no "|": reconciliation keys join
-# fields with "|" (SPEC §5), so an id holding one could make two lines one.
+# fields with "|" (docs/architecture.md#reconciliation-keys), so an id holding one could make two
+# lines one.
 Identifier = Annotated[
     str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f-\x9f|]+$")
 ]
@@ -59,7 +60,8 @@ class Settlement(msgspec.Struct, gc=False):  # per line, as Line
 
 @dataclass(frozen=True, slots=True)
 class RepeatedLine:
-    """A line reference that a document holds twice (SPEC §5: ``duplicate_line``)."""
+    """A line reference that a document holds twice (docs/architecture.md#reconciliation-keys:
+    ``duplicate_line``)."""
 
     field: str  # the wire field, e.g. "line_no"
     loc: tuple[str, ...]  # its second appearance, e.g. ("lines", "3", "line_no")
@@ -100,9 +102,9 @@ class Kind(Generic[D, C]):
     """One settlement kind. To add a kind: one module, one line in the registry.
 
     ``delta_basis`` says what a ledger row's ``delta`` is measured against
-    (SPEC §8): ``key_versions``, the same reconciliation key under an earlier
-    contract version; ``line_history``, the latest committed row of the same
-    (partition, line_ref), e.g. a recipe at a location.
+    (docs/architecture.md#re-pricing-lineage-and-advisory-locks): ``key_versions``, the same
+    reconciliation key under an earlier contract version; ``line_history``, the latest committed row
+    of the same (partition, line_ref), e.g. a recipe at a location.
     """
 
     name: ClassVar[str]
@@ -131,7 +133,8 @@ class Kind(Generic[D, C]):
         raise NotImplementedError
 
     def settle(self, document: D, line: Line, contract: C) -> Settlement:
-        """Settle one line; raise ``BusinessError`` with a SPEC §9 reason."""
+        """Settle one line; raise ``BusinessError`` with a reason code
+        (docs/architecture.md#failures-and-reason-codes)."""
         raise NotImplementedError
 
     def line_count(self, document: D) -> int:

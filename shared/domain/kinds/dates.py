@@ -1,4 +1,5 @@
-"""Dates and instants on the wire: ISO-8601 strings, and nothing else (SPEC §9).
+"""Dates and instants on the wire: ISO-8601 strings, and nothing else
+(docs/architecture.md#decimal-limits).
 
 Pydantic's own ``date``/``datetime`` also take numbers (Unix seconds or
 milliseconds), numeric strings and midnight datetimes where a date is meant,

@@ -1,6 +1,6 @@
 """``freight_audit``: a carrier's invoice audited leg by leg against its rate contract.
 
-Per leg, rounded once to 0.01 half up (SPEC §9):
+Per leg, rounded once to 0.01 half up (docs/architecture.md#freight-audits):
     gross = rated_quantity * rates[rate_basis]
     net   = gross * (1 - discount_pct)
     model = net + fuel_surcharge * (net or gross, per fuel_basis) + sum(accessorials)
@@ -166,7 +166,7 @@ def corrected_type(document: FreightDocument) -> DocumentType | None:
 
 
 def leg_charge(leg: Leg, contract: FreightContract) -> Decimal:
-    """The unrounded expected charge of one leg (SPEC §9)."""
+    """The unrounded expected charge of one leg (docs/architecture.md#freight-audits)."""
     basis: RateBasis = leg.rate_basis or "mile"
     rate = contract.rate_for(basis)
     if rate is None:

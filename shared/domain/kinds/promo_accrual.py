@@ -1,7 +1,8 @@
 """``promo_accrual``: retailer promotion claims against a vendor's tier rates.
 
 model = qualifying_units * tier_rate, rounded once to 0.01 half up;
-posted when abs(claimed - model) <= tolerance, else disputed (SPEC §5).
+posted when abs(claimed - model) <= tolerance, else disputed
+(docs/architecture.md#promotional-accruals).
 """
 
 from __future__ import annotations

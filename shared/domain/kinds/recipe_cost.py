@@ -3,8 +3,9 @@
 theoretical_cost = sum(bom_qty[sku] * price[sku]) over the recipe's bill of
 materials, rounded once to 0.0001 half up; one line per location, posted
 with ``delta`` against the prior committed cost of (recipe, location)
-(SPEC §5, §8). A BOM sku with no price in the snapshot is ``missing_price``
-for the whole request: never a silent zero.
+(docs/architecture.md#recipe-costs, docs/architecture.md#re-pricing-lineage-and-advisory-locks). A
+BOM sku with no price in the snapshot is ``missing_price`` for the whole request: never a silent
+zero.
 """
 
 from __future__ import annotations
