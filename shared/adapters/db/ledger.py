@@ -1,4 +1,6 @@
-"""The settlement transaction (SPEC §4.4): one chunk, one database transaction.
+"""The settlement transaction: one chunk, one database transaction.
+
+See docs/architecture.md#the-settlement-transaction.
 
 In order: the unit's processed marker (a redelivered chunk stops here), the
 ledger rows (``ON CONFLICT DO NOTHING`` on ``(reconciliation_key,

@@ -35,8 +35,9 @@ def ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) 
 
 
 def outbox_rows(new_rows: Iterable[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
-    """The outbox row of a unit's new ledger rows: each is one event (SPEC §9),
-    its content read from the ledger when the relay publishes it."""
+    """The outbox row of a unit's new ledger rows: each is one event
+    (docs/architecture.md#outcome-events), its content read from the ledger when the relay
+    publishes it."""
     ids = sorted(row["id"] for row in new_rows)
     if not ids:
         return []
