@@ -13,6 +13,7 @@ test: install
 lint:
 	ruff check .
 	ruff format --check shared services tests
+	lint-imports
 
 typecheck:
 	mypy shared services
@@ -32,4 +33,4 @@ bench: install
 	$(PY) -m bench.run $(ARGS)
 
 clean:
-	rm -rf tests/artifacts .pytest_cache .mypy_cache .ruff_cache settleq.db settleq.db-* settleq-demo.log
+	rm -rf tests/artifacts .pytest_cache .mypy_cache .ruff_cache .import_linter_cache settleq.db settleq.db-* settleq-demo.log
