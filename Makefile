@@ -1,10 +1,23 @@
 # settleq developer commands. `make check` runs every gate CI cares about.
 PY ?= python
+# The lock: every runtime and dev dependency pinned (Python 3.11, Linux). `make
+# install`, CI (through it) and docker/Dockerfile install with it as constraints,
+# so every machine runs the versions CI ran. `make lock` re-resolves it.
+LOCK := constraints.txt
 
-.PHONY: install test lint typecheck check demo openapi bench clean
+.PHONY: install lock test lint typecheck check demo openapi bench clean
 
 install:
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c $(LOCK) -e '.[dev]'
+
+# The newest versions that satisfy pyproject.toml today, from the public index
+# only (uv reads no pip configuration, so no local index or path is recorded).
+# pip itself (pip-audit needs it) is left out: the lock pins what pip installs,
+# not the pip that installs it. Commit the result once `make check` passes on it.
+lock:
+	$(PY) -m uv pip compile pyproject.toml --all-extras --upgrade \
+		--python-version 3.11 --python-platform linux --no-emit-package pip \
+		--custom-compile-command 'make lock' --output-file $(LOCK)
 
 # The test command of the README (and of .ci/run): real PostgreSQL, Redis, RabbitMQ.
 test: install
