@@ -70,7 +70,7 @@ def put_contract(
                     },
                 )
             return "created"
-        existing = conn.execute(
+        existing: str = conn.execute(
             select(t.c.body_sha256).where(
                 t.c.kind == kind, t.c.partition_key == partition_key, t.c.version == version
             )

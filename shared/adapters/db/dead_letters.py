@@ -77,7 +77,8 @@ def stats(engine: Engine) -> list[Any]:
 def ids_matching(engine: Engine, where: Filter, limit: int) -> list[int]:
     query = where.apply(select(D.c.id)).where(D.c.status == "dead").order_by(D.c.id).limit(limit)
     with engine.connect() as conn:
-        return [int(i) for i in conn.execute(query).scalars()]
+        ids: Sequence[Any] = conn.execute(query).scalars().all()
+    return [int(i) for i in ids]
 
 
 def mark_requeued(conn: Connection, dead_letter_id: int) -> Any:

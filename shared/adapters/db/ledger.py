@@ -355,7 +355,7 @@ def _dead_letters(
     if not letters:
         return []
     outcome.dead_lettered += sum(letter["lines"] for letter, _ in letters)
-    ids = conn.execute(
+    ids: Iterable[Any] = conn.execute(
         tables.dead_letters.insert().returning(
             tables.dead_letters.c.id, sort_by_parameter_order=True
         ),
