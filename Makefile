@@ -48,7 +48,7 @@ check: lint typecheck audit test
 
 # The stack plus a demo batch, on the embedded SQLite ledger.
 demo:
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -c $(LOCK) -e .
 	settleq demo --start-stack
 
 openapi:
