@@ -216,4 +216,19 @@ def test_image_copies_every_package_and_the_build_context_lets_them_through() ->
         if line.startswith("!")
     }
     assert copied <= allowed
-    assert any(op == "RUN" and "pip install ." in arg for op, arg in steps)
+    assert any(
+        op == "RUN" and re.search(r"\bpip install (-c \S+ )?\.(\s|$)", arg) for op, arg in steps
+    )
+
+
+def test_image_installs_the_runtime_with_the_lock_as_constraints() -> None:
+    """Issue 13 item 5: the image runs the versions CI ran (Makefile's LOCK)."""
+    lock = re.search(r"^LOCK := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert lock is not None
+    steps = dockerfile_instructions()
+    [install] = [arg for op, arg in steps if op == "RUN" and "pip install" in arg]
+    assert re.search(rf"\bpip install -c {re.escape(lock[1])} \.(\s|$)", install), install
+    copied = {src for op, arg in steps if op == "COPY" for src in shlex.split(arg)[:-1]}
+    assert lock[1] in copied  # and so let through by .dockerignore (the test above)
+    copy_lock = next(i for i, (op, arg) in enumerate(steps) if op == "COPY" and lock[1] in arg)
+    assert copy_lock < next(i for i, (op, arg) in enumerate(steps) if arg == install)

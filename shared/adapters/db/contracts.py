@@ -68,7 +68,7 @@ def put_contract(
                     },
                 )
             return "created"
-        existing = conn.execute(
+        existing: str = conn.execute(
             select(contracts.c.body_sha256).where(
                 contracts.c.kind == kind,
                 contracts.c.partition_key == partition_key,

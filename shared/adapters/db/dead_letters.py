@@ -81,7 +81,8 @@ def ids_matching(engine: Engine, where: Filter, limit: int) -> list[int]:
         .limit(limit)
     )
     with engine.connect() as conn:
-        return [int(i) for i in conn.execute(query).scalars()]
+        ids: Sequence[Any] = conn.execute(query).scalars().all()
+    return [int(i) for i in ids]
 
 
 def mark_requeued(conn: Connection, dead_letter_id: int) -> Any:

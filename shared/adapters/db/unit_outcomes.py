@@ -84,7 +84,7 @@ def insert_dead_letters(
     if not letters:
         return []
     outcome.dead_lettered += sum(letter["lines"] for letter, _ in letters)
-    ids = conn.execute(
+    ids: Iterable[Any] = conn.execute(
         dead_letters.insert().returning(dead_letters.c.id, sort_by_parameter_order=True),
         [letter for letter, _ in letters],
     ).scalars()

@@ -25,7 +25,11 @@ def _batch_adapter() -> TypeAdapter[Any]:
     models = tuple(kind.batch_model for kind in KINDS.values())
     if len(models) == 1:
         return TypeAdapter(models[0])
-    return TypeAdapter(Annotated[Union[models], Field(discriminator="kind")])  # noqa: UP007
+    # A union built at run time from the registry: no static type form describes
+    # it, so it is typed as Any (pydantic >= 2.14 types TypeAdapter's argument as
+    # a TypeForm, which a subscripted special form in a variable is not).
+    batch: Any = Annotated[Union[models], Field(discriminator="kind")]  # noqa: UP007
+    return TypeAdapter(batch)
 
 
 BATCH = _batch_adapter()

@@ -1,0 +1,66 @@
+"""The import contracts of pyproject.toml ([tool.importlinter]) hold.
+
+``make check`` runs ``lint-imports`` itself; this test runs it too, so ``make
+test`` (and so CI) fails when a change breaks a layer: the domain importing an
+adapter or an I/O library, the API importing the worker, the worker the relay.
+It runs in a child process on this checkout's own packages (PYTHONPATH), never
+on whichever copy an editable install points at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [sys.executable, "-c", LINT_IMPORTS, "--no-cache", str(root / "pyproject.toml")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_contracts_are_the_layers_of_the_project() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contracts = {contract["type"]: contract for contract in config["contracts"]}
+    assert set(contracts) == {"forbidden", "independence", "layers"}
+    forbidden = contracts["forbidden"]
+    assert forbidden["source_modules"] == ["shared.domain"]
+    assert {"shared.adapters", "services", "sqlalchemy", "redis", "fastapi"} <= set(
+        forbidden["forbidden_modules"]
+    )
+    assert config["include_external_packages"] is True  # else sqlalchemy etc. go unseen
+    assert {"services.api", "services.worker"} <= set(contracts["independence"]["modules"])
+    assert contracts["layers"]["layers"] == ["services", "shared.adapters", "shared.domain"]
+
+
+def test_every_import_contract_is_kept() -> None:
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout, result.stdout
+
+
+def test_a_domain_module_importing_sqlalchemy_breaks_the_contracts(tmp_path: Path) -> None:
+    """The contracts are not vacuous: a copy of the tree with one bad import fails."""
+    for name in ("shared", "services"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    money = tmp_path / "shared" / "domain" / "money.py"
+    money.write_text(money.read_text() + "\nimport sqlalchemy  # noqa: E402,F401\n")
+
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "shared.domain is pure" in result.stdout and "BROKEN" in result.stdout, result.stdout
+    assert "shared.domain.money -> sqlalchemy" in result.stdout, result.stdout
