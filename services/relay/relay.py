@@ -29,20 +29,23 @@ from sqlalchemy import Engine
 from services.relay.cpu_pressure import CpuPressure
 from services.relay.session import Session, exchange_name
 from shared.adapters.db.engine import make_engine
+from shared.faults import Faults, load_faults
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.relay")
 
 
 class Relay:
-    def __init__(self, settings: Settings, engine: Engine) -> None:
+    def __init__(self, settings: Settings, engine: Engine, faults: Faults | None = None) -> None:
+        """``faults`` default to the environment's (``SETTLEQ_FAULT_*``, all off unset)."""
         self.settings = settings
         self.engine = engine
+        self.faults = Faults() if faults is None else faults
         self.pressure = CpuPressure()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            failure = Session(self.settings, self.engine, stop, self.pressure).run()
+            failure = Session(self.settings, self.engine, stop, self.pressure, self.faults).run()
             if failure is not None and not stop.is_set():
                 # Unmarked events stay in the outbox; try again after a pause.
                 log.warning("relay paused: %s", failure)
@@ -52,6 +55,7 @@ class Relay:
 def run_relay(settings: Settings) -> None:
     import signal
 
+    faults = load_faults(log)
     if settings.relay_nice:
         # Events are asynchronous by contract; on a shared host settlement goes first.
         os.nice(settings.relay_nice)
@@ -61,6 +65,6 @@ def run_relay(settings: Settings) -> None:
         signal.signal(sig, lambda *_: stop.set())
     log.info("relay publishing to %s", exchange_name(settings))
     started = time.monotonic()
-    Relay(settings, engine).run(stop)
+    Relay(settings, engine, faults).run(stop)
     engine.dispose()
     log.info("relay stopped after %.0f s", time.monotonic() - started)

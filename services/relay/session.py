@@ -26,6 +26,7 @@ from services.relay.cpu_pressure import CpuPressure
 from services.relay.deferral import defer_now
 from services.relay.publish_log import log_published
 from shared.adapters.db import outbox
+from shared.faults import Faults
 from shared.settings import Settings
 
 # A broker that takes longer than this to confirm a batch is treated as lost:
@@ -53,9 +54,15 @@ class Session:
     """One broker connection's life: batches published until stop or a failure."""
 
     def __init__(
-        self, settings: Settings, engine: Engine, stop: threading.Event, pressure: CpuPressure
+        self,
+        settings: Settings,
+        engine: Engine,
+        stop: threading.Event,
+        pressure: CpuPressure,
+        faults: Faults,
     ) -> None:
         self.settings = settings
+        self.batch_pause_s = faults.relay_batch_pause_s  # 0 but in the failure tests
         self.pressure = pressure
         self.engine = engine
         self.stop = stop
@@ -199,7 +206,7 @@ class Session:
         finally:
             flight.conn.close()
         log_published(flight.batch.units, flight.started)
-        self._later(self.settings.fault_relay_batch_pause_s, self._tick)
+        self._later(self.batch_pause_s, self._tick)
 
     def _abandon(self) -> None:
         flight, self.inflight = self.inflight, None

@@ -116,10 +116,10 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
 def _injected_faults(ctx: WorkerContext, attempt: int) -> None:
     """Fault injection for the failure tests (all off by default): between the
     claims and the commit, the most delicate point of the protocol."""
-    settings = ctx.settings
-    if settings.fault_settle_pause_s:
-        time.sleep(settings.fault_settle_pause_s)
-    if attempt <= settings.fault_transient_attempts:
+    faults = ctx.faults
+    if faults.settle_pause_s:
+        time.sleep(faults.settle_pause_s)
+    if attempt <= faults.transient_attempts:
         log.warning("injected transient fault on attempt %d", attempt)
         raise TransientError("injected_fault", f"injected transient fault, attempt {attempt}")
 

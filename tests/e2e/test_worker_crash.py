@@ -13,6 +13,7 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.leases import ClaimStore
+from shared.faults import Faults
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results
@@ -37,7 +38,7 @@ def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(
         stack.start_api()
         stack.start_worker("fast_path")
         # This worker claims, then stalls before its commit long enough to be killed.
-        stack.start_worker("compute_heavy", name="doomed", fault_settle_pause_s=60)
+        stack.start_worker("compute_heavy", name="doomed", faults=Faults(settle_pause_s=60))
         vendor = uid("CRASH-")
         assert (
             stack.operator()

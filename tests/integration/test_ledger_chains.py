@@ -20,6 +20,7 @@ from services.worker.stages import settle_chunk
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
 from shared.errors import TransientError
+from shared.faults import Faults
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import ledger_rows
 
@@ -128,9 +129,9 @@ def test_two_versions_in_two_chunks_of_one_batch_chain(ctx, order):
 
 
 def _settle_concurrently(ctx: WorkerContext, messages: list[dict]) -> None:
-    paused = ctx.settings
+    unpaused = ctx.faults
     # Both attempts hold their claims and wait here, then commit together.
-    ctx.settings = paused.model_copy(update={"fault_settle_pause_s": 0.3})
+    ctx.faults = Faults(settle_pause_s=0.3)
     errors: list[BaseException] = []
 
     def deliver(message: dict) -> None:
@@ -151,7 +152,7 @@ def _settle_concurrently(ctx: WorkerContext, messages: list[dict]) -> None:
         for t in threads:
             t.join()
     finally:
-        ctx.settings = paused
+        ctx.faults = unpaused
     assert errors == []
 
 
