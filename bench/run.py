@@ -31,6 +31,7 @@ from sqlalchemy import func, select
 
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
+from shared.faults import Faults
 from tests.support.infra import REDIS_URL, isolated_env
 from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Expectation, generate, ndjson
@@ -150,6 +151,13 @@ def main() -> int:
         metavar="NAME=VALUE",
         help="any other setting for every process, e.g. --set relay_nice=19",
     )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fault injection for every process (shared/faults.py): --fault settle_pause_s=0.1",
+    )
     args = parser.parse_args()
 
     started_gen = time.monotonic()
@@ -174,7 +182,8 @@ def main() -> int:
             if value is not None
         }
         tuning.update(item.split("=", 1) for item in args.set)
-        stack = Stack(env, logs, **tuning)
+        faults = Faults(**dict(item.split("=", 1) for item in args.fault)) if args.fault else None
+        stack = Stack(env, logs, faults=faults, **tuning)
         try:
             stack.start_api()
             for entry in args.workers.split(","):
