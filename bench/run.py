@@ -31,6 +31,7 @@ from sqlalchemy import func, select
 
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
+from shared.faults import Faults
 from tests.support.infra import REDIS_URL, isolated_env
 from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Expectation, generate, ndjson
@@ -150,6 +151,13 @@ def main() -> int:
         metavar="NAME=VALUE",
         help="any other setting for every process, e.g. --set relay_nice=19",
     )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fault injection for every process (shared/faults.py): --fault settle_pause_s=0.1",
+    )
     args = parser.parse_args()
 
     started_gen = time.monotonic()
@@ -174,7 +182,8 @@ def main() -> int:
             if value is not None
         }
         tuning.update(item.split("=", 1) for item in args.set)
-        stack = Stack(env, logs, **tuning)
+        faults = Faults(**dict(item.split("=", 1) for item in args.fault)) if args.fault else None
+        stack = Stack(env, logs, faults=faults, **tuning)
         try:
             stack.start_api()
             for entry in args.workers.split(","):
@@ -285,13 +294,13 @@ def _signed(stack: Stack, body: bytes) -> dict[str, str]:
 
 def wait_for_events(url: str, t0: float, timeout: float = 600) -> float:
     """Seconds from ``t0`` until the relay has published every outcome event."""
-    O = tables.outbox  # noqa: E741
+    outbox = tables.outbox
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
             while time.monotonic() - t0 < timeout:
                 waiting = conn.execute(
-                    select(func.count()).select_from(O).where(O.c.published_at.is_(None))
+                    select(func.count()).select_from(outbox).where(outbox.c.published_at.is_(None))
                 ).scalar()
                 conn.rollback()
                 if not waiting:
@@ -303,18 +312,23 @@ def wait_for_events(url: str, t0: float, timeout: float = 600) -> float:
 
 
 def verify(url: str, job: dict[str, Any], expect: Expectation, total: int) -> bool:
-    L = tables.ledger_entries
+    ledger = tables.ledger_entries
     engine = make_engine(url)
     with engine.connect() as conn:
         rows = conn.execute(
-            select(L.c.outcome, func.count(), func.sum(L.c.amount), func.sum(L.c.claimed_amount))
-            .where(L.c.job_id == job["job_id"])
-            .group_by(L.c.outcome)
+            select(
+                ledger.c.outcome,
+                func.count(),
+                func.sum(ledger.c.amount),
+                func.sum(ledger.c.claimed_amount),
+            )
+            .where(ledger.c.job_id == job["job_id"])
+            .group_by(ledger.c.outcome)
         ).all()
         worst = conn.execute(
             select(func.count())
-            .select_from(L)
-            .group_by(L.c.reconciliation_key, L.c.contract_version)
+            .select_from(ledger)
+            .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
             .order_by(func.count().desc())
             .limit(1)
         ).scalar()

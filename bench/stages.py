@@ -59,13 +59,13 @@ def measure(name: str, lines: int, run: Callable[[], None], profile: bool) -> No
 def drain(settings: Settings, engine: Engine) -> None:
     """Run the relay until every outcome event is published."""
     stop = threading.Event()
-    O = tables.outbox  # noqa: E741
+    outbox = tables.outbox
 
     def watch() -> None:
         with engine.connect() as conn:
             while not stop.wait(0.02):
                 waiting = conn.execute(
-                    select(func.count()).select_from(O).where(O.c.published_at.is_(None))
+                    select(func.count()).select_from(outbox).where(outbox.c.published_at.is_(None))
                 ).scalar()
                 conn.rollback()
                 if not waiting:

@@ -88,9 +88,9 @@ class Settings(BaseSettings):
     # only reorder what is still in RabbitMQ).
     worker_prefetch: int = Field(default=0, ge=0)
 
-    # Supervision by `settleq up` and `settleq worker --processes N` (SPEC §2,
-    # services/supervisor): a child that exits unexpectedly is restarted after
-    # restart_backoff_initial_s, doubling up to restart_backoff_max_s; the delay
+    # Supervision by `settleq up` and `settleq worker --processes N`
+    # (docs/operations.md#supervision, services/supervisor): a child that exits unexpectedly is
+    # restarted after restart_backoff_initial_s, doubling up to restart_backoff_max_s; the delay
     # starts over once a child stayed up restart_reset_after_s. A child that dies
     # restart_give_up_deaths times within restart_give_up_window_s is not
     # restarted: the supervisor stops the rest and exits 1. On SIGTERM/SIGINT the
@@ -120,13 +120,8 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    # Fault injection for the exactly-once tests: seconds a settle pauses after
-    # claiming its keys and before committing. Always 0 in production.
-    fault_settle_pause_s: float = 0.0
-    # Fault injection: the first N settle attempts of every chunk fail transiently.
-    fault_transient_attempts: int = 0
-    # Fault injection: the relay pauses this long after each batch (to be killed mid-stream).
-    fault_relay_batch_pause_s: float = 0.0
+    # Fault injection is no setting (neither this object nor a config file turns
+    # it on): the tests and the bench set SETTLEQ_FAULT_* (shared/faults.py).
 
     @field_validator("viewer_tokens", "operator_tokens", mode="before")
     @classmethod

@@ -1,37 +1,103 @@
-"""Cursors of list pages: opaque to clients, validated before they reach SQL."""
+"""Cursors of list pages: one scheme for every paged endpoint.
+
+A cursor names the last item a page showed: that item's position fields joined
+by ``|``, in unpadded base64url. Clients only pass back a page's
+``next_cursor``; each endpoint decodes the fields it wrote and validates every
+one before it reaches SQL. Anything else is a 422 ``invalid_cursor``.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime as dt
 import re
-from typing import Literal
+from typing import Annotated, Literal
+
+from fastapi import Query
 
 from services.api.errors import ApiError
+from services.api.timefmt import iso, parse_iso
 
+# The query parameter of every paged endpoint (its cursors are far shorter).
+CursorQuery = Annotated[
+    str | None,
+    Query(max_length=128, description="The `next_cursor` of the previous page (opaque)."),
+]
+
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 _ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only, and always inside a BIGINT
+_JOB_ID = re.compile(r"[0-9A-Za-z_-]{1,32}")  # jobs.id is String(32); made as uuid4().hex
+_SOURCES: dict[str, Literal["ledger", "other"]] = {"ledger": "ledger", "other": "other"}
+
+
+def _invalid() -> ApiError:
+    return ApiError(422, "invalid_cursor", "cursor is not valid")
+
+
+def _encode(*fields: str) -> str:
+    return base64.urlsafe_b64encode("|".join(fields).encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str, count: int) -> list[str]:
+    """The ``count`` fields of a cursor; 422 for anything that is not one."""
+    if not _BASE64URL.fullmatch(cursor):
+        raise _invalid()
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise _invalid() from None
+    fields = text.split("|")
+    if len(fields) != count:
+        raise _invalid()
+    return fields
+
+
+def _id(text: str) -> int:
+    if not _ID.fullmatch(text):
+        raise _invalid()
+    return int(text)
+
+
+def encode_id_cursor(last_id: int) -> str:
+    return _encode(str(last_id))
 
 
 def id_cursor(cursor: str | None) -> int | None:
-    """The last id a page showed (pages go by id); 422 for anything else."""
+    """The last id a page showed (pages that go by id: dead letters, the audit log)."""
     if cursor is None:
         return None
-    if not _ID.fullmatch(cursor):
-        raise ApiError(422, "invalid_cursor", "cursor is not valid")
-    return int(cursor)
+    (last_id,) = _decode(cursor, 1)
+    return _id(last_id)
 
 
-_LINE = re.compile(r"([lo])([0-9]{1,18})")
+def encode_line_cursor(source: Literal["ledger", "other"], last_id: int) -> str:
+    return _encode(source, str(last_id))
 
 
 def line_cursor(cursor: str | None) -> tuple[Literal["ledger", "other"], int] | None:
     """A job's lines page through two sources (ledger rows, then other outcomes):
-    the cursor is the source's letter and the last id shown; 422 for anything else."""
+    the source and the last id shown of it."""
     if cursor is None:
         return None
-    match = _LINE.fullmatch(cursor)
-    if match is None:
-        raise ApiError(422, "invalid_cursor", "cursor is not valid")
-    return ("ledger" if match[1] == "l" else "other"), int(match[2])
+    source, last_id = _decode(cursor, 2)
+    if source not in _SOURCES:
+        raise _invalid()
+    return _SOURCES[source], _id(last_id)
 
 
-def encode_line_cursor(source: str, last_id: int) -> str:
-    return f"{source[0]}{last_id}"
+def encode_job_cursor(created_at: dt.datetime, job_id: str) -> str:
+    return _encode(iso(created_at) or "", job_id)
+
+
+def job_cursor(cursor: str | None) -> tuple[dt.datetime, str] | None:
+    """Jobs page newest first: the creation time and id of the last job shown."""
+    if cursor is None:
+        return None
+    created_at, job_id = _decode(cursor, 2)
+    if not _JOB_ID.fullmatch(job_id):
+        raise _invalid()
+    try:
+        return parse_iso(created_at), job_id
+    except ValueError:
+        raise _invalid() from None

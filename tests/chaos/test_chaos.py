@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from shared.adapters.db.engine import make_engine
+from shared.faults import Faults
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.chaos_checks import (
     Census,
@@ -123,7 +124,7 @@ def test_faults_lose_and_double_nothing(
         env,
         logs,
         max_chunk_lines=300,
-        fault_settle_pause_s=0.2 if soak else 0.4,
+        faults=Faults(settle_pause_s=0.2 if soak else 0.4),
         backoff_base_ms=200,
         backoff_max_ms=3000,
         max_attempts=50,

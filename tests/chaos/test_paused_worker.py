@@ -37,6 +37,7 @@ from sqlalchemy import select
 
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
+from shared.faults import Faults
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.chaos_checks import Census, publish_contracts, submit_documents, wait_for
 from tests.support.faults import HEARTBEAT_S, HEAVY_BROKER_URL, broker_dropped
@@ -93,7 +94,7 @@ def test_paused_worker_past_its_lease_posts_nothing_when_resumed(
             "compute_heavy",
             name="heavy-stale",
             broker_url=HEAVY_BROKER_URL,
-            fault_settle_pause_s=STALE_PAUSE_S,
+            faults=Faults(settle_pause_s=STALE_PAUSE_S),
         )
         publish_contracts(stack, documents)
         lines = sum(len(d["lines"]) for d in documents)

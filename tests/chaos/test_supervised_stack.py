@@ -31,6 +31,7 @@ from sqlalchemy import Engine, func, select
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
 from shared.domain.signing import sign_request
+from shared.faults import Faults
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.infra import (
     PRODUCER_ID,
@@ -39,7 +40,7 @@ from tests.support.infra import (
     ServiceEnv,
     isolated_env,
 )
-from tests.support.stack import Stack, log_events, up_children
+from tests.support.stack import Stack, fault_warnings, log_events, up_children
 from tests.support.workload import CONTRACT, Generated, generate, ndjson
 
 pytestmark = pytest.mark.timeout(400)
@@ -143,13 +144,13 @@ def submit_contracts(stack: Stack, data: Generated) -> None:
 
 
 def ledger_duplicates(engine: Engine) -> int:
-    L = tables.ledger_entries
+    ledger = tables.ledger_entries
     with engine.connect() as conn:
         return int(
             conn.execute(
                 select(func.count()).select_from(
-                    select(L.c.reconciliation_key)
-                    .group_by(L.c.reconciliation_key, L.c.contract_version)
+                    select(ledger.c.reconciliation_key)
+                    .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
                     .having(func.count() > 1)
                     .subquery()
                 )
@@ -230,7 +231,7 @@ def test_each_component_killed_under_up_is_restarted_and_nothing_is_lost_or_doub
         env,
         logs,
         max_chunk_lines=100,
-        fault_settle_pause_s=1.5,
+        faults=Faults(settle_pause_s=1.5),
         max_attempts=50,
         claim_lease_ms=2000,
         **SUPERVISION,
@@ -283,7 +284,14 @@ def test_each_component_killed_under_up_is_restarted_and_nothing_is_lost_or_doub
         assert_exact(done, first, duplicate=first.expect.duplicate)
         assert_exact(done_second, second, duplicate=0)
         assert ledger_duplicates(engine) == 0
-        events = [e for e in log_events(stack.log("up", tail=None)) if e.get("restart_count")]
+        up_log = stack.log("up", tail=None)
+        # Each worker and relay `up` started (restarted ones too) warned of the
+        # injected pause; the API, which reads no fault knob, did not.
+        assert set(fault_warnings(up_log)) == {"SETTLEQ_FAULT_SETTLE_PAUSE_S=1.5"}
+        assert {
+            e["service"] for e in log_events(up_log) if e["event"].startswith("FAULT INJECTION")
+        } == {"worker", "relay"}
+        events = [e for e in log_events(up_log) if e.get("restart_count")]
         warned = {e["component"] for e in events if e["level"] == "warning"}
         assert warned == {"fast_path", "compute_heavy", "relay", "api"}
         deaths = [e for e in events if e["level"] == "warning"]

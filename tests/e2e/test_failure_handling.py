@@ -20,12 +20,13 @@ from shared.adapters.broker import enqueue, make_broker
 from shared.adapters.db import tables
 from shared.adapters.db.migrate import load_internal_key
 from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR
+from shared.faults import Faults
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_worker_crash import leased_claims
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results, dead_letters
-from tests.support.stack import Stack, log_events
+from tests.support.stack import Stack, fault_warnings, log_events
 
 CONTRACT = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
 SETTINGS = {"backoff_base_ms": 200, "backoff_max_ms": 5000, "claim_lease_ms": 2000}
@@ -76,7 +77,9 @@ def test_transient_fault_is_retried_with_growing_delays_then_posts_once(
     base: Stack, engine: Engine
 ) -> None:
     worker = "heavy-flaky"
-    base.start_worker("compute_heavy", name=worker, fault_transient_attempts=3, max_attempts=5)
+    base.start_worker(
+        "compute_heavy", name=worker, faults=Faults(transient_attempts=3), max_attempts=5
+    )
     try:
         vendor = vendor_with_contract(base)
         job_id = submit(
@@ -87,6 +90,9 @@ def test_transient_fault_is_retried_with_growing_delays_then_posts_once(
         base.stop_one(worker)
     assert job["outcomes"] == {"posted": 5, "disputed": 0, "duplicate": 0, "dead_lettered": 0}
     log = base.log(worker, tail=None)
+    # Fault injection is loud: this worker warned of it, the stack's others did not.
+    assert fault_warnings(log) == ["SETTLEQ_FAULT_TRANSIENT_ATTEMPTS=3"]
+    assert fault_warnings(base.log("fast_path", tail=None)) == []
     times = attempt_times(log)
     assert len(times) == 3  # attempts 1-3 failed, attempt 4 posted
     # Backoff is base * 2**n with jitter in [1, 2): 200-400 ms, 400-800 ms, 800-1600 ms.
@@ -104,7 +110,9 @@ def test_transient_fault_is_retried_with_growing_delays_then_posts_once(
 
 def test_always_transient_fault_ends_as_retries_exhausted(base: Stack, engine: Engine) -> None:
     worker = "heavy-broken"
-    base.start_worker("compute_heavy", name=worker, fault_transient_attempts=99, max_attempts=3)
+    base.start_worker(
+        "compute_heavy", name=worker, faults=Faults(transient_attempts=99), max_attempts=3
+    )
     try:
         vendor = vendor_with_contract(base)
         docs = [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 4)])]
@@ -207,7 +215,7 @@ def test_sigterm_mid_chunk_finishes_it_and_loses_nothing(
 ) -> None:
     client = redis.Redis.from_url(REDIS_URL)
     worker = "heavy-terminated"
-    process = base.start_worker("compute_heavy", name=worker, fault_settle_pause_s=2)
+    process = base.start_worker("compute_heavy", name=worker, faults=Faults(settle_pause_s=2))
     try:
         vendor = vendor_with_contract(base)
         job_id = submit(

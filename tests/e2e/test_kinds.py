@@ -39,9 +39,13 @@ def lines_of(stack: Stack, job_id: str) -> list[dict[str, Any]]:
 
 
 def ledger(engine: Engine, job_id: str) -> list[Any]:
-    L = tables.ledger_entries
+    ledger = tables.ledger_entries
     with engine.connect() as conn:
-        return list(conn.execute(select(L).where(L.c.job_id == job_id).order_by(L.c.id)).all())
+        return list(
+            conn.execute(
+                select(ledger).where(ledger.c.job_id == job_id).order_by(ledger.c.id)
+            ).all()
+        )
 
 
 def cents(value: Decimal) -> Decimal:

@@ -54,12 +54,12 @@ def test_sixty_megabyte_invoice_travels_alone_and_by_reference(
         job_id = response.json()["job_id"]
         assert response.json()["chunks"] == 3
 
-        C = tables.chunks
+        stored_chunks = tables.chunks
         with engine.connect() as conn:
             chunks = conn.execute(
-                select(C.c.documents, func.length(C.c.payload))
-                .where(C.c.job_id == job_id)
-                .order_by(C.c.seq)
+                select(stored_chunks.c.documents, func.length(stored_chunks.c.payload))
+                .where(stored_chunks.c.job_id == job_id)
+                .order_by(stored_chunks.c.seq)
             ).all()
         assert [c.documents for c in chunks] == [1, 1, 1]
         assert chunks[1][1] > stack_env.settings().max_chunk_bytes  # it had to travel alone

@@ -160,10 +160,12 @@ def test_multi_vendor_batch_settles_exactly_once_and_adds_up(
     assert Decimal(job["amounts"]["posted"]) == posted
     assert Decimal(job["amounts"]["disputed"]) == disputed
 
-    L = tables.ledger_entries
+    ledger = tables.ledger_entries
     with engine.connect() as conn:
         rows = conn.execute(
-            select(L.c.outcome, L.c.amount, L.c.claimed_amount).where(L.c.job_id == job["job_id"])
+            select(ledger.c.outcome, ledger.c.amount, ledger.c.claimed_amount).where(
+                ledger.c.job_id == job["job_id"]
+            )
         ).all()
     engine_rows = Counter(r.outcome for r in rows)
     assert engine_rows == Counter({"posted": outcomes["posted"], "disputed": outcomes["disputed"]})
@@ -198,9 +200,9 @@ def test_same_batch_posted_twice_is_one_job_and_one_set_of_rows(
     assert job["outcomes"]["posted"] + job["outcomes"]["disputed"] == 50
     third = producer.submit(body)
     assert third.status_code == 200 and third.json()["job_id"] == job["job_id"]
-    L = tables.ledger_entries
+    ledger = tables.ledger_entries
     with engine.connect() as conn:
-        count = len(conn.execute(select(L.c.id).where(L.c.partition_key == tag)).all())
+        count = len(conn.execute(select(ledger.c.id).where(ledger.c.partition_key == tag)).all())
     assert count == 50
 
 
@@ -215,12 +217,16 @@ def test_redelivered_chunk_messages_change_nothing(
         operator.bearer("PUT", f"/v1/contracts/promo_accrual/{tag}/1", contract).status_code == 201
     )
     job, _ = submit_and_wait(stack, make_documents(rng, [tag], 90, tag))  # 3 chunks
-    C, L = tables.chunks, tables.ledger_entries
+    stored_chunks, ledger = tables.chunks, tables.ledger_entries
     with engine.connect() as conn:
         chunks = conn.execute(
-            select(C.c.id, C.c.payload_sha256).where(C.c.job_id == job["job_id"])
+            select(stored_chunks.c.id, stored_chunks.c.payload_sha256).where(
+                stored_chunks.c.job_id == job["job_id"]
+            )
         ).all()
-        before = conn.execute(select(L).where(L.c.job_id == job["job_id"]).order_by(L.c.id)).all()
+        before = conn.execute(
+            select(ledger).where(ledger.c.job_id == job["job_id"]).order_by(ledger.c.id)
+        ).all()
     # RabbitMQ delivers each chunk message again, twice.
     settings = stack_env.settings()
     broker = make_broker(settings)
@@ -232,6 +238,8 @@ def test_redelivered_chunk_messages_change_nothing(
     broker.close()
     wait_until_drained(stack_env.queue_prefix)
     with engine.connect() as conn:
-        after = conn.execute(select(L).where(L.c.job_id == job["job_id"]).order_by(L.c.id)).all()
+        after = conn.execute(
+            select(ledger).where(ledger.c.job_id == job["job_id"]).order_by(ledger.c.id)
+        ).all()
     assert after == before and len(after) == 900
     assert stack.producer().job(job["job_id"]) == job

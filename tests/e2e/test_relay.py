@@ -15,12 +15,14 @@ from sqlalchemy import Engine, select
 from shared.adapters.db import tables
 from shared.domain.events import event_id
 from shared.domain.synthetic import promo_batch, promo_contract
+from shared.faults import Faults
 from tests.support.infra import BROKER_URL, ServiceEnv
-from tests.support.stack import Stack
+from tests.support.stack import Stack, fault_warnings
 
 # Many small units, each one outbox row, one per relay transaction: the relay
 # can be killed between and within them.
-STACK_SETTINGS = {"relay_batch": 1, "fault_relay_batch_pause_s": 0.05, "max_chunk_documents": 5}
+STACK_SETTINGS = {"relay_batch": 1, "max_chunk_documents": 5}
+STACK_FAULTS = Faults(relay_batch_pause_s=0.05)
 
 
 @pytest.fixture
@@ -124,4 +126,8 @@ def test_relay_killed_mid_stream_delivers_every_event_at_least_once_in_order(
             seen.add(message_id)
             by_partition.setdefault(body["partition_key"], []).append(order[message_id])
     assert all(ids == sorted(ids) for ids in by_partition.values())
+    # Each relay started said that it pauses after each batch.
+    assert fault_warnings(stack.log("relay", tail=None)) == 2 * [
+        "SETTLEQ_FAULT_RELAY_BATCH_PAUSE_S=0.05"
+    ]
     print(f"\nrelay: {len(received)} deliveries for {len(unique)} events after one kill")

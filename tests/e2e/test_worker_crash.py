@@ -14,6 +14,7 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.leases import ClaimStore
+from shared.faults import Faults
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results
@@ -38,7 +39,7 @@ def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(
         stack.start_api()
         stack.start_worker("fast_path")
         # This worker claims, then stalls before its commit long enough to be killed.
-        stack.start_worker("compute_heavy", name="doomed", fault_settle_pause_s=60)
+        stack.start_worker("compute_heavy", name="doomed", faults=Faults(settle_pause_s=60))
         vendor = uid("CRASH-")
         assert (
             stack.operator()
@@ -72,11 +73,11 @@ def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(
         job = producer.wait(job_id, timeout=60)
         assert job["state"] == "completed", stack.log("survivor")
         assert job["outcomes"] == {"posted": 30, "disputed": 0, "duplicate": 0, "dead_lettered": 0}
-        L = tables.ledger_entries
+        ledger = tables.ledger_entries
         with engine.connect() as conn:
             rows = conn.execute(
-                select(func.count(), func.count(func.distinct(L.c.reconciliation_key))).where(
-                    L.c.job_id == job_id
+                select(func.count(), func.count(func.distinct(ledger.c.reconciliation_key))).where(
+                    ledger.c.job_id == job_id
                 )
             ).one()
         assert tuple(rows) == (30, 30)

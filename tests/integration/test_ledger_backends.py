@@ -33,9 +33,9 @@ def _chunk(engine: Engine, docs: list[dict]) -> tuple[ChunkRef, list[PromoDocume
 
 
 def _count(engine: Engine, job_id: str) -> int:
-    L = tables.ledger_entries
+    ledger = tables.ledger_entries
     with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).where(L.c.job_id == job_id)).scalar_one())
+        return int(conn.execute(select(func.count()).where(ledger.c.job_id == job_id)).scalar_one())
 
 
 def test_second_commit_of_a_chunk_changes_nothing(engine: Engine) -> None:
@@ -51,12 +51,12 @@ def test_second_commit_of_a_chunk_changes_nothing(engine: Engine) -> None:
     assert first.amount_posted == Decimal("0.38")
     assert second is None
     assert _count(engine, ref.job_id) == 1
-    L, OB = tables.ledger_entries, tables.outbox
+    ledger, outbox = tables.ledger_entries, tables.outbox
     with engine.connect() as conn:
         [(ledger_id, key)] = conn.execute(
-            select(L.c.id, L.c.reconciliation_key).where(L.c.job_id == ref.job_id)
+            select(ledger.c.id, ledger.c.reconciliation_key).where(ledger.c.job_id == ref.job_id)
         ).all()
-        units = conn.execute(select(OB.c.ledger_entry_ids)).scalars().all()
+        units = conn.execute(select(outbox.c.ledger_entry_ids)).scalars().all()
     # The unit's outbox row, written in the same transaction, lists its new ledger row;
     # the relay publishes it as one event whose id is stable.
     assert units.count(str(ledger_id)) == 1
@@ -87,10 +87,10 @@ def test_money_columns_read_back_exact(engine: Engine) -> None:
     ref, docs = _chunk(engine, [promo_doc(vendor, [promo_line(1, "999999.999999", "124999.9999")])])
     with engine.begin() as conn:
         commit_plan(conn, ref, plan_chunk(KIND, docs, {(vendor, 1): CONTRACT}), 1)
-    L = tables.ledger_entries
+    ledger = tables.ledger_entries
     with engine.connect() as conn:
         row = conn.execute(
-            select(L.c.amount, L.c.claimed_amount).where(L.c.job_id == ref.job_id)
+            select(ledger.c.amount, ledger.c.claimed_amount).where(ledger.c.job_id == ref.job_id)
         ).one()
     # 999999.999999 * 0.125 = 124999.999999875 -> 125000.00
     assert (row.amount, row.claimed_amount) == (Decimal("125000.00"), Decimal("124999.9999"))

@@ -22,12 +22,13 @@ from services.worker.stages import settle_chunk
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
 from shared.errors import TransientError
+from shared.faults import Faults
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import ledger_rows
 
 pytestmark = pytest.mark.both_backends
 
-L = tables.ledger_entries
+ledger = tables.ledger_entries
 RATES = {1: "0.125", 2: "0.45", 3: "0.50"}  # T1 per contract version
 
 
@@ -41,8 +42,8 @@ def promo_vendor(ctx: WorkerContext, versions: tuple[int, ...] = (1, 2, 3)) -> s
 
 def chain(ctx: WorkerContext, **where: str) -> list[Any]:
     with ctx.engine.connect() as conn:
-        query = select(L).where(*(L.c[name] == value for name, value in where.items()))
-        return list(conn.execute(query.order_by(L.c.id)).all())
+        query = select(ledger).where(*(ledger.c[name] == value for name, value in where.items()))
+        return list(conn.execute(query.order_by(ledger.c.id)).all())
 
 
 def assert_chained(rows: list[Any]) -> None:
@@ -130,9 +131,9 @@ def test_two_versions_in_two_chunks_of_one_batch_chain(ctx, order):
 
 
 def _settle_concurrently(ctx: WorkerContext, messages: list[dict]) -> None:
-    paused = ctx.settings
+    unpaused = ctx.faults
     # Both attempts hold their claims and wait here, then commit together.
-    ctx.settings = paused.model_copy(update={"fault_settle_pause_s": 0.3})
+    ctx.faults = Faults(settle_pause_s=0.3)
     errors: list[BaseException] = []
 
     def deliver(message: dict) -> None:
@@ -153,7 +154,7 @@ def _settle_concurrently(ctx: WorkerContext, messages: list[dict]) -> None:
         for t in threads:
             t.join()
     finally:
-        ctx.settings = paused
+        ctx.faults = unpaused
     assert errors == []
 
 

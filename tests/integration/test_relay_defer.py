@@ -31,11 +31,11 @@ class FixedPressure:
 
 
 def unpublished(engine: Engine) -> int:
-    O = tables.outbox  # noqa: E741
+    outbox = tables.outbox
     with engine.connect() as conn:
         return int(
             conn.execute(
-                select(func.count()).select_from(O).where(O.c.published_at.is_(None))
+                select(func.count()).select_from(outbox).where(outbox.c.published_at.is_(None))
             ).scalar_one()
         )
 

@@ -19,7 +19,7 @@ from tests.support.infra import BROKER_URL
 from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Expectation
 
-L = tables.ledger_entries
+ledger = tables.ledger_entries
 
 
 def wait_for(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float) -> Any:
@@ -69,23 +69,27 @@ class Census:
 
     @classmethod
     def take(cls, engine: Engine, job: dict[str, Any]) -> Census:
-        R = tables.chunk_results
+        results = tables.chunk_results
         with engine.connect() as conn:
-            sums = (func.count(), func.sum(L.c.amount), func.sum(L.c.claimed_amount))
+            sums = (func.count(), func.sum(ledger.c.amount), func.sum(ledger.c.claimed_amount))
             rows = conn.execute(
-                select(L.c.outcome, *sums).where(L.c.job_id == job["job_id"]).group_by(L.c.outcome)
+                select(ledger.c.outcome, *sums)
+                .where(ledger.c.job_id == job["job_id"])
+                .group_by(ledger.c.outcome)
             ).all()
             doubled = conn.execute(
                 select(func.count()).select_from(
-                    select(L.c.reconciliation_key)
-                    .group_by(L.c.reconciliation_key, L.c.contract_version)
+                    select(ledger.c.reconciliation_key)
+                    .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
                     .having(func.count() > 1)
                     .subquery()
                 )
             ).scalar_one()
-            ledger_rows = conn.execute(select(func.count()).select_from(L)).scalar_one()
+            ledger_rows = conn.execute(select(func.count()).select_from(ledger)).scalar_one()
             result_rows = conn.execute(
-                select(func.count()).where(R.c.job_id == job["job_id"], R.c.source == "chunk")
+                select(func.count()).where(
+                    results.c.job_id == job["job_id"], results.c.source == "chunk"
+                )
             ).scalar_one()
         outcomes = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
         return cls(job, outcomes, int(doubled), int(ledger_rows), int(result_rows))

@@ -9,19 +9,23 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 
-L = tables.ledger_entries
+ledger = tables.ledger_entries
 
 
 def ledger_rows(engine: Engine, job_id: str) -> list[Any]:
     with engine.connect() as conn:
-        return list(conn.execute(select(L).where(L.c.job_id == job_id).order_by(L.c.id)).all())
+        return list(
+            conn.execute(
+                select(ledger).where(ledger.c.job_id == job_id).order_by(ledger.c.id)
+            ).all()
+        )
 
 
 def identity_counts(engine: Engine, keys: list[str]) -> Counter[tuple[str, int]]:
     with engine.connect() as conn:
         rows = conn.execute(
-            select(L.c.reconciliation_key, L.c.contract_version).where(
-                L.c.reconciliation_key.in_(keys)
+            select(ledger.c.reconciliation_key, ledger.c.contract_version).where(
+                ledger.c.reconciliation_key.in_(keys)
             )
         ).all()
     return Counter((r.reconciliation_key, r.contract_version) for r in rows)
@@ -31,8 +35,8 @@ def max_rows_per_identity(engine: Engine) -> int:
     with engine.connect() as conn:
         counts = conn.execute(
             select(func.count())
-            .select_from(L)
-            .group_by(L.c.reconciliation_key, L.c.contract_version)
+            .select_from(ledger)
+            .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
         ).scalars()
         return max(counts, default=0)
 

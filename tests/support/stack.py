@@ -17,6 +17,7 @@ import httpx
 
 from services.client import Client
 from services.commands.demo import wait_ready
+from shared.faults import Faults
 from tests.support.infra import (
     OPERATOR_TOKEN,
     PRODUCER_ID,
@@ -42,14 +43,17 @@ class Stack:
         *,
         cwd: Path = ROOT,
         omit: Collection[str] = (),
+        faults: Faults | None = None,
         **overrides: Any,
     ) -> None:
         """``overrides`` are settings; ``omit`` names settings left unset (their
-        defaults apply); processes run in ``cwd``."""
+        defaults apply); ``faults`` is the fault injection of every process (none
+        by default); processes run in ``cwd``."""
         self.env = env
         self.logs = logs
         self.cwd = cwd
         self.omit = omit
+        self.faults = faults
         self.overrides = overrides
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -59,8 +63,12 @@ class Stack:
         self._spawned: set[str] = set()
         self.metrics_ports: dict[str, int] = {}
 
-    def _spawn(self, name: str, args: list[str], **overrides: Any) -> subprocess.Popen[bytes]:
-        environ = self.env.environ(self.omit, **{**self.overrides, **overrides})
+    def _spawn(
+        self, name: str, args: list[str], faults: Faults | None = None, **overrides: Any
+    ) -> subprocess.Popen[bytes]:
+        """``faults``, when given, replace the stack's for this process."""
+        faults = self.faults if faults is None else faults
+        environ = self.env.environ(self.omit, faults, **{**self.overrides, **overrides})
         # `python -m services.cli` finds this tree from any working directory.
         environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
@@ -96,14 +104,14 @@ class Stack:
             raise RuntimeError(f"settleq up did not start:\n{self.log('up')}") from None
 
     def start_worker(
-        self, tier: str, name: str | None = None, **overrides: Any
+        self, tier: str, name: str | None = None, faults: Faults | None = None, **overrides: Any
     ) -> subprocess.Popen[bytes]:
         """One worker process (not a supervisor of several: killing it kills the
         worker), serving its metrics on a port of its own."""
         name = name or tier
         self.metrics_ports[name] = port = free_port()
         args = ["worker", "--queues", tier, "--processes", "1", "--metrics-port", str(port)]
-        return self._spawn(name, args, **overrides)
+        return self._spawn(name, args, faults, **overrides)
 
     def scrape(self, name: str, token: str | None = VIEWER_TOKEN) -> httpx.Response:
         """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""
@@ -184,6 +192,16 @@ def log_events(text: str) -> list[dict[str, Any]]:
     """The events of a process's log: JSON lines, as the processes write them
     when their stderr is not a terminal (shared/logs.py)."""
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def fault_warnings(text: str) -> list[str]:
+    """The knobs each start-up in a process's log warned were on (shared/faults.py):
+    one string per start-up that had any, e.g. ``SETTLEQ_FAULT_SETTLE_PAUSE_S=2.0``."""
+    return [
+        e["event"].split(": ", 1)[1]
+        for e in log_events(text)
+        if e["level"] == "warning" and e["event"].startswith("FAULT INJECTION ACTIVE")
+    ]
 
 
 def queue_messages(prefix: str) -> int:

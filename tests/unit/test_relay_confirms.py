@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.relay.relay import Confirms
+from services.relay.confirms import Confirms
 
 
 def test_in_order_single_acks_raise_the_floor() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.relay.cpu_pressure import CpuPressure
-from services.relay.relay import should_defer
+from services.relay.deferral import should_defer
 
 NOW = dt.datetime(2026, 11, 29, 20, 0, tzinfo=dt.UTC)
 

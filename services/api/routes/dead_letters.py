@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Ctx, Operator
 from services.api.errors import ApiError, ErrorBody
-from services.api.pagination import id_cursor
+from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
 from services.api.requeue import requeue_matching, requeue_one
 from services.api.schemas import (
     AuditEntry,
@@ -63,7 +63,7 @@ async def list_dead_letters(
     job_id: Text = None,
     status: Status | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=32)] = None,
+    cursor: CursorQuery = None,
 ) -> DeadLetterPage:
     where = dl_db.Filter(reason, kind, partition_key, job_id, status)
     rows = await run_in_threadpool(
@@ -71,7 +71,7 @@ async def list_dead_letters(
     )
     return DeadLetterPage(
         items=[DeadLetter.model_validate(_letter(r)) for r in rows],
-        next_cursor=str(rows[-1].id) if len(rows) == limit else None,
+        next_cursor=encode_id_cursor(rows[-1].id) if len(rows) == limit else None,
     )
 
 
@@ -179,7 +179,7 @@ async def list_audit(
     ctx: Ctx,
     _: Operator,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=32)] = None,
+    cursor: CursorQuery = None,
 ) -> AuditPage:
     rows = await run_in_threadpool(
         dl_db.audit_page, ctx.engine, before_id=id_cursor(cursor), limit=limit
@@ -196,5 +196,5 @@ async def list_audit(
             )
             for r in rows
         ],
-        next_cursor=str(rows[-1].id) if len(rows) == limit else None,
+        next_cursor=encode_id_cursor(rows[-1].id) if len(rows) == limit else None,
     )

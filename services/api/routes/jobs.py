@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -11,9 +10,15 @@ from fastapi.concurrency import run_in_threadpool
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
-from services.api.pagination import encode_line_cursor, line_cursor
+from services.api.pagination import (
+    CursorQuery,
+    encode_job_cursor,
+    encode_line_cursor,
+    job_cursor,
+    line_cursor,
+)
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
-from services.api.timefmt import iso, parse_iso
+from services.api.timefmt import iso
 from shared.adapters.db import job_queries as jobs_db
 from shared.adapters.db.outcomes import list_lines
 from shared.domain.money import to_wire
@@ -57,17 +62,6 @@ async def get_job(job_id: str, ctx: Ctx, who: Reader) -> Job:
     return _job(await run_in_threadpool(_visible_job, ctx, who, job_id))
 
 
-def _encode_cursor(text: str) -> str:
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> str:
-    try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except ValueError:
-        raise ApiError(422, "invalid_cursor", "cursor is not valid") from None
-
-
 @router.get("/v1/jobs", operation_id="listJobs", responses=ERRORS)
 async def list_jobs(
     ctx: Ctx,
@@ -75,15 +69,9 @@ async def list_jobs(
     state: Literal["accepted", "processing", "completed"] | None = None,
     partition_key: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    cursor: CursorQuery = None,
 ) -> JobPage:
-    before = None
-    if cursor is not None:
-        created, _, job_id = _decode_cursor(cursor).partition("|")
-        try:
-            before = (parse_iso(created), job_id)
-        except ValueError:
-            raise ApiError(422, "invalid_cursor", "cursor is not valid") from None
+    before = job_cursor(cursor)
 
     def load() -> JobPage:
         rows = jobs_db.list_jobs(
@@ -98,7 +86,7 @@ async def list_jobs(
         next_cursor = None
         if len(rows) == limit:
             last_id, last_created = rows[-1]
-            next_cursor = _encode_cursor(f"{iso(last_created)}|{last_id}")
+            next_cursor = encode_job_cursor(last_created, last_id)
         return JobPage(items=[_job(s) for s in items], next_cursor=next_cursor)
 
     return await run_in_threadpool(load)
@@ -111,7 +99,7 @@ async def job_lines(
     who: Reader,
     outcome: Literal["posted", "disputed", "duplicate", "dead_lettered"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    cursor: CursorQuery = None,
 ) -> LinePage:
     after = line_cursor(cursor)
 

@@ -1,0 +1,87 @@
+"""Reading a unit's documents from its stored bytes, re-checked against the
+signed digest; a unit that cannot be read (or trusted) is dead-lettered whole."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+from pydantic import TypeAdapter
+
+from services.worker.context import WorkerContext
+from services.worker.loading import Unit
+from services.worker.recording import record
+from services.worker.stage_log import note_documents
+from shared.domain.keys import correlation_id_for
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.base import Kind
+from shared.domain.settlement import Decoded, decode_chunk, unreadable, with_correlation_id
+from shared.errors import StructuralError
+
+_DOCUMENT_LISTS: dict[str, TypeAdapter[Any]] = {
+    name: TypeAdapter(list[kind.document_model])  # type: ignore[name-defined]
+    for name, kind in KINDS.items()
+}
+
+
+class Envelope(msgspec.Struct):
+    """What the fast path reads of a document: enough to route and check contracts."""
+
+    document_id: str
+    partition_key: str
+    contract_version: int
+    correlation_id: str | None = None
+
+
+ENVELOPES = msgspec.json.Decoder(list[Envelope])
+
+
+def digest_ok(ctx: WorkerContext, unit: Unit, attempt: int) -> bool:
+    """The stored bytes are the ones the front door validated and signed the digest
+    of; a unit whose bytes differ is dead-lettered whole."""
+    if hashlib.sha256(unit.chunk_payload).hexdigest() == unit.message.payload_sha256:
+        return True
+    reason, message = "signature_mismatch", "chunk payload does not match its digest"
+    dead_letter_whole(ctx, unit, reason, message, attempt)
+    return False
+
+
+def dead_letter_whole(
+    ctx: WorkerContext, unit: Unit, reason: str, message: str, attempt: int
+) -> None:
+    """Record every line of a unit that cannot be read (or trusted) as one dead letter."""
+    record(ctx, unit.ref, unreadable(unit.payload, unit.ref.lines, reason, message), attempt)
+
+
+def decode_documents(unit: Unit) -> tuple[Kind[Any, Any], Decoded]:
+    """The unit's kind and documents (those that fail apart); StructuralError when
+    the unit cannot be read at all."""
+    kind = KINDS.get(unit.ref.kind)
+    adapter = _DOCUMENT_LISTS.get(unit.ref.kind)
+    if kind is None or adapter is None:
+        raise StructuralError("schema_invalid", f"unknown kind {unit.ref.kind!r}")
+    return kind, decode_chunk(kind, adapter, unit.payload, unit.ref.lines)
+
+
+def decode(
+    ctx: WorkerContext, unit: Unit, attempt: int, *, digest_checked: bool = False
+) -> Decoded | None:
+    """Re-check the stored bytes; an unreadable unit is dead-lettered whole."""
+    if not digest_checked and not digest_ok(ctx, unit, attempt):
+        return None
+    try:
+        _, decoded = decode_documents(unit)
+    except StructuralError as exc:
+        dead_letter_whole(ctx, unit, exc.reason, str(exc), attempt)
+        return None
+    # A document that came without a correlation id gets one derived from the job
+    # and document, the same on every retry, requeue and event.
+    decoded.documents = [
+        d
+        if d.correlation_id
+        else with_correlation_id(d, correlation_id_for(unit.ref.job_id, d.document_id))
+        for d in decoded.documents
+    ]
+    note_documents(decoded.documents)  # for the stage's log event (stage_log.py)
+    return decoded

@@ -1,0 +1,129 @@
+"""Which unit of work a message names: verified, fetched, and still to do.
+
+A unit is a stored chunk, or a requeued dead letter of one (its document, or
+one line of it). A message whose signature fails is recorded as a dead letter
+of its chunk; one of a withdrawn or unaccepted job, a stale requeue, or a unit
+already processed leaves nothing to do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from services.worker.context import WorkerContext
+from services.worker.recording import record_tampered
+from shared.adapters.db import dead_letters
+from shared.adapters.db.stored_chunk import chunk_processed, load_chunk, stored_state
+from shared.domain.messages import ChunkMessage, open_message
+from shared.domain.requeued_lines import restrict_to_line
+from shared.domain.settlement import ChunkPlan
+from shared.domain.units import ChunkRef, Requeue
+from shared.errors import StructuralError, TransientError
+
+log = logging.getLogger("settleq.worker")
+
+
+@dataclass(frozen=True)
+class Unit:
+    message: ChunkMessage
+    ref: ChunkRef
+    chunk_payload: bytes
+    payload: bytes  # what to decode: the chunk, or the requeued dead letter's document
+    # A requeued line-level dead letter settles this one line only: its position,
+    # or (stored before positions were) its line_ref and reconciliation key.
+    line_ref: str | None = None
+    line_index: int | None = None
+    line_key: str | None = None
+
+    def restrict(self, plan: ChunkPlan) -> ChunkPlan:
+        if self.line_ref is None:
+            return plan
+        return restrict_to_line(plan, self.line_ref, self.line_index, self.line_key)
+
+
+def load_unit(ctx: WorkerContext, raw: Any) -> Unit | None:
+    """Verify and fetch a unit of work; None when there is nothing (left) to do."""
+    try:
+        message = open_message(ctx.internal_key, raw)
+    except StructuralError as exc:
+        record_tampered(ctx, raw, exc)
+        return None
+    with ctx.engine.connect() as conn:
+        row = load_chunk(conn, message.chunk_id)
+        if row is None or row.job_id != message.job_id:
+            # The submission was withdrawn before its 202 (broker failure): nothing accepted.
+            log.warning(
+                "chunk %s of job %s is not stored; dropped", message.chunk_id, message.job_id
+            )
+            return None
+        if not _check_accepted(ctx, conn, row.job_id):
+            return None
+        if message.dead_letter_id is not None:
+            return _requeue_unit(conn, message, row)
+        if chunk_processed(conn, row.id):
+            return None
+    ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
+    payload = bytes(row.payload)
+    return Unit(message, ref, payload, payload)
+
+
+def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
+    """False for a submission that never got its 202; retry while it may still.
+
+    The front door marks a job accepted as soon as the broker has confirmed all
+    its chunks, so a worker that sees a chunk first usually waits milliseconds:
+    it waits here (up to ``accept_wait_s``) rather than take a retry, which
+    costs at least a second of the job's latency.
+    """
+    deadline = time.monotonic() + ctx.settings.accept_wait_s
+    while True:
+        stored = stored_state(conn, job_id)
+        if stored is None:
+            # Withdrawn: its chunks could not all be enqueued and the producer got a 503.
+            log.warning("message of withdrawn job %s dropped", job_id)
+            return False
+        state, created = stored
+        if state != "receiving":
+            return True
+        if (dt.datetime.now(dt.UTC) - created).total_seconds() > ctx.settings.receiving_timeout_s:
+            # The producer never got its 202; its retry republishes every chunk.
+            log.warning("message of unaccepted job %s dropped", job_id)
+            return False
+        if time.monotonic() >= deadline:
+            raise TransientError("job_not_ready", "job is still being enqueued")
+        conn.rollback()  # the next look needs a fresh snapshot (SQLite keeps one per transaction)
+        time.sleep(0.02)
+
+
+def _requeue_unit(conn: Any, message: ChunkMessage, row: Any) -> Unit | None:
+    letter = dead_letters.load(conn, message.dead_letter_id or 0)
+    if (
+        letter is None
+        or letter.chunk_id != row.id
+        or letter.status != "requeued"
+        or letter.requeues != message.requeue
+    ):
+        log.warning("stale requeue of dead letter %s dropped", message.dead_letter_id)
+        return None
+    ref = ChunkRef(
+        chunk_id=row.id,
+        job_id=row.job_id,
+        kind=row.kind,
+        lines=letter.lines,
+        requeue=Requeue(letter.id, letter.requeues, letter.lines),
+    )
+    if chunk_processed(conn, ref.result_id):
+        return None
+    chunk_payload = bytes(row.payload)
+    if letter.document_id is None and letter.line_ref is None:
+        payload = chunk_payload  # a chunk-level dead letter re-runs the whole stored chunk
+    else:
+        payload = b"[" + letter.payload.encode() + b"]"
+    key = None
+    if letter.line_ref is not None and letter.line_index is None:
+        key = dead_letters.line_key(conn, letter.id)
+    return Unit(message, ref, chunk_payload, payload, letter.line_ref, letter.line_index, key)

@@ -1,0 +1,36 @@
+"""Recording a unit of work's result: one transaction, then the commit hook."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from services.worker.context import WorkerContext
+from shared.adapters.db.ledger import commit_plan
+from shared.adapters.db.stored_chunk import load_chunk
+from shared.domain.settlement import ChunkPlan, unreadable
+from shared.domain.units import ChunkOutcome, ChunkRef
+from shared.errors import StructuralError
+
+log = logging.getLogger("settleq.worker")
+
+
+def record(ctx: WorkerContext, ref: ChunkRef, plan: ChunkPlan, attempt: int) -> ChunkOutcome | None:
+    with ctx.engine.begin() as conn:
+        outcome = commit_plan(conn, ref, plan, attempt)
+    if outcome is not None:  # committed now; None: an earlier delivery already did
+        ctx.on_commit(ref, plan, outcome)
+    return outcome
+
+
+def record_tampered(ctx: WorkerContext, raw: Any, exc: StructuralError) -> None:
+    """A message whose signature fails is untrusted: its chunk (if it names a real
+    one) is dead-lettered whole, so an operator requeues it from the stored copy."""
+    chunk_id = raw.get("chunk_id") if isinstance(raw, dict) else None
+    with ctx.engine.connect() as conn:
+        row = load_chunk(conn, chunk_id) if isinstance(chunk_id, str) else None
+    if row is None:
+        log.error("unsigned or tampered message naming no stored chunk; dropped")
+        return
+    ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
+    record(ctx, ref, unreadable(bytes(row.payload), row.lines, exc.reason, str(exc)), 1)
