@@ -1,0 +1,90 @@
+"""Disputes: a disputed ledger row waiting for a person's decision
+(docs/architecture.md#exactly-once-resolution).
+
+Pure rules only. A dispute *is* its disputed ledger row (its id is that row's
+id); its status is derived, never stored on the row, which never changes:
+``resolved`` once a ``resolved`` ledger row supersedes it, ``superseded`` once
+the same identity was settled again after it (the newer row is what counts),
+else ``open``. A resolution appends one ``resolved`` row whose amount is the
+decided amount and whose delta is ``decided - disputed amount``, so an
+identity's deltas still add up to its amount now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+Decision = Literal["accept_claim", "accept_model", "settle_at"]
+DECISIONS: tuple[Decision, ...] = ("accept_claim", "accept_model", "settle_at")
+# A bulk resolution decides many disputes at once: only from amounts each one holds.
+BULK_DECISIONS: tuple[Decision, ...] = ("accept_claim", "accept_model")
+
+Status = Literal["open", "resolved", "superseded"]
+STATUSES: tuple[Status, ...] = ("open", "resolved", "superseded")
+
+NOTE_MAX_CHARS = 2000
+BULK_LIMIT_MAX = 10_000
+
+
+class DisputeConflict(Exception):
+    """A resolution the dispute's state refuses; ``code`` is the API's machine code."""
+
+    code = "dispute_conflict"
+
+
+class DisputeAlreadyResolved(DisputeConflict):
+    code = "dispute_already_resolved"
+
+
+class DisputeSuperseded(DisputeConflict):
+    code = "dispute_superseded"
+
+
+@dataclass(frozen=True)
+class ResolveRequest:
+    """What an operator decided; ``amount`` only (and always) for ``settle_at``."""
+
+    decision: Decision
+    note: str
+    amount: Decimal | None = None
+
+    def __post_init__(self) -> None:
+        if self.decision not in DECISIONS:
+            raise ValueError(f"unknown decision {self.decision!r}")
+        if (self.amount is None) != (self.decision != "settle_at"):
+            raise ValueError("settle_at takes an amount; the other decisions take none")
+        if not 1 <= len(self.note) <= NOTE_MAX_CHARS:
+            raise ValueError(f"a note is 1 to {NOTE_MAX_CHARS} characters")
+
+
+def decided_amount(request: ResolveRequest, claimed: Decimal, model: Decimal) -> Decimal:
+    """The amount a resolution pays: the claim, the contract's model, or the one given."""
+    if request.decision == "accept_claim":
+        return claimed
+    if request.decision == "accept_model":
+        return model
+    assert request.amount is not None  # ResolveRequest guarantees it
+    return request.amount
+
+
+def variance(claimed: Decimal, model: Decimal) -> Decimal:
+    """How far the claim is from the model (positive: the claim asks for more)."""
+    return claimed - model
+
+
+def status_of(*, resolved: bool, superseded: bool) -> Status:
+    """A resolution closes a dispute for good, even if its identity is settled again later."""
+    if resolved:
+        return "resolved"
+    return "superseded" if superseded else "open"
+
+
+def same_resolution(
+    request: ResolveRequest, decision: str, amount: Decimal, claimed: Decimal, model: Decimal
+) -> bool:
+    """Whether a repeated request asks for the resolution already made (then it
+    answers that resolution again) rather than a different one (a conflict).
+    The note does not decide it: a retry may carry a reworded note."""
+    return request.decision == decision and decided_amount(request, claimed, model) == amount
