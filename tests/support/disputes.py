@@ -14,7 +14,7 @@ from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.ledger import commit_plan
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import plan_chunk
+from shared.domain.settlement import ChunkPlan, plan_chunk
 from shared.domain.units import ChunkRef
 from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
@@ -42,16 +42,23 @@ def new_vendor(engine: Engine) -> str:
     return vendor
 
 
-def settle(engine: Engine, docs: list[dict[str, Any]]) -> str:
-    """Settle these documents as one chunk of a new job; its id."""
+def planned(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, ChunkPlan]:
+    """These documents stored as one chunk of a new job, and planned: what
+    ``commit_plan`` records."""
     job_id, [message] = store_job(engine, Settings(), b"k", docs)
     parsed = [PromoDocument.model_validate(d) for d in docs]
     ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", sum(len(d.lines) for d in parsed))
     vendors = {d.partition_key for d in parsed}
     contracts = {k: c for v in vendors for k, c in contracts_for(v).items()}
+    return ref, plan_chunk(KIND, parsed, contracts)
+
+
+def settle(engine: Engine, docs: list[dict[str, Any]]) -> str:
+    """Settle these documents as one chunk of a new job; its id."""
+    ref, plan = planned(engine, docs)
     with engine.begin() as conn:
-        assert commit_plan(conn, ref, plan_chunk(KIND, parsed, contracts), 1) is not None
-    return job_id
+        assert commit_plan(conn, ref, plan, 1) is not None
+    return ref.job_id
 
 
 def disputed_doc(
