@@ -38,15 +38,18 @@ def samples(reading: DisputeReading) -> dict[tuple[str, str], float]:
     return {(s.name, s.labels.get("kind", "")): s.value for f in families for s in f.samples}
 
 
-def open_disputes(ctx: WorkerContext, vendor: str, lines: list[tuple[str, str]]) -> list[int]:
-    """Settle one document of (units, claimed) T1 lines for ``vendor``: its disputes' ids."""
+def open_disputes(
+    ctx: WorkerContext, vendor: str, lines: list[tuple[str, str]]
+) -> dict[Decimal, disputes.Dispute]:
+    """Settle one document of (units, claimed) T1 lines for ``vendor``: its
+    disputes by claimed amount."""
     publish_promo_contracts(ctx.engine, [vendor])
     docs = [promo_doc(vendor, [promo_line(n, u, c) for n, (u, c) in enumerate(lines, 1)])]
     _, messages = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
     for message in messages:
         settle_chunk(ctx, message, 1)
     page = disputes.page(ctx.engine, disputes.Filter(partition_key=vendor), after_id=None, limit=10)
-    return [d.id for d in page]
+    return {d.claimed_amount: d for d in page}
 
 
 def test_open_disputes_and_their_money_at_stake_per_kind(ctx: WorkerContext) -> None:
@@ -54,9 +57,13 @@ def test_open_disputes_and_their_money_at_stake_per_kind(ctx: WorkerContext) -> 
     before = gauges.reading(ctx.engine)
     vendor = uid("V-")
     # T1 at 0.125, tolerance 0.05: models 0.25, 5.00 and 1.00; variances 4.75, -4.00, 19.00.
-    first, _, third = open_disputes(ctx, vendor, [("2", "5.00"), ("40", "1.00"), ("8", "20.00")])
+    opened = open_disputes(ctx, vendor, [("2", "5.00"), ("40", "1.00"), ("8", "20.00")])
+    assert len(opened) == 3
     disputes.resolve(
-        ctx.engine, third, ResolveRequest("accept_claim", "vendor proved the units"), "test"
+        ctx.engine,
+        opened[Decimal("20.00")].id,
+        ResolveRequest("accept_claim", "vendor proved the units"),
+        "test",
     )
     after = gauges.reading(ctx.engine)
 
@@ -69,8 +76,8 @@ def test_open_disputes_and_their_money_at_stake_per_kind(ctx: WorkerContext) -> 
     for kind in KINDS:  # a kind with no open dispute is 0, never missing
         assert (DISPUTES_OPEN, kind) in got and (DISPUTES_OPEN_VARIANCE, kind) in got
 
-    mine = disputes.get(ctx.engine, first)
-    assert mine is not None and after.oldest_open_at is not None
+    mine = opened[Decimal("5.00")]
+    assert after.oldest_open_at is not None
     assert after.oldest_open_at <= mine.opened_at
     now = dt.datetime.now(dt.UTC)
     opened = mine.opened_at if mine.opened_at.tzinfo else mine.opened_at.replace(tzinfo=dt.UTC)
