@@ -257,12 +257,17 @@ def test_reads_list_filter_count_and_stream_the_queue(engine: Engine) -> None:
     large = disputes.Filter(job_id=job_id, min_abs_variance=Decimal("0.90"))
     found = disputes.page(engine, large, after_id=None, limit=10)
     assert [x.id for x in found] == sorted([ids[1], ids[4]])
-    later = disputes.Filter(
-        job_id=job_id, opened_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
-    )
-    assert disputes.page(engine, later, after_id=None, limit=10) == []
     opened = disputes.get(engine, ids[0])
     assert opened is not None and opened.opened_at.tzinfo is not None
+    # opened_before compares instants, whatever the zone it is given in.
+    ahead = dt.timezone(dt.timedelta(hours=5))
+    for before, expected in (
+        (opened.opened_at - dt.timedelta(days=1), []),
+        (opened.opened_at.astimezone(ahead), []),
+        ((opened.opened_at + dt.timedelta(seconds=1)).astimezone(ahead), still_open),
+    ):
+        where = disputes.Filter(job_id=job_id, opened_before=before)
+        assert [x.id for x in disputes.page(engine, where, after_id=None, limit=10)] == expected
     assert opened.resolution is None and opened.kind == "promo_accrual"
 
     stats = disputes.stats(engine)
