@@ -92,6 +92,9 @@ def test_each_decision_appends_one_resolved_row_and_leaves_the_disputed_row(
     assert details["decision"] == request_.decision
     assert Decimal(details["amount"]) == decided
     assert disputes.get(engine, dispute_id) == result.dispute
+    # The resolved row is no dispute of its own.
+    assert disputes.get(engine, resolved.id) is None
+    assert disputes.statuses(engine, [dispute_id, resolved.id]) == {dispute_id: "resolved"}
 
 
 def test_the_same_request_again_answers_the_same_resolution_and_another_conflicts(
