@@ -33,7 +33,6 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -268,24 +267,18 @@ def cpu_s(pid: int) -> float:
 def export_csv(url: str, digest: Digest) -> tuple[float, int, list[str]]:
     """Stream the CSV of open disputes into ``digest``; (seconds, bytes, header)."""
     headers = {"Authorization": f"Bearer {VIEWER_TOKEN}", "Accept": "text/csv"}
-    received = 0
     started = time.monotonic()
     with httpx.stream("GET", f"{url}/v1/disputes", headers=headers, timeout=600) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/csv")
-
-        def lines() -> Iterator[str]:
-            nonlocal received
-            for line in response.iter_lines():
-                received += len(line) + 1
-                yield line
-
-        reader = csv.reader(lines())
+        # Line by line as it arrives (a quoted note may span lines: csv joins them).
+        reader = csv.reader(response.iter_lines())
         header = next(reader)
         column = {name: i for i, name in enumerate(header)}
         i, c, m = column["id"], column["claimed_amount"], column["model_amount"]
         for row in reader:
             digest.add(int(row[i]), row[c], row[m])
+        received = response.num_bytes_downloaded
     return time.monotonic() - started, received, header
 
 
