@@ -29,7 +29,7 @@ from services.api.app import create_app
 from shared.adapters.db import tables
 from shared.domain.signing import sign_request
 from tests.integration.test_front_door import Trace
-from tests.support.disputes import settle_disputed
+from tests.support.dispute_jobs import settle_disputed
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import (
     OPERATOR_TOKEN,

@@ -20,7 +20,7 @@ from services.api.dispute_csv import HEADER
 from services.client import Client
 from services.worker.context import WorkerContext
 from shared.domain.signing import token_digest
-from tests.support.disputes import (
+from tests.support.dispute_jobs import (
     VARIANCES,
     Disputed,
     resolution_audits,

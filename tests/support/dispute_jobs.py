@@ -1,5 +1,5 @@
-"""Real disputes for tests: promo lines settled against a contract whose tolerance
-(0.05) they miss, through the worker's own settlement (docs/api.md#disputes)."""
+"""Real disputes for the API and CLI tests: promo lines settled by the worker
+against a contract whose tolerance (0.05) they miss (docs/api.md#disputes)."""
 
 from __future__ import annotations
 
