@@ -13,8 +13,10 @@ identity's deltas still add up to its amount now.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Literal
+
+from shared.domain.settlement import LEDGER_LIMIT
 
 Decision = Literal["accept_claim", "accept_model", "settle_at"]
 DECISIONS: tuple[Decision, ...] = ("accept_claim", "accept_model", "settle_at")
@@ -26,6 +28,9 @@ STATUSES: tuple[Status, ...] = ("open", "resolved", "superseded")
 
 NOTE_MAX_CHARS = 2000
 BULK_LIMIT_MAX = 10_000
+
+LEDGER_SCALE = Decimal("0.0001")  # the ledger's 4 places
+_WIDE = Context(prec=60)  # quantizes any amount the checks below can meet
 
 
 class DisputeConflict(Exception):
@@ -40,6 +45,25 @@ class DisputeAlreadyResolved(DisputeConflict):
 
 class DisputeSuperseded(DisputeConflict):
     code = "dispute_superseded"
+
+
+class DecidedAmountOutOfRange(ValueError):
+    """The decided amount does not fit the ledger (``NUMERIC(20,4)``): more than
+    4 places, or it or its change from the disputed amount is not below 10**16.
+    The API answers it 422 with ``code``."""
+
+    code = "amount_out_of_range"
+
+
+def check_decided(amount: Decimal, model: Decimal) -> None:
+    """Raise ``DecidedAmountOutOfRange`` unless a resolved row of ``amount`` fits
+    the ledger beside its disputed row of ``model`` (its delta is the difference)."""
+    if not amount.is_finite() or amount != amount.quantize(LEDGER_SCALE, context=_WIDE):
+        raise DecidedAmountOutOfRange("a decided amount has at most 4 decimal places")
+    if abs(amount) >= LEDGER_LIMIT or abs(amount - model) >= LEDGER_LIMIT:
+        raise DecidedAmountOutOfRange(
+            "the decided amount, or its change from the disputed amount, does not fit the ledger"
+        )
 
 
 @dataclass(frozen=True)

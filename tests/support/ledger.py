@@ -32,10 +32,13 @@ def identity_counts(engine: Engine, keys: list[str]) -> Counter[tuple[str, int]]
 
 
 def max_rows_per_identity(engine: Engine) -> int:
+    """The most posted or disputed rows of one (key, version): 1 when exactly-once
+    holds (a dispute's ``resolved`` row repeats its identity, and is not counted)."""
     with engine.connect() as conn:
         counts = conn.execute(
             select(func.count())
             .select_from(ledger)
+            .where(ledger.c.outcome.in_(tables.IDENTITY_OUTCOMES))
             .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
         ).scalars()
         return max(counts, default=0)

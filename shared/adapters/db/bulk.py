@@ -3,7 +3,8 @@
 ``COPY`` streams a chunk's rows in one go (a few µs a row, against ~200 µs
 through executemany with RETURNING); ledger rows go through a temporary
 staging table so that ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``
-keeps the unique constraint as the judge of exactly-once, and their deltas
+keeps the identity's unique index (``uq_ledger_entries_identity``, over
+posted and disputed rows) as the judge of exactly-once, and their deltas
 are computed in the same statement.
 """
 
@@ -142,8 +143,27 @@ CREATE TEMP TABLE IF NOT EXISTS settle_rows (
 ) ON COMMIT DELETE ROWS
 """
 
-# One statement settles a chunk's lines: the ledger rows (the unique constraint
-# decides what is new; the latest row of the same key in the same kind and
+
+def _latest(line: str) -> str:
+    """The latest row of the staged line ``line``'s lineage (same key, kind and
+    partition): its latest posted or disputed row (found through the identity's
+    partial unique index, whose predicate the probe repeats), or that row's
+    resolution when it has one (a resolution only ever follows the latest)."""
+    return f"""
+            SELECT COALESCE(r.id, l.id) AS id, COALESCE(r.amount, l.amount) AS amount
+            FROM (
+                SELECT l.id, l.amount FROM ledger_entries l
+                WHERE l.reconciliation_key = {line}.reconciliation_key
+                  AND l.outcome IN ('posted', 'disputed')
+                  AND l.kind = %(kind)s AND l.partition_key = {line}.partition_key
+                ORDER BY l.id DESC LIMIT 1
+            ) l
+            LEFT JOIN ledger_entries r ON r.supersedes_id = l.id AND r.outcome = 'resolved'
+        """
+
+
+# One statement settles a chunk's lines: the ledger rows (the identity's unique
+# index decides what is new; the latest row of the same key in the same kind and
 # partition gives delta and supersedes_id: the caller holds the key's lineage
 # lock, so that is the row committed just before, and sends a chunk holding a
 # key under two versions down the portable path, which chains them), one
@@ -175,18 +195,14 @@ WITH ins AS (
         UNION ALL
         SELECT s.*, s.amount - COALESCE(p.amount, 0), p.id
         FROM settle_rows s
-        LEFT JOIN LATERAL (
-            SELECT l.id, l.amount FROM ledger_entries l
-            WHERE l.reconciliation_key = s.reconciliation_key
-              AND l.kind = %(kind)s AND l.partition_key = s.partition_key
-            ORDER BY l.id DESC LIMIT 1
-        ) p ON true
+        LEFT JOIN LATERAL ({latest}) p ON true
         WHERE s.first
           AND (s.contract_version > 1 OR s.partition_key = ANY(CAST(%(repriced)s AS text[])))
           AND abs(s.amount - COALESCE(p.amount, 0)) < %(limit)s
     ) u
     ORDER BY u.reconciliation_key, u.contract_version
-    ON CONFLICT (reconciliation_key, contract_version) DO NOTHING
+    ON CONFLICT (reconciliation_key, contract_version) WHERE outcome IN ('posted', 'disputed')
+    DO NOTHING
     RETURNING id, reconciliation_key, contract_version, delta
 ), events AS (
     INSERT INTO outbox (ledger_entry_ids, created_at)
@@ -204,12 +220,7 @@ WITH ins AS (
 ), too_large AS (
     -- The statement's snapshot: the same prior the insert measured from.
     SELECT m.seq FROM missed m
-    LEFT JOIN LATERAL (
-        SELECT l.amount FROM ledger_entries l
-        WHERE l.reconciliation_key = m.reconciliation_key
-          AND l.kind = %(kind)s AND l.partition_key = m.partition_key
-        ORDER BY l.id DESC LIMIT 1
-    ) p ON true
+    LEFT JOIN LATERAL ({latest_missed}) p ON true
     WHERE abs(m.amount - COALESCE(p.amount, 0)) >= %(limit)s
 ), duplicates AS (
     -- A repeat within the chunk, or an identity already in the ledger.
@@ -239,7 +250,7 @@ WITH ins AS (
 SELECT seq, false FROM duplicates
 UNION ALL
 SELECT seq, true FROM too_large
-"""
+""".format(latest=_latest("s"), latest_missed=_latest("m"))
 
 
 def settle_lines(

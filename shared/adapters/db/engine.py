@@ -6,6 +6,8 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 
+from shared.adapters.db.types import sqlite_cmp_abs_diff, sqlite_sub
+
 
 def normalize_url(url: str) -> str:
     for prefix in ("postgresql://", "postgres://"):
@@ -41,6 +43,11 @@ def _sqlite_engine(url: str) -> Engine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
+        # Exact money arithmetic in SQL (the dispute queue: variance filters, deltas).
+        dbapi_connection.create_function(
+            "settleq_cmp_abs_diff", 3, sqlite_cmp_abs_diff, deterministic=True
+        )
+        dbapi_connection.create_function("settleq_sub", 2, sqlite_sub, deterministic=True)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:

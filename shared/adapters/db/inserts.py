@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import Connection
 
 from shared.adapters.db import bulk, priors
-from shared.adapters.db.dialect import insert_ignoring_conflicts
+from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
 from shared.adapters.db.rows import ledger_row
-from shared.adapters.db.tables import ledger_entries
+from shared.adapters.db.tables import IDENTITY_OUTCOMES, ledger_entries
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.units import ChunkRef
@@ -49,8 +49,15 @@ def _insert_round(
         return {}
     # Sorted so that concurrent chunks sharing keys lock them in the same order.
     ordered = [rows[ident] for ident in sorted(rows)]
+    # The identity's partial unique index judges what is new (never a resolution's index).
+    identity = insert_ignoring_conflicts(
+        conn,
+        ledger_entries,
+        [ledger_entries.c.reconciliation_key, ledger_entries.c.contract_version],
+        outcome_in(ledger_entries.c.outcome, *IDENTITY_OUTCOMES),
+    )
     result = conn.execute(
-        insert_ignoring_conflicts(conn, ledger_entries).returning(
+        identity.returning(
             ledger_entries.c.id,
             ledger_entries.c.reconciliation_key,
             ledger_entries.c.contract_version,

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, any_, bindparam, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from shared.adapters.db.tables import ledger_entries, outbox
+from shared.adapters.db.tables import dispute_resolutions, ledger_entries, outbox
 from shared.domain.events import event_body, event_id, occurred_at_text, routing_key
 
 Event = tuple[str, str, bytes]  # (event_id, routing_key, body)
@@ -67,6 +67,7 @@ def next_batch(conn: Connection, limit: int) -> Batch:
         elif row.ledger_entry_id is not None:
             wanted.append(row.ledger_entry_id)
     ledger = _ledger_rows(conn, wanted)
+    resolutions = _resolutions(conn, [i for i, e in ledger.items() if e.outcome == "resolved"])
     events: list[Event] = []
     units: list[Unit] = []
     for row in rows:
@@ -86,12 +87,12 @@ def next_batch(conn: Connection, limit: int) -> Batch:
         for ledger_id in ids:
             entry = ledger[ledger_id]
             unit.add(entry.job_id, entry.partition_key, entry.correlation_id)
-            eid = event_id(entry.reconciliation_key, entry.contract_version)
+            eid = event_id(entry.reconciliation_key, entry.contract_version, entry.outcome)
             events.append(
                 (
                     eid,
                     routing_key(entry.outcome, entry.kind),
-                    event_body(entry, eid, occurred_at),
+                    event_body(entry, eid, occurred_at, resolutions.get(ledger_id)),
                 )
             )
     return Batch([row.id for row in rows], events, units)
@@ -112,7 +113,22 @@ _EVENT_COLUMNS = (
     ledger_entries.c.amount,
     ledger_entries.c.claimed_amount,
     ledger_entries.c.delta,
+    ledger_entries.c.supersedes_id,
 )
+
+
+def _resolutions(conn: Connection, ids: list[int]) -> dict[int, Any]:
+    """The decision behind each of these ``resolved`` rows (usually none are)."""
+    found: dict[int, Any] = {}
+    for start in range(0, len(ids), 5000):
+        part = ids[start : start + 5000]
+        query = select(
+            dispute_resolutions.c.ledger_entry_id,
+            dispute_resolutions.c.decision,
+            dispute_resolutions.c.note,
+        ).where(dispute_resolutions.c.ledger_entry_id.in_(part))
+        found.update((row.ledger_entry_id, row) for row in conn.execute(query))
+    return found
 
 
 def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:

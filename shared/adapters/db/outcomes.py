@@ -1,7 +1,8 @@
 """Per-line outcomes of a job, paged (docs/api.md#jobs).
 
 A posted or disputed line's outcome is its ledger row (``ledger_entries``
-keeps the job id); ``line_outcomes`` holds the rest: duplicates, dead-lettered
+keeps the job id; the job's ``resolved`` rows, resolutions of its disputes,
+are not lines); ``line_outcomes`` holds the rest: duplicates, dead-lettered
 lines, and the note (e.g. ``document_type_corrected``) of a posted or disputed
 line that has one. A page lists the job's ledger rows by id, then its other
 outcomes by id; a cursor names the source and the last id shown.
@@ -15,10 +16,11 @@ from typing import Any, Literal
 
 from sqlalchemy import Engine, and_, select
 
-from shared.adapters.db.tables import ledger_entries, line_outcomes
+from shared.adapters.db.dialect import outcome_in
+from shared.adapters.db.tables import IDENTITY_OUTCOMES, ledger_entries, line_outcomes
 
 Source = Literal["ledger", "other"]
-IN_LEDGER = ("posted", "disputed")
+IN_LEDGER = IDENTITY_OUTCOMES
 NOT_IN_LEDGER = ("duplicate", "dead_lettered")
 
 
@@ -79,8 +81,13 @@ def list_lines(
                 )
                 .where(ledger_entries.c.job_id == job_id)
             )
-            if outcome is not None:
-                query = query.where(ledger_entries.c.outcome == outcome)
+            # A job's lines are its posted and disputed rows: a ``resolved`` row
+            # is a dispute's resolution, not a line (the job's line count stays).
+            query = query.where(
+                outcome_in(
+                    ledger_entries.c.outcome, *(IN_LEDGER if outcome is None else (outcome,))
+                )
+            )
             if after is not None:
                 query = query.where(ledger_entries.c.id > after[1])
             rows += [

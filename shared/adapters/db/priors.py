@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, select, text, tuple_
+from sqlalchemy import Connection, and_, select, text, tuple_
 
-from shared.adapters.db.tables import contracts, ledger_entries
+from shared.adapters.db.dialect import outcome_in
+from shared.adapters.db.tables import IDENTITY_OUTCOMES, contracts, ledger_entries
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import DeltaBasis
 from shared.domain.settlement import PlannedLine
@@ -50,8 +51,12 @@ def lock_group(basis: DeltaBasis, p: PlannedLine) -> str:
     """What a lock covers: a recipe's location, or a whole document (all versions
     of a promo or freight document share its id, so they share its lock)."""
     d = p.document
-    ref = p.line.line_ref if basis == "line_history" else d.document_id
-    return f"{d.partition_key}|{ref}"
+    return row_lock_group(basis, d.partition_key, d.document_id, p.line.line_ref)
+
+
+def row_lock_group(basis: DeltaBasis, partition_key: str, document_id: str, line_ref: str) -> str:
+    """``lock_group`` of a ledger row (a dispute being resolved)."""
+    return f"{partition_key}|{line_ref if basis == 'line_history' else document_id}"
 
 
 def lock_ids(kind: str, groups: set[str]) -> list[int]:
@@ -115,12 +120,19 @@ def lock_partition_for_repricing(conn: Connection, kind: str, partition_key: str
 def lock_lineages(conn: Connection, kind: str, groups: set[str]) -> None:
     """Serialise, on PostgreSQL, the transactions that may write rows of one
     lineage, until commit. (SQLite already runs one writer at a time.)"""
-    if conn.dialect.name != "postgresql" or not groups:
+    if groups:
+        lock_lineage_ids(conn, lock_ids(kind, groups))
+
+
+def lock_lineage_ids(conn: Connection, ids: list[int]) -> None:
+    """``lock_lineages`` of ids from ``lock_ids`` (of one kind or merged from
+    several, sorted): one statement, however many."""
+    if conn.dialect.name != "postgresql" or not ids:
         return
     conn.execute(
         # unnest keeps the array's (sorted) order.
         text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:ks AS bigint[])) AS k"),
-        {"ks": lock_ids(kind, groups)},
+        {"ks": sorted(ids)},
     )
 
 
@@ -196,18 +208,46 @@ def latest_rows(
             return column.in_([ref for _, ref in batch])
 
     latest: dict[Lineage, tuple[int, Decimal]] = {}
+    resolved: dict[int, tuple[int, Decimal]] = {}
     wanted_set = set(wanted)
     for start in range(0, len(wanted), 2000):
-        rows = conn.execute(
-            select(
-                ledger_entries.c.partition_key,
-                column.label("ref"),
-                ledger_entries.c.id,
-                ledger_entries.c.amount,
-            ).where(ledger_entries.c.kind == kind, where(wanted[start : start + 2000]))
-        ).all()
-        for r in rows:
+        query = select(
+            ledger_entries.c.partition_key,
+            column.label("ref"),
+            ledger_entries.c.id,
+            ledger_entries.c.amount,
+        ).where(ledger_entries.c.kind == kind, where(wanted[start : start + 2000]))
+        if basis == "key_versions":
+            query = _with_resolutions(query)
+        for r in conn.execute(query).all():
             key = (r.partition_key, r.ref)
             if key in wanted_set and (key not in latest or r.id > latest[key][0]):
                 latest[key] = (r.id, r.amount)
-    return latest
+            if basis == "key_versions" and r.resolution_id is not None:
+                resolved[r.id] = (r.resolution_id, r.resolution_amount)
+    # A row resolved since is followed by its resolution (the amount decided).
+    return {key: resolved.get(row[0], row) for key, row in latest.items()}
+
+
+def _with_resolutions(query: Any) -> Any:
+    """A key's posted and disputed rows (the identity's partial unique index
+    finds them only when the query repeats its predicate), each with its
+    resolution if it has one: a key's latest row is its latest posted or
+    disputed row, or that row's resolution (a dispute is resolved only while
+    it is its key's latest row, and then nothing but a newer version follows)."""
+    resolution = ledger_entries.alias("resolution")
+    joined = ledger_entries.outerjoin(
+        resolution,
+        and_(
+            resolution.c.supersedes_id == ledger_entries.c.id,
+            outcome_in(resolution.c.outcome, "resolved"),
+        ),
+    )
+    return (
+        query.add_columns(
+            resolution.c.id.label("resolution_id"),
+            resolution.c.amount.label("resolution_amount"),
+        )
+        .select_from(joined)
+        .where(outcome_in(ledger_entries.c.outcome, *IDENTITY_OUTCOMES))
+    )

@@ -31,6 +31,10 @@ metadata = MetaData(
     }
 )
 
+# The outcomes of the rows settlement writes: one per identity (the unique
+# index ``uq_ledger_entries_identity``). A ``resolved`` row is a dispute's resolution.
+IDENTITY_OUTCOMES = ("posted", "disputed")
+
 KEY = String(64)  # lower-case hex SHA-256
 ID = String(128)
 TS = DateTime(timezone=True)
@@ -135,7 +139,34 @@ ledger_entries = Table(
     Column("supersedes_id", BigId, ForeignKey("ledger_entries.id"), nullable=True),
     Column("correlation_id", ID, nullable=True),
     Column("created_at", TS, nullable=False),
-    UniqueConstraint("reconciliation_key", "contract_version"),
+    # Exactly-once effect: one posted or disputed row per identity and version
+    # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats
+    # its disputed row's key and version. Settlement inserts name this index as
+    # their conflict target (bulk.py, inserts.py).
+    Index(
+        "uq_ledger_entries_identity",
+        "reconciliation_key",
+        "contract_version",
+        unique=True,
+        postgresql_where=text("outcome IN ('posted', 'disputed')"),
+        sqlite_where=text("outcome IN ('posted', 'disputed')"),
+    ),
+    # Exactly-once resolution: at most one ``resolved`` row per disputed row.
+    Index(
+        "uq_ledger_entries_resolution",
+        "supersedes_id",
+        unique=True,
+        postgresql_where=text("outcome = 'resolved'"),
+        sqlite_where=text("outcome = 'resolved'"),
+    ),
+    # The dispute queue, oldest first: only disputed rows (~2%) are in it, so
+    # posting a line costs this index nothing.
+    Index(
+        "ix_ledger_entries_disputes",
+        "id",
+        postgresql_where=text("outcome = 'disputed'"),
+        sqlite_where=text("outcome = 'disputed'"),
+    ),
     # A job's posted and disputed lines, in the order its lines page lists them.
     Index(None, "job_id", "id"),
     # A recipe's cost history at a location: where its next delta is measured
@@ -204,6 +235,20 @@ dead_letters = Table(
     Column("line_index", Integer, nullable=True),
     Index(None, "job_id"),
     Index(None, "status", "reason"),
+)
+
+# The decision behind each ``resolved`` ledger row (docs/architecture.md#exactly-once-resolution):
+# one per dispute (``dispute_id``, the disputed row), written with that row.
+dispute_resolutions = Table(
+    "dispute_resolutions",
+    metadata,
+    Column("ledger_entry_id", BigId, ForeignKey("ledger_entries.id"), primary_key=True),
+    Column("dispute_id", BigId, ForeignKey("ledger_entries.id"), nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("note", Text, nullable=False),
+    Column("resolved_by", String(64), nullable=False),  # the operator token's fingerprint
+    Column("resolved_at", TS, nullable=False),
+    UniqueConstraint("dispute_id"),
 )
 
 # Every operator action: who (a token fingerprint, never the token), when, what.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Context, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 from sqlalchemy import BigInteger, Integer, Numeric, String, TypeDecorator
@@ -49,3 +49,23 @@ def total_column_type() -> Any:
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def sqlite_cmp_abs_diff(a: Any, b: Any, bound: Any) -> int | None:
+    """SQLite's ``settleq_cmp_abs_diff(a, b, bound)``: the sign of
+    ``abs(a - b) - bound`` over money kept as text, computed in Decimal (SQLite's
+    own arithmetic would turn the text into floating point)."""
+    if a is None or b is None or bound is None:
+        return None
+    with localcontext(EXACT_SUMS):
+        diff = abs(Decimal(str(a)) - Decimal(str(b))) - Decimal(str(bound))
+    return (diff > 0) - (diff < 0)
+
+
+def sqlite_sub(a: Any, b: Any) -> str | None:
+    """SQLite's ``settleq_sub(a, b)``: ``a - b`` of money kept as text, exact, as
+    ``DecimalText`` stores it."""
+    if a is None or b is None:
+        return None
+    with localcontext(EXACT_SUMS):
+        return format((Decimal(str(a)) - Decimal(str(b))).quantize(SCALE), "f")

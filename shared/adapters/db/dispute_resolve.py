@@ -1,0 +1,264 @@
+"""Resolving disputes, at most once whatever is repeated or raced
+(docs/architecture.md#exactly-once-resolution).
+
+One transaction appends the ``resolved`` ledger row, its decision
+(``dispute_resolutions``), its outcome event (an outbox row) and the audit
+entry. The database decides a race: the partial unique index
+``uq_ledger_entries_resolution`` takes one ``resolved`` row per disputed row,
+and the insert names it (``ON CONFLICT DO NOTHING``), so a loser writes
+nothing and reads the winner's resolution. On PostgreSQL a resolution first
+takes its dispute's lineage lock, the one a settlement of a newer version of
+the same identity takes (priors.py): the two serialise, so neither measures
+its delta from a row the other has just superseded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import operator
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, Engine, String, func, literal, select
+
+from shared.adapters.db import priors
+from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
+from shared.adapters.db.dispute_sql import (
+    STATUS_WHERE,
+    abs_variance,
+    apply,
+    d,
+    disputes_query,
+    id_in,
+    joined,
+    to_dispute,
+)
+from shared.adapters.db.dispute_types import Dispute, Filter, Resolved
+from shared.adapters.db.inserts import insert_rows
+from shared.adapters.db.rows import outbox_rows
+from shared.adapters.db.tables import (
+    TS,
+    audit_log,
+    dispute_resolutions,
+    ledger_entries,
+    outbox,
+)
+from shared.domain.disputes import (
+    BULK_DECISIONS,
+    BULK_LIMIT_MAX,
+    DisputeAlreadyResolved,
+    DisputeSuperseded,
+    ResolveRequest,
+    check_decided,
+    decided_amount,
+    same_resolution,
+)
+from shared.domain.kinds import KINDS
+from shared.domain.money import to_wire
+from shared.domain.settlement import LEDGER_LIMIT
+
+ACTION = "dispute_resolve"
+EVENTS_PER_OUTBOX_ROW = 1000  # a bulk resolution's events, in outbox rows of this many
+
+
+def _lock(conn: Connection, rows: Sequence[Any]) -> None:
+    """The lineage locks of these disputes, all in one statement (sorted)."""
+    ids: set[int] = set()
+    for row in rows:
+        group = priors.row_lock_group(
+            KINDS[row.kind].delta_basis, row.partition_key, row.document_id, row.line_ref
+        )
+        ids.update(priors.lock_ids(row.kind, {group}))
+    priors.lock_lineage_ids(conn, sorted(ids))
+
+
+def _load(conn: Connection, dispute_id: int) -> Dispute | None:
+    query = disputes_query(Filter(status="all"), conn.dialect.name).where(d.c.id == dispute_id)
+    row = conn.execute(query).first()
+    return None if row is None else to_dispute(row)
+
+
+def _again(dispute: Dispute, request: ResolveRequest) -> Resolved:
+    """A resolved dispute asked again: the same resolution, or a conflict."""
+    done = dispute.resolution
+    assert done is not None
+    if same_resolution(
+        request, done.decision, done.amount, dispute.claimed_amount, dispute.model_amount
+    ):
+        return Resolved(dispute, created=False)
+    raise DisputeAlreadyResolved(
+        f"dispute {dispute.id} is already resolved ({done.decision}, {to_wire(done.amount)})"
+    )
+
+
+def _record(
+    conn: Connection,
+    resolved: list[tuple[int, int, Decimal]],
+    request: ResolveRequest,
+    actor: str,
+    now: dt.datetime,
+) -> None:
+    """Each new ``resolved`` row's decision, outcome event and audit entry.
+    ``resolved``: (its ledger id, the dispute's id, the amount decided)."""
+    insert_rows(
+        conn,
+        dispute_resolutions,
+        [
+            {
+                "ledger_entry_id": ledger_id,
+                "dispute_id": dispute_id,
+                "decision": request.decision,
+                "note": request.note,
+                "resolved_by": actor,
+                "resolved_at": now,
+            }
+            for ledger_id, dispute_id, _ in resolved
+        ],
+    )
+    ids = sorted(ledger_id for ledger_id, _, _ in resolved)
+    for start in range(0, len(ids), EVENTS_PER_OUTBOX_ROW):
+        part = ids[start : start + EVENTS_PER_OUTBOX_ROW]
+        insert_rows(conn, outbox, outbox_rows([{"id": i} for i in part], now))
+    entries = [
+        {
+            "at": now,
+            "actor": actor,
+            "action": ACTION,
+            "target": str(dispute_id),
+            "details": json.dumps(
+                {"decision": request.decision, "amount": to_wire(amount), "ledger_entry_id": i},
+                sort_keys=True,
+            ),
+        }
+        for i, dispute_id, amount in resolved
+    ]
+    insert_rows(conn, audit_log, entries)
+
+
+def resolve(engine: Engine, dispute_id: int, request: ResolveRequest, actor: str) -> Resolved:
+    """See ``shared.adapters.db.disputes.resolve``."""
+    with engine.begin() as conn:
+        dispute = _load(conn, dispute_id)
+        if dispute is None:
+            raise LookupError(f"no dispute {dispute_id}")
+        _lock(conn, [dispute])
+        dispute = _load(conn, dispute_id)  # as it is now that no one else may change it
+        assert dispute is not None
+        if dispute.status == "resolved":
+            return _again(dispute, request)
+        if dispute.status == "superseded":
+            raise DisputeSuperseded(f"dispute {dispute_id} is superseded by a newer settlement")
+        amount = decided_amount(request, dispute.claimed_amount, dispute.model_amount)
+        check_decided(amount, dispute.model_amount)
+        now = dt.datetime.now(dt.UTC)
+        new_id = conn.execute(
+            _insert_resolution(conn)
+            .values(_resolved_row(conn, dispute_id, amount, now))
+            .returning(ledger_entries.c.id)
+        ).scalar()
+        if new_id is None:
+            # Another transaction resolved it first and has committed (the insert
+            # waited for it): answer as for a repeated request.
+            winner = _load(conn, dispute_id)
+            assert winner is not None and winner.resolution is not None
+            return _again(winner, request)
+        _record(conn, [(new_id, dispute_id, amount)], request, actor, now)
+        after = _load(conn, dispute_id)
+    assert after is not None
+    return Resolved(after, created=True)
+
+
+def _insert_resolution(conn: Connection) -> Any:
+    return insert_ignoring_conflicts(
+        conn,
+        ledger_entries,
+        [ledger_entries.c.supersedes_id],
+        outcome_in(ledger_entries.c.outcome, "resolved"),
+    )
+
+
+_COPIED = (
+    "reconciliation_key",
+    "contract_version",
+    "kind",
+    "partition_key",
+    "document_id",
+    "line_ref",
+    "job_id",
+    "claimed_amount",
+    "correlation_id",
+)
+
+
+def _resolved_row(
+    conn: Connection, dispute_id: int, amount: Decimal, now: dt.datetime
+) -> dict[str, Any]:
+    disputed = conn.execute(select(ledger_entries).where(ledger_entries.c.id == dispute_id)).one()
+    return {
+        **{name: getattr(disputed, name) for name in _COPIED},
+        "outcome": "resolved",
+        "amount": amount,
+        "delta": amount - disputed.amount,
+        "supersedes_id": dispute_id,
+        "created_at": now,
+    }
+
+
+def resolve_bulk(
+    engine: Engine, where: Filter, request: ResolveRequest, limit: int, actor: str
+) -> int:
+    """See ``shared.adapters.db.disputes.resolve_bulk``. Set-based: one statement
+    selects the candidates, one takes their locks, one inserts every resolved
+    row (re-checking each is still open, under the locks), then COPY."""
+    if request.decision not in BULK_DECISIONS:
+        raise ValueError(f"a bulk resolution decides {' or '.join(BULK_DECISIONS)}")
+    if not 1 <= limit <= BULK_LIMIT_MAX:
+        raise ValueError(f"limit is 1 to {BULK_LIMIT_MAX}")
+    where = dataclasses.replace(where, status="open")
+    with engine.begin() as conn:
+        dialect = conn.dialect.name
+        columns = (d.c.id, d.c.kind, d.c.partition_key, d.c.document_id, d.c.line_ref)
+        candidates = conn.execute(
+            apply(joined(*columns), where, dialect).order_by(d.c.id).limit(limit)
+        ).all()
+        if not candidates:
+            return 0
+        _lock(conn, candidates)
+        now = dt.datetime.now(dt.UTC)
+        decided = d.c.claimed_amount if request.decision == "accept_claim" else d.c.amount
+        source = joined(
+            *(d.c[name] for name in _COPIED[:7]),
+            literal("resolved", String),
+            decided,
+            d.c.claimed_amount,
+            _minus(dialect, decided, d.c.amount),
+            d.c.id,
+            d.c.correlation_id,
+            literal(now, TS),
+        ).where(
+            id_in(d.c.id, [c.id for c in candidates], dialect),
+            STATUS_WHERE["open"],  # under the locks: still open
+        )
+        if request.decision == "accept_claim":
+            # Its change from the model must fit the ledger (check_decided's rule).
+            source = source.where(abs_variance(dialect, operator.lt, LEDGER_LIMIT))
+        names = [*_COPIED[:7], "outcome", "amount", "claimed_amount", "delta", "supersedes_id"]
+        statement = (
+            _insert_resolution(conn)
+            .from_select([*names, "correlation_id", "created_at"], source)
+            .returning(ledger_entries.c.id, ledger_entries.c.supersedes_id, ledger_entries.c.amount)
+        )
+        resolved = [(r.id, r.supersedes_id, r.amount) for r in conn.execute(statement)]
+        _record(conn, resolved, request, actor, now)
+    return len(resolved)
+
+
+def _minus(dialect: str, a: Any, b: Any) -> Any:
+    """``a - b`` of two money columns, exact: SQLite's arithmetic on text is
+    floating point, so there ``settleq_sub`` (types.py) subtracts the digits."""
+    if dialect == "postgresql":
+        return a - b
+    return func.settleq_sub(a, b)

@@ -1,0 +1,106 @@
+"""A resolution reaches the events exchange as ``settlement.resolved.<kind>``
+through the outbox and the relay (real PostgreSQL and RabbitMQ;
+docs/architecture.md#outcome-events)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pika
+import pytest
+from sqlalchemy import Engine, func, select
+
+from services.relay.relay import Relay
+from shared.adapters.db import disputes, tables
+from shared.domain.disputes import ResolveRequest
+from shared.domain.events import event_id
+from tests.support.disputes import ACTOR, disputed_doc, job_disputes, new_vendor, row, settle
+from tests.support.infra import BROKER_URL, ServiceEnv
+
+
+@pytest.fixture
+def resolved_events(
+    backend_env: ServiceEnv,
+) -> Iterator[pika.adapters.blocking_connection.BlockingChannel]:
+    """A consumer's queue bound to resolution events only."""
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+    channel = connection.channel()
+    exchange = f"{backend_env.queue_prefix}.events"
+    queue = f"{backend_env.queue_prefix}.test-resolutions"
+    channel.exchange_declare(exchange, exchange_type="topic", durable=True)
+    channel.queue_declare(queue, durable=True)
+    channel.queue_bind(queue, exchange, routing_key="settlement.resolved.#")
+    try:
+        yield channel
+    finally:
+        channel.queue_delete(queue)
+        channel.exchange_delete(exchange)
+        connection.close()
+
+
+def unpublished(engine: Engine) -> int:
+    outbox = tables.outbox
+    with engine.connect() as conn:
+        return int(
+            conn.execute(select(func.count()).where(outbox.c.published_at.is_(None))).scalar_one()
+        )
+
+
+def test_the_relay_publishes_a_resolution_with_its_decision_note_and_dispute(
+    engine: Engine,
+    backend_env: ServiceEnv,
+    resolved_events: pika.adapters.blocking_connection.BlockingChannel,
+) -> None:
+    vendor = new_vendor(engine)
+    docs = [disputed_doc(vendor, ["1.50", "1.70"])]
+    first, second = job_disputes(engine, settle(engine, docs), docs)
+    disputes.resolve(engine, first, ResolveRequest("accept_claim", "proof of delivery"), ACTOR)
+    bulk = disputes.Filter(partition_key=vendor)
+    assert (
+        disputes.resolve_bulk(engine, bulk, ResolveRequest("accept_model", "bulk"), 10, ACTOR) == 1
+    )
+
+    relay = Relay(backend_env.settings(relay_poll_s=0.05), engine)
+    stop = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(stop,))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while unpublished(engine):
+            assert time.monotonic() < deadline, "the relay did not publish the outbox"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+    queue = f"{backend_env.queue_prefix}.test-resolutions"
+    messages = []
+    while (got := resolved_events.basic_get(queue, auto_ack=True))[0] is not None:
+        messages.append(got)
+    # Only the two resolutions: the settlement's events have other routing keys.
+    assert len(messages) == 2
+    events = {}
+    for method, properties, body in messages:
+        assert method.routing_key == "settlement.resolved.promo_accrual"
+        event = json.loads(body)
+        assert properties.message_id == event["event_id"]
+        events[event["supersedes_id"]] = event
+    for dispute_id, decision, note, amount in (
+        (first, "accept_claim", "proof of delivery", "1.50"),
+        (second, "accept_model", "bulk", "1.00"),
+    ):
+        disputed = row(engine, dispute_id)
+        event = events[dispute_id]
+        assert event["type"] == "settlement.resolved"
+        assert (event["decision"], event["note"]) == (decision, note)
+        assert Decimal(event["amount"]) == Decimal(amount)
+        assert Decimal(event["delta"]) == Decimal(amount) - disputed.amount
+        # Stable, and not the disputed row's event id: a consumer deduplicating
+        # by event id keeps both.
+        key, version = disputed.reconciliation_key, disputed.contract_version
+        assert event["event_id"] == event_id(key, version, "resolved")
+        assert event["event_id"] != event_id(key, version)
