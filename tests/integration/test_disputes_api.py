@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from services.api.app import create_app
 from services.api.dispute_csv import HEADER
 from services.client import Client
 from services.worker.context import WorkerContext
+from shared.adapters.db import tables
 from shared.domain.signing import token_digest
 from tests.support.dispute_jobs import (
     VARIANCES,
@@ -63,6 +65,11 @@ def listed(client: Client, query: str) -> list[dict[str, Any]]:
     return items
 
 
+def by_ref(client: Client, query: str) -> dict[str, dict[str, Any]]:
+    """The listed disputes by line (line_no "2" to "5": ``VARIANCES``)."""
+    return {d["line_ref"]: d for d in listed(client, query)}
+
+
 def resolve(client: Client, dispute_id: int, body: dict[str, Any]) -> Any:
     return client.bearer("POST", f"/admin/disputes/{dispute_id}/resolve", body)
 
@@ -82,12 +89,16 @@ def test_reads_need_a_token_and_resolutions_an_operators(http: TestClient, viewe
 def test_list_is_oldest_first_paged_by_cursor_and_filtered(viewer: Client, job: Disputed) -> None:
     query = f"job_id={job.job_id}"
     items = listed(viewer, query)
-    assert [d["line_ref"] for d in items] == ["2", "3", "4", "5"]
     assert [d["id"] for d in items] == sorted(d["id"] for d in items)
     assert {d["line_ref"]: Decimal(d["variance"]) for d in items} == VARIANCES
-    first = items[0]
+    order = [d["line_ref"] for d in items]  # the ledger's order (by id), not the lines'
+
+    def oldest_first(*refs: str) -> list[str]:
+        return [r for r in order if r in refs]
+
+    first = by_ref(viewer, query)["2"]
     assert first["id"] == first["ledger_entry_id"] and first["status"] == "open"
-    assert (first["claimed_amount"], Decimal(first["model_amount"])) == ("6.00", Decimal(5))
+    assert (Decimal(first["claimed_amount"]), Decimal(first["model_amount"])) == (6, 5)
     assert first["resolution"] is None and first["opened_at"].endswith("Z")
     assert (first["partition_key"], first["document_id"]) == (job.vendor, job.document_id)
 
@@ -101,39 +112,40 @@ def test_list_is_oldest_first_paged_by_cursor_and_filtered(viewer: Client, job: 
             break
     assert seen == [d["id"] for d in items]
 
+    everything = oldest_first("2", "3", "4", "5")
+    tomorrow = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=2)
     by = {
-        f"partition_key={job.vendor}": ["2", "3", "4", "5"],
-        f"{query}&min_abs_variance=1.00": ["2", "4"],
-        f"{query}&min_abs_variance=0.5&kind=promo_accrual": ["2", "3", "4"],
+        f"partition_key={job.vendor}": everything,
+        f"{query}&min_abs_variance=1.00": oldest_first("2", "4"),
+        f"{query}&min_abs_variance=0.5&kind=promo_accrual": oldest_first("2", "3", "4"),
         f"{query}&kind=freight_audit": [],
         f"{query}&status=resolved": [],
-        f"{query}&status=all": ["2", "3", "4", "5"],
+        f"{query}&status=all": everything,
         f"{query}&opened_before=2020-01-01T00:00:00Z": [],
-        f"{query}&opened_before={dt.date.today() + dt.timedelta(days=2)}T00:00:00Z": [
-            "2",
-            "3",
-            "4",
-            "5",
-        ],
+        f"{query}&opened_before={tomorrow}T00:00:00Z": everything,
     }
     for filters, refs in by.items():
         assert [d["line_ref"] for d in listed(viewer, filters)] == refs, filters
 
 
-def test_get_one_and_unknown_ids(viewer: Client, job: Disputed) -> None:
+def test_get_one_and_unknown_ids(viewer: Client, job: Disputed, engine: Any) -> None:
     [first, *_] = listed(viewer, f"job_id={job.job_id}")
     assert viewer.bearer("GET", f"/v1/disputes/{first['id']}").json() == first
     missing = viewer.bearer("GET", "/v1/disputes/999999999")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "dispute_not_found"
     # A ledger row that is not disputed is no dispute.
-    posted = first["id"] - 1
+    e = tables.ledger_entries
+    with engine.connect() as conn:
+        posted = conn.execute(
+            select(e.c.id).where(e.c.job_id == job.job_id, e.c.outcome == "posted")
+        ).scalar_one()
     assert viewer.bearer("GET", f"/v1/disputes/{posted}").status_code == 404
 
 
 def test_csv_streams_every_matching_dispute_with_a_stable_header(
     viewer: Client, operator: Client, job: Disputed
 ) -> None:
-    [first, *_] = listed(viewer, f"job_id={job.job_id}")
+    first = by_ref(viewer, f"job_id={job.job_id}")["2"]
     note = 'paid, per "call" on\nMonday'
     resolve(operator, first["id"], {"decision": "settle_at", "amount": "5.5", "note": note})
     # limit (and a cursor) are for pages: the CSV is every matching dispute.
@@ -147,21 +159,18 @@ def test_csv_streams_every_matching_dispute_with_a_stable_header(
         text = r.read().decode()
     rows = list(csv.reader(io.StringIO(text, newline="")))
     assert tuple(rows[0]) == HEADER
-    by_ref = {row[5]: dict(zip(HEADER, row, strict=True)) for row in rows[1:]}
-    assert set(by_ref) == set(VARIANCES)
-    done = by_ref["2"]
-    assert (done["status"], done["decision"], done["decided_amount"]) == (
-        "resolved",
-        "settle_at",
-        "5.5",
-    )
+    csv_rows = {row[5]: dict(zip(HEADER, row, strict=True)) for row in rows[1:]}
+    assert set(csv_rows) == set(VARIANCES)
+    done = csv_rows["2"]
+    assert (done["status"], done["decision"]) == ("resolved", "settle_at")
+    assert Decimal(done["decided_amount"]) == Decimal("5.5")
     assert done["note"] == note and done["resolved_by"] == ACTOR
-    assert done["claimed_amount"] == "6.00" and Decimal(done["variance"]) == Decimal("1.00")
+    assert Decimal(done["claimed_amount"]) == 6 and Decimal(done["variance"]) == Decimal("1.00")
     assert done["opened_at"].endswith("Z") and done["resolved_at"].endswith("Z")
-    still_open = by_ref["4"]
+    still_open = csv_rows["4"]
     assert still_open["status"] == "open" and Decimal(still_open["variance"]) == Decimal(-2)
     assert all(still_open[c] == "" for c in HEADER[13:])
-    for row in by_ref.values():
+    for row in csv_rows.values():
         for column in ("claimed_amount", "model_amount", "variance"):
             assert "E" not in row[column] and "e" not in row[column]
             assert row[column] == format(Decimal(row[column]), "f")
@@ -174,7 +183,7 @@ def test_stats_count_and_sum_per_status_and_kind(
     viewer: Client, operator: Client, job: Disputed, backend: str
 ) -> None:
     before = viewer.bearer("GET", "/v1/disputes/stats").json()
-    [first, *_] = listed(viewer, f"job_id={job.job_id}")
+    first = by_ref(viewer, f"job_id={job.job_id}")["2"]
     assert (
         resolve(operator, first["id"], {"decision": "accept_model", "note": "s"}).status_code == 200
     )
@@ -190,14 +199,18 @@ def test_stats_count_and_sum_per_status_and_kind(
             else {"count": 0, "claimed": "0", "variance": "0", "abs_variance": "0"}
         )
 
+    # The job's four disputes were open before; one of them is now resolved.
     opened, resolved = group(stats, "open"), group(stats, "resolved")
-    assert opened["count"] - group(before, "open")["count"] == 3  # four new, one resolved
-    assert resolved["count"] - group(before, "resolved")["count"] == 1
-    assert Decimal(resolved["variance"]) - Decimal(
-        group(before, "resolved")["variance"]
-    ) == Decimal("1.00")
-    added = Decimal(opened["abs_variance"]) - Decimal(group(before, "open")["abs_variance"])
-    assert added == Decimal("2.80")  # 0.50 + 2.00 + 0.30
+    was_open, was_resolved = group(before, "open"), group(before, "resolved")
+    assert (opened["count"] - was_open["count"], resolved["count"] - was_resolved["count"]) == (
+        -1,
+        1,
+    )
+    moved = Decimal(resolved["variance"]) - Decimal(was_resolved["variance"])
+    assert moved == Decimal("1.00")
+    left = Decimal(opened["abs_variance"]) - Decimal(was_open["abs_variance"])
+    assert left == Decimal("-1.00")
+    assert Decimal(opened["claimed"]) - Decimal(was_open["claimed"]) == -6
     for p in stats["top_partitions"]:
         assert set(p) == {
             "kind",
@@ -216,7 +229,8 @@ def test_stats_count_and_sum_per_status_and_kind(
 def test_resolve_once_repeat_and_conflict(
     operator: Client, viewer: Client, job: Disputed, engine: Any
 ) -> None:
-    d2, d3, d4, _ = listed(viewer, f"job_id={job.job_id}")
+    found = by_ref(viewer, f"job_id={job.job_id}")
+    d2, d3, d4 = found["2"], found["3"], found["4"]
     done = resolve(operator, d2["id"], {"decision": "accept_claim", "note": "vendor right"})
     assert done.status_code == 200, done.text
     body = done.json()
@@ -224,7 +238,7 @@ def test_resolve_once_repeat_and_conflict(
     assert body["status"] == "resolved" and body["id"] == d2["id"]
     assert (r["decision"], r["amount"], r["note"], r["resolved_by"]) == (
         "accept_claim",
-        "6.00",
+        d2["claimed_amount"],
         "vendor right",
         ACTOR,
     )
@@ -239,21 +253,17 @@ def test_resolve_once_repeat_and_conflict(
     assert viewer.bearer("GET", f"/v1/disputes/{d2['id']}").json() == body
 
     at = resolve(operator, d3["id"], {"decision": "settle_at", "amount": "2.25", "note": "split"})
-    assert at.json()["resolution"]["amount"] == "2.25"
+    assert Decimal(at.json()["resolution"]["amount"]) == Decimal("2.25")
     same = resolve(operator, d3["id"], {"decision": "settle_at", "amount": "2.2500", "note": "x"})
     assert same.status_code == 200 and same.json()["resolution"] == at.json()["resolution"]
     moved = resolve(operator, d3["id"], {"decision": "settle_at", "amount": "2.26", "note": "x"})
     assert moved.status_code == 409
     model = resolve(operator, d4["id"], {"decision": "accept_model", "note": "contract rules"})
-    assert model.json()["resolution"]["amount"] == format(Decimal(d4["model_amount"]), "f")
+    assert model.json()["resolution"]["amount"] == d4["model_amount"]
 
     missing = resolve(operator, 999999999, {"decision": "accept_claim", "note": "n"})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "dispute_not_found"
-    assert [d["line_ref"] for d in listed(viewer, f"job_id={job.job_id}&status=resolved")] == [
-        "2",
-        "3",
-        "4",
-    ]
+    assert set(by_ref(viewer, f"job_id={job.job_id}&status=resolved")) == {"2", "3", "4"}
     audit = operator.bearer("GET", "/admin/audit?limit=20").json()["items"]
     mine = [a for a in audit if a["action"] == "dispute_resolve" and str(d3["id"]) in a["target"]]
     assert len(mine) == 1 and mine[0]["actor"] == ACTOR and OPERATOR_TOKEN not in str(audit)
@@ -276,6 +286,8 @@ def test_a_superseded_dispute_can_no_longer_be_resolved(
 def test_bulk_resolve_by_filter_with_a_limit(
     operator: Client, viewer: Client, job: Disputed
 ) -> None:
+    order = [d["line_ref"] for d in listed(viewer, f"job_id={job.job_id}")]
+    small_ones = [r for r in order if r in ("3", "5")]  # abs variance 0.50 and 0.30
     small = {
         "decision": "accept_claim",
         "note": "weekly write-off under 0.60",
@@ -284,6 +296,8 @@ def test_bulk_resolve_by_filter_with_a_limit(
         "limit": 1,
     }
     assert operator.bearer("POST", "/admin/disputes/resolve", small).json() == {"resolved": 1}
+    first = listed(viewer, f"job_id={job.job_id}&status=resolved")
+    assert [d["line_ref"] for d in first] == small_ones[:1]  # the oldest first
     assert operator.bearer("POST", "/admin/disputes/resolve", {**small, "limit": 10000}).json() == {
         "resolved": 1
     }
@@ -291,7 +305,7 @@ def test_bulk_resolve_by_filter_with_a_limit(
         "resolved": 0
     }
     done = listed(viewer, f"job_id={job.job_id}&status=resolved")
-    assert [d["line_ref"] for d in done] == ["3", "5"]  # oldest first, then the next
+    assert [d["line_ref"] for d in done] == small_ones
     assert all(
         d["resolution"]["amount"] == d["claimed_amount"]
         and d["resolution"]["note"] == small["note"]
@@ -305,7 +319,7 @@ def test_bulk_resolve_by_filter_with_a_limit(
 def test_twenty_concurrent_resolves_make_one_resolution(
     http: TestClient, viewer: Client, job: Disputed, engine: Any
 ) -> None:
-    [first, *_] = listed(viewer, f"job_id={job.job_id}")
+    first = listed(viewer, f"job_id={job.job_id}")[0]
     body = {"decision": "accept_claim", "note": "raced"}
     headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
@@ -324,7 +338,7 @@ def test_twenty_concurrent_resolves_make_one_resolution(
 def test_job_lines_carry_the_dispute_status(
     operator: Client, viewer: Client, ctx: WorkerContext, job: Disputed
 ) -> None:
-    d2, *_ = listed(viewer, f"job_id={job.job_id}")
+    d2 = by_ref(viewer, f"job_id={job.job_id}")["2"]
     resolve(operator, d2["id"], {"decision": "accept_claim", "note": "n"})
     lines = viewer.bearer("GET", f"/v1/jobs/{job.job_id}/lines").json()["items"]
     assert len(lines) == 5  # a resolution's ledger row is not a line of the job
@@ -338,11 +352,11 @@ def test_job_lines_carry_the_dispute_status(
     }
     settle_disputed(ctx, job.vendor, version=2, document_id=job.document_id)
     lines = viewer.bearer("GET", f"/v1/jobs/{job.job_id}/lines?outcome=disputed").json()["items"]
-    assert [line["dispute_status"] for line in lines] == [
-        "resolved",
-        "superseded",
-        "superseded",
-        "superseded",
-    ]
+    assert {line["line_ref"]: line["dispute_status"] for line in lines} == {
+        "2": "resolved",  # a resolution is for good
+        "3": "superseded",
+        "4": "superseded",
+        "5": "superseded",
+    }
     job_status = viewer.bearer("GET", f"/v1/jobs/{job.job_id}").json()
     assert job_status["lines"] == 5 and job_status["outcomes"]["disputed"] == 4

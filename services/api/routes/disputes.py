@@ -18,7 +18,7 @@ from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
 from services.api.timefmt import parse_iso
 from shared.adapters.db import disputes as db
-from shared.domain.disputes import DisputeConflict, ResolveRequest
+from shared.domain.disputes import DecidedAmountOutOfRange, DisputeConflict, ResolveRequest
 from shared.domain.money import Money
 
 router = APIRouter(tags=["disputes"])
@@ -170,6 +170,8 @@ async def resolve_dispute(
         raise _not_found() from None
     except DisputeConflict as exc:
         raise ApiError(409, exc.code, str(exc) or exc.code.replace("_", " ")) from None
+    except DecidedAmountOutOfRange as exc:  # unreachable for a Money amount; kept a 4xx
+        raise ApiError(422, exc.code, str(exc) or "the amount does not fit the ledger") from None
     return wire.dispute(done.dispute)
 
 
