@@ -124,7 +124,7 @@ def disputes_list(
             d["model_amount"],
             d["variance"],
             d["status"],
-            d["opened_at"],
+            d["opened_at"][:19] + "Z",  # to the second: the table stays narrow
         )
     console.print(table)
     if page["next_cursor"]:
