@@ -81,14 +81,17 @@ def test_the_relay_publishes_a_resolution_with_its_decision_note_and_dispute(
     messages = []
     while (got := resolved_events.basic_get(queue, auto_ack=True))[0] is not None:
         messages.append(got)
-    # Only the two resolutions: the settlement's events have other routing keys.
-    assert len(messages) == 2
+    # This vendor's two resolutions (other tests' resolutions share the
+    # database); the settlement's events have other routing keys.
     events = {}
     for method, properties, body in messages:
-        assert method.routing_key == "settlement.resolved.promo_accrual"
+        assert method.routing_key.startswith("settlement.resolved.")
         event = json.loads(body)
         assert properties.message_id == event["event_id"]
-        events[event["supersedes_id"]] = event
+        if event["partition_key"] == vendor:
+            assert method.routing_key == "settlement.resolved.promo_accrual"
+            events[event["supersedes_id"]] = event
+    assert sorted(events) == sorted([first, second])
     for dispute_id, decision, note, amount in (
         (first, "accept_claim", "proof of delivery", "1.50"),
         (second, "accept_model", "bulk", "1.00"),

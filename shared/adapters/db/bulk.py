@@ -149,16 +149,24 @@ def _latest(line: str) -> str:
     partition): its latest posted or disputed row (found through the identity's
     partial unique index, whose predicate the probe repeats), or that row's
     resolution when it has one (a resolution only ever follows the latest)."""
+    # The resolution probe runs for a disputed row only (a one-time filter, so a
+    # posted prior costs nothing more), by the resolution index's key (LIMIT
+    # keeps the planner from flattening it into a scan of that index).
     return f"""
             SELECT COALESCE(r.id, l.id) AS id, COALESCE(r.amount, l.amount) AS amount
             FROM (
-                SELECT l.id, l.amount FROM ledger_entries l
+                SELECT l.id, l.amount, l.outcome FROM ledger_entries l
                 WHERE l.reconciliation_key = {line}.reconciliation_key
                   AND l.outcome IN ('posted', 'disputed')
                   AND l.kind = %(kind)s AND l.partition_key = {line}.partition_key
                 ORDER BY l.id DESC LIMIT 1
             ) l
-            LEFT JOIN ledger_entries r ON r.supersedes_id = l.id AND r.outcome = 'resolved'
+            LEFT JOIN LATERAL (
+                SELECT r.id, r.amount FROM ledger_entries r
+                WHERE l.outcome = 'disputed' AND r.supersedes_id = l.id
+                  AND r.outcome = 'resolved'
+                LIMIT 1
+            ) r ON true
         """
 
 

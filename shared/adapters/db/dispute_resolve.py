@@ -49,6 +49,7 @@ from shared.adapters.db.tables import (
 from shared.domain.disputes import (
     BULK_DECISIONS,
     BULK_LIMIT_MAX,
+    LEDGER_SCALE,
     DisputeAlreadyResolved,
     DisputeSuperseded,
     ResolveRequest,
@@ -129,7 +130,11 @@ def _record(
             "action": ACTION,
             "target": str(dispute_id),
             "details": json.dumps(
-                {"decision": request.decision, "amount": to_wire(amount), "ledger_entry_id": i},
+                {
+                    "decision": request.decision,
+                    "amount": to_wire(amount.quantize(LEDGER_SCALE)),  # as the ledger holds it
+                    "ledger_entry_id": i,
+                },
                 sort_keys=True,
             ),
         }
