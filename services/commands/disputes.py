@@ -6,6 +6,7 @@ the API refuses is printed on one line (status and body) with exit code 1.
 
 from __future__ import annotations
 
+import csv
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -61,12 +62,12 @@ def _export(client: Any, path: str, target: str) -> None:
                 sys.stdout.write(text)
             sys.stdout.flush()
             return
-        rows = 0
         with Path(target).open("wb") as out:
             for chunk in response.iter_bytes():
                 out.write(chunk)
-                rows += chunk.count(b"\n")  # quoted newlines make this an upper bound
-    console.print(f"wrote {target} ({max(rows - 1, 0)} disputes)")
+    with Path(target).open(newline="", encoding="utf-8") as written:
+        rows = sum(1 for _ in csv.reader(written)) - 1  # a quoted note may hold line breaks
+    console.print(f"wrote {target} ({rows} disputes)")
 
 
 @app.command("list")
@@ -85,7 +86,7 @@ def disputes_list(
     ] = None,
     limit: Annotated[int, typer.Option(help="At most this many (one page).")] = 50,
     cursor: Annotated[str | None, typer.Option(help="The next page's cursor.")] = None,
-    csv: Annotated[
+    csv_file: Annotated[
         str | None,
         typer.Option(
             "--csv", help="Write EVERY matching dispute as CSV to this file ('-': stdout)."
@@ -102,8 +103,8 @@ def disputes_list(
         "min_abs_variance": min_abs_variance,
         "opened_before": opened_before,
     }
-    if csv is not None:
-        _export(client, f"/v1/disputes?{_query(**filters)}", csv)
+    if csv_file is not None:
+        _export(client, f"/v1/disputes?{_query(**filters)}", csv_file)
         return
     page = _answer(
         client.bearer("GET", f"/v1/disputes?{_query(**filters, limit=limit, cursor=cursor)}")
