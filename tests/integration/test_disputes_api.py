@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from services.api import dispute_csv
 from services.api.app import create_app
 from services.api.dispute_csv import HEADER
 from services.client import Client
@@ -177,6 +178,21 @@ def test_csv_streams_every_matching_dispute_with_a_stable_header(
     empty = viewer.bearer_stream("/v1/disputes?partition_key=NO-SUCH-VENDOR", "text/csv")
     with empty as r:
         assert r.read().decode().splitlines() == [",".join(HEADER)]
+
+
+def test_csv_chunks_from_one_cursor_across_threads(
+    viewer: Client, job: Disputed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chunk is made in a worker thread, from the same database cursor."""
+    monkeypatch.setattr(dispute_csv, "ROWS_PER_CHUNK", 1)
+    with viewer.bearer_stream(f"/v1/disputes?job_id={job.job_id}", "text/csv") as r:
+        chunks = list(r.iter_text())
+    text = "".join(chunks)
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert len(rows) == 5 and len(chunks) >= 2
+    assert [int(row[0]) for row in rows[1:]] == [
+        d["id"] for d in listed(viewer, f"job_id={job.job_id}")
+    ]
 
 
 def test_stats_count_and_sum_per_status_and_kind(

@@ -69,7 +69,7 @@ def _not_found() -> ApiError:
 
 
 async def _csv(ctx: Any, where: db.Filter) -> StreamingResponse:
-    source = dispute_csv.chunks(db.stream(ctx.engine, where))
+    source = dispute_csv.chunks(db.stream(ctx.engine, where), dispute_csv.ROWS_PER_CHUNK)
     # The first chunk is read before the answer starts: a database that is down
     # is still a 503, not a 200 cut short.
     first = await run_in_threadpool(next, source)
