@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator
 
 from starlette.concurrency import run_in_threadpool
 
@@ -76,7 +76,9 @@ def row(d: Dispute) -> list[str]:
     ]
 
 
-def chunks(disputes: Iterable[Dispute], rows_per_chunk: int = ROWS_PER_CHUNK) -> Iterator[str]:
+def chunks(
+    disputes: Iterable[Dispute], rows_per_chunk: int = ROWS_PER_CHUNK
+) -> Generator[str, None, None]:
     """The CSV text: the header row first, then ``rows_per_chunk`` disputes per chunk."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)  # excel dialect: RFC 4180 quoting, CRLF

@@ -75,9 +75,12 @@ async def _csv(ctx: Any, where: db.Filter) -> StreamingResponse:
     first = await run_in_threadpool(next, source)
 
     async def body() -> AsyncIterator[str]:
-        yield first
-        async for chunk in dispute_csv.in_threads(source):
-            yield chunk
+        try:
+            yield first
+            async for chunk in dispute_csv.in_threads(source):
+                yield chunk
+        finally:  # also when the client left before the second chunk
+            await run_in_threadpool(source.close)
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return StreamingResponse(
