@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from services.commands import batches, demo, dlq
+from services.commands import batches, demo, disputes, dlq
 from services.commands.options import console
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
@@ -23,7 +23,7 @@ app = typer.Typer(
     help=(
         "settleq: exactly-once settlement pipeline. Servers (api, worker, relay, up, migrate)"
         " read SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
-        " (submit, status, gen, demo, dlq) talk to a running API."
+        " (submit, status, gen, demo, dlq, disputes) talk to a running API."
     ),
     epilog=(
         "Start here: `settleq demo --start-stack` (embedded SQLite ledger, needs RabbitMQ and"
@@ -259,6 +259,7 @@ def _check_database(settings: Settings) -> None:
 # The client commands, in the order `settleq --help` lists them.
 app.add_typer(batches.app)
 app.add_typer(dlq.app, name="dlq")
+app.add_typer(disputes.app, name="disputes")
 app.add_typer(demo.app)
 
 

@@ -6,6 +6,7 @@ Used by the command line (``settleq submit``, ``demo``, ``status``) and tests.
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,9 +54,16 @@ class Client:
         assert self.http is not None
         return self.http
 
+    def _bearer_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
     def bearer(self, method: str, path: str, json: Any = None) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        return self._http.request(method, path, json=json, headers=headers)
+        return self._http.request(method, path, json=json, headers=self._bearer_headers())
+
+    def bearer_stream(self, path: str, accept: str) -> AbstractContextManager[httpx.Response]:
+        """``with client.bearer_stream(path, "text/csv") as response:`` a GET read as it arrives."""
+        headers = {**self._bearer_headers(), "Accept": accept}
+        return self._http.stream("GET", path, headers=headers)
 
     def submit(
         self,

@@ -17,7 +17,15 @@ from services.api.middleware import RefuseControlCharacters
 from services.api.openapi_doc import finish
 from services.api.publishers import Publishers
 from services.api.queue_stats import QueueStats
-from services.api.routes import batches, contracts, dashboard, dead_letters, jobs, ops
+from services.api.routes import (
+    batches,
+    contracts,
+    dashboard,
+    dead_letters,
+    disputes,
+    jobs,
+    ops,
+)
 from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
 from shared.settings import Settings
@@ -61,7 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Added last, so outermost: it also times what the middleware above refuses.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
-    for module in (batches, jobs, contracts, dead_letters, ops, dashboard):
+    for module in (batches, jobs, contracts, dead_letters, disputes, ops, dashboard):
         app.include_router(module.router)
     app.mount("/dashboard/assets", StaticFiles(directory=dashboard.STATIC), name="dashboard-assets")
 

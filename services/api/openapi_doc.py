@@ -9,7 +9,7 @@ from typing import Any
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 _PUBLIC = {"/healthz", "/readyz", "/openapi.json", "/dashboard"}  # /dashboard: a page, no data
-_VIEWER = ("/metrics", "/v1/dashboard")  # viewer or operator token
+_VIEWER = ("/metrics", "/v1/dashboard", "/v1/disputes")  # viewer or operator token
 SECURITY_SCHEMES = {
     "bearer": {
         "type": "http",

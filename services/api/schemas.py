@@ -61,6 +61,8 @@ class LineOutcome(BaseModel):
     delta: str | None
     reconciliation_key: str | None
     contract_version: int
+    # A disputed line's dispute (docs/api.md#disputes): open, resolved or superseded.
+    dispute_status: Literal["open", "resolved", "superseded"] | None
 
 
 class LinePage(BaseModel):

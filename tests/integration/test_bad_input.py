@@ -6,6 +6,9 @@ leave no trace: no job stored, no chunk stored, no message on the broker.
 Cases the SPEC leaves open (look-alike ids, duplicate JSON keys) may be
 accepted or refused, but never with a 5xx, and what is accepted is stored
 exactly as sent.
+
+The dispute queue's endpoints get their own battery (section 8): each refusal
+a 4xx with its code, never a 5xx, and the dispute left open.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from services.api.app import create_app
 from shared.adapters.db import tables
 from shared.domain.signing import sign_request
 from tests.integration.test_front_door import Trace
+from tests.support.dispute_jobs import settle_disputed
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import (
     OPERATOR_TOKEN,
@@ -34,6 +38,7 @@ from tests.support.infra import (
     SCOPED_ID,
     SCOPED_PARTITIONS,
     SCOPED_SECRET,
+    VIEWER_TOKEN,
     ServiceEnv,
 )
 
@@ -1302,6 +1307,146 @@ def test_duplicate_json_keys_are_read_one_way_only(
     assert stored["lines"][0]["claimed_amount"] == "9.00"
 
 
+# --- 8. the dispute queue ----------------------------------------------------------------
+
+RESOLVE = {"decision": "accept_claim", "note": "checked"}
+SETTLE = {"decision": "settle_at", "note": "checked"}
+BULK = {"decision": "accept_claim", "note": "checked", "limit": 10}
+ONE = "/admin/disputes/{id}/resolve"  # {id}: a real open dispute
+MANY = "/admin/disputes/resolve"
+
+
+def one(what: str, body: Any, status: int, code: str, token: str = OPERATOR_TOKEN) -> Any:
+    return pytest.param("POST", ONE, body, token, status, code, id=f"resolve: {what}")
+
+
+def many(what: str, body: Any, status: int, code: str, token: str = OPERATOR_TOKEN) -> Any:
+    return pytest.param("POST", MANY, body, token, status, code, id=f"bulk: {what}")
+
+
+def read(what: str, path: str, status: int, code: str, token: str = VIEWER_TOKEN) -> Any:
+    return pytest.param("GET", path, None, token, status, code, id=f"read: {what}")
+
+
+def at(path: str, what: str, body: Any, status: int, code: str) -> Any:
+    return pytest.param("POST", path, body, OPERATOR_TOKEN, status, code, id=f"resolve: {what}")
+
+
+DISPUTE_CASES = [
+    one("settle_at without amount", SETTLE, 422, "amount_required"),
+    one("settle_at with amount null", {**SETTLE, "amount": None}, 422, "amount_required"),
+    one("amount with accept_claim", {**RESOLVE, "amount": "1.00"}, 422, "amount_not_allowed"),
+    one("amount with 5 places", {**SETTLE, "amount": "1.00001"}, 422, "decimal_out_of_range"),
+    one("amount as a JSON number", {**SETTLE, "amount": 1.5}, 422, "decimal_must_be_string"),
+    one("amount as a JSON integer", {**SETTLE, "amount": 2}, 422, "decimal_must_be_string"),
+    one("amount NaN", {**SETTLE, "amount": "NaN"}, 422, "decimal_invalid"),
+    one("amount of 10^12", {**SETTLE, "amount": "1E+12"}, 422, "decimal_out_of_range"),
+    one("empty note", {**RESOLVE, "note": ""}, 422, "string_too_short"),
+    one("blank note", {**RESOLVE, "note": " \t "}, 422, "note_required"),
+    one("note of 2,001 characters", {**RESOLVE, "note": "n" * 2001}, 422, "string_too_long"),
+    one("note with a NUL", {**RESOLVE, "note": "a\x00b"}, 422, "string_pattern_mismatch"),
+    one("note a number", {**RESOLVE, "note": 5}, 422, "string_type"),
+    one("no note", {"decision": "accept_claim"}, 422, "missing"),
+    one("no decision", {"note": "n"}, 422, "missing"),
+    one("unknown decision", {**RESOLVE, "decision": "split"}, 422, "literal_error"),
+    one("unknown field", {**RESOLVE, "by": "me"}, 422, "extra_forbidden"),
+    one("not JSON", Raw(b"{decision"), 422, "json_invalid"),
+    one("a JSON list", [RESOLVE], 422, "model_attributes_type"),
+    one("viewer token", RESOLVE, 403, "forbidden", VIEWER_TOKEN),
+    one("no token", RESOLVE, 401, "token_missing", ""),
+    one("unknown token", RESOLVE, 401, "invalid_token", "not-a-token"),
+    at("/admin/disputes/999999999/resolve", "unknown id", RESOLVE, 404, "dispute_not_found"),
+    at("/admin/disputes/abc/resolve", "id not a number", RESOLVE, 422, "int_parsing"),
+    at("/admin/disputes/0/resolve", "id 0", RESOLVE, 422, "greater_than_equal"),
+    at(f"/admin/disputes/{'9' * 19}/resolve", "id past bigint", RESOLVE, 422, "less_than_equal"),
+    many("no limit", {"decision": "accept_claim", "note": "n"}, 422, "missing"),
+    many("limit 0", {**BULK, "limit": 0}, 422, "greater_than_equal"),
+    many("limit 10,001", {**BULK, "limit": 10001}, 422, "less_than_equal"),
+    many("settle_at", {**BULK, "decision": "settle_at"}, 422, "literal_error"),
+    many("with an amount", {**BULK, "amount": "1.00"}, 422, "extra_forbidden"),
+    many("empty note", {**BULK, "note": ""}, 422, "string_too_short"),
+    many("blank note", {**BULK, "note": "  "}, 422, "note_required"),
+    many(
+        "max_abs_variance a number", {**BULK, "max_abs_variance": 1}, 422, "decimal_must_be_string"
+    ),
+    many(
+        "max_abs_variance 5 places",
+        {**BULK, "max_abs_variance": "0.00001"},
+        422,
+        "decimal_out_of_range",
+    ),
+    many("kind with a control", {**BULK, "kind": "a\x01"}, 422, "string_pattern_mismatch"),
+    many("viewer token", BULK, 403, "forbidden", VIEWER_TOKEN),
+    read("unknown dispute", "/v1/disputes/999999999", 404, "dispute_not_found"),
+    read("malformed cursor", "/v1/disputes?cursor=not*a*cursor", 422, "invalid_cursor"),
+    read("cursor of two fields", "/v1/disputes?cursor=bGVkZ2VyfDE", 422, "invalid_cursor"),
+    read(
+        "min_abs_variance not a decimal",
+        "/v1/disputes?min_abs_variance=lots",
+        422,
+        "decimal_invalid",
+    ),
+    read(
+        "min_abs_variance 5 places",
+        "/v1/disputes?min_abs_variance=0.00001",
+        422,
+        "decimal_out_of_range",
+    ),
+    read(
+        "opened_before not ISO", "/v1/disputes?opened_before=last%20week", 422, "invalid_datetime"
+    ),
+    read("unknown status", "/v1/disputes?status=closed", 422, "literal_error"),
+    read("limit 0", "/v1/disputes?limit=0", 422, "greater_than_equal"),
+    read("limit 501", "/v1/disputes?limit=501", 422, "less_than_equal"),
+    read("no token", "/v1/disputes", 401, "token_missing", ""),
+    read("no token on stats", "/v1/disputes/stats", 401, "token_missing", ""),
+]
+
+
+@pytest.fixture(scope="module")
+def open_dispute(ctx: Any) -> int:
+    job = settle_disputed(ctx)
+    with ctx.engine.connect() as conn:
+        e = tables.ledger_entries
+        return int(
+            conn.execute(select(e.c.id).where(e.c.job_id == job.job_id, e.c.outcome == "disputed"))
+            .scalars()
+            .first()
+        )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "token", "status", "code"),
+    DISPUTE_CASES,
+)
+def test_bad_dispute_request_is_refused_with_its_code(
+    http: TestClient,
+    open_dispute: int,
+    method: str,
+    path: str,
+    body: Any,
+    token: str,
+    status: int,
+    code: str,
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = path.replace("{id}", str(open_dispute))
+    if isinstance(body, Raw):
+        headers["Content-Type"] = JSON
+        response = http.request(method, url, content=body.text, headers=headers)
+    else:
+        response = http.request(method, url, json=body, headers=headers)
+    assert response.status_code < 500, response.text
+    error = response.json()["error"]
+    assert set(error) == {"code", "message", "details"}
+    assert (response.status_code, error["code"]) == (status, code), response.text[:2000]
+    assert OPERATOR_TOKEN not in response.text and VIEWER_TOKEN not in response.text
+    shown = http.get(
+        f"/v1/disputes/{open_dispute}", headers={"Authorization": f"Bearer {VIEWER_TOKEN}"}
+    )
+    assert shown.json()["status"] == "open", "a refused request resolved the dispute"
+
+
 # --- the battery is a battery ------------------------------------------------------------
 
 
@@ -1316,3 +1461,4 @@ def test_the_battery_covers_at_least_sixty_cases() -> None:
         + len(LOOK_ALIKES) * 3 * len(MEDIA)
     )
     assert cases >= 60
+    assert len(DISPUTE_CASES) >= 30

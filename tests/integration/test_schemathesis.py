@@ -5,9 +5,10 @@ fuzzed against ``create_app(test_env.settings())`` over schemathesis' ASGI
 transport, with a bounded number of examples per operation. Every request
 carries the credentials its operation needs: a producer signature over the
 exact bytes sent for ``POST /v1/batches`` (docs/api.md#producer-signatures), an operator token for
-contracts and ``/admin``, a viewer token for jobs. Checks: no 5xx, no 401/403
-(so the fuzzer really got past authentication), and every response is
-documented: status code, content type and body schema.
+contracts and ``/admin`` (dispute resolutions included), a viewer token for
+jobs and disputes. Checks: no 5xx, no 401/403 (so the fuzzer really got past
+authentication), and every response is documented: status code, content type
+and body schema.
 
 Gaps in ``openapi.yaml`` that the fuzzer finds and that are known are listed in
 ``KNOWN_GAPS``: they are tolerated in the fuzz run (and counted), and each one
@@ -48,7 +49,7 @@ from schemathesis.specs.openapi.checks import (
 from services.api.app import create_app
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db import dead_letters
+from shared.adapters.db import dead_letters, disputes
 from shared.domain.signing import sign_request
 from shared.domain.synthetic import promo_contract
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
@@ -102,7 +103,7 @@ def _credentials(r: requests.PreparedRequest) -> None:
         )
     elif path.startswith(("/v1/contracts", "/admin")):
         r.headers["Authorization"] = f"Bearer {OPERATOR_TOKEN}"
-    elif path.startswith(("/v1/jobs", "/v1/dashboard", "/metrics")):
+    elif path.startswith(("/v1/jobs", "/v1/disputes", "/v1/dashboard", "/metrics")):
         r.headers["Authorization"] = f"Bearer {VIEWER_TOKEN}"
 
 
@@ -261,17 +262,18 @@ class Seeded:
     job_id: str
     vendor: str
     dead_letter_ids: tuple[int, int]
+    dispute_ids: tuple[int, int]
 
 
 @pytest.fixture(scope="module")
 def seeded(ctx: WorkerContext) -> Seeded:
-    """One settled job (posted, disputed and two dead-lettered lines), so that
+    """One settled job (posted, two disputed and two dead-lettered lines), so that
     list and detail responses have items to check against their schemas."""
     vendor = uid("V-")
     publish_promo_contracts(ctx.engine, [vendor])
     docs = [
         promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "40", "6.00")]),
-        promo_doc(vendor, [promo_line(1, "16", "2.00"), promo_line(2, "1", "1.00", tier="T9")]),
+        promo_doc(vendor, [promo_line(1, "16", "2.50"), promo_line(2, "1", "1.00", tier="T9")]),
         promo_doc(vendor, [promo_line(1, "2", "1.00", tier="T9")]),
     ]
     job_id, messages = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
@@ -280,7 +282,9 @@ def seeded(ctx: WorkerContext) -> Seeded:
     where = dead_letters.Filter(job_id=job_id)
     dead = dead_letters.page(ctx.engine, where, before_id=None, limit=2)
     assert len(dead) == 2, "the seeded job should have two dead letters"
-    return Seeded(job_id, vendor, (dead[0].id, dead[1].id))
+    open_ = disputes.page(ctx.engine, disputes.Filter(job_id=job_id), after_id=None, limit=2)
+    assert len(open_) == 2, "the seeded job should have two disputes"
+    return Seeded(job_id, vendor, (dead[0].id, dead[1].id), (open_[0].id, open_[1].id))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -304,6 +308,11 @@ def test_seeded_resources_conform(seeded: Seeded) -> None:
     dead = {"dead_letter_id": seeded.dead_letter_ids[0]}
     version = "/v1/contracts/{kind}/{partition_key}/{version}"
     letter = "/admin/dead-letters/{dead_letter_id}"
+    # The first dispute is resolved one by one here, the second in bulk.
+    dispute = {"dispute_id": seeded.dispute_ids[0]}
+    resolve = "/admin/disputes/{dispute_id}/resolve"
+    claim = {"decision": "accept_claim", "note": "seeded"}
+    by_job = {"job_id": seeded.job_id}
     calls: list[tuple[str, str, dict[str, Any], dict[str, Any], Any, int]] = [
         # method, path, path parameters, query, JSON body, expected status
         ("GET", "/v1/jobs/{job_id}", job, {}, None, 200),
@@ -320,6 +329,14 @@ def test_seeded_resources_conform(seeded: Seeded) -> None:
         ("POST", f"{letter}/requeue", dead, {}, None, 409),
         ("POST", f"{letter}/discard", dead, {}, {"note": "seeded"}, 409),
         ("GET", "/admin/dead-letters/stats", {}, {}, None, 200),
+        ("GET", "/v1/disputes", {}, {**by_job, "limit": 1}, None, 200),
+        ("GET", "/v1/disputes/{dispute_id}", dispute, {}, None, 200),
+        ("GET", "/v1/disputes/stats", {}, {}, None, 200),
+        ("POST", resolve, dispute, {}, claim, 200),
+        ("POST", resolve, dispute, {}, claim, 200),
+        ("POST", resolve, dispute, {}, {**claim, "decision": "accept_model"}, 409),
+        ("POST", "/admin/disputes/resolve", {}, {}, {**claim, **by_job, "limit": 5}, 200),
+        ("GET", "/v1/disputes", {}, {**by_job, "status": "all"}, None, 200),
         ("GET", "/admin/audit", {}, {"limit": 1}, None, 200),
         ("GET", "/v1/dashboard/summary", {}, {}, None, 200),
         ("GET", "/metrics", {}, {}, None, 200),
@@ -333,6 +350,14 @@ def test_seeded_resources_conform(seeded: Seeded) -> None:
         response = case.call_and_validate(checks=CHECKS, auth=AUTH)
         SEEDED_CALLS.append(case.operation.label)
         assert response.status_code == expected, (method, case.formatted_path, response.text)
+    # The CSV form of the list, as documented (text/csv).
+    case = schema["/v1/disputes"]["GET"].Case(query={**by_job, "status": "all"})
+    response = case.call_and_validate(checks=CHECKS, auth=AUTH, headers={"Accept": "text/csv"})
+    SEEDED_CALLS.append(case.operation.label)
+    assert response.status_code == 200 and response.headers["content-type"][0].startswith(
+        "text/csv"
+    )
+    assert len(response.text.splitlines()) == 3  # the header and the two disputes
 
 
 # --- known gaps and known bugs: one strict xfail reproducer each -------------------

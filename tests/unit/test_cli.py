@@ -38,6 +38,8 @@ def test_the_spec_commands_exist() -> None:
         assert (wanted,) in names
     for sub in ("list", "show", "requeue", "discard"):
         assert ("dlq", sub) in names
+    for sub in ("list", "show", "stats", "resolve"):
+        assert ("disputes", sub) in names
 
 
 @pytest.mark.parametrize("path", [path for path, _ in ALL], ids=" ".join)
@@ -55,7 +57,7 @@ def test_help_gives_a_purpose_and_documents_every_option(path: tuple[str, ...]) 
 def test_top_level_help_lists_the_commands() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for name in ("submit", "status", "gen", "demo", "up", "dlq"):
+    for name in ("submit", "status", "gen", "demo", "up", "dlq", "disputes"):
         assert name in result.output
 
 
@@ -83,3 +85,24 @@ def test_gen_ndjson_is_a_kind_line_then_one_document_per_line() -> None:
 def test_gen_refuses_an_unknown_kind() -> None:
     result = runner.invoke(app, ["gen", "--kind", "payroll"])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--decision", "accept_claim", "--note", "n"], "--all"),
+        (["7", "--all", "--decision", "accept_claim", "--note", "n"], "not both"),
+        (["--all", "--decision", "accept_claim", "--note", "n"], "--limit"),
+        (
+            ["--all", "--limit", "5", "--decision", "settle_at", "--amount", "1", "--note", "n"],
+            "--all takes no --amount",
+        ),
+    ],
+)
+def test_disputes_resolve_refuses_an_ambiguous_request_before_sending_it(
+    args: list[str], message: str
+) -> None:
+    result = runner.invoke(
+        app, ["disputes", "resolve", *args, "--token", "t", "--url", "http://127.0.0.1:9"]
+    )
+    assert result.exit_code == 2 and message in result.output, result.output

@@ -19,6 +19,7 @@ from services.api.pagination import (
 )
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
 from services.api.timefmt import iso
+from shared.adapters.db import disputes as disputes_db
 from shared.adapters.db import job_queries as jobs_db
 from shared.adapters.db.outcomes import list_lines
 from shared.domain.money import to_wire
@@ -106,6 +107,8 @@ async def job_lines(
     def load() -> LinePage:
         _visible_job(ctx, who, job_id)
         rows = list_lines(ctx.engine, job_id, outcome=outcome, after=after, limit=limit)
+        disputed = [r.id for r in rows if r.source == "ledger" and r.outcome == "disputed"]
+        status = disputes_db.statuses(ctx.engine, disputed) if disputed else {}
         items = [
             LineOutcome(
                 document_id=r.document_id,
@@ -117,6 +120,7 @@ async def job_lines(
                 delta=to_wire(r.delta),
                 reconciliation_key=r.reconciliation_key,
                 contract_version=r.contract_version,
+                dispute_status=status.get(r.id) if r.outcome == "disputed" else None,
             )
             for r in rows
         ]

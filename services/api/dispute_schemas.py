@@ -1,0 +1,168 @@
+"""Shapes of the dispute queue on the wire (docs/api.md#disputes): the §9
+dispute, its stats, and the bodies a resolution takes. Amounts are strings."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.api.timefmt import iso
+from shared.adapters.db import disputes as db
+from shared.domain.disputes import BULK_LIMIT_MAX, NOTE_MAX_CHARS
+from shared.domain.kinds.base import Identifier
+from shared.domain.money import Money
+
+DecisionName = Literal["accept_claim", "accept_model", "settle_at"]
+StatusName = Literal["open", "resolved", "superseded"]
+# A note is stored as text: PostgreSQL refuses a NUL in it.
+Note = str
+NOTE = Field(min_length=1, max_length=NOTE_MAX_CHARS, pattern=r"^[^\x00]*$")
+
+
+class DisputeResolution(BaseModel):
+    decision: DecisionName
+    amount: str
+    note: str
+    resolved_at: str
+    resolved_by: str  # the operator token's fingerprint, never the token
+    ledger_entry_id: int  # the ``resolved`` ledger row
+
+
+class Dispute(BaseModel):
+    id: int
+    ledger_entry_id: int
+    kind: str
+    partition_key: str
+    job_id: str
+    document_id: str
+    line_ref: str
+    reconciliation_key: str
+    contract_version: int
+    claimed_amount: str
+    model_amount: str
+    variance: str  # claimed - model
+    status: StatusName
+    opened_at: str
+    resolution: DisputeResolution | None
+
+
+class DisputePage(BaseModel):
+    items: list[Dispute]
+    next_cursor: str | None
+
+
+class DisputeTotals(BaseModel):
+    status: StatusName
+    kind: str
+    count: int
+    claimed: str
+    model: str
+    variance: str
+    abs_variance: str
+
+
+class PartitionVariance(BaseModel):
+    kind: str
+    partition_key: str
+    open_count: int
+    open_variance: str
+    open_abs_variance: str
+
+
+class DisputeStats(BaseModel):
+    totals: list[DisputeTotals]
+    top_partitions: list[PartitionVariance]  # the ten with the largest open abs variance
+    oldest_open_at: str | None
+
+
+class ResolveOne(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: DecisionName
+    amount: Money | None = None  # settle_at only, and required for it
+    note: Note = NOTE
+
+
+class ResolveMany(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["accept_claim", "accept_model"]
+    note: Note = NOTE
+    kind: Identifier | None = None
+    partition_key: Identifier | None = None
+    job_id: Identifier | None = None
+    max_abs_variance: Money | None = None
+    limit: int = Field(ge=1, le=BULK_LIMIT_MAX)
+
+
+class BulkResolved(BaseModel):
+    resolved: int
+
+
+def plain(value: Decimal) -> str:
+    """A decimal as a spreadsheet reads it: never an exponent ("1E+3" is "1000"),
+    never a negative zero."""
+    return format(value.copy_abs() if value.is_zero() else value, "f")
+
+
+_money = plain
+
+
+def dispute(d: db.Dispute) -> Dispute:
+    r = d.resolution
+    return Dispute(
+        id=d.id,
+        ledger_entry_id=d.ledger_entry_id,
+        kind=d.kind,
+        partition_key=d.partition_key,
+        job_id=d.job_id,
+        document_id=d.document_id,
+        line_ref=d.line_ref,
+        reconciliation_key=d.reconciliation_key,
+        contract_version=d.contract_version,
+        claimed_amount=_money(d.claimed_amount),
+        model_amount=_money(d.model_amount),
+        variance=_money(d.variance),
+        status=d.status,
+        opened_at=iso(d.opened_at) or "",
+        resolution=None
+        if r is None
+        else DisputeResolution(
+            decision=r.decision,
+            amount=_money(r.amount),
+            note=r.note,
+            resolved_at=iso(r.resolved_at) or "",
+            resolved_by=r.resolved_by,
+            ledger_entry_id=r.ledger_entry_id,
+        ),
+    )
+
+
+def stats(s: db.Stats) -> DisputeStats:
+    return DisputeStats(
+        totals=[
+            DisputeTotals(
+                status=t.status,
+                kind=t.kind,
+                count=t.count,
+                claimed=_money(t.claimed),
+                model=_money(t.model),
+                variance=_money(t.variance),
+                abs_variance=_money(t.abs_variance),
+            )
+            for t in s.totals
+        ],
+        top_partitions=[
+            PartitionVariance(
+                kind=p.kind,
+                partition_key=p.partition_key,
+                open_count=p.open_count,
+                open_variance=_money(p.open_variance),
+                open_abs_variance=_money(p.open_abs_variance),
+            )
+            for p in s.top_partitions
+        ],
+        oldest_open_at=iso(s.oldest_open_at),
+    )

@@ -1,0 +1,201 @@
+"""The dispute queue: list, read, export and resolve disputed ledger rows
+(docs/api.md#disputes). Viewer or operator token to read, operator to resolve."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+
+from services.api import dispute_csv
+from services.api import dispute_schemas as wire
+from services.api.auth import Ctx, Operator, Viewer
+from services.api.errors import ApiError, ErrorBody
+from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
+from services.api.timefmt import parse_iso
+from shared.adapters.db import disputes as db
+from shared.domain.disputes import DecidedAmountOutOfRange, DisputeConflict, ResolveRequest
+from shared.domain.money import Money
+
+router = APIRouter(tags=["disputes"])
+UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    **UNAUTHENTICATED,
+    404: {"model": ErrorBody, "description": "dispute_not_found"},
+}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "dispute_already_resolved or dispute_superseded"},
+    413: {"model": ErrorBody},
+}
+IdPath = Annotated[int, Path(ge=1, le=2**62, description="The disputed ledger row's id.")]
+Text = Annotated[str | None, Query(max_length=128)]
+CSV_MEDIA = "text/csv"
+CSV_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A page of disputes; with `Accept: text/csv`, every matching "
+        "dispute as CSV (header row first), streamed.",
+        "content": {CSV_MEDIA: {"schema": {"type": "string"}}},
+    }
+}
+
+
+def _opened_before(text: str | None) -> dt.datetime | None:
+    if text is None:
+        return None
+    try:
+        value = parse_iso(text)
+    except ValueError:
+        raise ApiError(
+            422,
+            "invalid_datetime",
+            "opened_before must be an ISO-8601 time, e.g. 2026-01-31T00:00:00Z",
+        ) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)  # read as UTC, like every time on the wire
+    return value.astimezone(dt.UTC)
+
+
+def _wants_csv(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return any(part.split(";")[0].strip().lower() == CSV_MEDIA for part in accept.split(","))
+
+
+def _not_found() -> ApiError:
+    return ApiError(404, "dispute_not_found", "no such dispute")
+
+
+async def _csv(ctx: Any, where: db.Filter) -> StreamingResponse:
+    source = dispute_csv.chunks(db.stream(ctx.engine, where), dispute_csv.ROWS_PER_CHUNK)
+    # The first chunk is read before the answer starts: a database that is down
+    # is still a 503, not a 200 cut short.
+    first = await run_in_threadpool(next, source)
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            yield first
+            async for chunk in dispute_csv.in_threads(source):
+                yield chunk
+        finally:  # also when the client left before the second chunk
+            await run_in_threadpool(source.close)
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return StreamingResponse(
+        body(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="disputes-{stamp}.csv"'},
+    )
+
+
+@router.get(
+    "/v1/disputes",
+    operation_id="listDisputes",
+    response_model=wire.DisputePage,
+    responses={**UNAUTHENTICATED, **CSV_RESPONSE},
+)
+async def list_disputes(
+    request: Request,
+    ctx: Ctx,
+    _: Viewer,
+    status: Literal["open", "resolved", "superseded", "all"] = "open",
+    kind: Text = None,
+    partition_key: Text = None,
+    job_id: Text = None,
+    min_abs_variance: Annotated[
+        Money | None, Query(description="Only disputes with abs(variance) >= this (money).")
+    ] = None,
+    opened_before: Annotated[
+        str | None,
+        Query(max_length=64, description="Only disputes opened before this ISO-8601 UTC time."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: CursorQuery = None,
+) -> Any:
+    """Oldest first. With `Accept: text/csv`: every matching dispute, not one page."""
+    where = db.Filter(
+        status=status,
+        kind=kind,
+        partition_key=partition_key,
+        job_id=job_id,
+        min_abs_variance=min_abs_variance,
+        opened_before=_opened_before(opened_before),
+    )
+    after = id_cursor(cursor)
+    if _wants_csv(request):
+        return await _csv(ctx, where)
+    rows = await run_in_threadpool(db.page, ctx.engine, where, after_id=after, limit=limit)
+    return wire.DisputePage(
+        items=[wire.dispute(d) for d in rows],
+        next_cursor=encode_id_cursor(rows[-1].id) if len(rows) == limit else None,
+    )
+
+
+@router.get("/v1/disputes/stats", operation_id="disputeStats", responses=UNAUTHENTICATED)
+async def dispute_stats(ctx: Ctx, _: Viewer) -> wire.DisputeStats:
+    return wire.stats(await run_in_threadpool(db.stats, ctx.engine))
+
+
+@router.get("/v1/disputes/{dispute_id}", operation_id="getDispute", responses=ERRORS)
+async def get_dispute(dispute_id: IdPath, ctx: Ctx, _: Viewer) -> wire.Dispute:
+    found = await run_in_threadpool(db.get, ctx.engine, dispute_id)
+    if found is None:
+        raise _not_found()
+    return wire.dispute(found)
+
+
+def _request(decision: str, note: str, amount: Any = None) -> ResolveRequest:
+    if not note.strip():
+        raise ApiError(422, "note_required", "a resolution needs a note saying why")
+    if decision == "settle_at" and amount is None:
+        raise ApiError(422, "amount_required", "settle_at needs the amount to settle at")
+    if decision != "settle_at" and amount is not None:
+        raise ApiError(422, "amount_not_allowed", f"{decision} takes no amount")
+    return ResolveRequest(decision, note, amount)  # type: ignore[arg-type]
+
+
+@router.post(
+    "/admin/disputes/{dispute_id}/resolve",
+    operation_id="resolveDispute",
+    responses={**ERRORS, **CONFLICT},
+)
+async def resolve_dispute(
+    dispute_id: IdPath, body: Annotated[wire.ResolveOne, Body()], ctx: Ctx, who: Operator
+) -> wire.Dispute:
+    """Resolve one dispute, at most once: the identical request again answers the same
+    resolution; a different one on a resolved dispute is 409."""
+    request = _request(body.decision, body.note, body.amount)
+    try:
+        done = await run_in_threadpool(db.resolve, ctx.engine, dispute_id, request, who.actor)
+    except LookupError:
+        raise _not_found() from None
+    except DisputeConflict as exc:
+        raise ApiError(409, exc.code, str(exc) or exc.code.replace("_", " ")) from None
+    except DecidedAmountOutOfRange as exc:  # unreachable for a Money amount; kept a 4xx
+        raise ApiError(422, exc.code, str(exc) or "the amount does not fit the ledger") from None
+    return wire.dispute(done.dispute)
+
+
+@router.post(
+    "/admin/disputes/resolve",
+    operation_id="resolveDisputes",
+    responses={**UNAUTHENTICATED, 413: {"model": ErrorBody}},
+)
+async def resolve_disputes(
+    body: Annotated[wire.ResolveMany, Body()], ctx: Ctx, who: Operator
+) -> wire.BulkResolved:
+    """Resolve up to `limit` open disputes matching the filter, oldest first, with one decision."""
+    request = _request(body.decision, body.note)
+    where = db.Filter(
+        status="open",
+        kind=body.kind,
+        partition_key=body.partition_key,
+        job_id=body.job_id,
+        max_abs_variance=body.max_abs_variance,
+    )
+    count = await run_in_threadpool(
+        db.resolve_bulk, ctx.engine, where, request, body.limit, who.actor
+    )
+    return wire.BulkResolved(resolved=count)
