@@ -197,7 +197,7 @@ def resolved_checks(engine: Engine, expected: int, outbox_after: int) -> dict[st
             select(func.count()).where(ledger.c.outcome == "resolved", ledger.c.delta != 0)
         ).scalar_one()
         records = conn.execute(
-            select(func.count()).select_from(tables.metadata.tables["dispute_resolutions"])
+            select(func.count()).select_from(tables.dispute_resolutions)
         ).scalar_one()
         audits = conn.execute(
             select(func.count()).where(audit.c.action == "dispute_resolve")
