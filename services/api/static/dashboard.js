@@ -5,11 +5,16 @@
 
 const TOKEN_KEY = "settleq.token";
 const REFRESH_MS = 2000;
+// The dispute stats sum every open dispute (a query over the whole queue): read
+// them every 10 s, not on every 2-second refresh.
+const DISPUTES_REFRESH_MS = 10000;
 const JOBS_SHOWN = 15;
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 const $ = (id) => document.getElementById(id);
 let timer = null;
+let disputesReadAt = -Infinity;
+let oldestOpenAt = null;
 
 class Unauthorized extends Error {}
 class Forbidden extends Error {}
@@ -198,6 +203,13 @@ function renderDeadLetters(summary) {
   fill($("dead-letters").tBodies[0], rows);
 }
 
+// Its age moves on every refresh, between two readings of the stats.
+function showOldestDispute() {
+  const oldest = oldestOpenAt;
+  $("disputes-oldest").textContent = oldest ? ago((Date.now() - Date.parse(oldest)) / 1000) : "-";
+  $("disputes-oldest").title = oldest || "none open";
+}
+
 function renderDisputes(stats) {
   const open = stats.totals.filter((t) => t.status === "open");
   const sum = (field) => (open.length ? decimalSum(open.map((t) => t[field])) : "0");
@@ -205,9 +217,8 @@ function renderDisputes(stats) {
   $("disputes-claimed").textContent = sum("claimed");
   $("disputes-variance").textContent = sum("variance");
   $("disputes-at-stake").textContent = sum("abs_variance");
-  const oldest = stats.oldest_open_at;
-  $("disputes-oldest").textContent = oldest ? ago((Date.now() - Date.parse(oldest)) / 1000) : "-";
-  $("disputes-oldest").title = oldest || "none open";
+  oldestOpenAt = stats.oldest_open_at;
+  showOldestDispute();
   const kinds = open.map((t) => {
     const tr = row([
       el("td", t.kind),
@@ -239,6 +250,8 @@ function renderDisputes(stats) {
 
 // Its own request: the rest of the board stays live when this one fails.
 async function refreshDisputes() {
+  if (Date.now() - disputesReadAt < DISPUTES_REFRESH_MS) return;
+  disputesReadAt = Date.now();
   try {
     renderDisputes(await api("/v1/disputes/stats"));
     $("disputes-error").textContent = "";
@@ -297,6 +310,7 @@ async function refresh() {
     renderQueues(summary);
     renderDeadLetters(summary);
     renderJobs(jobs);
+    showOldestDispute();
     $("status").textContent = `live, refreshed every ${REFRESH_MS / 1000} s`;
   } catch (error) {
     if (error instanceof Unauthorized) return signOut("That token is not valid.");
@@ -307,6 +321,7 @@ async function refresh() {
 
 function signOut(message) {
   clearTimeout(timer);
+  disputesReadAt = -Infinity;
   sessionStorage.removeItem(TOKEN_KEY);
   $("board").hidden = true;
   $("sign-out").hidden = true;
