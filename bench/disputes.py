@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, and_, exists, func, select
 from sqlalchemy.orm import aliased
 
@@ -369,6 +370,20 @@ def main() -> int:
                 == expected.sha256,
                 "CSV amounts are plain decimals": got.plain,
             }
+
+            # /metrics over the same queue: the gauges read it at scrape time.
+            t0 = time.monotonic()
+            scrape = httpx.get(f"{stack.url}/metrics", headers=viewer, timeout=60)
+            metrics_s = time.monotonic() - t0
+            gauges = {
+                (s.name, s.labels.get("kind")): s.value
+                for family in text_string_to_metric_families(scrape.text)
+                for s in family.samples
+                if s.name.startswith("settleq_disputes_")
+            }
+            checks["/metrics: settleq_disputes_open = the CSV's rows"] = (
+                gauges.get(("settleq_disputes_open", "promo_accrual")) == got.rows
+            )
         finally:
             stack.stop()
             engine.dispose()
@@ -401,7 +416,10 @@ def main() -> int:
         f"MiB; VmHWM {'(reset before it) ' if hwm_reset else '(process lifetime) '}{hwm:.0f} MiB;"
         f" CSV {size / 1e6:.1f} MB, {len(header)} columns: {','.join(header)}"
     )
-    print(f"GET /v1/disputes/stats over {disputed:,} disputes: {stats_s:.2f} s (first call)")
+    print(
+        f"GET /v1/disputes/stats over {disputed:,} disputes: {stats_s:.2f} s (first call); "
+        f"GET /metrics over {got.rows:,} open: {metrics_s:.2f} s"
+    )
     per_resolve = 1e6 / max(1, resolved)
     per_row = 1e6 / max(1, got.rows)
     print(
