@@ -9,6 +9,9 @@
   the dashboard use).
 - ``settleq_dead_letters_stored{reason, status}``: dead letters in the
   database, by reason and status.
+- ``settleq_disputes_open{kind}``, ``settleq_disputes_open_variance{kind}`` and
+  ``settleq_disputes_oldest_open_age_seconds``: the dispute queue, read at
+  scrape time through :mod:`services.api.dispute_metrics`.
 - ``settleq_stats_source_up{source}``: 0 when the broker or the database could
   not be read for this scrape (their series are then left out, not zeroed).
 - ``settleq_process_restarts_total{component}``: restarts by the supervisor of
@@ -22,6 +25,7 @@ counted where they happen: in the workers (:mod:`services.worker.metrics`).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +43,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.api.dispute_metrics import DISPUTE_METRICS, DisputeGauges
 from services.api.queue_stats import QueueReading
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
@@ -55,17 +60,25 @@ QUEUE_AGE = "settleq_queue_oldest_message_age_seconds"
 DEAD_LETTERS_STORED = "settleq_dead_letters_stored"
 SOURCE_UP = "settleq_stats_source_up"
 PROCESS_RESTARTS = "settleq_process_restarts"  # exposed with the counter's _total
-API_METRICS = (HTTP_REQUESTS, QUEUE_DEPTH, QUEUE_AGE, DEAD_LETTERS_STORED, SOURCE_UP)
+API_METRICS = (
+    HTTP_REQUESTS,
+    QUEUE_DEPTH,
+    QUEUE_AGE,
+    DEAD_LETTERS_STORED,
+    SOURCE_UP,
+    *DISPUTE_METRICS,
+)
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class PipelineCollector(Collector):
-    """Queue and dead-letter gauges, read when Prometheus scrapes."""
+    """Queue, dead-letter and dispute gauges, read when Prometheus scrapes."""
 
     def __init__(self, context: Callable[[], ApiContext | None]) -> None:
         self._context = context
+        self._disputes = DisputeGauges()
 
     def collect(self) -> Iterator[Metric]:
         ctx = self._context()
@@ -75,14 +88,18 @@ class PipelineCollector(Collector):
         readings = _read(up, "broker", ctx.queue_depth.readings)
         if readings is not None:
             yield from self._queues(readings)
-        letters = _read(up, "database", lambda: dl_db.stats(ctx.engine))
-        if letters is not None:
+        database = _read(
+            up, "database", lambda: (dl_db.stats(ctx.engine), self._disputes.reading(ctx.engine))
+        )
+        if database is not None:
+            letters, disputes = database
             stored = GaugeMetricFamily(
                 DEAD_LETTERS_STORED, "Dead letters in the database", labels=["reason", "status"]
             )
             for row in letters:
                 stored.add_metric([row.reason, row.status], int(row.count))
             yield stored
+            yield from disputes.metrics(dt.datetime.now(dt.UTC))
         yield up
 
     def _queues(self, readings: list[QueueReading]) -> Iterator[Metric]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from services.api.dispute_metrics import DISPUTES_OLDEST_AGE
 from services.api.metrics import API_METRICS
 from services.worker.metrics import WORKER_METRICS
 from shared.settings import Settings
@@ -71,3 +72,13 @@ def test_thresholds_are_the_fields() -> None:
         r"rate\(settleq_dead_letters_total\[\w+\]\)\)\s*/\s*sum\(rate\(settleq_lines_total", dead
     )
     assert re.search(r">\s*0\.02\b", dead)
+
+
+def test_a_dispute_open_over_14_days_alerts_from_a_gauge_the_api_serves() -> None:
+    rule = rules()["SettleqDisputeOpenTooLong"]
+    found = re.fullmatch(rf"\s*{DISPUTES_OLDEST_AGE}\s*>\s*(\d+)\s*\*\s*(\d+)\s*", rule["expr"])
+    assert found, rule["expr"]
+    days, day_s = (int(n) for n in found.groups())
+    assert (days, day_s) == (14, 86400)  # 14 days, written so a reader sees it
+    assert DISPUTES_OLDEST_AGE in API_METRICS  # the API serves it (every kind, 0 when none)
+    assert rule["labels"]["severity"] == "warning"

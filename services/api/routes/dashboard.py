@@ -4,8 +4,9 @@ reads.
 A browser cannot send a bearer token on a plain navigation, and a token in the
 URL would end up in logs and history. So ``GET /dashboard`` is a static shell
 holding no data at all: it asks for a viewer (or operator) token, keeps it in
-``sessionStorage`` and reads ``/v1/dashboard/summary`` and ``/v1/jobs`` with
-``Authorization: Bearer``. Everything it shows needs that token.
+``sessionStorage`` and reads ``/v1/dashboard/summary``, ``/v1/jobs`` and
+``/v1/disputes/stats`` (its open-disputes panel) with ``Authorization: Bearer``.
+Everything it shows needs that token.
 """
 
 from __future__ import annotations

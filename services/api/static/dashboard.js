@@ -5,11 +5,16 @@
 
 const TOKEN_KEY = "settleq.token";
 const REFRESH_MS = 2000;
+// The dispute stats sum every open dispute (a query over the whole queue): read
+// them every 10 s, not on every 2-second refresh.
+const DISPUTES_REFRESH_MS = 10000;
 const JOBS_SHOWN = 15;
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 const $ = (id) => document.getElementById(id);
 let timer = null;
+let disputesReadAt = -Infinity;
+let oldestOpenAt = null;
 
 class Unauthorized extends Error {}
 class Forbidden extends Error {}
@@ -48,7 +53,23 @@ function ago(seconds) {
   if (seconds < 1) return "0 s";
   if (seconds < 120) return `${Math.round(seconds)} s`;
   if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
-  return `${(seconds / 3600).toFixed(1)} h`;
+  if (seconds < 172800) return `${(seconds / 3600).toFixed(1)} h`;
+  return `${(seconds / 86400).toFixed(1)} days`;
+}
+
+// Money arrives as decimal strings and is shown as sent. A total over several
+// strings is added exactly, as scaled integers (BigInt), never as floats.
+function decimalSum(values) {
+  const scale = Math.max(0, ...values.map((v) => (v.split(".")[1] || "").length));
+  let total = 0n;
+  for (const value of values) {
+    const [whole, fraction = ""] = value.replace(/^[-+]/, "").split(".");
+    const scaled = BigInt(whole + fraction.padEnd(scale, "0"));
+    total += value.startsWith("-") ? -scaled : scaled;
+  }
+  const digits = (total < 0n ? -total : total).toString().padStart(scale + 1, "0");
+  const text = scale ? `${digits.slice(0, -scale)}.${digits.slice(-scale)}` : digits;
+  return total < 0n ? `-${text}` : text;
 }
 
 function time(iso) {
@@ -182,6 +203,64 @@ function renderDeadLetters(summary) {
   fill($("dead-letters").tBodies[0], rows);
 }
 
+// Its age moves on every refresh, between two readings of the stats.
+function showOldestDispute() {
+  const oldest = oldestOpenAt;
+  $("disputes-oldest").textContent = oldest ? ago((Date.now() - Date.parse(oldest)) / 1000) : "-";
+  $("disputes-oldest").title = oldest || "none open";
+}
+
+function renderDisputes(stats) {
+  const open = stats.totals.filter((t) => t.status === "open");
+  const sum = (field) => (open.length ? decimalSum(open.map((t) => t[field])) : "0");
+  $("disputes-open").textContent = open.reduce((n, t) => n + t.count, 0).toLocaleString();
+  $("disputes-claimed").textContent = sum("claimed");
+  $("disputes-variance").textContent = sum("variance");
+  $("disputes-at-stake").textContent = sum("abs_variance");
+  oldestOpenAt = stats.oldest_open_at;
+  showOldestDispute();
+  const kinds = open.map((t) => {
+    const tr = row([
+      el("td", t.kind),
+      el("td", t.count.toLocaleString(), "num"),
+      el("td", t.claimed, "num"),
+      el("td", t.model, "num"),
+      el("td", t.variance, "num"),
+      el("td", t.abs_variance, "num"),
+    ]);
+    tr.dataset.kind = t.kind;
+    return tr;
+  });
+  if (!kinds.length) kinds.push(row([el("td", "none open", "muted")]));
+  fill($("disputes-kinds").tBodies[0], kinds);
+  const partitions = stats.top_partitions.map((p) => {
+    const tr = row([
+      el("td", p.partition_key),
+      el("td", p.kind),
+      el("td", p.open_count.toLocaleString(), "num"),
+      el("td", p.open_variance, "num"),
+      el("td", p.open_abs_variance, "num"),
+    ]);
+    tr.dataset.partition = p.partition_key;
+    return tr;
+  });
+  if (!partitions.length) partitions.push(row([el("td", "none open", "muted")]));
+  fill($("disputes-partitions").tBodies[0], partitions);
+}
+
+// Its own request: the rest of the board stays live when this one fails.
+async function refreshDisputes() {
+  if (Date.now() - disputesReadAt < DISPUTES_REFRESH_MS) return;
+  disputesReadAt = Date.now();
+  try {
+    renderDisputes(await api("/v1/disputes/stats"));
+    $("disputes-error").textContent = "";
+  } catch (error) {
+    if (error instanceof Unauthorized) throw error;
+    $("disputes-error").textContent = `Disputes unreadable: ${error.message}`;
+  }
+}
+
 async function showLetters() {
   const match = location.hash.match(/^#dead-letters\/(.+)$/);
   $("letters").hidden = !match;
@@ -224,12 +303,14 @@ async function refresh() {
     const [summary, jobs] = await Promise.all([
       api("/v1/dashboard/summary"),
       api(`/v1/jobs?limit=${JOBS_SHOWN}`),
+      refreshDisputes(),
     ]);
     renderOutcomes(summary);
     renderChart(summary.throughput);
     renderQueues(summary);
     renderDeadLetters(summary);
     renderJobs(jobs);
+    showOldestDispute();
     $("status").textContent = `live, refreshed every ${REFRESH_MS / 1000} s`;
   } catch (error) {
     if (error instanceof Unauthorized) return signOut("That token is not valid.");
@@ -240,6 +321,7 @@ async function refresh() {
 
 function signOut(message) {
   clearTimeout(timer);
+  disputesReadAt = -Infinity;
   sessionStorage.removeItem(TOKEN_KEY);
   $("board").hidden = true;
   $("sign-out").hidden = true;
