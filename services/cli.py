@@ -10,8 +10,10 @@ from typing import Annotated
 
 import typer
 
-from services.commands import batches, demo, disputes, dlq
+from services import preflight
+from services.commands import batches, credentials, demo, disputes, dlq
 from services.commands.options import console
+from services.preflight import BROKER, DATABASE, REDIS, load_settings
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
@@ -37,13 +39,11 @@ app = typer.Typer(
 @app.callback()
 def _configure(ctx: typer.Context) -> None:
     # Every command logs the same way (shared/logs.py), named by what it runs.
-    from pydantic import ValidationError
-
     from shared.logs import configure_logging
 
     try:
         settings = Settings()
-    except (ValidationError, OSError):
+    except (ValueError, OSError):
         configure_logging(service=ctx.invoked_subcommand)  # the command reports the setting
         return
     configure_logging(
@@ -65,13 +65,15 @@ def render_openapi() -> str:
 
     from services.api.app import create_app
 
-    return str(yaml.safe_dump(create_app(Settings()).openapi(), sort_keys=False, width=100))
+    return str(
+        yaml.safe_dump(create_app(load_settings("openapi")).openapi(), sort_keys=False, width=100)
+    )
 
 
 @app.command()
 def migrate() -> None:
     """Apply the database migrations and create the internal signing key."""
-    _migrate(Settings())
+    _migrate(load_settings("migrate"))
     console.print("[green]migrated[/green]")
 
 
@@ -99,7 +101,9 @@ def api(
 
     from services.api.app import create_app
 
-    settings = Settings()
+    settings = load_settings("api")
+    preflight.warn_missing(settings)
+    preflight.check("api", settings, (DATABASE, BROKER, REDIS))
     uvicorn.run(
         create_app(settings),
         host=host or settings.api_host,
@@ -140,7 +144,8 @@ def worker(
     ] = None,
 ) -> None:
     """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
-    settings = Settings()
+    settings = load_settings("worker")
+    preflight.check("worker", settings, (DATABASE, BROKER, REDIS))
     count = processes or worker_processes(settings, queues)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     threads = threads or settings.worker_threads
@@ -175,7 +180,9 @@ def relay() -> None:
     """Publish committed outcome events to the <prefix>.events exchange."""
     from services.relay.relay import run_relay
 
-    run_relay(Settings())
+    settings = load_settings("relay")
+    preflight.check("relay", settings, (DATABASE, BROKER))
+    run_relay(settings)
 
 
 def _supervise(settings: Settings, specs: list[ChildSpec], counts: Path | None = None) -> int:
@@ -222,44 +229,24 @@ def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> No
     With no SETTLEQ_DATABASE_URL the ledger is the SQLite file ./settleq.db,
     migrated here first; on PostgreSQL run `settleq migrate` before.
     """
-    settings = Settings()
+    settings = load_settings("up")
     if settings.database_url.startswith("sqlite"):
         _migrate(settings)  # the embedded default needs no separate step
-    else:
-        _check_database(settings)
+    # Every child would die on a missing service, be restarted and die again
+    # until the supervisor gave up, each time with a traceback: refuse in one line.
+    preflight.check("up", settings, (DATABASE, BROKER, REDIS))
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
         code = _supervise(settings, stack_children(settings, port), counts)
     raise typer.Exit(code)
 
 
-def _check_database(settings: Settings) -> None:
-    """Refuse to start, in one line, a stack whose database is unreachable or
-    not migrated: every child would die on it, be restarted and die again
-    until the supervisor gave up, each time with a traceback."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from shared.adapters.db.engine import make_engine
-    from shared.adapters.db.migrate import unmigrated
-
-    engine = make_engine(settings.database_url)
-    try:
-        problem = unmigrated(engine, settings.database_url)
-    except SQLAlchemyError as exc:
-        # The driver's own first line (it names the host and database, never a password).
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        problem = f"cannot reach the database (SETTLEQ_DATABASE_URL): {reason}"
-    finally:
-        engine.dispose()
-    if problem is not None:
-        typer.echo(f"settleq up: {problem}", err=True)
-        raise typer.Exit(1)
-
-
 # The client commands, in the order `settleq --help` lists them.
 app.add_typer(batches.app)
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(disputes.app, name="disputes")
+app.add_typer(credentials.keys, name="keys")
+app.add_typer(credentials.tokens, name="tokens")
 app.add_typer(demo.app)
 
 
