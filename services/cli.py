@@ -20,6 +20,12 @@ from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
 _ME = [sys.executable, "-m", "services.cli"]
+# A supervisor's children: their parent checked the services, and a child
+# restarted during a short outage retries as it always did.
+CHECKED = "--checked"
+CheckedOpt = Annotated[
+    bool, typer.Option(CHECKED, hidden=True, help="Skip the start-up checks (supervised).")
+]
 
 app = typer.Typer(
     help=(
@@ -95,6 +101,7 @@ def api(
     port: Annotated[
         int | None, typer.Option(help="Port to serve on [default: SETTLEQ_API_PORT, 8000].")
     ] = None,
+    checked: CheckedOpt = False,
 ) -> None:
     """Serve the HTTP API (the front door, jobs, contracts, dead letters, health)."""
     import uvicorn
@@ -103,7 +110,8 @@ def api(
 
     settings = load_settings("api")
     preflight.warn_missing(settings)
-    preflight.check("api", settings, (DATABASE, BROKER, REDIS))
+    if not checked:
+        preflight.check("api", settings, (DATABASE, BROKER, REDIS))
     uvicorn.run(
         create_app(settings),
         host=host or settings.api_host,
@@ -142,10 +150,12 @@ def worker(
         int | None,
         typer.Option(help="Prometheus port of the first process (process i: +i); 0 = none."),
     ] = None,
+    checked: CheckedOpt = False,
 ) -> None:
     """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
     settings = load_settings("worker")
-    preflight.check("worker", settings, (DATABASE, BROKER, REDIS))
+    if not checked:
+        preflight.check("worker", settings, (DATABASE, BROKER, REDIS))
     count = processes or worker_processes(settings, queues)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     threads = threads or settings.worker_threads
@@ -169,19 +179,20 @@ def worker(
 
 def _worker_argv(queues: str, threads: int | None, metrics_port: int) -> list[str]:
     """One worker process (``--processes 1``) of these queue families."""
-    argv = [*_ME, "worker", "--queues", queues, "--processes", "1"]
+    argv = [*_ME, "worker", "--queues", queues, "--processes", "1", CHECKED]
     if threads is not None:
         argv += ["--threads", str(threads)]
     return [*argv, "--metrics-port", str(metrics_port)]
 
 
 @app.command()
-def relay() -> None:
+def relay(checked: CheckedOpt = False) -> None:
     """Publish committed outcome events to the <prefix>.events exchange."""
     from services.relay.relay import run_relay
 
     settings = load_settings("relay")
-    preflight.check("relay", settings, (DATABASE, BROKER))
+    if not checked:
+        preflight.check("relay", settings, (DATABASE, BROKER))
     run_relay(settings)
 
 
@@ -202,7 +213,7 @@ def _supervise(settings: Settings, specs: list[ChildSpec], counts: Path | None =
 def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
     """What `settleq up` runs: the API, each worker process of each tier (one
     process each, so that a dead one is restarted alone) and the relay."""
-    children = [ChildSpec("api", "api", [*_ME, "api", "--port", str(port)])]
+    children = [ChildSpec("api", "api", [*_ME, "api", "--port", str(port), CHECKED])]
     # Each worker process gets its own metrics port: the fast_path ones first.
     metrics = settings.worker_metrics_port
     tiers = (
@@ -215,7 +226,7 @@ def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
             argv = _worker_argv(tier, None, metrics + offset if metrics else 0)
             children.append(ChildSpec(f"{tier}-{i}", tier, argv))
             offset += 1
-    children.append(ChildSpec("relay", "relay", [*_ME, "relay"]))
+    children.append(ChildSpec("relay", "relay", [*_ME, "relay", CHECKED]))
     return children
 
 

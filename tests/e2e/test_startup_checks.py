@@ -125,3 +125,16 @@ def test_a_missing_database_is_unreachable_not_a_traceback(command: str) -> None
     line = refusal(stderr)
     assert code == 1
     assert line.startswith(f"settleq {command}: database_unreachable: ")
+
+
+def test_supervised_children_leave_the_checks_to_their_parent() -> None:
+    """`up` (and `worker --processes N`) checked before starting them: a child
+    restarted during a short outage retries as before instead of exiting 1
+    again and again until the supervisor gives up."""
+    from services.cli import CHECKED, _worker_argv, stack_children
+    from shared.settings import Settings
+
+    children = stack_children(Settings(), 8000)
+    assert {child.name for child in children} >= {"api", "relay"}
+    assert all(CHECKED in child.argv for child in children)
+    assert CHECKED in _worker_argv("fast_path", None, 0)
