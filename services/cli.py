@@ -154,10 +154,11 @@ def worker(
 ) -> None:
     """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
     settings = load_settings("worker")
-    if not checked:
-        preflight.check("worker", settings, (DATABASE, BROKER, REDIS))
     count = processes or worker_processes(settings, queues)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
+    if not checked:
+        preflight.warn_metrics_token(settings, port)
+        preflight.check("worker", settings, (DATABASE, BROKER, REDIS))
     threads = threads or settings.worker_threads
     tiers = [q.strip() for q in queues.split(",") if q.strip()]
     if count > 1:

@@ -55,6 +55,17 @@ def missing_credentials(settings: Settings) -> list[str]:
     return missing
 
 
+def warn_metrics_token(settings: Settings, metrics_port: int) -> None:
+    """A worker serving metrics that no token may read."""
+    if metrics_port and not (settings.viewer_tokens or settings.operator_tokens):
+        log.warning(
+            "no viewer tokens (SETTLEQ_VIEWER_TOKENS): every scrape of this worker's"
+            " /metrics (port %d) will be 401; create one with"
+            " `settleq tokens create --role viewer`",
+            metrics_port,
+        )
+
+
 def warn_missing(settings: Settings) -> None:
     for sentence in missing_credentials(settings):
         log.warning(sentence)

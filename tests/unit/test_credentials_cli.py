@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
-from services.preflight import missing_credentials, warn_missing
+from services.preflight import missing_credentials, warn_metrics_token, warn_missing
 from shared.domain.signing import token_digest
 from shared.settings import ProducerKey, Settings
 
@@ -126,3 +126,14 @@ def test_a_configuration_error_reaches_the_terminal_without_a_traceback() -> Non
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "mysecrettoken" not in done.stderr + done.stdout
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_worker_serving_metrics_without_tokens_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="settleq.preflight"):
+        warn_metrics_token(Settings(viewer_tokens=[], operator_tokens=[]), 9191)
+        warn_metrics_token(Settings(viewer_tokens=[], operator_tokens=[]), 0)
+        warn_metrics_token(Settings(viewer_tokens=["a" * 64]), 9191)
+    [record] = caplog.records
+    assert "port 9191" in record.getMessage() and "--role viewer" in record.getMessage()
