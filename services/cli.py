@@ -10,14 +10,22 @@ from typing import Annotated
 
 import typer
 
-from services.commands import batches, demo, disputes, dlq
+from services import preflight
+from services.commands import batches, credentials, demo, disputes, dlq
 from services.commands.options import console
+from services.preflight import BROKER, DATABASE, REDIS, load_settings
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
 
 _ME = [sys.executable, "-m", "services.cli"]
+# A supervisor's children: their parent checked the services, and a child
+# restarted during a short outage retries as it always did.
+CHECKED = "--checked"
+CheckedOpt = Annotated[
+    bool, typer.Option(CHECKED, hidden=True, help="Skip the start-up checks (supervised).")
+]
 
 app = typer.Typer(
     help=(
@@ -37,13 +45,11 @@ app = typer.Typer(
 @app.callback()
 def _configure(ctx: typer.Context) -> None:
     # Every command logs the same way (shared/logs.py), named by what it runs.
-    from pydantic import ValidationError
-
     from shared.logs import configure_logging
 
     try:
         settings = Settings()
-    except (ValidationError, OSError):
+    except (ValueError, OSError):
         configure_logging(service=ctx.invoked_subcommand)  # the command reports the setting
         return
     configure_logging(
@@ -65,13 +71,15 @@ def render_openapi() -> str:
 
     from services.api.app import create_app
 
-    return str(yaml.safe_dump(create_app(Settings()).openapi(), sort_keys=False, width=100))
+    return str(
+        yaml.safe_dump(create_app(load_settings("openapi")).openapi(), sort_keys=False, width=100)
+    )
 
 
 @app.command()
 def migrate() -> None:
     """Apply the database migrations and create the internal signing key."""
-    _migrate(Settings())
+    _migrate(load_settings("migrate"))
     console.print("[green]migrated[/green]")
 
 
@@ -93,13 +101,17 @@ def api(
     port: Annotated[
         int | None, typer.Option(help="Port to serve on [default: SETTLEQ_API_PORT, 8000].")
     ] = None,
+    checked: CheckedOpt = False,
 ) -> None:
     """Serve the HTTP API (the front door, jobs, contracts, dead letters, health)."""
     import uvicorn
 
     from services.api.app import create_app
 
-    settings = Settings()
+    settings = load_settings("api")
+    preflight.warn_missing(settings)
+    if not checked:
+        preflight.check("api", settings, (DATABASE, BROKER, REDIS))
     uvicorn.run(
         create_app(settings),
         host=host or settings.api_host,
@@ -138,11 +150,15 @@ def worker(
         int | None,
         typer.Option(help="Prometheus port of the first process (process i: +i); 0 = none."),
     ] = None,
+    checked: CheckedOpt = False,
 ) -> None:
     """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
-    settings = Settings()
+    settings = load_settings("worker")
     count = processes or worker_processes(settings, queues)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
+    if not checked:
+        preflight.warn_metrics_token(settings, port)
+        preflight.check("worker", settings, (DATABASE, BROKER, REDIS))
     threads = threads or settings.worker_threads
     tiers = [q.strip() for q in queues.split(",") if q.strip()]
     if count > 1:
@@ -164,18 +180,21 @@ def worker(
 
 def _worker_argv(queues: str, threads: int | None, metrics_port: int) -> list[str]:
     """One worker process (``--processes 1``) of these queue families."""
-    argv = [*_ME, "worker", "--queues", queues, "--processes", "1"]
+    argv = [*_ME, "worker", "--queues", queues, "--processes", "1", CHECKED]
     if threads is not None:
         argv += ["--threads", str(threads)]
     return [*argv, "--metrics-port", str(metrics_port)]
 
 
 @app.command()
-def relay() -> None:
+def relay(checked: CheckedOpt = False) -> None:
     """Publish committed outcome events to the <prefix>.events exchange."""
     from services.relay.relay import run_relay
 
-    run_relay(Settings())
+    settings = load_settings("relay")
+    if not checked:
+        preflight.check("relay", settings, (DATABASE, BROKER))
+    run_relay(settings)
 
 
 def _supervise(settings: Settings, specs: list[ChildSpec], counts: Path | None = None) -> int:
@@ -195,7 +214,7 @@ def _supervise(settings: Settings, specs: list[ChildSpec], counts: Path | None =
 def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
     """What `settleq up` runs: the API, each worker process of each tier (one
     process each, so that a dead one is restarted alone) and the relay."""
-    children = [ChildSpec("api", "api", [*_ME, "api", "--port", str(port)])]
+    children = [ChildSpec("api", "api", [*_ME, "api", "--port", str(port), CHECKED])]
     # Each worker process gets its own metrics port: the fast_path ones first.
     metrics = settings.worker_metrics_port
     tiers = (
@@ -208,7 +227,7 @@ def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
             argv = _worker_argv(tier, None, metrics + offset if metrics else 0)
             children.append(ChildSpec(f"{tier}-{i}", tier, argv))
             offset += 1
-    children.append(ChildSpec("relay", "relay", [*_ME, "relay"]))
+    children.append(ChildSpec("relay", "relay", [*_ME, "relay", CHECKED]))
     return children
 
 
@@ -222,44 +241,24 @@ def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> No
     With no SETTLEQ_DATABASE_URL the ledger is the SQLite file ./settleq.db,
     migrated here first; on PostgreSQL run `settleq migrate` before.
     """
-    settings = Settings()
+    settings = load_settings("up")
     if settings.database_url.startswith("sqlite"):
         _migrate(settings)  # the embedded default needs no separate step
-    else:
-        _check_database(settings)
+    # Every child would die on a missing service, be restarted and die again
+    # until the supervisor gave up, each time with a traceback: refuse in one line.
+    preflight.check("up", settings, (DATABASE, BROKER, REDIS))
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
         code = _supervise(settings, stack_children(settings, port), counts)
     raise typer.Exit(code)
 
 
-def _check_database(settings: Settings) -> None:
-    """Refuse to start, in one line, a stack whose database is unreachable or
-    not migrated: every child would die on it, be restarted and die again
-    until the supervisor gave up, each time with a traceback."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from shared.adapters.db.engine import make_engine
-    from shared.adapters.db.migrate import unmigrated
-
-    engine = make_engine(settings.database_url)
-    try:
-        problem = unmigrated(engine, settings.database_url)
-    except SQLAlchemyError as exc:
-        # The driver's own first line (it names the host and database, never a password).
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        problem = f"cannot reach the database (SETTLEQ_DATABASE_URL): {reason}"
-    finally:
-        engine.dispose()
-    if problem is not None:
-        typer.echo(f"settleq up: {problem}", err=True)
-        raise typer.Exit(1)
-
-
 # The client commands, in the order `settleq --help` lists them.
 app.add_typer(batches.app)
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(disputes.app, name="disputes")
+app.add_typer(credentials.keys, name="keys")
+app.add_typer(credentials.tokens, name="tokens")
 app.add_typer(demo.app)
 
 

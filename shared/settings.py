@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from shared.domain.signing import token_matches
+from shared.settings_files import ConfigError, FileSettingsSource, secrets_dir_source
 
 MiB = 1024 * 1024
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -154,12 +155,17 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        # Secrets may come from files (shared/settings_files.py): SETTLEQ_<NAME>_FILE,
+        # then the files of SETTLEQ_SECRETS_DIR; both below the environment.
+        sources = [init_settings, env_settings, FileSettingsSource(settings_cls)]
+        from_dir = secrets_dir_source(settings_cls)
+        if from_dir is not None:
+            sources.append(from_dir)
         config_file = os.environ.get("SETTLEQ_CONFIG")
         if config_file:
             # A mistyped path must not silently run on defaults (a local SQLite ledger).
             if not os.path.isfile(config_file):
-                raise FileNotFoundError(f"SETTLEQ_CONFIG names no file: {config_file}")
+                raise ConfigError(f"SETTLEQ_CONFIG names no file: {config_file}")
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
 

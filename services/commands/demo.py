@@ -47,6 +47,30 @@ def _demo_credentials() -> dict[str, str]:
     }
 
 
+DEMO_CREDENTIALS = "settleq-demo-credentials.env"
+
+
+def write_credentials(creds: dict[str, str], path: str = DEMO_CREDENTIALS) -> Path:
+    """The demo's credentials, for a shell (``set -a; . FILE``), readable by the owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older file keeps its mode otherwise
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(
+            "# settleq demo credentials: the server's SETTLEQ_* settings, then the client's\n"
+        )
+        out.writelines(f"{name}='{value}'\n" for name, value in creds.items())
+    return Path(path).resolve()
+
+
+def print_how_to_look(path: Path, url: str) -> None:
+    console.print(
+        f"credentials: {path} (mode 0600). To look at these jobs again:\n"
+        f"  set -a; . {path}; set +a; settleq up\n"
+        f"  then open {url}/dashboard and paste SETTLEQ_CLIENT_TOKEN from that file",
+        soft_wrap=True,
+    )
+
+
 def wait_ready(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -112,6 +136,7 @@ def demo(
         return
     creds = _demo_credentials()
     env = {**os.environ, **creds}
+    credentials_file = write_credentials(creds)
     port = int(url.rsplit(":", 1)[-1]) if url.count(":") == 2 else 8000
     with open(DEMO_LOG, "wb") as log:
         # The stack's own log would interleave with the progress bars: it goes to a file.
@@ -139,6 +164,7 @@ def demo(
         finally:
             stack.send_signal(signal.SIGTERM)
             stack.wait(timeout=60)
+    print_how_to_look(credentials_file, url)
     if any(job["state"] != "completed" for job in jobs):
         raise typer.Exit(1)
 

@@ -193,6 +193,12 @@ def test_demo_starts_a_stack_and_ends_with_an_outcome_table_per_kind(tmp_path: P
         assert re.search(rf"job [0-9a-f]{{32}} \({kind}\): completed", out), out
     assert [row[0] for row in table_rows(out)] == ["lines", "40"] * 3
     assert (tmp_path / "settleq.db").is_file() and (tmp_path / "settleq-demo.log").is_file()
+    # Its credentials are kept (owner only), so its jobs can be looked at afterwards.
+    creds = tmp_path / "settleq-demo-credentials.env"
+    assert creds.stat().st_mode & 0o777 == 0o600
+    names = {line.split("=", 1)[0] for line in creds.read_text().splitlines() if "=" in line}
+    assert {"SETTLEQ_PRODUCER_KEYS", "SETTLEQ_OPERATOR_TOKENS", "SETTLEQ_CLIENT_TOKEN"} <= names
+    assert str(creds) in out and f"{url}/dashboard" in out
 
 
 @pytest.mark.regression

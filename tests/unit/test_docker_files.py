@@ -23,12 +23,16 @@ import yaml
 
 from services.cli import app
 from shared.settings import Settings
+from shared.settings_files import VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "compose.yaml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 SETTLEQ_SERVICES = {"migrate", "api", "worker-fast", "worker-heavy", "relay"}
-SETTING_NAMES = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields} | {"SETTLEQ_CONFIG"}
+SETTING_NAMES = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields} | {
+    "SETTLEQ_CONFIG",
+    *VARIABLES,
+}
 # docs/operations.md#configuration: the stable names a deployment sets.
 SPEC_NAMES = {
     "SETTLEQ_DATABASE_URL",
@@ -232,3 +236,17 @@ def test_image_installs_the_runtime_with_the_lock_as_constraints() -> None:
     assert lock[1] in copied  # and so let through by .dockerignore (the test above)
     copy_lock = next(i for i, (op, arg) in enumerate(steps) if op == "COPY" and lock[1] in arg)
     assert copy_lock < next(i for i, (op, arg) in enumerate(steps) if arg == install)
+
+
+def test_keys_and_tokens_are_docker_secrets_not_environment(services: dict[str, Any]) -> None:
+    """Item 8: every settleq service reads its keys and tokens as files in
+    /run/secrets (SETTLEQ_SECRETS_DIR), none from its environment."""
+    compose = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    names = {"settleq_producer_keys", "settleq_viewer_tokens", "settleq_operator_tokens"}
+    assert names <= set(compose["secrets"])
+    for name in SETTLEQ_SERVICES:
+        service = services[name]
+        env = service.get("environment", {})
+        assert env["SETTLEQ_SECRETS_DIR"] == "/run/secrets", name
+        assert not {"SETTLEQ_PRODUCER_KEYS", "SETTLEQ_OPERATOR_TOKENS"} & set(env), name
+        assert names <= set(service["secrets"]), name

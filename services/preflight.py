@@ -1,0 +1,173 @@
+"""What a server command checks before it starts (docs/operations.md#start-up-checks):
+its settings (one line and exit 2 when they are wrong), the credentials it runs
+without (a WARNING each), and the services it needs: the database, reachable
+and migrated, the broker's login and Redis (one line with the cause and the fix,
+exit 1). The API, worker and relay packages stay independent of one another:
+only services.cli runs this."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+
+from shared.settings import Settings
+from shared.settings_errors import explain
+
+log = logging.getLogger("settleq.preflight")
+
+DATABASE, BROKER, REDIS = "database", "broker", "redis"
+TIMEOUT_S = 3.0
+
+
+def load_settings(command: str) -> Settings:
+    """The settings, or one line naming the variable that is wrong, and exit 2."""
+    try:
+        return Settings()
+    except (ValueError, OSError) as exc:
+        typer.echo(f"settleq {command}: configuration error: {explain(exc)}", err=True)
+        raise typer.Exit(2) from None
+
+
+def missing_credentials(settings: Settings) -> list[str]:
+    """What the API cannot do with these settings, one sentence each."""
+    missing = []
+    if not settings.producer_keys:
+        missing.append(
+            "no producer keys (SETTLEQ_PRODUCER_KEYS): every POST /v1/batches will be 401;"
+            " create one with `settleq keys create`"
+        )
+    for role, tokens, what in (
+        ("viewer", settings.viewer_tokens, "reads and metrics scrapes need an operator token"),
+        (
+            "operator",
+            settings.operator_tokens,
+            "publishing contracts and repairing dead letters and disputes will be 401",
+        ),
+    ):
+        if not tokens:
+            missing.append(
+                f"no {role} tokens (SETTLEQ_{role.upper()}_TOKENS): {what};"
+                f" create one with `settleq tokens create --role {role}`"
+            )
+    return missing
+
+
+def warn_metrics_token(settings: Settings, metrics_port: int) -> None:
+    """A worker serving metrics that no token may read."""
+    if metrics_port and not (settings.viewer_tokens or settings.operator_tokens):
+        log.warning(
+            "no viewer tokens (SETTLEQ_VIEWER_TOKENS): every scrape of this worker's"
+            " /metrics (port %d) will be 401; create one with"
+            " `settleq tokens create --role viewer`",
+            metrics_port,
+        )
+
+
+def warn_missing(settings: Settings) -> None:
+    for sentence in missing_credentials(settings):
+        log.warning(sentence)
+
+
+def check(command: str, settings: Settings, needs: Iterable[str]) -> None:
+    """Exit 1 with one line (the cause and the fix) at the first service that fails."""
+    probes: dict[str, Callable[[Settings], str | None]] = {
+        DATABASE: database_problem,
+        BROKER: broker_problem,
+        REDIS: redis_problem,
+    }
+    for need in needs:
+        problem = probes[need](settings)
+        if problem is not None:
+            typer.echo(f"settleq {command}: {problem}", err=True)
+            raise typer.Exit(1)
+
+
+def database_problem(settings: Settings) -> str | None:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from shared.adapters.db.engine import make_engine
+    from shared.adapters.db.migrate import unmigrated
+
+    engine = make_engine(settings.database_url)
+    try:
+        problem = unmigrated(engine, settings.database_url)
+    except SQLAlchemyError as exc:
+        # The driver's own first line (it names the host and database, never a password).
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        return (
+            f"database_unreachable: cannot reach the database (SETTLEQ_DATABASE_URL): {reason};"
+            " fix: start it, create the database or correct SETTLEQ_DATABASE_URL"
+        )
+    finally:
+        engine.dispose()
+    return None if problem is None else f"database_unmigrated: {problem}"
+
+
+def broker_problem(settings: Settings) -> str | None:
+    import pika
+    import pika.exceptions as pe
+
+    where = without_password(settings.broker_url)
+    params = pika.URLParameters(settings.broker_url)
+    params.connection_attempts = 1
+    params.socket_timeout = TIMEOUT_S
+    params.blocked_connection_timeout = TIMEOUT_S
+    pika_log = logging.getLogger("pika")
+    level = pika_log.level
+    pika_log.setLevel(logging.CRITICAL + 1)  # its errors carry a traceback: the line says it
+    try:
+        pika.BlockingConnection(params).close()
+    except (pe.ProbableAuthenticationError, pe.AuthenticationError):
+        return (
+            f"broker_auth_failed: RabbitMQ at {where} refused the login;"
+            " fix: put a user and password RabbitMQ knows in SETTLEQ_BROKER_URL"
+        )
+    except pe.ProbableAccessDeniedError:
+        return (
+            f"broker_auth_failed: RabbitMQ at {where} denied access to the virtual host;"
+            " fix: grant the user that vhost or correct SETTLEQ_BROKER_URL"
+        )
+    except (pe.AMQPError, OSError) as exc:
+        return (
+            f"broker_unreachable: cannot reach RabbitMQ at {where} ({type(exc).__name__});"
+            " fix: start RabbitMQ or correct SETTLEQ_BROKER_URL"
+        )
+    finally:
+        pika_log.setLevel(level)
+    return None
+
+
+def redis_problem(settings: Settings) -> str | None:
+    import redis
+
+    where = without_password(settings.redis_url)
+    client = redis.Redis.from_url(
+        settings.redis_url, socket_connect_timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S
+    )
+    try:
+        client.ping()
+    except redis.AuthenticationError:
+        return (
+            f"redis_auth_failed: Redis at {where} refused the password;"
+            " fix: correct the password in SETTLEQ_REDIS_URL"
+        )
+    except (redis.RedisError, OSError) as exc:
+        return (
+            f"redis_unreachable: cannot reach Redis at {where} ({type(exc).__name__});"
+            " fix: start Redis or correct SETTLEQ_REDIS_URL"
+        )
+    finally:
+        client.close()
+    return None
+
+
+def without_password(url: str) -> str:
+    """The URL to show: its password, if any, as ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{netloc}"))
