@@ -237,6 +237,9 @@ BEYOND_SCHEMA = {
     # int_type (docs/api.md#the-exact-contract). Only x.0 gets here: any other
     # float is schema-invalid.
     "int_type": "an integer written with a fraction (1.0)",
+    # The published time pattern has days 01-31 for every month: a calendar is
+    # not a regular expression, so "2026-02-30T00:00Z" is still 422.
+    "invalid_datetime": "a day past its month's end",
 }
 # Rules between two fields' values (JSON Schema compares a value with constants only).
 BEYOND_SCHEMA_MESSAGES = ("recipe_id must equal partition_key",)

@@ -129,3 +129,12 @@ def test_contract_version_is_an_integer(spec: dict[str, Any]) -> None:
     version = promo_document["properties"]["contract_version"]
     assert version["type"] == "integer" and version["minimum"] == 1
     assert not _valid(version, "1") and not _valid(version, 1.5) and not _valid(version, 0)
+
+
+@pytest.mark.regression
+def test_opened_before_publishes_the_times_the_server_reads(spec: dict[str, Any]) -> None:
+    opened = _parameter(spec, "/v1/disputes", "get", "opened_before")
+    for text in ("2026-01-31T00:00:00Z", "2026-01-31T00:00+02:00", "2026-01-31T00:00:00.5Z"):
+        assert _valid(opened, text), text
+    for text in ("0000-01-01T00:00Z", "2026-13-01T00:00Z", "yesterday", "2026-01-31T00:00"):
+        assert not _valid(opened, text), text
