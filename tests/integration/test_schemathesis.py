@@ -240,6 +240,8 @@ BEYOND_SCHEMA = {
     # The published time pattern has days 01-31 for every month: a calendar is
     # not a regular expression, so "2026-02-30T00:00Z" is still 422.
     "invalid_datetime": "a day past its month's end",
+    "datetime_invalid": "a day past its month's end",  # the same, in a document
+    "date_invalid": "a day past its month's end",
 }
 # Rules between two fields' values (JSON Schema compares a value with constants only).
 BEYOND_SCHEMA_MESSAGES = ("recipe_id must equal partition_key",)
