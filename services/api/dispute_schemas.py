@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 
 from services.api.timefmt import iso
 from shared.adapters.db import disputes as db
@@ -77,8 +78,26 @@ class DisputeStats(BaseModel):
     oldest_open_at: str | None
 
 
+# settle_at takes the amount to settle at, the other decisions none: the rule,
+# published as the body's schema (else a 422 amount_required or amount_not_allowed).
+_AMOUNT_FOR_SETTLE_AT_ONLY: JsonDict = {
+    "anyOf": [
+        {
+            "properties": {"decision": {"const": "settle_at"}, "amount": {"type": "string"}},
+            "required": ["decision", "amount"],
+        },
+        {
+            "properties": {
+                "decision": {"enum": ["accept_claim", "accept_model"]},
+                "amount": {"type": "null"},
+            }
+        },
+    ]
+}
+
+
 class ResolveOne(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_AMOUNT_FOR_SETTLE_AT_ONLY)
 
     decision: DecisionName
     amount: Money | None = None  # settle_at only, and required for it

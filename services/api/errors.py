@@ -148,7 +148,9 @@ def install_handlers(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
             exc.status_code, "http_error"
         )
-        return error_response(exc.status_code, code, str(exc.detail))
+        # Keep the exception's headers: a 405 carries its Allow (RFC 9110 15.5.6).
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
 
     @app.exception_handler(sa_exc.DataError)
     async def _data(_: Request, exc: sa_exc.DataError) -> JSONResponse:

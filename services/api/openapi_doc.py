@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.api.openapi_rules import publish_constraints
+
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 _PUBLIC = {"/healthz", "/readyz", "/openapi.json", "/dashboard"}  # /dashboard: a page, no data
 _VIEWER = ("/metrics", "/v1/dashboard", "/v1/disputes")  # viewer or operator token
@@ -57,4 +59,5 @@ def finish(schema: dict[str, Any], component_schemas: dict[str, Any]) -> dict[st
             else:
                 operation["security"] = [{"bearer": []}]
                 responses.setdefault("403", _error("needs an operator token"))
+    publish_constraints(schema)
     return schema

@@ -204,7 +204,10 @@ Money = Annotated[
     WithJsonSchema(
         {
             "type": "string",
-            "pattern": r"^-?[0-9]+(\.[0-9]{1,4})?([eE][+-]?[0-9]+)?$",
+            # What a client sends: plain notation, in range (PLAIN_DECIMAL). The
+            # reader also takes an exponent or trailing zeros whose value is in
+            # range ("1E+3", "12.3400000"), never one that is not ("-6e384").
+            "pattern": r"^-?[0-9]{1,12}(\.[0-9]{1,4})?$",
             "examples": ["16.65"],
         }
     ),
@@ -216,7 +219,7 @@ Quantity = Annotated[
     WithJsonSchema(
         {
             "type": "string",
-            "pattern": r"^-?[0-9]+(\.[0-9]{1,6})?([eE][+-]?[0-9]+)?$",
+            "pattern": r"^-?[0-9]{1,12}(\.[0-9]{1,6})?$",
             "examples": ["37"],
         }
     ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -21,7 +22,11 @@ import pytest
 import typer.main
 import yaml
 
+from services import healthcheck
 from services.cli import app
+from shared.adapters.db.contracts import put_contract
+from shared.adapters.db.engine import make_engine
+from shared.adapters.db.migrate import upgrade
 from shared.settings import Settings
 from shared.settings_files import VARIABLES
 
@@ -111,7 +116,7 @@ def test_health_checks_and_start_order(services: dict[str, Any]) -> None:
     assert "pg_isready" in check("postgres")
     assert "rabbitmq-diagnostics" in check("rabbitmq") and "ping" in check("rabbitmq")
     assert "redis-cli ping" in check("redis")
-    assert "/healthz" in check("api")
+    assert check("api") == "CMD python -m services.healthcheck"  # /healthz, keys, contracts
     assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     for name in SETTLEQ_SERVICES - {"migrate"}:
         assert services[name]["depends_on"] == {
@@ -221,21 +226,142 @@ def test_image_copies_every_package_and_the_build_context_lets_them_through() ->
     }
     assert copied <= allowed
     assert any(
-        op == "RUN" and re.search(r"\bpip install (-c \S+ )?\.(\s|$)", arg) for op, arg in steps
+        op == "RUN" and re.search(r"\bpip install --no-deps \.(\s|$)", arg) for op, arg in steps
     )
+
+
+def _lock() -> str:
+    lock = re.search(r"^LOCK := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert lock is not None
+    return lock[1]
+
+
+def _index(steps: list[tuple[str, str]], op: str, pattern: str) -> int:
+    found = [i for i, (o, arg) in enumerate(steps) if o == op and re.search(pattern, arg)]
+    assert found, (op, pattern)
+    return found[0]
 
 
 def test_image_installs_the_runtime_with_the_lock_as_constraints() -> None:
     """Issue 13 item 5: the image runs the versions CI ran (Makefile's LOCK)."""
-    lock = re.search(r"^LOCK := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
-    assert lock is not None
+    lock = _lock()
     steps = dockerfile_instructions()
-    [install] = [arg for op, arg in steps if op == "RUN" and "pip install" in arg]
-    assert re.search(rf"\bpip install -c {re.escape(lock[1])} \.(\s|$)", install), install
+    deps = _index(steps, "RUN", rf"\bpip install -c {re.escape(lock)} -r ")
     copied = {src for op, arg in steps if op == "COPY" for src in shlex.split(arg)[:-1]}
-    assert lock[1] in copied  # and so let through by .dockerignore (the test above)
-    copy_lock = next(i for i, (op, arg) in enumerate(steps) if op == "COPY" and lock[1] in arg)
-    assert copy_lock < next(i for i, (op, arg) in enumerate(steps) if arg == install)
+    assert lock in copied  # and so let through by .dockerignore (the test above)
+    assert _index(steps, "COPY", re.escape(lock)) < deps
+
+
+@pytest.mark.regression
+def test_image_installs_the_dependencies_before_it_copies_the_sources(tmp_path: Path) -> None:
+    """Issue 15 item 6: a code edit must not reinstall every dependency. The
+    dependencies' layer comes before any source is copied, and the package is
+    then installed without them."""
+    steps = dockerfile_instructions()
+    deps = _index(steps, "RUN", r"\bpip install -c \S+ -r ")
+    first_source = min(_index(steps, "COPY", rf"^{name}\b") for name in ("shared", "services"))
+    package = _index(steps, "RUN", r"\bpip install --no-deps \.")
+    assert deps < first_source < package
+    # Only the project's metadata and the lock are in the build context by then.
+    before = {src for op, arg in steps[:deps] if op == "COPY" for src in shlex.split(arg)[:-1]}
+    assert before == {"pyproject.toml", "README.md", _lock()}
+    # Every pip install but the package's own is constrained by the lock.
+    for op, arg in steps:
+        if op == "RUN" and "pip install" in arg and "--no-deps" not in arg:
+            assert f"-c {_lock()}" in arg, arg
+    # The requirements the step writes are exactly pyproject's dependencies.
+    [extract] = re.findall(r'python -c "(.+?)" > (\S+)', steps[deps][1])
+    code = extract[0].replace("\\\\", "\\")  # the shell's double quotes unescape \\
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert out == project["project"]["dependencies"]
+
+
+@pytest.mark.regression
+def test_compose_mounts_only_files_a_fresh_clone_has(compose: dict[str, Any]) -> None:
+    """Issue 15 item 6: a bind mount of a file the clone lacks makes Docker
+    create a directory there (prometheus/viewer-token did)."""
+    tracked = set(
+        subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    )
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            if source.startswith("."):
+                path = (COMPOSE.parent / source).resolve().relative_to(ROOT)
+                assert str(path) in tracked, (name, volume)
+    # The token reaches Prometheus as a config generated from the environment.
+    [config] = compose["services"]["prometheus"]["configs"]
+    assert config["target"] == "/etc/prometheus/viewer-token"
+    assert compose["configs"][config["source"]] == {"content": "${SETTLEQ_PROMETHEUS_TOKEN:-}"}
+    prometheus = yaml.safe_load((COMPOSE.parent / "prometheus" / "prometheus.yml").read_text())
+    files = {job["authorization"]["credentials_file"] for job in prometheus["scrape_configs"]}
+    assert files == {config["target"]}
+
+
+@pytest.mark.regression
+def test_prometheus_finds_every_worker_replica_by_dns(services: dict[str, Any]) -> None:
+    """Issue 15 item 6: one static target per tier missed the replicas."""
+    prometheus = yaml.safe_load((COMPOSE.parent / "prometheus" / "prometheus.yml").read_text())
+    jobs = prometheus["scrape_configs"]
+    [workers] = [job for job in jobs if job["job_name"] == "settleq-workers"]
+    assert "static_configs" not in workers
+    [dns] = workers["dns_sd_configs"]
+    workers_in_compose = {name for name in services if name.startswith("worker-")}
+    assert set(dns["names"]) == workers_in_compose and dns["type"] == "A"
+    for name in workers_in_compose:
+        assert parse_command(services[name]["command"]).params["metrics_port"] == dns["port"]
+        assert services[name].get("deploy", {}).get("replicas", 1) >= 1
+        assert "container_name" not in services[name]  # a fixed name cannot scale
+
+
+@pytest.mark.regression
+def test_the_api_is_not_healthy_without_keys_and_contracts(
+    services: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15 item 6: compose came up "healthy" with no keys and no contracts."""
+    assert services["api"]["healthcheck"]["test"] == ["CMD", "python", "-m", "services.healthcheck"]
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    upgrade(url)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    healthz = f"http://127.0.0.1:{server.server_address[1]}/healthz"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    key = [{"key_id": "k1", "secrets": ["s" * 32], "partitions": ["*"]}]
+    try:
+        bare = Settings(database_url=url)
+        assert healthcheck.problem(bare, healthz) == healthcheck.NO_KEYS
+        keyed = Settings(database_url=url, producer_keys=key)
+        assert healthcheck.problem(keyed, healthz) == healthcheck.NO_CONTRACTS
+        engine = make_engine(url)
+        put_contract(engine, "promo", "p1", 1, {"rate": "0.1"})
+        engine.dispose()
+        assert healthcheck.problem(keyed, healthz) is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(healthcheck.problem(keyed, healthz)).startswith("the API does not answer")
+    # The probe's own exit: 1 with one line naming the fix.
+    monkeypatch.setenv("SETTLEQ_DATABASE_URL", url)
+    monkeypatch.delenv("SETTLEQ_PRODUCER_KEYS", raising=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "services.healthcheck"], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("unhealthy: ") and len(result.stderr.splitlines()) == 1
 
 
 def test_keys_and_tokens_are_docker_secrets_not_environment(services: dict[str, Any]) -> None:

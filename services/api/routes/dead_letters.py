@@ -34,6 +34,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody},
     404: {"model": ErrorBody},
 }
+# The routes take `{dead_letter_id:int}`: only digits match, so GET
+# /admin/dead-letters/requeue is the POST-only route's 405, not a 422 int_parsing.
 IdPath = Annotated[int, Path(ge=1, le=2**62)]
 Status = Literal["dead", "requeued", "discarded"]
 Text = Annotated[str | None, Query(max_length=128)]
@@ -90,7 +92,9 @@ async def dead_letter_stats(ctx: Ctx, _: Operator) -> DeadLetterStats:
     )
 
 
-@router.get("/admin/dead-letters/{dead_letter_id}", operation_id="getDeadLetter", responses=ERRORS)
+@router.get(
+    "/admin/dead-letters/{dead_letter_id:int}", operation_id="getDeadLetter", responses=ERRORS
+)
 async def get_dead_letter(dead_letter_id: IdPath, ctx: Ctx, _: Operator) -> DeadLetterDetail:
     row = await run_in_threadpool(dl_db.get, ctx.engine, dead_letter_id)
     if row is None:
@@ -99,7 +103,7 @@ async def get_dead_letter(dead_letter_id: IdPath, ctx: Ctx, _: Operator) -> Dead
 
 
 @router.post(
-    "/admin/dead-letters/{dead_letter_id}/requeue",
+    "/admin/dead-letters/{dead_letter_id:int}/requeue",
     operation_id="requeueDeadLetter",
     responses={**ERRORS, 409: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
@@ -144,7 +148,7 @@ class DiscardNote(BaseModel):
 
 
 @router.post(
-    "/admin/dead-letters/{dead_letter_id}/discard",
+    "/admin/dead-letters/{dead_letter_id:int}/discard",
     operation_id="discardDeadLetter",
     responses={**ERRORS, 409: {"model": ErrorBody}, 413: {"model": ErrorBody}},
 )

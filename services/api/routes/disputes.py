@@ -16,7 +16,7 @@ from services.api import dispute_schemas as wire
 from services.api.auth import Ctx, Operator, Viewer
 from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
-from services.api.timefmt import parse_iso
+from services.api.timefmt import ISO_TIME, parse_iso
 from shared.adapters.db import disputes as db
 from shared.domain.disputes import DecidedAmountOutOfRange, DisputeConflict, ResolveRequest
 from shared.domain.money import Money
@@ -109,7 +109,11 @@ async def list_disputes(
     ] = None,
     opened_before: Annotated[
         str | None,
-        Query(max_length=64, description="Only disputes opened before this ISO-8601 UTC time."),
+        Query(
+            max_length=64,
+            description="Only disputes opened before this ISO-8601 UTC time.",
+            json_schema_extra={"pattern": ISO_TIME},
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: CursorQuery = None,

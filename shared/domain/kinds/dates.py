@@ -29,6 +29,16 @@ _UTC_DATETIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|\+00:00)"
 )
 _UTC = dt.timedelta(0)
+# As published (openapi.yaml), with the ranges the calendar checks afterwards:
+# years 0001-9999, months 01-12, days 01-31, hours 00-23, no leap second (a day
+# past its month's end matches and is still refused).
+_DAY = (
+    r"([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+)
+DATE_PATTERN = rf"^{_DAY}$"
+UTC_DATETIME_PATTERN = (
+    rf"^{_DAY}T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{{1,6}})?)?(Z|\+00:00)$"
+)
 
 
 def _date(raw: Any) -> dt.date:
@@ -62,11 +72,12 @@ IsoDate = Annotated[
     dt.date,
     PlainValidator(_date),
     PlainSerializer(dt.date.isoformat, return_type=str),
-    WithJsonSchema({"type": "string", "format": "date"}),
+    WithJsonSchema({"type": "string", "format": "date", "pattern": DATE_PATTERN}),
 ]
 UtcDateTime = Annotated[
     dt.datetime,
     PlainValidator(_datetime),
     PlainSerializer(lambda v: v.isoformat().replace("+00:00", "Z"), return_type=str),
-    WithJsonSchema({"type": "string", "format": "date-time"}),
+    # No "format": RFC 3339 needs the seconds, which the reader lets a producer omit.
+    WithJsonSchema({"type": "string", "pattern": UTC_DATETIME_PATTERN}),
 ]

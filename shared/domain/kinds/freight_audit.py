@@ -16,7 +16,8 @@ import binascii
 from decimal import Decimal
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 from shared.domain.keys import sha256_hex
 from shared.domain.kinds.base import (
@@ -36,7 +37,24 @@ RateBasis = Literal["mile", "cwt", "unit", "flat"]
 MAX_RAW_PAYLOAD = 512 * 1024 * 1024  # base64 characters
 
 
+# _quantity_for_cwt, as the published schema says it.
+_CWT_NEEDS_QUANTITY: JsonDict = {
+    "anyOf": [
+        {
+            "properties": {"rate_basis": {"const": "cwt"}, "rated_quantity": {"type": "string"}},
+            "required": ["rate_basis", "rated_quantity"],
+        },
+        {"properties": {"rate_basis": {"enum": ["mile", "unit", "flat", None]}}},
+    ]
+}
+# What base64.b64decode(validate=True) reads (published only: a regex over up to
+# 512 MiB is the validator's job, not the schema's).
+_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
 class Leg(WireModel):
+    model_config = ConfigDict(json_schema_extra=_CWT_NEEDS_QUANTITY)  # merged with WireModel's
+
     leg_no: int = Field(ge=1, le=2**31 - 1)
     miles: Quantity | None = None
     rate_basis: RateBasis | None = None
@@ -53,7 +71,10 @@ class Leg(WireModel):
 
 class FreightDocument(Document):
     document_type: DocumentType
-    raw_payload: Annotated[str, Field(max_length=MAX_RAW_PAYLOAD)] | None = None
+    raw_payload: (
+        Annotated[str, Field(max_length=MAX_RAW_PAYLOAD, json_schema_extra={"pattern": _BASE64})]
+        | None
+    ) = None
     legs: list[Leg] = Field(min_length=1, max_length=100_000)
 
     @field_validator("raw_payload")
@@ -77,7 +98,28 @@ class PerMile(WireModel):
     rate: Quantity
 
 
+# _has_a_rate, as the published schema says it (openapi.yaml): a rate per mile
+# (and no other rates.mile), or some rates and no rate per mile.
+_A_RATE: JsonDict = {
+    "anyOf": [
+        {
+            "properties": {
+                "rate_per_mile": {"type": "string"},
+                "rates": {"not": {"required": ["mile"]}},
+            },
+            "required": ["rate_per_mile"],
+        },
+        {
+            "properties": {"rate_per_mile": {"type": "null"}, "rates": {"minProperties": 1}},
+            "required": ["rates"],
+        },
+    ]
+}
+
+
 class FreightContract(WireModel):
+    model_config = ConfigDict(json_schema_extra=_A_RATE)  # merged with WireModel's
+
     rate_per_mile: Quantity | None = None
     rates: dict[RateBasis, Quantity] = Field(default_factory=dict)
     fuel_surcharge: Quantity = Decimal(0)
