@@ -113,6 +113,8 @@ class DeadLetter(BaseModel):
     note: str | None
     first_failed_at: str
     last_failed_at: str
+    # The failed line (or document) as compact JSON, cut at 240 characters.
+    excerpt: str
 
 
 class DeadLetterDetail(DeadLetter):

@@ -141,3 +141,17 @@ def test_job_page_reads_need_a_token_and_a_real_job(
     for path in ("/v1/jobs/nope/timeline", "/v1/jobs/nope/lines.csv"):
         missing = http.get(path, headers=VIEWER)
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "job_not_found"
+
+
+def test_dead_letter_list_shows_the_message_and_the_failed_line(
+    http: TestClient, settled_job: tuple[str, str, str]
+) -> None:
+    job_id, first, _ = settled_job
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    page = http.get("/admin/dead-letters", params={"job_id": job_id}, headers=operator).json()
+    [letter] = page["items"]
+    assert letter["partition_key"] == first and letter["reason"] == "unknown_promo_tier"
+    assert "T9" in letter["message"]
+    # The failed line itself, not its document's first characters.
+    assert letter["excerpt"].startswith("{") and '"promo_tier":"T9"' in letter["excerpt"]
+    assert '"line_no":2' in letter["excerpt"] and len(letter["excerpt"]) <= 240
