@@ -23,6 +23,7 @@ from services.api.routes import (
     dashboard,
     dead_letters,
     disputes,
+    job_page,
     jobs,
     ops,
 )
@@ -69,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Added last, so outermost: it also times what the middleware above refuses.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
-    for module in (batches, jobs, contracts, dead_letters, disputes, ops, dashboard):
+    for module in (batches, jobs, job_page, contracts, dead_letters, disputes, ops, dashboard):
         app.include_router(module.router)
     app.mount("/dashboard/assets", StaticFiles(directory=dashboard.STATIC), name="dashboard-assets")
 

@@ -113,6 +113,8 @@ class DeadLetter(BaseModel):
     note: str | None
     first_failed_at: str
     last_failed_at: str
+    # The failed line (or document) as compact JSON, cut at 240 characters.
+    excerpt: str
 
 
 class DeadLetterDetail(DeadLetter):
@@ -174,11 +176,21 @@ class QueueState(BaseModel):
     oldest_age_s: float | None
 
 
+class RelayState(BaseModel):
+    backlog: int  # outbox rows (committed units of work) the relay has not yet published
+    # Relay lag: age of the oldest unpublished outbox row; null when none waits.
+    lag_s: float | None
+
+
 class DashboardSummary(BaseModel):
     generated_at: str
+    range: Literal["10m", "1h", "24h"]
     window_s: int
+    # Lines/s of the latest full bucket of ``throughput`` (the chart's last point).
+    rate_now: float
     outcomes: Outcomes  # lines that reached each outcome within the window
     throughput: Throughput
     dead_letters: list[DeadLetterCount]  # all stored dead letters, by reason and status
     queues: list[QueueState]
     queues_error: str | None  # e.g. broker_unavailable: the queues could not be read
+    relay: RelayState

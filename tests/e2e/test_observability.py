@@ -3,8 +3,10 @@ each worker process, after a batch through the whole stack (docs/operations.md#m
 
 The browser is Debian's ``chromium`` (``.ci/run`` installs it), driven by
 Playwright; a missing browser fails the test, it never skips. The screenshot
-is saved as ``tests/artifacts/dashboard.png`` (and the open-disputes panel
-alone as ``tests/artifacts/dashboard-disputes.png``).
+is saved at 1400 and 800 px wide as ``tests/artifacts/dashboard-1400.png`` and
+``dashboard-800.png``, a job's page as ``dashboard-job.png`` and the
+open-disputes panel alone as ``dashboard-disputes.png``. The last test requeues
+a dead letter from the page (it runs last: it changes the counts above).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +29,7 @@ from services.worker.metrics import WORKER_METRICS
 from shared.adapters.db import tables
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid
-from tests.support.infra import VIEWER_TOKEN
+from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -105,19 +108,23 @@ def chromium() -> str:
     return path
 
 
+def signed_in(browser: Any, stack: Stack, width: int) -> Any:
+    page = browser.new_page(viewport={"width": width, "height": 1000}, accept_downloads=True)
+    page.goto(f"{stack.url}/dashboard")
+    page.fill("#token", VIEWER_TOKEN)
+    page.click("#sign-in button[type=submit]")
+    return page
+
+
 def test_dashboard_shows_the_completed_job_in_chromium(stack: Stack, settled: Settled) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     job_id = settled.job["job_id"]
-    shot = ARTIFACTS / "dashboard.png"
-    shot.parent.mkdir(parents=True, exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{stack.url}/dashboard")
-            page.fill("#token", VIEWER_TOKEN)
-            page.click("#sign-in button[type=submit]")
+            page = signed_in(browser, stack, 1400)
             row = page.locator(f'#jobs tr[data-job-id="{job_id}"]')
             expect(row).to_have_attribute("data-state", "completed", timeout=20_000)
             expect(row.locator("td.state")).to_have_text("completed")
@@ -126,18 +133,122 @@ def test_dashboard_shows_the_completed_job_in_chromium(stack: Stack, settled: Se
             expect(page.locator("#queues")).to_contain_text(f"{stack.env.queue_prefix}.fast_path")
             expect(page.locator("#chart polyline")).to_have_count(1)
             assert page.evaluate("sessionStorage.getItem('settleq.token')") == VIEWER_TOKEN
+            check_formatting(page, row)
+            check_chart_and_relay(page)
 
             # A dead-letter reason links to its list, which needs an operator token.
             page.click("#dead-letters a")
             expect(page.locator("#letters-error")).to_contain_text("operator token")
+            expect(page.locator("#operator-form")).to_be_visible()
             page.goto(f"{stack.url}/dashboard#")
             expect(row).to_have_attribute("data-state", "completed")
             check_disputes_panel(page, stack, settled)
-            page.screenshot(path=str(shot), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-1400.png"), full_page=True)
             page.locator("#disputes").screenshot(path=str(ARTIFACTS / "dashboard-disputes.png"))
+            check_job_page(page, stack, settled)
+
+            narrow = signed_in(browser, stack, 800)
+            expect(narrow.locator(f'#jobs tr[data-job-id="{job_id}"]')).to_have_count(1)
+            # Usable at 800 px: the page itself never scrolls sideways (a wide
+            # table scrolls inside its own container).
+            assert narrow.evaluate("document.documentElement.scrollWidth") <= 800
+            narrow.screenshot(path=str(ARTIFACTS / "dashboard-800.png"), full_page=True)
         finally:
             browser.close()
-    assert shot.stat().st_size > 10_000
+    for name in ("dashboard-1400.png", "dashboard-800.png", "dashboard-job.png"):
+        assert (ARTIFACTS / name).stat().st_size > 10_000
+
+
+FORMAT_CASES = [
+    ("money", "1234567.005", "promo_accrual", "1,234,567.01"),  # half up, at 0.01
+    ("money", "-1234.5", "recipe_cost", "-1,234.5000"),  # 0.0001 for recipes
+    ("money", "999999999999999999.995", "freight_audit", "1,000,000,000,000,000,000.00"),
+    ("money", "-0.001", "promo_accrual", "0.00"),  # never a negative zero
+    ("decimal", "1234.5678", None, "1,234.5678"),
+]
+
+
+def check_formatting(page: Any, row: Any) -> None:
+    """One formatter for every figure: money at its kind's quantum, with
+    separators, from the strings alone (digits a float would lose survive)."""
+    from playwright.sync_api import expect
+
+    for function, value, kind, shown in FORMAT_CASES:
+        got = page.evaluate(
+            "async ([f, v, k]) => (await import('/dashboard/assets/format.js'))[f](v, k)",
+            [function, value, kind],
+        )
+        assert got == shown, (function, value, kind)
+    when = page.evaluate(
+        "async () => (await import('/dashboard/assets/format.js')).when('2026-12-01T12:00:05Z')"
+    )
+    assert re.fullmatch(r"2026-12-01 12:00:05 (UTC|GMT)", when), when  # the browser runs in UTC
+    expect(row.locator("td").nth(11)).to_have_text(
+        re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+$")
+    )
+    # The job's posted amount (9 lines of promo money) at 0.01, as sent by the API.
+    expect(row.locator("td").nth(9)).to_have_text(re.compile(r"^\d{1,3}(,\d{3})*\.\d\d$"))
+
+
+def check_chart_and_relay(page: Any) -> None:
+    """Labelled axes, the three ranges, "lines/s now" as the chart's marked
+    point, and the relay's lag and outbox backlog."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#chart .y-title")).to_have_text("lines/s")
+    expect(page.locator("#chart .x-title")).to_have_text(re.compile(r"^time \((UTC|GMT)\)$"))
+    for span, label, ticks in (
+        ("1h", "hour", r"^\d\d:\d\d$"),
+        ("24h", "24 hours", r"^\d\d:\d\d$"),
+        ("10m", "10 minutes", r"^\d\d:\d\d$"),
+    ):
+        page.select_option("#range", span)
+        expect(page.locator("#window-note")).to_contain_text(f"last {label}")
+        expect(page.locator("#chart text.tick").last).to_have_text(re.compile(ticks))
+    now = page.locator("#rate-now").inner_text()
+    expect(page.locator("#chart circle.now title")).to_have_text(f"{now} lines/s")
+    expect(page.locator("#relay-backlog")).to_have_text(re.compile(r"^\d[\d,]*$"))
+    expect(page.locator("#relay-lag")).to_have_text(re.compile(r"^(none waiting|\d+ s|\d+ min)$"))
+
+
+def check_job_page(page: Any, stack: Stack, settled: Settled) -> None:
+    """Click a job: its timeline, outcomes per partition, filtered lines and their CSV."""
+    from playwright.sync_api import expect
+
+    job_id = settled.job["job_id"]
+    page.click(f'#jobs tr[data-job-id="{job_id}"] a')
+    expect(page.locator("#job")).to_be_visible()
+    expect(page.locator("#overview")).to_be_hidden()
+    expect(page.locator("#job-id")).to_have_text(job_id)
+    expect(page.locator('#job-facts [data-fact="completed"] .value')).not_to_have_text("not yet")
+    timeline = page.locator("#job-timeline")
+    expect(timeline.locator(".marker-label")).to_have_text(["accepted", "completed"])
+    expect(timeline.locator(".y-title")).to_have_text("lines done")
+    partitions = stack.viewer().bearer("GET", f"/v1/jobs/{job_id}/timeline").json()["partitions"]
+    for partition, counts in (
+        (settled.vendor, ["9", "3", "1"]),
+        (settled.other_vendor, ["0", "1", "0"]),
+    ):
+        cells = page.locator(f'#job-partitions tr[data-partition="{partition}"] td')
+        expect(cells.nth(1)).to_have_text(counts[0])
+        expect(cells.nth(2)).to_have_text(counts[1])
+        expect(cells.nth(3)).to_have_text(counts[2])
+        [sent] = [p for p in partitions if p["partition_key"] == partition]
+        assert Decimal(cells.nth(4).inner_text().replace(",", "")) == Decimal(sent["amount_posted"])
+        assert re.fullmatch(r"[\d,]+\.\d\d", cells.nth(5).inner_text())
+    expect(page.locator("#job-lines tbody tr")).to_have_count(14)
+    page.select_option("#job-outcome", "disputed")
+    expect(page.locator('#job-lines tbody tr[data-outcome="disputed"]')).to_have_count(4)
+    expect(page.locator("#job-lines tbody tr")).to_have_count(4)
+    with page.expect_download() as download:
+        page.click("#job-csv")
+    assert download.value.suggested_filename == f"job-{job_id}-disputed.csv"
+    text = Path(download.value.path()).read_text(encoding="utf-8")
+    assert text.splitlines()[0].startswith("document_id,line_ref,outcome")
+    assert [line.split(",")[2] for line in text.splitlines()[1:]] == ["disputed"] * 4
+    page.screenshot(path=str(ARTIFACTS / "dashboard-job.png"), full_page=True)
+    page.click("#job a")  # back to the overview
+    expect(page.locator("#overview")).to_be_visible()
 
 
 def check_disputes_panel(page: Any, stack: Stack, settled: Settled) -> None:
@@ -160,8 +271,9 @@ def check_disputes_panel(page: Any, stack: Stack, settled: Settled) -> None:
         "#disputes-at-stake": (totals["abs_variance"], at_stake),
     }
     for selector, (sent, expected) in cards.items():
-        expect(page.locator(selector)).to_have_text(sent)  # the API's string, digit for digit
-        assert Decimal(page.locator(selector).inner_text()) == expected
+        # The API's strings added exactly, shown at promo money's 0.01.
+        assert Decimal(sent) == expected
+        expect(page.locator(selector)).to_have_text(f"{expected:,.2f}")
     expect(page.locator("#disputes-oldest")).to_have_text(re.compile(r"^\d+ s$|^\d+ min$"))
     kinds = page.locator('#disputes-kinds tr[data-kind="promo_accrual"] td')
     expect(kinds.nth(1)).to_have_text("3")
@@ -263,3 +375,51 @@ def test_every_metric_is_served_after_a_batch(stack: Stack, settled: Settled) ->
     assert [v for labels, v in requests if labels == posted] == [1]
     assert any(labels["route"] == "/v1/jobs/{job_id}" for labels, _ in requests)
     assert not any(job["job_id"] in labels["route"] for labels, _ in requests)
+
+
+def test_an_operator_requeues_a_dead_letter_from_the_page(stack: Stack, settled: Settled) -> None:
+    """Runs last (it changes the counts the tests above read): the list shows
+    what failed, asks for an operator token, and requeues after a confirmation."""
+    from playwright.sync_api import expect, sync_playwright
+
+    operator = stack.operator()
+    letters = operator.bearer("GET", f"/admin/dead-letters?job_id={settled.job['job_id']}").json()[
+        "items"
+    ]
+    [letter] = letters
+    lid = letter["id"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = signed_in(browser, stack, 1400)
+            expect(page.locator("#dead-letters")).to_contain_text("unknown_promo_tier")
+            page.click('#dead-letters tr[data-reason="unknown_promo_tier"] a')
+            expect(page.locator("#operator-form")).to_be_visible()
+            page.fill("#operator-token", OPERATOR_TOKEN)
+            page.click("#operator-form button[type=submit]")
+            shown = page.locator(f'#letters-table tr[data-letter-id="{letter["id"]}"]')
+            expect(shown).to_contain_text(letter["message"])
+            expect(shown.locator("code.excerpt")).to_contain_text('"promo_tier":"T9"')
+            assert page.evaluate("sessionStorage.getItem('settleq.operator')") == OPERATOR_TOKEN
+
+            dialogs: list[str] = []
+
+            def answer(dialog: Any) -> None:
+                dialogs.append(dialog.message)
+                dialog.dismiss() if len(dialogs) == 1 else dialog.accept()
+
+            page.on("dialog", answer)
+            shown.locator("button.requeue").click()  # first dismissed: nothing happens
+            expect(shown).to_be_visible()
+            assert operator.bearer("GET", f"/admin/dead-letters/{lid}").json()["requeues"] == 0
+            shown.locator("button.requeue").click()
+            expect(page.locator("#letters-done")).to_contain_text(f"Requeued dead letter {lid}")
+            assert len(dialogs) == 2 and all(f"dead letter {lid}" in d for d in dialogs)
+        finally:
+            browser.close()
+    after = operator.bearer("GET", f"/admin/dead-letters/{lid}").json()
+    assert after["requeues"] == 1
+    audit = operator.bearer("GET", "/admin/audit").json()["items"]
+    assert any(
+        a["action"] == "dead_letter.requeue" and a["target"] == f"dead_letter:{lid}" for a in audit
+    )

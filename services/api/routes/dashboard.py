@@ -13,24 +13,31 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pika.exceptions
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from services.api.auth import Ctx, Viewer
 from services.api.context import ApiContext
 from services.api.errors import ErrorBody
-from services.api.schemas import DashboardSummary, DeadLetterCount, QueueState, Throughput
+from services.api.schemas import (
+    DashboardSummary,
+    DeadLetterCount,
+    QueueState,
+    RelayState,
+    Throughput,
+)
 from services.api.timefmt import iso
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import stats
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
-WINDOW_S = 600  # the throughput chart: the last ten minutes...
-BUCKET_S = 10  # ...in ten-second steps
+# The throughput chart's ranges: (window, bucket) in seconds, 60 to 96 points each.
+RANGES: dict[str, tuple[int, int]] = {"10m": (600, 10), "1h": (3600, 60), "24h": (86400, 900)}
+Range = Literal["10m", "1h", "24h"]
 
 # The page loads nothing but its own files and talks to nothing but this API.
 PAGE_HEADERS = {
@@ -69,20 +76,25 @@ def _queues(ctx: ApiContext) -> tuple[list[QueueState], str | None]:
     return [QueueState.model_validate(r, from_attributes=True) for r in readings], None
 
 
-def _summary(ctx: ApiContext) -> DashboardSummary:
+def _summary(ctx: ApiContext, span: Range) -> DashboardSummary:
     now = dt.datetime.now(dt.UTC)
+    window_s, bucket_s = RANGES[span]
     with ctx.engine.connect() as conn:
-        flow = stats.throughput(conn, now, WINDOW_S, BUCKET_S)
+        flow = stats.throughput(conn, now, window_s, bucket_s)
+        relay = stats.relay_state(conn)
     letters = dl_db.stats(ctx.engine)
     queues, queues_error = _queues(ctx)
+    rates = [round(n / flow.bucket_s, 2) for n in flow.lines]
+    oldest = relay.oldest_unpublished_at
     body: dict[str, Any] = {
         "generated_at": iso(now),
-        "window_s": WINDOW_S,
+        "range": span,
+        "window_s": window_s,
+        # The last bucket is still filling: the one before is the latest full one.
+        "rate_now": rates[-2] if len(rates) > 1 else rates[0],
         "outcomes": flow.outcomes,
         "throughput": Throughput(
-            since=iso(flow.since) or "",
-            bucket_s=flow.bucket_s,
-            lines_per_s=[round(n / flow.bucket_s, 2) for n in flow.lines],
+            since=iso(flow.since) or "", bucket_s=flow.bucket_s, lines_per_s=rates
         ),
         "dead_letters": [
             DeadLetterCount(reason=r.reason, status=r.status, count=r.count, lines=r.lines or 0)
@@ -90,6 +102,10 @@ def _summary(ctx: ApiContext) -> DashboardSummary:
         ],
         "queues": queues,
         "queues_error": queues_error,
+        "relay": RelayState(
+            backlog=relay.backlog,
+            lag_s=None if oldest is None else round(max(0.0, (now - oldest).total_seconds()), 1),
+        ),
     }
     return DashboardSummary.model_validate(body)
 
@@ -99,6 +115,9 @@ def _summary(ctx: ApiContext) -> DashboardSummary:
     operation_id="dashboardSummary",
     responses={401: {"model": ErrorBody, "description": "unauthenticated"}},
 )
-async def dashboard_summary(ctx: Ctx, _: Viewer) -> DashboardSummary:
-    """Throughput over the last ten minutes, dead letters by reason, queue depths."""
-    return await run_in_threadpool(_summary, ctx)
+async def dashboard_summary(
+    ctx: Ctx, _: Viewer, span: Annotated[Range, Query(alias="range")] = "10m"
+) -> DashboardSummary:
+    """Throughput over the range (10 min, 1 h or 24 h) with "lines/s now" taken from
+    it, dead letters by reason, queue depths, and the relay's lag and outbox backlog."""
+    return await run_in_threadpool(_summary, ctx, span)

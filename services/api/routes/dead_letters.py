@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Ctx, Operator
 from services.api.errors import ApiError, ErrorBody
+from services.api.letter_excerpt import excerpt
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
 from services.api.requeue import requeue_matching, requeue_one
 from services.api.schemas import (
@@ -42,7 +43,8 @@ Text = Annotated[str | None, Query(max_length=128)]
 
 
 def _letter(row: Any) -> dict[str, Any]:
-    fields = {name: getattr(row, name) for name in DeadLetter.model_fields}
+    fields = {name: getattr(row, name) for name in DeadLetter.model_fields if name != "excerpt"}
+    fields["excerpt"] = excerpt(row.payload, row.line_index)
     fields["first_failed_at"] = iso(row.first_failed_at)
     fields["last_failed_at"] = iso(row.last_failed_at)
     return fields

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Connection, Integer, cast, exists, func, select
 
-from shared.adapters.db.tables import chunk_results, chunks, jobs
+from shared.adapters.db.tables import chunk_results, chunks, jobs, outbox
 
 OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
 
@@ -86,3 +86,18 @@ def oldest_unsettled_chunk(conn: Connection, since: dt.datetime) -> dt.datetime 
         .limit(1)
     ).scalar()
     return None if created is None else _aware(created)
+
+
+@dataclass(frozen=True)
+class RelayState:
+    backlog: int  # outbox rows (committed units of work) not yet published
+    oldest_unpublished_at: dt.datetime | None
+
+
+def relay_state(conn: Connection) -> RelayState:
+    """The outbox backlog, read through its partial index of unpublished rows."""
+    row = conn.execute(
+        select(func.count(), func.min(outbox.c.created_at)).where(outbox.c.published_at.is_(None))
+    ).one()
+    oldest = None if row[1] is None else _aware(row[1])
+    return RelayState(int(row[0]), oldest)
