@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from services.commands import batches, demo, disputes, dlq
+from services.commands import audit, batches, contracts, demo, disputes, dlq, errors, events, jobs
+from services.commands.help import default
 from services.commands.options import console
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
@@ -23,7 +24,8 @@ app = typer.Typer(
     help=(
         "settleq: exactly-once settlement pipeline. Servers (api, worker, relay, up, migrate)"
         " read SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
-        " (submit, status, gen, demo, dlq, disputes) talk to a running API."
+        " (submit, status, jobs, contracts, dlq, disputes, audit, gen, demo) talk to a running"
+        " API; `events tail` watches the broker."
     ),
     epilog=(
         "Start here: `settleq demo --start-stack` (embedded SQLite ledger, needs RabbitMQ and"
@@ -88,10 +90,11 @@ def _migrate(settings: Settings) -> None:
 @app.command()
 def api(
     host: Annotated[
-        str | None, typer.Option(help="Interface to bind [default: SETTLEQ_API_HOST, 127.0.0.1].")
+        str | None,
+        typer.Option(help="Interface to bind." + default("SETTLEQ_API_HOST, 127.0.0.1")),
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="Port to serve on [default: SETTLEQ_API_PORT, 8000].")
+        int | None, typer.Option(help="Port to serve on." + default("SETTLEQ_API_PORT, 8000"))
     ] = None,
 ) -> None:
     """Serve the HTTP API (the front door, jobs, contracts, dead letters, health)."""
@@ -125,18 +128,25 @@ def worker(
         str, typer.Option(help="Queue families: fast_path, compute_heavy or both, comma-separated.")
     ] = "fast_path,compute_heavy",
     threads: Annotated[
-        int | None, typer.Option(help="Threads per process [default: SETTLEQ_WORKER_THREADS].")
+        int | None,
+        typer.Option(help="Threads per process." + default("SETTLEQ_WORKER_THREADS, 2")),
     ] = None,
     processes: Annotated[
         int | None,
         typer.Option(
-            help="Worker processes [default: SETTLEQ_FAST_PATH_PROCESSES or"
-            " SETTLEQ_COMPUTE_HEAVY_PROCESSES, by tier; the larger for both tiers]."
+            help="Worker processes."
+            + default(
+                "SETTLEQ_FAST_PATH_PROCESSES or SETTLEQ_COMPUTE_HEAVY_PROCESSES, by tier;"
+                " the larger for both tiers"
+            )
         ),
     ] = None,
     metrics_port: Annotated[
         int | None,
-        typer.Option(help="Prometheus port of the first process (process i: +i); 0 = none."),
+        typer.Option(
+            help="Prometheus port of the first process (process i: +i); 0 = none."
+            + default("SETTLEQ_WORKER_METRICS_PORT, 0")
+        ),
     ] = None,
 ) -> None:
     """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
@@ -213,7 +223,11 @@ def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
 
 
 @app.command()
-def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> None:
+def up(
+    port: Annotated[
+        int | None, typer.Option(help="Port of the API." + default("SETTLEQ_API_PORT, 8000"))
+    ] = None,
+) -> None:
     """Run the API, both worker tiers and the outbox relay on this machine, supervised.
 
     A process that dies is restarted (backoff 1 s doubling to 30 s); one that
@@ -229,7 +243,8 @@ def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> No
         _check_database(settings)
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
-        code = _supervise(settings, stack_children(settings, port), counts)
+        children = stack_children(settings, settings.api_port if port is None else port)
+        code = _supervise(settings, children, counts)
     raise typer.Exit(code)
 
 
@@ -258,13 +273,17 @@ def _check_database(settings: Settings) -> None:
 
 # The client commands, in the order `settleq --help` lists them.
 app.add_typer(batches.app)
+app.add_typer(jobs.app, name="jobs")
+app.add_typer(contracts.app, name="contracts")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(disputes.app, name="disputes")
+app.add_typer(audit.app, name="audit")
+app.add_typer(events.app, name="events")
 app.add_typer(demo.app)
 
 
 def main() -> None:
-    app()
+    errors.run(app)  # a failure a user can fix is one line and exit 1, never a traceback
 
 
 if __name__ == "__main__":
