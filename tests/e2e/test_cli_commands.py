@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -144,3 +145,10 @@ def test_the_operator_workflow_without_curl(
     settleq(stack, stack_env, *resolve, **op)
     audit = settleq(stack, stack_env, "audit", "list", "--limit", "1", **op)
     assert "resolve" in audit and "more: --cursor" in audit
+
+
+def test_events_tail_stops_on_ctrl_c_with_exit_0(stack_env: ServiceEnv) -> None:
+    tail = start_tail(stack_env, 0)
+    tail.send_signal(signal.SIGINT)
+    out, err = tail.communicate(timeout=30)
+    assert tail.returncode == 0 and "Traceback" not in out + err, err
