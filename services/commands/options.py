@@ -73,9 +73,9 @@ def print_more(page: dict[str, Any]) -> None:
 def print_job(job: dict[str, Any]) -> None:
     """A job's outcome counts and amounts, one row per outcome: narrow enough for
     80 columns with ten-digit amounts."""
-    table = Table(
-        title=f"job {job['job_id']} ({job['kind']}): {job['state']}, {job['lines']:,} lines"
-    )
+    # The title above the table, not in it: a table this narrow would wrap it.
+    console.print(f"job {job['job_id']} ({job['kind']}): {job['state']}, {job['lines']:,} lines")
+    table = Table()
     table.add_column("outcome")
     amount_column(table, "lines")
     amount_column(table, "amount")
