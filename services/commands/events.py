@@ -9,6 +9,7 @@ line as it arrives, until Ctrl-C (exit 0) or ``--count`` events.
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from typing import Annotated, Any
 
 import pika
@@ -87,5 +88,9 @@ def events_tail(
     except KeyboardInterrupt:
         pass
     finally:
-        if connection.is_open:
-            connection.close()
+        # Closing may fail half-way (Ctrl-C mid-frame, the broker gone): the queue
+        # is exclusive, so it goes with the connection whatever happens here.
+        with suppress(Exception):
+            if connection.is_open:
+                channel.cancel()
+                connection.close()
