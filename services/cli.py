@@ -11,7 +11,19 @@ from typing import Annotated
 import typer
 
 from services import preflight
-from services.commands import batches, credentials, demo, disputes, dlq
+from services.commands import (
+    audit,
+    batches,
+    contracts,
+    credentials,
+    demo,
+    disputes,
+    dlq,
+    errors,
+    events,
+    jobs,
+)
+from services.commands.help import default
 from services.commands.options import console
 from services.preflight import BROKER, DATABASE, REDIS, load_settings
 from services.supervisor.policy import RestartPolicy
@@ -31,7 +43,8 @@ app = typer.Typer(
     help=(
         "settleq: exactly-once settlement pipeline. Servers (api, worker, relay, up, migrate)"
         " read SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
-        " (submit, status, gen, demo, dlq, disputes) talk to a running API."
+        " (submit, status, jobs, contracts, dlq, disputes, audit, gen, demo) talk to a running"
+        " API; `events tail` watches the broker."
     ),
     epilog=(
         "Start here: `settleq demo --start-stack` (embedded SQLite ledger, needs RabbitMQ and"
@@ -96,10 +109,11 @@ def _migrate(settings: Settings) -> None:
 @app.command()
 def api(
     host: Annotated[
-        str | None, typer.Option(help="Interface to bind [default: SETTLEQ_API_HOST, 127.0.0.1].")
+        str | None,
+        typer.Option(help="Interface to bind." + default("SETTLEQ_API_HOST, 127.0.0.1")),
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="Port to serve on [default: SETTLEQ_API_PORT, 8000].")
+        int | None, typer.Option(help="Port to serve on." + default("SETTLEQ_API_PORT, 8000"))
     ] = None,
     checked: CheckedOpt = False,
 ) -> None:
@@ -137,18 +151,25 @@ def worker(
         str, typer.Option(help="Queue families: fast_path, compute_heavy or both, comma-separated.")
     ] = "fast_path,compute_heavy",
     threads: Annotated[
-        int | None, typer.Option(help="Threads per process [default: SETTLEQ_WORKER_THREADS].")
+        int | None,
+        typer.Option(help="Threads per process." + default("SETTLEQ_WORKER_THREADS, 2")),
     ] = None,
     processes: Annotated[
         int | None,
         typer.Option(
-            help="Worker processes [default: SETTLEQ_FAST_PATH_PROCESSES or"
-            " SETTLEQ_COMPUTE_HEAVY_PROCESSES, by tier; the larger for both tiers]."
+            help="Worker processes."
+            + default(
+                "SETTLEQ_FAST_PATH_PROCESSES or SETTLEQ_COMPUTE_HEAVY_PROCESSES, by tier;"
+                " the larger for both tiers"
+            )
         ),
     ] = None,
     metrics_port: Annotated[
         int | None,
-        typer.Option(help="Prometheus port of the first process (process i: +i); 0 = none."),
+        typer.Option(
+            help="Prometheus port of the first process (process i: +i); 0 = none."
+            + default("SETTLEQ_WORKER_METRICS_PORT, 0")
+        ),
     ] = None,
     checked: CheckedOpt = False,
 ) -> None:
@@ -232,7 +253,11 @@ def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
 
 
 @app.command()
-def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> None:
+def up(
+    port: Annotated[
+        int | None, typer.Option(help="Port of the API." + default("SETTLEQ_API_PORT, 8000"))
+    ] = None,
+) -> None:
     """Run the API, both worker tiers and the outbox relay on this machine, supervised.
 
     A process that dies is restarted (backoff 1 s doubling to 30 s); one that
@@ -249,21 +274,26 @@ def up(port: Annotated[int, typer.Option(help="Port of the API.")] = 8000) -> No
     preflight.check("up", settings, (DATABASE, BROKER, REDIS))
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
-        code = _supervise(settings, stack_children(settings, port), counts)
+        children = stack_children(settings, settings.api_port if port is None else port)
+        code = _supervise(settings, children, counts)
     raise typer.Exit(code)
 
 
 # The client commands, in the order `settleq --help` lists them.
 app.add_typer(batches.app)
+app.add_typer(jobs.app, name="jobs")
+app.add_typer(contracts.app, name="contracts")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(disputes.app, name="disputes")
+app.add_typer(audit.app, name="audit")
+app.add_typer(events.app, name="events")
 app.add_typer(credentials.keys, name="keys")
 app.add_typer(credentials.tokens, name="tokens")
 app.add_typer(demo.app)
 
 
 def main() -> None:
-    app()
+    errors.run(app)  # a failure a user can fix is one line and exit 1, never a traceback
 
 
 if __name__ == "__main__":

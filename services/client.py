@@ -15,6 +15,10 @@ import httpx
 from shared.domain.signing import sign_request
 
 
+class NoCredentials(RuntimeError):
+    """A signed request without a producer key id and secret."""
+
+
 @dataclass
 class Client:
     base_url: str
@@ -40,7 +44,10 @@ class Client:
         timestamp: int | None = None,
     ) -> httpx.Response:
         if self.key_id is None or self.secret is None:
-            raise RuntimeError("a producer key id and secret are needed for signed requests")
+            raise NoCredentials(
+                "a producer key id and secret are needed: --key-id and --secret"
+                " (or SETTLEQ_CLIENT_KEY_ID and SETTLEQ_CLIENT_SECRET)"
+            )
         t = int(time.time()) if timestamp is None else timestamp
         all_headers = {
             "X-Key-Id": self.key_id,

@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from services.commands.errors import answer
+from services.commands.help import default
 from services.commands.options import (
     DEFAULT_URL,
     KeyOpt,
@@ -30,12 +32,20 @@ def submit(
     file: Annotated[
         Path,
         typer.Argument(
-            help="Batch file: JSON, or NDJSON when named *.ndjson; - reads JSON from stdin."
+            help="Batch file (JSON, or NDJSON when named *.ndjson); - reads stdin (either)."
         ),
     ],
+    ndjson: Annotated[
+        bool | None,
+        typer.Option(
+            "--ndjson/--json",
+            help="The body's format." + default("by the file name; on stdin, by its first line"),
+            show_default=False,
+        ),
+    ] = None,
     wait: Annotated[
         bool,
-        typer.Option("--wait", help="Show a progress bar until the job completes; print outcomes."),
+        typer.Option(help="Show a progress bar until the job completes; print outcomes."),
     ] = False,
     timeout: Annotated[
         float, typer.Option(help="With --wait: give up (exit 1) after this many seconds.")
@@ -45,19 +55,22 @@ def submit(
     secret: SecretOpt = None,
     idempotency_key: Annotated[
         str | None,
-        typer.Option(help="Idempotency-Key header [default: the SHA-256 of the body]."),
+        typer.Option(help="Idempotency-Key header." + default("the SHA-256 of the body")),
     ] = None,
 ) -> None:
     """Sign and submit a batch; with --wait, follow it to its outcome table."""
-    body = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
-    ctype = "application/x-ndjson" if file.suffix == ".ndjson" else "application/json"
+    stdin = str(file) == "-"
+    body = sys.stdin.buffer.read() if stdin else file.read_bytes()
+    if ndjson is None:
+        ndjson = is_ndjson(body) if stdin else file.suffix == ".ndjson"
+    ctype = "application/x-ndjson" if ndjson else "application/json"
     client = make_client(url, key_id, secret, None)
     response = client.submit(body, ctype, idempotency_key)
-    if response.status_code not in (200, 202):
-        console.print(f"[red]{response.status_code}[/red] {response.text}")
-        raise typer.Exit(1)
-    accepted = response.json()
-    console.print(f"accepted job {accepted['job_id']}: {accepted['lines']} lines")
+    accepted = answer(response)
+    if response.status_code == 200:
+        console.print(f"already submitted as job {accepted['job_id']}: {accepted['lines']} lines")
+    else:
+        console.print(f"accepted job {accepted['job_id']}: {accepted['lines']} lines")
     if wait:
         job = wait_with_progress(client, accepted["job_id"], timeout=timeout)
         print_job(job)
@@ -76,6 +89,19 @@ def status(
 ) -> None:
     """Show a job's state, outcome counts and amounts (signed GET, or a bearer token)."""
     print_job(make_client(url, key_id, secret, token).job(job_id))
+
+
+def is_ndjson(body: bytes) -> bool:
+    """A body read from stdin is NDJSON when its first line is a whole JSON object
+    and more lines follow (`settleq gen --ndjson | settleq submit -`); a JSON
+    batch, even pretty-printed, is one value."""
+    first, _, rest = body.lstrip().partition(b"\n")
+    if not rest.strip():
+        return False
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
 
 
 # The kinds shared.domain.synthetic generates (a unit test keeps the two equal).

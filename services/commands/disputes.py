@@ -15,7 +15,19 @@ from urllib.parse import urlencode
 import typer
 from rich.table import Table
 
-from services.commands.options import DEFAULT_URL, TokenOpt, UrlOpt, console, make_client
+from services.commands.errors import answer as _answer
+from services.commands.money import money
+from services.commands.options import (
+    DEFAULT_URL,
+    OperatorTokenOpt,
+    TokenOpt,
+    UrlOpt,
+    amount_column,
+    console,
+    make_client,
+    print_more,
+    show,
+)
 
 app = typer.Typer(
     help="List, export (CSV), inspect and resolve disputes (viewer token to read, operator"
@@ -38,13 +50,6 @@ def _client(url: str, token: str | None) -> Any:
     if not token:
         raise typer.BadParameter("a bearer token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
     return make_client(url, None, None, token)
-
-
-def _answer(response: Any) -> Any:
-    if response.status_code >= 400:
-        console.print(f"[red]{response.status_code}[/red] {response.text}", soft_wrap=True)
-        raise typer.Exit(1)
-    return response.json()
 
 
 def _query(**fields: Any) -> str:
@@ -110,10 +115,12 @@ def disputes_list(
         client.bearer("GET", f"/v1/disputes?{_query(**filters, limit=limit, cursor=cursor)}")
     )
     table = Table(title=f"disputes ({status})")
-    for column in ("id", "kind", "partition", "document", "line", "claimed", "model"):
-        table.add_column(column, justify="right" if column in ("claimed", "model") else "left")
-    for column in ("variance", "status", "opened"):
-        table.add_column(column, justify="right" if column == "variance" else "left")
+    for column in ("id", "kind", "partition", "document", "line"):
+        table.add_column(column)
+    for column in ("claimed", "model", "variance"):
+        amount_column(table, column)
+    table.add_column("status")
+    table.add_column("opened")
     for d in page["items"]:
         table.add_row(
             str(d["id"]),
@@ -121,15 +128,14 @@ def disputes_list(
             d["partition_key"],
             d["document_id"],
             d["line_ref"],
-            d["claimed_amount"],
-            d["model_amount"],
-            d["variance"],
+            money(d["claimed_amount"], d["kind"]),
+            money(d["model_amount"], d["kind"]),
+            money(d["variance"], d["kind"]),
             d["status"],
             d["opened_at"][:19] + "Z",  # to the second: the table stays narrow
         )
-    console.print(table)
-    if page["next_cursor"]:
-        console.print(f"more: --cursor {page['next_cursor']}")
+    show(table)
+    print_more(page)
 
 
 @app.command("show")
@@ -149,31 +155,32 @@ def disputes_stats(url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
     """Counts and sums per status and kind, and the partitions with the most open variance."""
     stats = _answer(_client(url, token).bearer("GET", "/v1/disputes/stats"))
     totals = Table(title="disputes by status and kind")
-    for column in ("status", "kind", "count", "claimed", "model", "variance", "abs variance"):
-        totals.add_column(column, justify="left" if column in ("status", "kind") else "right")
+    for column in ("status", "kind", "count"):
+        totals.add_column(column, justify="right" if column == "count" else "left")
+    for column in ("claimed", "model", "variance", "abs variance"):
+        amount_column(totals, column)
     for t in stats["totals"]:
         totals.add_row(
             t["status"],
             t["kind"],
             str(t["count"]),
-            t["claimed"],
-            t["model"],
-            t["variance"],
-            t["abs_variance"],
+            *(money(t[f], t["kind"]) for f in ("claimed", "model", "variance", "abs_variance")),
         )
-    console.print(totals)
+    show(totals)
     top = Table(title="partitions with the largest open variance")
-    for column in ("kind", "partition", "open", "variance", "abs variance"):
-        top.add_column(column, justify="left" if column in ("kind", "partition") else "right")
+    for column in ("kind", "partition", "open"):
+        top.add_column(column, justify="right" if column == "open" else "left")
+    amount_column(top, "variance")
+    amount_column(top, "abs variance")
     for p in stats["top_partitions"]:
         top.add_row(
             p["kind"],
             p["partition_key"],
             str(p["open_count"]),
-            p["open_variance"],
-            p["open_abs_variance"],
+            money(p["open_variance"], p["kind"]),
+            money(p["open_abs_variance"], p["kind"]),
         )
-    console.print(top)
+    show(top)
     console.print(f"oldest open: {stats['oldest_open_at'] or '-'}")
 
 
@@ -201,7 +208,7 @@ def disputes_resolve(
         int | None, typer.Option(help="Bulk: resolve at most this many (1-10,000).")
     ] = None,
     url: UrlOpt = DEFAULT_URL,
-    token: TokenOpt = None,
+    token: OperatorTokenOpt = None,
 ) -> None:
     """Resolve one dispute by id, or with --all every open one matching the filters."""
     client = _client(url, token)

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 import typer
 from rich.table import Table
 
-from services.commands.options import DEFAULT_URL, TokenOpt, UrlOpt, console, make_client
+from services.commands.errors import answer as _answer
+from services.commands.options import (
+    DEFAULT_URL,
+    OperatorTokenOpt,
+    UrlOpt,
+    console,
+    make_client,
+    print_more,
+    show,
+)
 
 app = typer.Typer(help="Inspect, requeue and discard dead letters (operator token).")
 
@@ -18,32 +28,29 @@ def _operator(url: str, token: str | None) -> Any:
     return make_client(url, None, None, token)
 
 
-def _answer(response: Any) -> Any:
-    if response.status_code >= 400:
-        console.print(f"[red]{response.status_code}[/red] {response.text}")
-        raise typer.Exit(1)
-    return response.json()
-
-
 @app.command("list")
 def dlq_list(
     url: UrlOpt = DEFAULT_URL,
-    token: TokenOpt = None,
+    token: OperatorTokenOpt = None,
     reason: Annotated[str | None, typer.Option(help="Only this reason code.")] = None,
     status: Annotated[str | None, typer.Option(help="dead, requeued or discarded.")] = "dead",
+    kind: Annotated[str | None, typer.Option(help="Only this settlement kind's.")] = None,
     job_id: Annotated[str | None, typer.Option(help="Only this job's.")] = None,
     partition_key: Annotated[str | None, typer.Option(help="Only this partition's.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    limit: Annotated[int, typer.Option(help="At most this many (one page).")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="The next page's cursor.")] = None,
 ) -> None:
     """List dead letters, newest first, filtered."""
     query = {
         "reason": reason,
         "status": status,
+        "kind": kind,
         "job_id": job_id,
         "partition_key": partition_key,
         "limit": limit,
+        "cursor": cursor,
     }
-    params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
+    params = urlencode({k: v for k, v in query.items() if v is not None})
     page = _answer(_operator(url, token).bearer("GET", f"/admin/dead-letters?{params}"))
     table = Table(title="dead letters")
     for column in ("id", "job", "partition", "document", "line", "reason", "lines", "status"):
@@ -59,14 +66,15 @@ def dlq_list(
             str(d["lines"]),
             d["status"],
         )
-    console.print(table)
+    show(table)
+    print_more(page)
 
 
 @app.command("show")
 def dlq_show(
     dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id (from dlq list).")],
     url: UrlOpt = DEFAULT_URL,
-    token: TokenOpt = None,
+    token: OperatorTokenOpt = None,
 ) -> None:
     """Show one dead letter with its payload."""
     console.print_json(
@@ -80,15 +88,25 @@ def dlq_requeue(
         int | None, typer.Argument(help="One dead letter; omit to requeue by the filters.")
     ] = None,
     url: UrlOpt = DEFAULT_URL,
-    token: TokenOpt = None,
+    token: OperatorTokenOpt = None,
     reason: Annotated[str | None, typer.Option(help="Filter: reason code.")] = None,
     job_id: Annotated[str | None, typer.Option(help="Filter: job id.")] = None,
     partition_key: Annotated[str | None, typer.Option(help="Filter: partition key.")] = None,
     kind: Annotated[str | None, typer.Option(help="Filter: settlement kind.")] = None,
     limit: Annotated[int, typer.Option(help="Filter: requeue at most this many.")] = 1000,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="With no filter: requeue without asking.")
+    ] = False,
 ) -> None:
-    """Requeue one dead letter by id, or every dead one matching the filters."""
+    """Requeue one dead letter by id, or every dead one matching the filters.
+
+    With neither an id nor a filter every dead letter (up to --limit) is
+    requeued: that asks for confirmation first, unless --yes.
+    """
     client = _operator(url, token)
+    unfiltered = dead_letter_id is None and not (reason or job_id or partition_key or kind)
+    if unfiltered and not yes:
+        typer.confirm(f"Requeue every dead letter (up to {limit})?", abort=True)
     if dead_letter_id is not None:
         result = _answer(client.bearer("POST", f"/admin/dead-letters/{dead_letter_id}/requeue"))
     else:
@@ -114,7 +132,7 @@ def dlq_discard(
     dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id (from dlq list).")],
     note: Annotated[str, typer.Option(help="Why it is discarded (kept in the audit log).")],
     url: UrlOpt = DEFAULT_URL,
-    token: TokenOpt = None,
+    token: OperatorTokenOpt = None,
 ) -> None:
     """Discard one dead letter, with a note for the audit log."""
     _answer(

@@ -6,9 +6,12 @@ import time
 from typing import Annotated, Any
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
+
+from services.commands.money import money
 
 console = Console()
 
@@ -24,7 +27,15 @@ TokenOpt = Annotated[
     str | None,
     typer.Option(
         envvar="SETTLEQ_CLIENT_TOKEN",
-        help="Viewer or operator bearer token.",
+        help="Viewer (or operator) bearer token: reads need a viewer's.",
+        show_default=False,
+    ),
+]
+OperatorTokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="SETTLEQ_CLIENT_TOKEN",
+        help="Operator bearer token (this command writes, or reads operator data).",
         show_default=False,
     ),
 ]
@@ -37,29 +48,42 @@ def make_client(url: str, key_id: str | None, secret: str | None, token: str | N
     return Client(url, key_id=key_id, secret=secret, token=token)
 
 
-def print_job(job: dict[str, Any]) -> None:
-    table = Table(title=f"job {job['job_id']} ({job['kind']}): {job['state']}")
-    for column in (
-        "lines",
-        "posted",
-        "disputed",
-        "duplicate",
-        "dead_lettered",
-        "amount posted",
-        "amount disputed",
-    ):
-        table.add_column(column, justify="right")
-    o = job["outcomes"]
-    table.add_row(
-        str(job["lines"]),
-        str(o["posted"]),
-        str(o["disputed"]),
-        str(o["duplicate"]),
-        str(o["dead_lettered"]),
-        job["amounts"]["posted"],
-        job["amounts"]["disputed"],
-    )
+def amount_column(table: Table, name: str) -> None:
+    """A money (or count) column: right-aligned, never cut off (``27515506…``); its
+    header may wrap, its figures do not."""
+    table.add_column(name, justify="right", no_wrap=True, overflow="fold")
+
+
+def show(table: Table) -> None:
+    """Print a table whose figures (its no-wrap columns) are whole however narrow the
+    terminal: each is at least as wide as its widest figure; text columns give way."""
+    for column in table.columns:
+        if column.no_wrap:
+            widths = [cell_len(str(cell)) for cell in column.cells]
+            column.min_width = max([column.min_width or 0, *widths])
     console.print(table)
+
+
+def print_more(page: dict[str, Any]) -> None:
+    """The hint a list that has more pages ends with."""
+    if page.get("next_cursor"):
+        console.print(f"more: --cursor {page['next_cursor']}", soft_wrap=True)
+
+
+def print_job(job: dict[str, Any]) -> None:
+    """A job's outcome counts and amounts, one row per outcome: narrow enough for
+    80 columns with ten-digit amounts."""
+    # The title above the table, not in it: a table this narrow would wrap it.
+    console.print(f"job {job['job_id']} ({job['kind']}): {job['state']}, {job['lines']:,} lines")
+    table = Table()
+    table.add_column("outcome")
+    amount_column(table, "lines")
+    amount_column(table, "amount")
+    outcomes, amounts = job["outcomes"], job["amounts"]
+    for outcome in ("posted", "disputed", "duplicate", "dead_lettered"):
+        amount = money(amounts[outcome], job["kind"]) if outcome in amounts else ""
+        table.add_row(outcome, f"{outcomes[outcome]:,}", amount)
+    show(table)
 
 
 def wait_with_progress(client: Any, job_id: str, timeout: float) -> dict[str, Any]:

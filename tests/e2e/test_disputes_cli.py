@@ -29,7 +29,8 @@ def settleq(stack: Stack, token: str, *args: str, code: int = 0) -> str:
         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "SETTLEQ_CLIENT_TOKEN": token},
     )
     assert result.returncode == code, result.stdout + result.stderr
-    return result.stdout
+    # A refusal is one line on stderr (services/commands/errors.py).
+    return result.stdout if code == 0 else result.stderr
 
 
 def test_the_dispute_workflow_from_the_command_line(

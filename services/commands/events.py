@@ -1,0 +1,96 @@
+"""``settleq events tail``: watch outcome events as the relay publishes them,
+like ``stripe listen`` (docs/architecture.md#outcome-events).
+
+A temporary queue (exclusive, auto-deleted: it goes when the command does) is
+bound to the ``<prefix>.events`` topic exchange; each event is printed on one
+line as it arrives, until Ctrl-C (exit 0) or ``--count`` events.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from typing import Annotated, Any
+
+import pika
+import pika.exceptions
+import typer
+
+from services.commands.help import default
+from services.commands.money import money
+from shared.settings import Settings
+
+app = typer.Typer(help="Watch outcome events as they are published (RabbitMQ, no token).")
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """``occurred_at type kind partition document/line amount job`` of one event."""
+    kind = str(event.get("kind", ""))
+    parts = [
+        str(event.get("occurred_at", "")),
+        str(event.get("type", "")),
+        kind,
+        str(event.get("partition_key", "")),
+        f"{event.get('document_id', '')}/{event.get('line_ref', '')}",
+        money(event.get("amount"), kind) or "-",
+        f"job {event.get('job_id', '')}",
+    ]
+    return " ".join(parts)
+
+
+def _connect(broker_url: str) -> pika.BlockingConnection:
+    try:
+        return pika.BlockingConnection(pika.URLParameters(broker_url))
+    except pika.exceptions.ProbableAuthenticationError:
+        cause = "the broker refused the login: check the user and password in SETTLEQ_BROKER_URL"
+    except pika.exceptions.AMQPError as exc:
+        cause = f"cannot reach the broker (SETTLEQ_BROKER_URL): {type(exc).__name__}"
+    typer.echo(f"settleq events tail: {cause}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command("tail")
+def events_tail(
+    routing_key: Annotated[
+        str,
+        typer.Option(help="Binding pattern: settlement.<outcome>.<kind>, * one word, # any words."),
+    ] = "settlement.#",
+    as_json: Annotated[bool, typer.Option("--json", help="Print each event's JSON.")] = False,
+    count: Annotated[
+        int, typer.Option(min=0, help="Stop after this many events; 0 = until Ctrl-C.")
+    ] = 0,
+    prefix: Annotated[
+        str | None,
+        typer.Option(help="Queue prefix of the stack." + default("SETTLEQ_QUEUE_PREFIX, settleq")),
+    ] = None,
+) -> None:
+    """Print outcome events as they arrive, one line each (or --json), until Ctrl-C."""
+    settings = Settings()
+    exchange = f"{prefix or settings.queue_prefix}.events"
+    connection = _connect(settings.broker_url)
+    seen = 0
+    try:
+        channel = connection.channel()
+        channel.exchange_declare(exchange, exchange_type="topic", durable=True)
+        queue = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
+        channel.queue_bind(queue, exchange, routing_key=routing_key)
+        typer.echo(f"tailing {exchange} ({routing_key}); Ctrl-C to stop", err=True)
+        for _method, _properties, body in channel.consume(queue, auto_ack=True):
+            text = body.decode("utf-8", "replace")
+            try:
+                line = text if as_json else event_line(json.loads(text))
+            except ValueError:
+                line = text
+            print(line, flush=True)
+            seen += 1
+            if count and seen >= count:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # Closing may fail half-way (Ctrl-C mid-frame, the broker gone): the queue
+        # is exclusive, so it goes with the connection whatever happens here.
+        with suppress(Exception):
+            if connection.is_open:
+                channel.cancel()
+                connection.close()

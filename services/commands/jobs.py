@@ -1,0 +1,166 @@
+"""``settleq jobs``: list jobs and a job's lines, on screen or as CSV
+(docs/api.md#jobs). Reads need a viewer (or operator) token."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+from urllib.parse import urlencode
+
+import typer
+from rich.table import Table
+
+from services.commands.errors import answer
+from services.commands.money import money
+from services.commands.options import (
+    DEFAULT_URL,
+    TokenOpt,
+    UrlOpt,
+    amount_column,
+    console,
+    make_client,
+    print_more,
+    show,
+)
+
+app = typer.Typer(help="List jobs and a job's lines; export lines as CSV (viewer token).")
+
+LimitOpt = Annotated[int, typer.Option(min=1, help="At most this many (one page).")]
+CursorOpt = Annotated[str | None, typer.Option(help="The next page's cursor.")]
+LINE_FIELDS = (
+    "document_id",
+    "line_ref",
+    "outcome",
+    "reason",
+    "amount",
+    "claimed_amount",
+    "delta",
+    "reconciliation_key",
+    "contract_version",
+    "dispute_status",
+)
+
+
+def _reader(url: str, token: str | None) -> Any:
+    if not token:
+        raise typer.BadParameter("a viewer token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
+    return make_client(url, None, None, token)
+
+
+def _get(client: Any, path: str, **query: Any) -> Any:
+    params = urlencode({k: v for k, v in query.items() if v is not None})
+    return answer(client.bearer("GET", f"{path}?{params}" if params else path))
+
+
+@app.command("list")
+def jobs_list(
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+    state: Annotated[
+        str | None, typer.Option(help="Only jobs in this state: accepted, processing, completed.")
+    ] = None,
+    partition: Annotated[
+        str | None, typer.Option("--partition", help="Only jobs with lines of this partition.")
+    ] = None,
+    limit: LimitOpt = 50,
+    cursor: CursorOpt = None,
+) -> None:
+    """List jobs, newest first, with their outcome counts and posted amount."""
+    page = _get(
+        _reader(url, token),
+        "/v1/jobs",
+        state=state,
+        partition_key=partition,
+        limit=limit,
+        cursor=cursor,
+    )
+    table = Table(title="jobs")
+    for column in ("job", "kind", "state", "created", "lines", "posted", "disputed"):
+        table.add_column(column, no_wrap=column in ("job", "created"))
+    amount_column(table, "amount posted")
+    for j in page["items"]:
+        o = j["outcomes"]
+        table.add_row(
+            j["job_id"],
+            j["kind"],
+            j["state"],
+            j["created_at"][:19] + "Z",
+            str(j["lines"]),
+            str(o["posted"]),
+            str(o["disputed"]),
+            money(j["amounts"]["posted"], j["kind"]),
+        )
+    show(table)
+    print_more(page)
+
+
+def _pages(client: Any, job_id: str, outcome: str | None) -> Iterator[dict[str, Any]]:
+    """Every line of the job, page after page (1,000 at a time)."""
+    cursor = None
+    while True:
+        page = _get(client, f"/v1/jobs/{job_id}/lines", outcome=outcome, limit=1000, cursor=cursor)
+        yield from page["items"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            return
+
+
+def write_csv(lines: Iterator[dict[str, Any]], out: TextIO) -> int:
+    """The lines as CSV (amounts as the plain decimals the API sends); the row count."""
+    writer = csv.writer(out)
+    writer.writerow(LINE_FIELDS)
+    rows = 0
+    for line in lines:
+        writer.writerow("" if line[f] is None else line[f] for f in LINE_FIELDS)
+        rows += 1
+    return rows
+
+
+@app.command("lines")
+def jobs_lines(
+    job_id: Annotated[str, typer.Argument(help="The job id a submission answered.")],
+    outcome: Annotated[
+        str | None,
+        typer.Option(help="Only lines with this outcome: posted, disputed, duplicate, ..."),
+    ] = None,
+    csv_file: Annotated[
+        str | None,
+        typer.Option("--csv", help="Write EVERY matching line as CSV to this file ('-': stdout)."),
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+    limit: LimitOpt = 100,
+    cursor: CursorOpt = None,
+) -> None:
+    """A job's lines in document order, with outcomes and amounts; or all as --csv FILE."""
+    client = _reader(url, token)
+    if csv_file is not None:
+        if csv_file == "-":
+            write_csv(_pages(client, job_id, outcome), sys.stdout)
+            return
+        with Path(csv_file).open("w", newline="", encoding="utf-8") as out:
+            rows = write_csv(_pages(client, job_id, outcome), out)
+        console.print(f"wrote {csv_file} ({rows} lines)")
+        return
+    kind = client.job(job_id)["kind"]
+    page = _get(client, f"/v1/jobs/{job_id}/lines", outcome=outcome, limit=limit, cursor=cursor)
+    table = Table(title=f"job {job_id} lines" + (f" ({outcome})" if outcome else ""))
+    for column in ("document", "line", "outcome", "reason"):
+        table.add_column(column)
+    for column in ("amount", "claimed", "delta"):
+        amount_column(table, column)
+    table.add_column("dispute")
+    for ln in page["items"]:
+        table.add_row(
+            ln["document_id"],
+            ln["line_ref"],
+            ln["outcome"],
+            ln["reason"] or "",
+            *(money(ln[f], kind) for f in ("amount", "claimed_amount", "delta")),
+            ln["dispute_status"] or "",
+        )
+    show(table)
+    print_more(page)

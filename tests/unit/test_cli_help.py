@@ -1,0 +1,97 @@
+"""Every command's ``--help`` as an operator reads it (issue 15, item 4): each
+option's default is shown (Rich ate ``[default: ...]`` as markup), a flag has no
+``<bool>`` placeholder, ``--token`` names the role the command needs; and
+``settleq up`` serves on SETTLEQ_API_PORT unless --port says otherwise."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from typer.testing import CliRunner
+
+import services.cli
+from services.cli import app
+from tests.unit.test_cli import ALL
+
+pytestmark = pytest.mark.usefixtures("restore_logging")
+runner = CliRunner()
+WIDE = {"COLUMNS": "250", "TERM": "dumb"}
+WRITES = {("dlq", "requeue"), ("dlq", "discard"), ("disputes", "resolve"), ("contracts", "put")}
+
+
+def render(path: tuple[str, ...]) -> str:
+    result = runner.invoke(app, [*path, "--help"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL], ids=" ".join)
+def test_help_shows_every_default_and_no_flag_placeholder(path: tuple[str, ...]) -> None:
+    command: Any = dict(ALL)[path]
+    text = render(path)
+    assert "<bool>" not in text
+    lines = {line for line in text.splitlines() if "--" in line}
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name == "help":
+            continue
+        row = " ".join(line for line in lines if param.opts[0] in line)
+        assert row, f"{param.opts[0]} missing from {' '.join(path)} --help"
+        if param.is_flag or param.default is None and not param.show_default:
+            continue
+        if param.default is None:
+            assert "[default: " in (param.help or ""), f"{param.opts[0]}: no default documented"
+        else:
+            assert "[default: " in text, f"{param.opts[0]} of {' '.join(path)}: no default shown"
+    for param in command.params:
+        if (
+            isinstance(param, click.Option)
+            and param.default is None
+            and "[default: " in (param.help or "")
+        ):
+            shown = re.sub(r"\\\[", "[", param.help.split("[default: ")[1].split("]")[0])
+            assert shown in " ".join(text.split()), f"{param.opts[0]}: default eaten as markup"
+
+
+def test_defaults_documented_in_the_help_string_survive_rich() -> None:
+    text = " ".join(render(("api",)).split())
+    assert "[default: SETTLEQ_API_PORT, 8000]" in text
+    assert "[default: SETTLEQ_API_HOST, 127.0.0.1]" in text
+    assert "[default: SETTLEQ_API_PORT, 8000]" in " ".join(render(("up",)).split())
+
+
+def test_flags_have_a_negative_form_or_none_and_no_placeholder() -> None:
+    text = render(("submit",))
+    assert "--wait" in text and "--no-wait" in text and "<bool>" not in text
+
+
+@pytest.mark.parametrize(
+    "path", [p for p, _ in ALL if any(o.name == "token" for o in dict(ALL)[p].params)], ids=" ".join
+)
+def test_token_help_names_the_role_the_command_needs(path: tuple[str, ...]) -> None:
+    token = next(o for o in dict(ALL)[path].params if o.name == "token")
+    needs_operator = path in WRITES or path[0] in ("dlq", "audit", "contracts")
+    assert ("Operator bearer token" in (token.help or "")) is needs_operator, token.help
+
+
+@pytest.mark.parametrize(("argv", "port"), [([], 8123), (["--port", "9001"], 9001)])
+def test_up_serves_on_settleq_api_port_unless_told(
+    argv: list[str], port: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def supervise(settings: Any, specs: list[Any], counts: Any = None) -> int:
+        seen["api"] = next(s.argv for s in specs if s.name == "api")
+        return 0
+
+    monkeypatch.setattr(services.cli, "_supervise", supervise)
+    monkeypatch.setattr(services.cli, "_migrate", lambda settings: None)
+    # Which port, not whether the services are up (tests/e2e/test_startup_checks.py).
+    monkeypatch.setattr(services.cli.preflight, "check", lambda *args: None)
+    env = {"SETTLEQ_API_PORT": "8123", "SETTLEQ_DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}
+    result = runner.invoke(app, ["up", *argv], env=env)
+    assert result.exit_code == 0, result.output
+    assert seen["api"][-2:] == ["--port", str(port)]
