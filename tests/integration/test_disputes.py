@@ -276,11 +276,22 @@ def test_reads_list_filter_count_and_stream_the_queue(engine: Engine) -> None:
     stats = disputes.stats(engine)
     open_totals = {(t.status, t.kind): t for t in stats.totals}
     assert open_totals[("open", "promo_accrual")].count >= 4
+    # The ten partitions with the largest open abs variance, in the whole ledger:
+    # on the shared PostgreSQL database other tests' partitions may outrank ours.
+    ranked = [p.open_abs_variance for p in stats.top_partitions]
+    assert ranked == sorted(ranked, reverse=True) and len(ranked) <= 10
     top = {(p.kind, p.partition_key): p for p in stats.top_partitions}
-    assert top[("promo_accrual", vendor)].open_count == 3
-    assert top[("promo_accrual", vendor)].open_variance == Decimal("-0.34")
-    assert top[("promo_accrual", vendor)].open_abs_variance == Decimal("1.46")
-    assert top[("promo_accrual", other)].open_abs_variance == Decimal("1.00")
+    expected = {
+        vendor: (3, Decimal("-0.34"), Decimal("1.46")),
+        other: (1, Decimal("1.00"), Decimal("1.00")),
+    }
+    for partition, (n, signed, at_stake) in expected.items():
+        mine_ranked = top.get(("promo_accrual", partition))
+        if mine_ranked is None:  # only when ten others outrank it
+            assert len(ranked) == 10 and ranked[-1] >= at_stake, partition
+        else:
+            got = (mine_ranked.open_count, mine_ranked.open_variance, mine_ranked.open_abs_variance)
+            assert got == (n, signed, at_stake)
     assert stats.oldest_open_at is not None
     count, variance = disputes.open_by_kind(engine)["promo_accrual"]
     assert count == open_totals[("open", "promo_accrual")].count
