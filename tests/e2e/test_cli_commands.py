@@ -136,6 +136,8 @@ def test_the_operator_workflow_without_curl(
         rows = list(csv.DictReader(f))
     assert {r["line_ref"] for r in rows} == set(VARIANCES)
     assert all("," not in r["delta"] and r["outcome"] == "disputed" for r in rows)
+    # The server's export (GET /v1/jobs/{id}/lines.csv), with each dispute's status.
+    assert all(r["dispute_status"] == "open" for r in rows)
 
     dlq = settleq(stack, stack_env, "dlq", "list", "--kind", "promo_accrual", **op)
     assert "dead letters" in dlq

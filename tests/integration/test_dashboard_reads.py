@@ -120,6 +120,8 @@ def test_job_lines_csv_streams_every_line_and_filters_by_outcome(
         (line["document_id"], line["line_ref"], line["outcome"]) for line in api
     )
     assert len(rows) == 4
+    for r in rows:  # a disputed line's dispute status, as the JSON lines page gives it
+        assert r["dispute_status"] == ("open" if r["outcome"] == "disputed" else "")
     posted = [r for r in rows if r["outcome"] == "posted"]
     assert all(Decimal(r["amount"]) > 0 and "E" not in r["amount"] for r in posted)
 

@@ -21,6 +21,7 @@ from services.api.auth import Ctx, Reader
 from services.api.dispute_csv import in_threads
 from services.api.routes.jobs import ERRORS, _visible_job
 from services.api.timefmt import iso
+from shared.adapters.db import disputes as disputes_db
 from shared.adapters.db import job_detail
 from shared.adapters.db.outcomes import list_lines
 from shared.domain.money import to_wire
@@ -38,6 +39,7 @@ CSV_HEADER = (
     "delta",
     "reconciliation_key",
     "contract_version",
+    "dispute_status",
 )
 
 
@@ -111,11 +113,14 @@ def _csv_chunks(ctx: Any, job_id: str, outcome: Outcome | None) -> Iterator[str]
     after = None
     while True:
         rows = list_lines(ctx.engine, job_id, outcome=outcome, after=after, limit=LINES_PER_CHUNK)
+        disputed = [r.id for r in rows if r.source == "ledger" and r.outcome == "disputed"]
+        status = disputes_db.statuses(ctx.engine, disputed) if disputed else {}
         for r in rows:
             amounts = (to_wire(v) or "" for v in (r.amount, r.claimed_amount, r.delta))
+            dispute = status.get(r.id, "") if r.source == "ledger" else ""
             writer.writerow(
                 [r.document_id, r.line_ref, r.outcome, r.reason or "", *amounts]
-                + [r.reconciliation_key or "", str(r.contract_version)]
+                + [r.reconciliation_key or "", str(r.contract_version), dispute]
             )
         yield buffer.getvalue()
         buffer.seek(0)
