@@ -70,6 +70,12 @@ class DisputeReading:
         )
 
 
+def reading_of(stats: disputes.Stats) -> DisputeReading:
+    """The gauges from one reading of the queue: its open totals and its oldest."""
+    open_by_kind = {t.kind: (t.count, t.abs_variance) for t in stats.totals if t.status == "open"}
+    return DisputeReading(open_by_kind, stats.oldest_open_at)
+
+
 class DisputeGauges:
     """The last reading, renewed when it is older than ``refresh_s``."""
 
@@ -83,8 +89,6 @@ class DisputeGauges:
         """Raises the database's error when it cannot be read (nothing is cached then)."""
         with self._lock:
             if self._reading is None or time.monotonic() - self._read_at >= self._refresh_s:
-                self._reading = DisputeReading(
-                    disputes.open_by_kind(engine), disputes.stats(engine).oldest_open_at
-                )
+                self._reading = reading_of(disputes.stats(engine))
                 self._read_at = time.monotonic()
             return self._reading

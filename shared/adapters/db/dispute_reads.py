@@ -177,21 +177,3 @@ def _assemble(totals: list[Any], partitions: list[Any], oldest: Any) -> Stats:
         ],
         oldest_open_at=oldest,
     )
-
-
-def open_by_kind(engine: Engine) -> dict[str, tuple[int, Decimal]]:
-    """Per kind: (open disputes, their abs variance sum), for /metrics."""
-    with engine.connect() as conn:
-        if engine.dialect.name == "postgresql":
-            diff = func.abs(d.c.claimed_amount - d.c.amount)
-            rows = conn.execute(
-                joined(d.c.kind, func.count(), func.sum(diff))
-                .where(STATUS_WHERE["open"])
-                .group_by(d.c.kind)
-            ).all()
-            return {kind: (int(n), Decimal(total)) for kind, n, total in rows}
-        rows = conn.execute(
-            joined(d.c.kind, d.c.claimed_amount, d.c.amount).where(STATUS_WHERE["open"])
-        ).all()
-    sums = _sums([((r.kind,), r.claimed_amount, r.amount) for r in rows])
-    return {key[0]: (g[0], g[4]) for key, g in sums.items()}

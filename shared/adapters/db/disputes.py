@@ -11,9 +11,9 @@ reads (dispute_reads.py) and the resolutions (dispute_resolve.py):
 - ``stream(engine, where)``: every matching dispute, oldest first, never all
   in memory (the CSV export of 100,000 disputes).
 - ``get(engine, dispute_id)``: None when no disputed ledger row has this id.
-- ``stats(engine)``, ``open_by_kind(engine)`` (per kind: open disputes and
-  their abs variance sum, for /metrics), ``statuses(engine, ids)`` (a job's
-  lines page).
+- ``stats(engine)`` (per status and kind, the top partitions, the oldest open
+  one: also the /metrics gauges' one reading), ``statuses(engine, ids)`` (a
+  job's lines page).
 - ``resolve(engine, dispute_id, request, actor)``: resolve one dispute, at
   most once whatever is repeated or raced: in one transaction the
   ``resolved`` ledger row, its outcome event (outbox), its resolution record
@@ -34,7 +34,7 @@ reads (dispute_reads.py) and the resolutions (dispute_resolve.py):
 
 from __future__ import annotations
 
-from shared.adapters.db.dispute_reads import get, open_by_kind, page, stats, statuses, stream
+from shared.adapters.db.dispute_reads import get, page, stats, statuses, stream
 from shared.adapters.db.dispute_resolve import resolve, resolve_bulk
 from shared.adapters.db.dispute_types import (
     Dispute,
@@ -55,7 +55,6 @@ __all__ = [
     "Stats",
     "Totals",
     "get",
-    "open_by_kind",
     "page",
     "resolve",
     "resolve_bulk",
