@@ -22,6 +22,7 @@ from services.commands import (
     errors,
     events,
     jobs,
+    openapi_doc,
 )
 from services.commands.help import default
 from services.commands.options import console
@@ -74,25 +75,15 @@ def _configure(ctx: typer.Context) -> None:
 
 
 @app.command()
-def openapi() -> None:
-    """Print the OpenAPI document the API serves, as YAML (for openapi.yaml)."""
-    sys.stdout.write(render_openapi())
-
-
-def render_openapi() -> str:
-    import yaml
-
-    from services.api.app import create_app
-
-    return str(
-        yaml.safe_dump(create_app(load_settings("openapi")).openapi(), sort_keys=False, width=100)
-    )
-
-
-@app.command()
 def migrate() -> None:
     """Apply the database migrations and create the internal signing key."""
-    _migrate(load_settings("migrate"))
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        _migrate(load_settings("migrate"))
+    except OperationalError as exc:  # only a connection's failure: a bug keeps its traceback
+        typer.echo(f"settleq migrate: {preflight.unreachable_database(exc)}", err=True)
+        raise typer.Exit(1) from None
     console.print("[green]migrated[/green]")
 
 
@@ -290,6 +281,7 @@ app.add_typer(events.app, name="events")
 app.add_typer(credentials.keys, name="keys")
 app.add_typer(credentials.tokens, name="tokens")
 app.add_typer(demo.app)
+app.add_typer(openapi_doc.app)
 
 
 def main() -> None:

@@ -95,15 +95,19 @@ def database_problem(settings: Settings) -> str | None:
     try:
         problem = unmigrated(engine, settings.database_url)
     except SQLAlchemyError as exc:
-        # The driver's own first line (it names the host and database, never a password).
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        return (
-            f"database_unreachable: cannot reach the database (SETTLEQ_DATABASE_URL): {reason};"
-            " fix: start it, create the database or correct SETTLEQ_DATABASE_URL"
-        )
+        return unreachable_database(exc)
     finally:
         engine.dispose()
     return None if problem is None else f"database_unmigrated: {problem}"
+
+
+def unreachable_database(exc: Exception) -> str:
+    # The driver's own first line (it names the host and database, never a password).
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    return (
+        f"database_unreachable: cannot reach the database (SETTLEQ_DATABASE_URL): {reason};"
+        " fix: start it, create the database or correct SETTLEQ_DATABASE_URL"
+    )
 
 
 def broker_problem(settings: Settings) -> str | None:

@@ -118,7 +118,7 @@ def test_an_unmigrated_database_says_run_migrate(command: str) -> None:
     assert "has never been migrated" in line and "settleq migrate" in line
 
 
-@pytest.mark.parametrize("command", ["up", "api"])
+@pytest.mark.parametrize("command", ["up", "api", "migrate"])
 def test_a_missing_database_is_unreachable_not_a_traceback(command: str) -> None:
     url = f"postgresql://postgres@{PG_HOST}:5432/settleq_test_missing_{uuid.uuid4().hex[:8]}"
     code, stderr, _ = run(command, url)

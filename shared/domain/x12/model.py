@@ -96,7 +96,7 @@ class Interchange:
 class Problem:
     """One thing wrong with a file: the 422's ``details`` entry and a 997's AK3/AK4."""
 
-    code: str  # edi_* (docs/api.md#edi-intake)
+    code: str  # edi_* (docs/architecture.md#edi-intake)
     message: str
     segment: int | None = None  # 1-based position in the file
     tag: str | None = None
