@@ -221,7 +221,8 @@ def disputes_resolve(
         d = _answer(client.bearer("POST", f"/admin/disputes/{dispute_id}/resolve", body))
         r = d["resolution"]
         row = r["ledger_entry_id"]
-        console.print(f"dispute {d['id']}: {r['decision']} at {r['amount']} (ledger row {row})")
+        amount = money(r["amount"], d.get("kind"))
+        console.print(f"dispute {d['id']}: {r['decision']} at {amount} (ledger row {row})")
         return
     if not all_matching:
         raise typer.BadParameter("give a dispute id, or --all with filters and --limit")

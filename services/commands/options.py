@@ -8,12 +8,14 @@ from typing import Annotated, Any
 import typer
 from rich.cells import cell_len
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from services.commands.money import money
 
 console = Console()
+WIDEST_TABLE = 240
 
 UrlOpt = Annotated[str, typer.Option(envvar="SETTLEQ_URL", help="API base URL.")]
 KeyOpt = Annotated[
@@ -61,7 +63,23 @@ def show(table: Table) -> None:
         if column.no_wrap:
             widths = [cell_len(str(cell)) for cell in column.cells]
             column.min_width = max([column.min_width or 0, *widths])
-    console.print(table)
+    # Narrower than its longest words, a table would cut every id to "INV…" and
+    # squeeze columns to nothing: it is printed as wide as it needs instead
+    # (a terminal wraps the rows; a file or a pager keeps them whole).
+    measured = Measurement.get(console, console.options.update_width(10_000), table)
+    # At its minimum, rich still cuts some words to fit: its natural width, unless
+    # some long text (a failure message) would make that absurd.
+    need = max(measured.minimum, min(measured.maximum, WIDEST_TABLE))
+    if need <= console.width:
+        console.print(table)
+        return
+    # Console.print clamps any width to the console's own: widen it for this table.
+    width = console.width
+    console.width = need
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def print_more(page: dict[str, Any]) -> None:

@@ -128,3 +128,25 @@ def test_requeue_of_everything_asks_first_and_sends_nothing_on_no() -> None:
     assert result.exit_code == 1
     assert "Requeue every dead letter (up to 1000)?" in result.output
     assert "cannot reach" not in result.output
+
+
+def test_a_list_wider_than_80_columns_keeps_every_id_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Narrowed to 80 columns, a jobs or disputes list cut ids to ``INV…`` and
+    squeezed the kind and state columns to nothing: it is printed as wide as it needs."""
+    console = Console(width=80, record=True, force_terminal=False)
+    monkeypatch.setattr(options, "console", console)
+    from rich.table import Table
+
+    table = Table(title="jobs")
+    for column in ("job", "kind", "state", "created", "document"):
+        table.add_column(column, no_wrap=column in ("job", "created"))
+    options.amount_column(table, "amount posted")
+    row = ("j" * 32, "promo_accrual", "completed", "2026-12-01T14:21:27Z", "INV-1796134873-0000020")
+    table.add_row(*row, "66,895.33")
+    options.show(table)
+    text = console.export_text()
+    assert all(cell in text for cell in row), text
+    assert "…" not in text
+    assert console.width == 80  # the console is as it was for what follows
