@@ -19,6 +19,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from shared.domain.events import EVENT_BATCH_LIMIT
 from shared.domain.signing import token_matches
 from shared.settings_files import ConfigError, FileSettingsSource, secrets_dir_source
 
@@ -70,6 +71,9 @@ class Settings(BaseSettings):
     claim_lease_ms: int = Field(default=30_000, ge=100)
 
     relay_batch: int = Field(default=5, ge=1)  # outbox rows (units of work) per transaction
+    # Most events in one outcome-event message (docs/architecture.md#outcome-events):
+    # a unit's events of one outcome and kind travel together, split after this many.
+    event_batch_max: int = Field(default=1000, ge=1, le=EVENT_BATCH_LIMIT)
     relay_poll_s: float = 0.2
     # Events are asynchronous by contract: on a shared host settlement goes first.
     # The relay runs at this nice value, and while the host's CPU is contended

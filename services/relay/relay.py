@@ -1,11 +1,12 @@
 """``settleq relay``: publish committed outcome events to the events exchange.
 
 Events are read from the outbox in commit order, published with publisher
-confirms to the topic exchange ``<prefix>.events`` (routing key
-``settlement.<outcome>.<kind>``, AMQP ``message_id`` = event id), and marked
-published in the same transaction that locked them. A relay killed mid-batch
-leaves its events unmarked, so they are published again: at least once, and a
-consumer deduplicates by event id.
+confirms to the topic exchange ``<prefix>.events`` in batches (one message per
+committed unit, outcome and kind: routing key ``settlement.<outcome>.<kind>``,
+body ``{"events": [...]}``, at most ``event_batch_max`` events, a message id
+derived from theirs), and marked published in the same transaction that locked
+them. A relay killed mid-batch leaves its units unmarked, so the same messages
+are published again: at least once, and a consumer deduplicates by event id.
 
 One broker connection's publishing is session.py (publisher confirms counted
 in confirms.py), its log event publish_log.py, and when it waits deferral.py.

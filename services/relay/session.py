@@ -1,10 +1,11 @@
-"""One broker connection of the relay: batches of outbox events published with
+"""One broker connection of the relay: batches of outbox rows published with
 publisher confirms, each marked published once the broker has confirmed it all.
 
-A batch's events are published back to back and their confirms awaited
-together (pika's asynchronous connection): waiting for each confirm before the
-next publish, as a blocking channel does, costs a round trip and ~150 µs of CPU
-per event, which held the relay to ~4,000 events/s, far behind settlement.
+A unit's events travel as a few messages (one per outcome and kind, at most
+``event_batch_max`` events each; shared/domain/events.py). A batch's messages
+are published back to back and their confirms awaited together (pika's
+asynchronous connection): waiting for each confirm before the next publish, as
+a blocking channel does, costs a round trip per message.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from services.relay.cpu_pressure import CpuPressure
 from services.relay.deferral import defer_now
 from services.relay.publish_log import log_published
 from shared.adapters.db import outbox
+from shared.domain.events import COUNT_HEADER, Message
 from shared.faults import Faults
 from shared.settings import Settings
 
@@ -157,7 +159,9 @@ class Session:
                 conn.close()
                 self._later(self.settings.relay_poll_s, self._tick)
                 return
-            batch = outbox.next_batch(conn, self.settings.relay_batch)
+            batch = outbox.next_batch(
+                conn, self.settings.relay_batch, self.settings.event_batch_max
+            )
             if not batch.outbox_ids:
                 conn.rollback()
                 conn.close()
@@ -170,8 +174,8 @@ class Session:
             return
         try:
             publish = self.channel.basic_publish
-            for event_id, routing_key, body in batch.events:
-                publish(self.exchange, routing_key, body, _properties(event_id))
+            for message in batch.messages:
+                publish(self.exchange, message.routing_key, message.body, _properties(message))
                 self.published += 1
         except pika.exceptions.AMQPError as exc:
             conn.rollback()
@@ -219,7 +223,10 @@ class Session:
                 pass  # the connection is gone; so is its transaction
 
 
-def _properties(event_id: str) -> pika.BasicProperties:
+def _properties(message: Message) -> pika.BasicProperties:
     return pika.BasicProperties(
-        message_id=event_id, delivery_mode=2, content_type="application/json"
+        message_id=message.message_id,
+        delivery_mode=2,
+        content_type="application/json",
+        headers={COUNT_HEADER: message.count},
     )

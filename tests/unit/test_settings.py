@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -229,3 +230,32 @@ def test_missing_config_file_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("SETTLEQ_CONFIG", str(tmp_path / "does-not-exist.yaml"))
     with pytest.raises((OSError, ValueError)):
         Settings()
+
+
+def test_event_batch_max_defaults_to_1000_and_reads_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().event_batch_max == 1000
+    monkeypatch.setenv("SETTLEQ_EVENT_BATCH_MAX", "250")
+    assert Settings().event_batch_max == 250
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "10001", "many"])
+def test_event_batch_max_out_of_range_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("SETTLEQ_EVENT_BATCH_MAX", value)
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def _configuration_section() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    return text.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_every_setting_is_documented_in_the_configuration_tables() -> None:
+    rows = [line for line in _configuration_section().splitlines() if line.startswith("| `")]
+    documented = {name for row in rows for name in re.findall(r"`(SETTLEQ_[A-Z0-9_]+)`", row)}
+    names = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields}
+    assert names - documented == set(), "settings missing from docs/operations.md#configuration"
