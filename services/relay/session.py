@@ -23,8 +23,6 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
 from services.relay.confirms import Confirms
-from services.relay.cpu_pressure import CpuPressure
-from services.relay.deferral import defer_now
 from services.relay.publish_log import log_published
 from shared.adapters.db import outbox
 from shared.domain.events import COUNT_HEADER, Message
@@ -60,12 +58,10 @@ class Session:
         settings: Settings,
         engine: Engine,
         stop: threading.Event,
-        pressure: CpuPressure,
         faults: Faults,
     ) -> None:
         self.settings = settings
         self.batch_pause_s = faults.relay_batch_pause_s  # 0 but in the failure tests
-        self.pressure = pressure
         self.engine = engine
         self.stop = stop
         self.exchange = exchange_name(settings)
@@ -154,11 +150,6 @@ class Session:
         try:
             conn = self.engine.connect()
             conn.begin()
-            if defer_now(conn, self.pressure, self.settings.relay_defer_max_s):
-                conn.rollback()
-                conn.close()
-                self._later(self.settings.relay_poll_s, self._tick)
-                return
             batch = outbox.next_batch(
                 conn, self.settings.relay_batch, self.settings.event_batch_max
             )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import MiB, ProducerKey, Settings
+from shared.settings import RETIRED, MiB, ProducerKey, Settings
 
 DIGEST_A = "a" * 64
 DIGEST_B = "b" * 64
@@ -259,3 +259,38 @@ def test_every_setting_is_documented_in_the_configuration_tables() -> None:
     documented = {name for row in rows for name in re.findall(r"`(SETTLEQ_[A-Z0-9_]+)`", row)}
     names = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields}
     assert names - documented == set(), "settings missing from docs/operations.md#configuration"
+
+
+def test_a_retired_setting_is_accepted_and_named_for_a_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # An operator upgrading with SETTLEQ_RELAY_DEFER_MAX_S still set: the relay
+    # starts (every value of it is safe now) and says to remove it.
+    assert Settings.retired_in_use() == []
+    monkeypatch.setenv("SETTLEQ_RELAY_DEFER_MAX_S", "30")
+    settings = Settings()
+    assert not hasattr(settings, "relay_defer_max_s")
+    [sentence] = Settings.retired_in_use()
+    assert sentence.startswith("SETTLEQ_RELAY_DEFER_MAX_S is no longer read: ")
+    assert "batched" in sentence and "remove it" in sentence and "30" not in sentence
+
+
+def test_a_retired_setting_in_the_yaml_file_is_named_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SETTLEQ_CONFIG", str(_yaml(tmp_path, "relay_defer_max_s: 0\n")))
+    assert Settings().relay_nice == 19
+    [sentence] = Settings.retired_in_use()
+    assert sentence.startswith("SETTLEQ_RELAY_DEFER_MAX_S is no longer read")
+    monkeypatch.setenv("SETTLEQ_CONFIG", str(_yaml(tmp_path, "relay_nice: 5\n")))
+    assert Settings.retired_in_use() == []
+
+
+def test_retired_settings_are_gone_and_named_in_the_upgrade_notes() -> None:
+    notes = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    notes = notes.split("\n## Upgrade notes\n", 1)[1]
+    for name in RETIRED:
+        assert name not in Settings.model_fields
+        assert f"`SETTLEQ_{name.upper()}`" in notes
+        rows = [line for line in _configuration_section().splitlines() if line.startswith("| `")]
+        assert not [row for row in rows if f"`SETTLEQ_{name.upper()}`" in row]

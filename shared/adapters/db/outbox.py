@@ -153,19 +153,6 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     return found
 
 
-def oldest_unpublished(conn: Connection) -> dt.datetime | None:
-    """When the oldest outbox row still to publish was committed (None: none)."""
-    created = conn.execute(
-        select(outbox.c.created_at)
-        .where(outbox.c.published_at.is_(None))
-        .order_by(outbox.c.id)
-        .limit(1)
-    ).scalar()
-    if created is not None and created.tzinfo is None:
-        created = created.replace(tzinfo=dt.UTC)
-    return created
-
-
 def mark_published(conn: Connection, ids: Sequence[int]) -> None:
     conn.execute(
         update(outbox)
