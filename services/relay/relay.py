@@ -13,8 +13,8 @@ in confirms.py) and its log event publish_log.py.
 
 Batched, an event costs the relay ~10 µs of CPU (reading its ledger row and
 encoding it) and RabbitMQ under 1 µs, against ~50 µs and ~13 µs as one message
-each: the relay keeps up with settlement as it goes, at ``relay_nice`` so that
-the workers beside it come first.
+each: the relay publishes alongside settlement, at ``relay_nice`` so that the
+workers beside it come first.
 """
 
 from __future__ import annotations
