@@ -199,6 +199,7 @@ def main() -> int:
                 json.dumps({"kind": "promo_accrual", "documents": data.earlier}).encode()
             )
             producer.wait(earlier.json()["job_id"], timeout=300)
+            wait_for_events(env.database_url, time.monotonic())  # the relay starts from none
 
             stop = threading.Event()
             latencies: list[float] = []
@@ -244,6 +245,9 @@ def main() -> int:
                 )
             }
             events_s = wait_for_events(env.database_url, t0)
+            # The relay's CPU until its last event, not just until the job completed.
+            relay_cpu = process_stats(stack.processes["relay"].pid)[1] - started_cpu["relay"]
+            events = ledger_rows(env.database_url, job_id)
             stop.set()
             sender.join()
             ok = verify(env.database_url, job, data.expect, total)
@@ -258,7 +262,12 @@ def main() -> int:
     print("|---|---|---|---|---|")
     median = statistics.median(latencies) if latencies else float("nan")
     print(f"| {total} | {accept_s:.2f} s | {e2e_s:.2f} s | {total / e2e_s:,.0f} | {median:.2f} s |")
-    print(f"\nlast outcome event published {events_s:.2f} s after the POST (the relay's lag)")
+    print(
+        f"\nlast outcome event published {events_s:.2f} s after the POST,"
+        f" {events_s - e2e_s:.2f} s after the job completed (the relay's lag);"
+        f" relay CPU until then {relay_cpu:.1f} s, {relay_cpu / events * 1e6:.1f} µs"
+        f" an event ({events} events)"
+    )
     print()
     print("| process | peak RSS | CPU s (POST → completed) | CPU µs/line |")
     print("|---|---|---|---|")
@@ -309,6 +318,18 @@ def wait_for_events(url: str, t0: float, timeout: float = 600) -> float:
     finally:
         engine.dispose()
     return time.monotonic() - t0
+
+
+def ledger_rows(url: str, job_id: str) -> int:
+    """The job's outcome events: one per ledger row."""
+    ledger = tables.ledger_entries
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            count = select(func.count()).select_from(ledger).where(ledger.c.job_id == job_id)
+            return int(conn.execute(count).scalar_one())
+    finally:
+        engine.dispose()
 
 
 def verify(url: str, job: dict[str, Any], expect: Expectation, total: int) -> bool:

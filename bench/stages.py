@@ -2,9 +2,9 @@
 
 Stores a deterministic promo_accrual job (default 50,000 lines in 5,000-line
 chunks), then runs the fast path's checks and the settle stage over every
-chunk, then the relay over every outcome event, printing CPU µs per line of
-this process and of PostgreSQL, Redis and RabbitMQ, and (with ``--profile``)
-the top functions by cumulative time. Used to find and check the top costs
+chunk, then the relay over every outcome event, printing CPU µs per line (per
+event for the relay) of this process and of PostgreSQL, Redis and RabbitMQ,
+and (with ``--profile``) the top functions by cumulative time. Used to find and check the top costs
 named in the performance notes.
 
     python -m bench.stages [--lines 50000] [--profile settle|validate|relay]
@@ -34,7 +34,9 @@ from tests.support.infra import isolated_env
 from tests.support.workload import generate
 
 
-def measure(name: str, lines: int, run: Callable[[], None], profile: bool) -> None:
+def measure(
+    name: str, lines: int, run: Callable[[], None], profile: bool, unit: str = "line"
+) -> None:
     services_before = service_cpu()
     cpu, wall = time.process_time(), time.perf_counter()
     profiler = cProfile.Profile() if profile else None
@@ -47,7 +49,7 @@ def measure(name: str, lines: int, run: Callable[[], None], profile: bool) -> No
     services = {k: v - services_before[k] for k, v in service_cpu().items()}
     per = 1e6 / lines
     print(
-        f"{name:9} wall {wall * per:6.1f} µs/line   CPU: worker {cpu * per:6.1f}"
+        f"{name:9} wall {wall * per:6.1f} µs/{unit:5} CPU: worker {cpu * per:6.1f}"
         f"  postgres {services['postgres'] * per:6.1f}  redis {services['redis'] * per:5.1f}"
         f"  rabbitmq {services['rabbitmq'] * per:5.1f}"
     )
@@ -77,6 +79,14 @@ def drain(settings: Settings, engine: Engine) -> None:
     watcher.join()
 
 
+def ledger_rows(engine: Engine) -> int:
+    """The outcome events waiting: one per ledger row (the database is the bench's own)."""
+    with engine.connect() as conn:
+        return int(
+            conn.execute(select(func.count()).select_from(tables.ledger_entries)).scalar_one()
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lines", type=int, default=50_000)
@@ -103,8 +113,14 @@ def main() -> None:
 
             measure("validate", args.lines, validate, args.profile == "validate")
             measure("settle", args.lines, settle, args.profile == "settle")
+            events = ledger_rows(ctx.engine)
+            print(f"{events} outcome events, at most {settings.event_batch_max} a message")
             measure(
-                "relay", args.lines, lambda: drain(settings, ctx.engine), args.profile == "relay"
+                "relay",
+                events,
+                lambda: drain(settings, ctx.engine),
+                args.profile == "relay",
+                unit="event",
             )
         finally:
             ctx.engine.dispose()

@@ -204,6 +204,7 @@ def relay(checked: CheckedOpt = False) -> None:
     from services.relay.relay import run_relay
 
     settings = load_settings("relay")
+    preflight.warn_retired()  # the relay's deferral setting went with batched events
     if not checked:
         preflight.check("relay", settings, (DATABASE, BROKER))
     run_relay(settings)

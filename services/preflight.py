@@ -1,9 +1,9 @@
 """What a server command checks before it starts (docs/operations.md#start-up-checks):
 its settings (one line and exit 2 when they are wrong), the credentials it runs
-without (a WARNING each), and the services it needs: the database, reachable
-and migrated, the broker's login and Redis (one line with the cause and the fix,
-exit 1). The API, worker and relay packages stay independent of one another:
-only services.cli runs this."""
+without and the retired settings still set (a WARNING each), and the services
+it needs: the database, reachable and migrated, the broker's login and Redis
+(one line with the cause and the fix, exit 1). The API, worker and relay
+packages stay independent of one another: only services.cli runs this."""
 
 from __future__ import annotations
 
@@ -68,6 +68,12 @@ def warn_metrics_token(settings: Settings, metrics_port: int) -> None:
 
 def warn_missing(settings: Settings) -> None:
     for sentence in missing_credentials(settings):
+        log.warning(sentence)
+
+
+def warn_retired() -> None:
+    """A WARNING for each retired setting still set (accepted and ignored)."""
+    for sentence in Settings.retired_in_use():
         log.warning(sentence)
 
 

@@ -10,6 +10,7 @@ import os
 import re
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
@@ -19,11 +20,20 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from shared.domain.events import EVENT_BATCH_LIMIT
 from shared.domain.signing import token_matches
-from shared.settings_files import ConfigError, FileSettingsSource, secrets_dir_source
+from shared.settings_files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
 
 MiB = 1024 * 1024
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+# Settings that are gone, and what took their place (docs/operations.md#upgrade-notes).
+RETIRED = {
+    "relay_defer_max_s": (
+        "outcome events are batched and the relay publishes them as their units commit,"
+        " so it no longer holds them back on a busy host; remove it"
+    ),
+}
 
 
 class ProducerKey(BaseModel):
@@ -70,13 +80,13 @@ class Settings(BaseSettings):
     claim_lease_ms: int = Field(default=30_000, ge=100)
 
     relay_batch: int = Field(default=5, ge=1)  # outbox rows (units of work) per transaction
+    # Most events in one outcome-event message (docs/architecture.md#outcome-events):
+    # a unit's events of one outcome and kind travel together, split after this many.
+    event_batch_max: int = Field(default=1000, ge=1, le=EVENT_BATCH_LIMIT)
     relay_poll_s: float = 0.2
-    # Events are asynchronous by contract: on a shared host settlement goes first.
-    # The relay runs at this nice value, and while the host's CPU is contended
-    # (Linux pressure stall information) it holds its events back, for at most
-    # relay_defer_max_s (0: never); the bench prints the resulting event lag.
+    # Events are asynchronous by contract: the relay runs at this nice value, so
+    # that the workers beside it come first (batched, it publishes as it goes).
     relay_nice: int = Field(default=19, ge=0, le=19)
-    relay_defer_max_s: float = Field(default=30.0, ge=0)
 
     # Worker processes per tier (`settleq up`, `settleq worker --queues <tier>`),
     # the bench's best on two cores: validation is light, settlement holds a
@@ -168,6 +178,20 @@ class Settings(BaseSettings):
                 raise ConfigError(f"SETTLEQ_CONFIG names no file: {config_file}")
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
+
+    @staticmethod
+    def retired_in_use() -> list[str]:
+        """One sentence for each retired setting (``RETIRED``) still set, in the
+        environment or the YAML file: it is accepted and ignored, so that an
+        upgrade does not stop a process over it, and the process warns."""
+        names = {name for name in RETIRED if env_name(name) in os.environ}
+        config_file = os.environ.get("SETTLEQ_CONFIG")
+        if config_file and os.path.isfile(config_file):
+            with open(config_file, encoding="utf-8") as text:
+                loaded = yaml.safe_load(text)
+            if isinstance(loaded, dict):
+                names |= {name for name in RETIRED if name in loaded}
+        return [f"{env_name(name)} is no longer read: {RETIRED[name]}" for name in sorted(names)]
 
     def producer_key(self, key_id: str) -> ProducerKey | None:
         for key in self.producer_keys:

@@ -2,8 +2,9 @@
 like ``stripe listen`` (docs/architecture.md#outcome-events).
 
 A temporary queue (exclusive, auto-deleted: it goes when the command does) is
-bound to the ``<prefix>.events`` topic exchange; each event is printed on one
-line as it arrives, until Ctrl-C (exit 0) or ``--count`` events.
+bound to the ``<prefix>.events`` topic exchange. A message carries a batch of
+events (``{"events": [...]}``); each event is printed on one line as its
+message arrives, until Ctrl-C (exit 0) or ``--count`` events.
 """
 
 from __future__ import annotations
@@ -36,6 +37,24 @@ def event_line(event: dict[str, Any]) -> str:
         f"job {event.get('job_id', '')}",
     ]
     return " ".join(parts)
+
+
+def message_lines(body: bytes, as_json: bool) -> list[str]:
+    """One line per event of a message's body (its JSON with ``as_json``); a
+    body that is not a batch of events is printed as it came."""
+    text = body.decode("utf-8", "replace")
+    try:
+        events = json.loads(text)["events"]
+        if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+            raise ValueError("not a list of events")
+        return [_json(e) if as_json else event_line(e) for e in events]
+    except (ValueError, TypeError, KeyError):
+        return [text]
+
+
+def _json(event: dict[str, Any]) -> str:
+    # As compact as on the wire, and without escaping what was sent unescaped.
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
 
 
 def _connect(broker_url: str) -> pika.BlockingConnection:
@@ -76,13 +95,11 @@ def events_tail(
         channel.queue_bind(queue, exchange, routing_key=routing_key)
         typer.echo(f"tailing {exchange} ({routing_key}); Ctrl-C to stop", err=True)
         for _method, _properties, body in channel.consume(queue, auto_ack=True):
-            text = body.decode("utf-8", "replace")
-            try:
-                line = text if as_json else event_line(json.loads(text))
-            except ValueError:
-                line = text
-            print(line, flush=True)
-            seen += 1
+            for line in message_lines(body, as_json):
+                print(line, flush=True)
+                seen += 1
+                if count and seen >= count:
+                    break
             if count and seen >= count:
                 break
     except KeyboardInterrupt:

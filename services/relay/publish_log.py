@@ -13,8 +13,9 @@ log = logging.getLogger("settleq.relay")
 
 def log_published(units: list[outbox.Unit], started: float) -> None:
     """One event per committed unit of work (outbox row), after its commit. The
-    outbox knows no chunk, so ``chunk_id`` is null; ``lag_ms`` is the time from
-    the settlement's commit to its publication."""
+    outbox knows no chunk, so ``chunk_id`` is null; ``events`` and ``messages``
+    count what was published of it; ``lag_ms`` is the time from the settlement's
+    commit to its publication."""
     now = dt.datetime.now(dt.UTC)
     for unit in units:
         created = unit.created_at
@@ -30,5 +31,6 @@ def log_published(units: list[outbox.Unit], started: float) -> None:
             correlation_id=only(unit.correlation_ids),
             status="ok",
             events=unit.events,
+            messages=unit.messages,
             lag_ms=round((now - created).total_seconds() * 1000, 1),
         )

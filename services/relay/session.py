@@ -1,10 +1,11 @@
-"""One broker connection of the relay: batches of outbox events published with
+"""One broker connection of the relay: batches of outbox rows published with
 publisher confirms, each marked published once the broker has confirmed it all.
 
-A batch's events are published back to back and their confirms awaited
-together (pika's asynchronous connection): waiting for each confirm before the
-next publish, as a blocking channel does, costs a round trip and ~150 µs of CPU
-per event, which held the relay to ~4,000 events/s, far behind settlement.
+A unit's events travel as a few messages (one per outcome and kind, at most
+``event_batch_max`` events each; shared/domain/events.py). A batch's messages
+are published back to back and their confirms awaited together (pika's
+asynchronous connection): waiting for each confirm before the next publish, as
+a blocking channel does, costs a round trip per message.
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
 from services.relay.confirms import Confirms
-from services.relay.cpu_pressure import CpuPressure
-from services.relay.deferral import defer_now
 from services.relay.publish_log import log_published
 from shared.adapters.db import outbox
+from shared.domain.events import COUNT_HEADER, Message
 from shared.faults import Faults
 from shared.settings import Settings
 
@@ -58,12 +58,10 @@ class Session:
         settings: Settings,
         engine: Engine,
         stop: threading.Event,
-        pressure: CpuPressure,
         faults: Faults,
     ) -> None:
         self.settings = settings
         self.batch_pause_s = faults.relay_batch_pause_s  # 0 but in the failure tests
-        self.pressure = pressure
         self.engine = engine
         self.stop = stop
         self.exchange = exchange_name(settings)
@@ -152,12 +150,9 @@ class Session:
         try:
             conn = self.engine.connect()
             conn.begin()
-            if defer_now(conn, self.pressure, self.settings.relay_defer_max_s):
-                conn.rollback()
-                conn.close()
-                self._later(self.settings.relay_poll_s, self._tick)
-                return
-            batch = outbox.next_batch(conn, self.settings.relay_batch)
+            batch = outbox.next_batch(
+                conn, self.settings.relay_batch, self.settings.event_batch_max
+            )
             if not batch.outbox_ids:
                 conn.rollback()
                 conn.close()
@@ -170,8 +165,8 @@ class Session:
             return
         try:
             publish = self.channel.basic_publish
-            for event_id, routing_key, body in batch.events:
-                publish(self.exchange, routing_key, body, _properties(event_id))
+            for message in batch.messages:
+                publish(self.exchange, message.routing_key, message.body, _properties(message))
                 self.published += 1
         except pika.exceptions.AMQPError as exc:
             conn.rollback()
@@ -219,7 +214,10 @@ class Session:
                 pass  # the connection is gone; so is its transaction
 
 
-def _properties(event_id: str) -> pika.BasicProperties:
+def _properties(message: Message) -> pika.BasicProperties:
     return pika.BasicProperties(
-        message_id=event_id, delivery_mode=2, content_type="application/json"
+        message_id=message.message_id,
+        delivery_mode=2,
+        content_type="application/json",
+        headers={COUNT_HEADER: message.count},
     )

@@ -1,5 +1,6 @@
-"""Outcome events reach the events exchange at least once, in commit order,
-even when the relay is killed mid-stream (docs/architecture.md#outcome-events)."""
+"""Outcome events reach the events exchange at least once, batched per unit, in
+commit order, even when the relay is killed mid-stream; the messages it
+publishes again keep their message ids (docs/architecture.md#outcome-events)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ import pytest
 from sqlalchemy import Engine, select
 
 from shared.adapters.db import tables
-from shared.domain.events import event_id
+from shared.domain.events import event_id, message_id
 from shared.domain.synthetic import promo_batch, promo_contract
 from shared.faults import Faults
+from tests.support.events import distinct, drain
 from tests.support.infra import BROKER_URL, ServiceEnv
 from tests.support.stack import Stack, fault_warnings
 
-# Many small units, each one outbox row, one per relay transaction: the relay
-# can be killed between and within them.
-STACK_SETTINGS = {"relay_batch": 1, "max_chunk_documents": 5}
+# Many small units, each one outbox row, one per relay transaction, each in
+# several messages: the relay can be killed between and within them.
+STACK_SETTINGS = {"relay_batch": 1, "max_chunk_documents": 5, "event_batch_max": 5}
 STACK_FAULTS = Faults(relay_batch_pause_s=0.05)
 
 
@@ -73,7 +75,7 @@ def test_relay_killed_mid_stream_delivers_every_event_at_least_once_in_order(
     stack._spawn("relay", ["relay"])
     channel = connection.channel()
     deadline = time.monotonic() + 30
-    while channel.queue_declare(queue, passive=True).method.message_count < 100:
+    while channel.queue_declare(queue, passive=True).method.message_count < 40:
         assert time.monotonic() < deadline, stack.log("relay")
         time.sleep(0.02)
     stack.kill("relay")
@@ -85,13 +87,7 @@ def test_relay_killed_mid_stream_delivers_every_event_at_least_once_in_order(
         assert time.monotonic() < deadline, stack.log("relay")
         time.sleep(0.1)
 
-    received: list[tuple[str, str, dict]] = []
-    while True:
-        method, properties, body = channel.basic_get(queue, auto_ack=True)
-        if method is None:
-            break
-        received.append((properties.message_id, method.routing_key, json.loads(body)))
-
+    received = drain(channel, queue)
     o, L = tables.outbox, tables.ledger_entries
     with engine.connect() as conn:
         ledger = {
@@ -106,28 +102,46 @@ def test_relay_killed_mid_stream_delivers_every_event_at_least_once_in_order(
             for ledger_id in unit.ledger_entry_ids.split(",")
         }
     order = {event_id(k, v): position[r.id] for (k, v), r in ledger.items()}
-    unique = {message_id: (key, body) for message_id, key, body in received}
-    assert len(received) >= len(unique) == len(ledger) == 600  # at least once, deduped: exact
-    for message_id, (routing_key, body) in unique.items():
+    unique = distinct(received)
+    events = sum(len(m.events) for m in received)
+    assert events >= len(unique) == len(ledger) == 600  # at least once, deduped: exact
+    for message in received:
+        assert message.headers["x-event-count"] == len(message.events) <= 5
+        assert message.message_id == message_id(e["event_id"] for e in message.events)
+        assert len({e["type"] for e in message.events}) == 1  # one outcome and kind
+        assert len({order[e["event_id"]][0] for e in message.events}) == 1  # and one unit
+    routing_keys = {e["event_id"]: m.routing_key for m in received for e in m.events}
+    for eid, body in unique.items():
         row = ledger[(body["reconciliation_key"], body["contract_version"])]
-        assert body["event_id"] == message_id
+        assert body["event_id"] == eid == event_id(row.reconciliation_key, row.contract_version)
         assert (
-            routing_key
+            routing_keys[eid]
             == f"settlement.{row.outcome}.promo_accrual"
             == f"{body['type']}.promo_accrual"
         )
         assert Decimal(body["amount"]) == row.amount and isinstance(body["amount"], str)
         assert Decimal(body["delta"]) == row.delta and body["correlation_id"] == row.correlation_id
-    # First deliveries of each partition arrive in commit (outbox) order.
+    # A message published again (the first relay died before marking its unit)
+    # is the same message: same id, same events.
+    by_id: dict[str, list[list[dict]]] = {}
+    for message in received:
+        by_id.setdefault(message.message_id, []).append(message.events)
+    assert all(copy == copies[0] for copies in by_id.values() for copy in copies)
+    # First deliveries arrive in commit order: unit after unit and, within a
+    # message, ledger row after ledger row.
     seen: set[str] = set()
-    by_partition: dict[str, list[tuple[int, int]]] = {}
-    for message_id, _, body in received:
-        if message_id not in seen:
-            seen.add(message_id)
-            by_partition.setdefault(body["partition_key"], []).append(order[message_id])
-    assert all(ids == sorted(ids) for ids in by_partition.values())
+    units: list[int] = []
+    for message in received:
+        fresh = [order[e["event_id"]] for e in message.events if e["event_id"] not in seen]
+        seen.update(e["event_id"] for e in message.events)
+        assert fresh == sorted(fresh)
+        units += [unit for unit, _ in fresh[:1]]
+    assert units == sorted(units)
     # Each relay started said that it pauses after each batch.
     assert fault_warnings(stack.log("relay", tail=None)) == 2 * [
         "SETTLEQ_FAULT_RELAY_BATCH_PAUSE_S=0.05"
     ]
-    print(f"\nrelay: {len(received)} deliveries for {len(unique)} events after one kill")
+    print(
+        f"\nrelay: {len(received)} messages ({len(by_id)} distinct), {events} deliveries"
+        f" for {len(unique)} events after one kill"
+    )

@@ -4,7 +4,6 @@ docs/architecture.md#outcome-events)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,8 +16,9 @@ from sqlalchemy import Engine, func, select
 from services.relay.relay import Relay
 from shared.adapters.db import disputes, tables
 from shared.domain.disputes import ResolveRequest
-from shared.domain.events import event_id
+from shared.domain.events import event_id, message_id
 from tests.support.disputes import ACTOR, disputed_doc, job_disputes, new_vendor, row, settle
+from tests.support.events import drain
 from tests.support.infra import BROKER_URL, ServiceEnv
 
 
@@ -78,19 +78,19 @@ def test_the_relay_publishes_a_resolution_with_its_decision_note_and_dispute(
         thread.join(timeout=10)
 
     queue = f"{backend_env.queue_prefix}.test-resolutions"
-    messages = []
-    while (got := resolved_events.basic_get(queue, auto_ack=True))[0] is not None:
-        messages.append(got)
+    messages = drain(resolved_events, queue)
     # This vendor's two resolutions (other tests' resolutions share the
-    # database); the settlement's events have other routing keys.
+    # database); the settlement's events have other routing keys. Each
+    # resolution is its own unit, so its own message.
     events = {}
-    for method, properties, body in messages:
-        assert method.routing_key.startswith("settlement.resolved.")
-        event = json.loads(body)
-        assert properties.message_id == event["event_id"]
-        if event["partition_key"] == vendor:
-            assert method.routing_key == "settlement.resolved.promo_accrual"
-            events[event["supersedes_id"]] = event
+    for message in messages:
+        assert message.routing_key.startswith("settlement.resolved.")
+        assert message.headers["x-event-count"] == len(message.events)
+        assert message.message_id == message_id(e["event_id"] for e in message.events)
+        for event in message.events:
+            if event["partition_key"] == vendor:
+                assert message.routing_key == "settlement.resolved.promo_accrual"
+                events[event["supersedes_id"]] = event
     assert sorted(events) == sorted([first, second])
     for dispute_id, decision, note, amount in (
         (first, "accept_claim", "proof of delivery", "1.50"),

@@ -350,7 +350,7 @@ def test_a_resolution_is_published_as_its_own_event(engine: Engine) -> None:
     [dispute_id] = job_disputes(engine, settle(engine, docs), docs)
     while True:  # the events before it (this and other tests' settlements) are published
         with engine.begin() as conn:
-            published = outbox.next_batch(conn, 1000).outbox_ids
+            published = outbox.next_batch(conn, 1000, 1000).outbox_ids
             outbox.mark_published(conn, published)
         if not published:
             break
@@ -358,13 +358,14 @@ def test_a_resolution_is_published_as_its_own_event(engine: Engine) -> None:
         engine, dispute_id, ResolveRequest("settle_at", "split\tit", Decimal("1.3")), ACTOR
     )
     with engine.begin() as conn:
-        batch = outbox.next_batch(conn, 1000)
-    [(eid, routing_key, body)] = batch.events
+        batch = outbox.next_batch(conn, 1000, 1000)
+    [message] = batch.messages  # its own unit: a message of one event
     disputed = row(engine, dispute_id)
-    assert routing_key == "settlement.resolved.promo_accrual"
-    assert eid == event_id(disputed.reconciliation_key, disputed.contract_version, "resolved")
+    assert message.routing_key == "settlement.resolved.promo_accrual"
+    eid = event_id(disputed.reconciliation_key, disputed.contract_version, "resolved")
     assert eid != event_id(disputed.reconciliation_key, disputed.contract_version)
-    event = json.loads(body)
+    assert message.event_ids == (eid,) and message.count == 1
+    [event] = json.loads(message.body)["events"]
     assert event["event_id"] == eid
     assert event["type"] == "settlement.resolved"
     assert (event["decision"], event["note"], event["supersedes_id"]) == (

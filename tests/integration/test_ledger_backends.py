@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
 from sqlalchemy import Engine, func, select
 
-from shared.adapters.db import tables
+from shared.adapters.db import outbox, tables
 from shared.adapters.db.contracts import ContractConflict, put_contract
 from shared.adapters.db.ledger import commit_plan
 from shared.domain.events import event_id
@@ -58,7 +59,7 @@ def test_second_commit_of_a_chunk_changes_nothing(engine: Engine) -> None:
         ).all()
         units = conn.execute(select(outbox.c.ledger_entry_ids)).scalars().all()
     # The unit's outbox row, written in the same transaction, lists its new ledger row;
-    # the relay publishes it as one event whose id is stable.
+    # the relay publishes it as one event (in its unit's message) whose id is stable.
     assert units.count(str(ledger_id)) == 1
     assert len(event_id(key, 1)) == 32
 
@@ -105,3 +106,37 @@ def test_migrations_build_exactly_the_declared_schema(engine: Engine) -> None:
 
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+
+
+def test_the_relay_reads_a_units_events_alike_on_both_backends(engine: Engine) -> None:
+    # PostgreSQL hands the relay amounts as NUMERIC text, SQLite as Decimals from
+    # their stored text: the messages must not tell the backends apart.
+
+    while True:  # what other tests left unpublished goes first
+        with engine.begin() as conn:
+            published = outbox.next_batch(conn, 1000, 1000).outbox_ids
+            outbox.mark_published(conn, published)
+        if not published:
+            break
+    vendor = uid("V-")
+    lines = [promo_line(1, "3", "0.38"), promo_line(2, "8", "5.00"), promo_line(3, "16", "2.00")]
+    ref, docs = _chunk(engine, [promo_doc(vendor, lines)])
+    with engine.begin() as conn:
+        commit_plan(conn, ref, plan_chunk(KIND, docs, {(vendor, 1): CONTRACT}), 1)
+    with engine.begin() as conn:
+        batch = outbox.next_batch(conn, 1000, 1000)
+    assert len(batch.outbox_ids) == 1 and batch.units[0].events == 3
+    assert sorted((m.routing_key, m.count) for m in batch.messages) == [
+        ("settlement.disputed.promo_accrual", 1),
+        ("settlement.posted.promo_accrual", 2),
+    ]
+    amounts = {
+        e["line_ref"]: (m.routing_key.split(".")[1], e["amount"], e["claimed_amount"], e["delta"])
+        for m in batch.messages
+        for e in json.loads(m.body)["events"]
+    }
+    assert amounts == {
+        "1": ("posted", "0.3800", "0.3800", "0.3800"),
+        "2": ("disputed", "1.0000", "5.0000", "1.0000"),
+        "3": ("posted", "2.0000", "2.0000", "2.0000"),
+    }

@@ -15,6 +15,7 @@ import pika
 from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
+from tests.support.events import distinct, drain
 from tests.support.infra import BROKER_URL
 from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Expectation
@@ -128,16 +129,12 @@ class EventsQueue:
         connection.close()
 
     def drain(self) -> set[str]:
+        """The distinct event ids delivered: each message carries a batch of them."""
         connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
-        channel = connection.channel()
-        seen: set[str] = set()
-        while True:
-            method, properties, _ = channel.basic_get(self.queue, auto_ack=True)
-            if method is None:
-                break
-            seen.add(properties.message_id)
-        connection.close()
-        return seen
+        try:
+            return set(distinct(drain(connection.channel(), self.queue)))
+        finally:
+            connection.close()
 
     def close(self) -> None:
         connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))

@@ -96,3 +96,25 @@ def test_up_serves_on_settleq_api_port_unless_told(
     assert result.exit_code == 0, result.output
     api = seen["api"]
     assert api[api.index("--port") + 1] == str(port)
+
+
+def test_relay_starts_with_a_retired_setting_and_warns_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # docs/operations.md#batched-outcome-events: an upgrade keeping
+    # SETTLEQ_RELAY_DEFER_MAX_S must not stop event publication.
+    import services.relay.relay
+
+    ran: list[Any] = []
+    monkeypatch.setattr(services.relay.relay, "run_relay", ran.append)
+    monkeypatch.setattr(services.cli.preflight, "check", lambda *args: None)
+    env = {
+        "SETTLEQ_RELAY_DEFER_MAX_S": "30",
+        "SETTLEQ_LOG_FORMAT": "json",
+        "SETTLEQ_DATABASE_URL": f"sqlite:///{tmp_path}/x.db",
+    }
+    result = runner.invoke(app, ["relay"], env=env)
+    assert result.exit_code == 0, result.output
+    assert len(ran) == 1
+    warned = [line for line in result.output.splitlines() if "SETTLEQ_RELAY_DEFER_MAX_S" in line]
+    assert len(warned) == 1 and '"level": "warning"' in warned[0], result.output

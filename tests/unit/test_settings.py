@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import MiB, ProducerKey, Settings
+from shared.settings import RETIRED, MiB, ProducerKey, Settings
 
 DIGEST_A = "a" * 64
 DIGEST_B = "b" * 64
@@ -229,3 +230,67 @@ def test_missing_config_file_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("SETTLEQ_CONFIG", str(tmp_path / "does-not-exist.yaml"))
     with pytest.raises((OSError, ValueError)):
         Settings()
+
+
+def test_event_batch_max_defaults_to_1000_and_reads_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().event_batch_max == 1000
+    monkeypatch.setenv("SETTLEQ_EVENT_BATCH_MAX", "250")
+    assert Settings().event_batch_max == 250
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "10001", "many"])
+def test_event_batch_max_out_of_range_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("SETTLEQ_EVENT_BATCH_MAX", value)
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def _configuration_section() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    return text.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_every_setting_is_documented_in_the_configuration_tables() -> None:
+    rows = [line for line in _configuration_section().splitlines() if line.startswith("| `")]
+    documented = {name for row in rows for name in re.findall(r"`(SETTLEQ_[A-Z0-9_]+)`", row)}
+    names = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields}
+    assert names - documented == set(), "settings missing from docs/operations.md#configuration"
+
+
+def test_a_retired_setting_is_accepted_and_named_for_a_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # An operator upgrading with SETTLEQ_RELAY_DEFER_MAX_S still set: the relay
+    # starts (every value of it is safe now) and says to remove it.
+    assert Settings.retired_in_use() == []
+    monkeypatch.setenv("SETTLEQ_RELAY_DEFER_MAX_S", "30")
+    settings = Settings()
+    assert not hasattr(settings, "relay_defer_max_s")
+    [sentence] = Settings.retired_in_use()
+    assert sentence.startswith("SETTLEQ_RELAY_DEFER_MAX_S is no longer read: ")
+    assert "batched" in sentence and "remove it" in sentence and "30" not in sentence
+
+
+def test_a_retired_setting_in_the_yaml_file_is_named_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SETTLEQ_CONFIG", str(_yaml(tmp_path, "relay_defer_max_s: 0\n")))
+    assert Settings().relay_nice == 19
+    [sentence] = Settings.retired_in_use()
+    assert sentence.startswith("SETTLEQ_RELAY_DEFER_MAX_S is no longer read")
+    monkeypatch.setenv("SETTLEQ_CONFIG", str(_yaml(tmp_path, "relay_nice: 5\n")))
+    assert Settings.retired_in_use() == []
+
+
+def test_retired_settings_are_gone_and_named_in_the_upgrade_notes() -> None:
+    notes = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    notes = notes.split("\n## Upgrade notes\n", 1)[1]
+    for name in RETIRED:
+        assert name not in Settings.model_fields
+        assert f"`SETTLEQ_{name.upper()}`" in notes
+        rows = [line for line in _configuration_section().splitlines() if line.startswith("| `")]
+        assert not [row for row in rows if f"`SETTLEQ_{name.upper()}`" in row]

@@ -1,0 +1,193 @@
+"""A settled job's outcome events reach a consumer batched, one message per
+committed unit, outcome and kind, at most ``event_batch_max`` events each; a
+relay that stops after publishing but before marking its units is followed by
+one that publishes the same messages again, with the same message ids (real
+PostgreSQL and RabbitMQ; docs/architecture.md#outcome-events)."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pika
+import pytest
+from sqlalchemy import Engine, func, select
+from sqlalchemy import exc as sa_exc
+
+from services.relay.relay import Relay
+from services.worker import stages
+from services.worker.actors import build_broker
+from services.worker.context import make_context
+from shared.adapters.db import outbox, tables
+from shared.domain.events import event_id, message_id
+from shared.domain.synthetic import promo_batch
+from shared.settings import Settings
+from tests.support.events import Delivery, distinct, drain
+from tests.support.factories import publish_promo_contracts, store_job
+from tests.support.infra import BROKER_URL, isolated_env
+
+BATCH_MAX = 7  # small, so that a unit's 32 posted and 8 disputed events split
+
+
+@pytest.fixture
+def settled() -> Iterator[tuple[Settings, Engine]]:
+    """Its own ledger holding one settled job: 200 lines in 5 units of 40 (one in
+    five disputed), their outcome events waiting in the outbox."""
+    with isolated_env("batches") as env:
+        settings = env.settings(
+            event_batch_max=BATCH_MAX, relay_batch=2, relay_poll_s=0.05, max_chunk_documents=4
+        )
+        broker = build_broker(settings)
+        ctx = make_context(settings, broker)
+        try:
+            batch = promo_batch(200, vendors=2, disputed_every=5, seed=11, document_prefix="BAT")
+            publish_promo_contracts(
+                ctx.engine, sorted({d["partition_key"] for d in batch["documents"]})
+            )
+            _, messages = store_job(ctx.engine, settings, ctx.internal_key, batch["documents"])
+            for message in messages:
+                stages.settle_chunk(ctx, message, 1)
+            yield settings, ctx.engine
+        finally:
+            ctx.engine.dispose()
+            broker.close()
+
+
+@pytest.fixture
+def consumer(settled: tuple[Settings, Engine]) -> Iterator[tuple[Any, str]]:
+    """A consumer's durable queue bound to every settlement event."""
+    settings, _ = settled
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+    channel = connection.channel()
+    exchange, queue = f"{settings.queue_prefix}.events", f"{settings.queue_prefix}.test-consumer"
+    channel.exchange_declare(exchange, exchange_type="topic", durable=True)
+    channel.queue_declare(queue, durable=True)
+    channel.queue_bind(queue, exchange, routing_key="settlement.#")
+    try:
+        yield channel, queue
+    finally:
+        channel.queue_delete(queue)
+        connection.close()
+
+
+def unpublished(engine: Engine) -> int:
+    o = tables.outbox
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).select_from(o).where(o.c.published_at.is_(None))
+            ).scalar_one()
+        )
+
+
+def run_relay(settings: Settings, engine: Engine, until: Any, timeout: float = 30) -> None:
+    """A relay of its own in a thread until ``until()`` holds (or it stops itself)."""
+    stop = threading.Event()
+    relay = Relay(settings, engine)
+    thread = threading.Thread(target=relay.run, args=(stop,))
+    thread.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while not (until() or stop.is_set()):
+            assert time.monotonic() < deadline, "the relay did not get there"
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+def ledger_events(engine: Engine) -> dict[str, Any]:
+    """The ledger's rows by the event id each is published under."""
+    L = tables.ledger_entries
+    with engine.connect() as conn:
+        rows = conn.execute(select(L)).all()
+    return {event_id(r.reconciliation_key, r.contract_version, r.outcome): r for r in rows}
+
+
+def expected_messages(engine: Engine) -> int:
+    """One message per unit, outcome and kind, split after every BATCH_MAX."""
+    o, L = tables.outbox, tables.ledger_entries
+    with engine.connect() as conn:
+        units = conn.execute(select(o.c.ledger_entry_ids)).scalars().all()
+        outcome = dict(conn.execute(select(L.c.id, L.c.outcome)).all())
+    total = 0
+    for unit in units:
+        groups = Counter(outcome[int(i)] for i in unit.split(","))
+        total += sum(math.ceil(n / BATCH_MAX) for n in groups.values())
+    return total
+
+
+def check_message(message: Delivery, ledger: dict[str, Any]) -> None:
+    assert message.content_type == "application/json"
+    assert message.headers["x-event-count"] == len(message.events)
+    assert 1 <= len(message.events) <= BATCH_MAX
+    assert message.message_id == message_id(e["event_id"] for e in message.events)
+    ids = [ledger[e["event_id"]].id for e in message.events]
+    assert ids == sorted(ids)  # commit order within the message
+    for event in message.events:
+        row = ledger[event["event_id"]]
+        assert message.routing_key == f"settlement.{row.outcome}.{row.kind}"
+        assert event["type"] == f"settlement.{row.outcome}"
+        assert (event["amount"], event["delta"]) == (f"{row.amount:f}", f"{row.delta:f}")
+
+
+def test_a_settled_jobs_events_arrive_batched_each_once(
+    settled: tuple[Settings, Engine], consumer: tuple[Any, str]
+) -> None:
+    settings, engine = settled
+    channel, queue = consumer
+    run_relay(settings, engine, lambda: unpublished(engine) == 0)
+
+    messages = drain(channel, queue)
+    ledger = ledger_events(engine)
+    assert len(ledger) == 200
+    assert len(messages) == expected_messages(engine) == 5 * (5 + 2)
+    for message in messages:
+        check_message(message, ledger)
+    delivered = [e["event_id"] for m in messages for e in m.events]
+    assert sorted(delivered) == sorted(ledger)  # every event once, no more
+    assert len({m.message_id for m in messages}) == len(messages)
+
+
+def test_a_relay_stopped_before_marking_is_followed_by_the_same_messages(
+    settled: tuple[Settings, Engine],
+    consumer: tuple[Any, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings, engine = settled
+    channel, queue = consumer
+    # The first relay publishes its first batch (two units), the broker confirms
+    # it, and the relay dies before the mark is committed.
+    mark = outbox.mark_published
+    died = threading.Event()
+
+    def die_before_marking(conn: Any, ids: Any) -> None:
+        died.set()
+        raise sa_exc.OperationalError("UPDATE outbox", {}, Exception("relay killed"))
+
+    monkeypatch.setattr(outbox, "mark_published", die_before_marking)
+    run_relay(settings, engine, died.is_set)
+    first = drain(channel, queue)
+    assert unpublished(engine) == 5  # nothing was marked
+    assert len(first) == 2 * (5 + 2)
+
+    monkeypatch.setattr(outbox, "mark_published", mark)
+    run_relay(settings, engine, lambda: unpublished(engine) == 0)  # a new relay takes over
+    second = drain(channel, queue)
+
+    ledger = ledger_events(engine)
+    for message in first + second:
+        check_message(message, ledger)
+    # The first two units went out again as the same messages, with the same ids.
+    again = {m.message_id: m.events for m in second}
+    assert {m.message_id for m in first} <= set(again)
+    assert all(again[m.message_id] == m.events for m in first)
+    # A consumer deduplicating by event id holds exactly the ledger's rows.
+    assert len(first) + len(second) == expected_messages(engine) + len(first)
+    assert set(distinct(first + second)) == set(ledger)
+    assert len(ledger) == 200
