@@ -142,7 +142,7 @@ ledger_entries = Table(
     # Exactly-once effect: one posted or disputed row per identity and version
     # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats
     # its disputed row's key and version. Settlement inserts name this index as
-    # their conflict target (bulk.py, inserts.py).
+    # their conflict target (bulk_settle.py, inserts.py).
     Index(
         "uq_ledger_entries_identity",
         "reconciliation_key",
