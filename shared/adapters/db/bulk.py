@@ -64,6 +64,7 @@ def copy_text(conn: Connection, table: str, columns: Sequence[str], text: str) -
 
 STAGE_COLUMNS = (
     "seq",
+    "position",
     "first",
     "reconciliation_key",
     "contract_version",
@@ -119,8 +120,10 @@ def staged(settled: Sequence[PlannedLine]) -> tuple[str, bool]:
         claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
         # str(), not the f-string's format(): the same text for every Decimal, a third the cost.
         amount = str(s.amount)
+        position = "\\N" if p.position is None else p.position
         append(
-            f"{seq}\t{first}\t{key}{middle}{ref}\t{s.outcome}\t{note}\t{amount}\t{claimed}{tail}"
+            f"{seq}\t{position}\t{first}\t{key}{middle}{ref}\t{s.outcome}\t{note}\t{amount}"
+            f"\t{claimed}{tail}"
         )
     return "".join(out), _shared_key(list(seen_by_version.values()))
 
@@ -137,7 +140,8 @@ def _shared_key(key_sets: list[set[str]]) -> bool:
 # parameters (one parse per chunk, not one timestamp parse per line).
 STAGE_TABLE = """
 CREATE TEMP TABLE IF NOT EXISTS settle_rows (
-    seq integer, first boolean, reconciliation_key varchar(64), contract_version integer,
+    seq integer, position bigint, first boolean, reconciliation_key varchar(64),
+    contract_version integer,
     partition_key varchar(128), document_id varchar(128), line_ref varchar(128),
     outcome varchar(16), note varchar(64), amount numeric(20,4),
     claimed_amount numeric(20,4), correlation_id varchar(128)

@@ -91,17 +91,17 @@ def _latest(line: str) -> str:
 # disputed lines carrying a note. A posted or disputed line's outcome is its
 # ledger row (docs/architecture.md#ledger-schema keeps job_id), so the common case writes one row
 # per line, not two. A row whose delta would not fit the ledger column is not
-# inserted. It returns the stage positions of the duplicates (false) and of
+# inserted. It returns the stage numbers (seq) of the duplicates (false) and of
 # the rows whose delta does not fit (true).
 _SETTLE = """
 WITH ins AS (
     INSERT INTO ledger_entries (
         reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
         job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
-        created_at)
+        created_at, position)
     SELECT u.reconciliation_key, u.contract_version, %(kind)s, u.partition_key, u.document_id,
            u.line_ref, %(job_id)s, u.outcome, u.amount, u.claimed_amount,
-           u.delta, u.supersedes_id, u.correlation_id, %(now)s
+           u.delta, u.supersedes_id, u.correlation_id, %(now)s, u.position
     FROM (
         -- No earlier row can exist: delta is the amount (which fits: planning checked).
         -- repriced: the chunk's partitions with a contract above version 1
@@ -149,17 +149,18 @@ WITH ins AS (
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
-        delta, reconciliation_key, contract_version)
+        delta, reconciliation_key, contract_version, position)
     SELECT %(job_id)s, %(chunk_id)s, o.document_id, o.line_ref, o.outcome, o.reason,
-           o.amount, o.claimed_amount, o.delta, o.reconciliation_key, o.contract_version
+           o.amount, o.claimed_amount, o.delta, o.reconciliation_key, o.contract_version,
+           o.position
     FROM (
         SELECT s.seq, s.document_id, s.line_ref, 'duplicate' AS outcome, NULL AS reason,
                s.amount, s.claimed_amount, NULL::numeric AS delta, s.reconciliation_key,
-               s.contract_version
+               s.contract_version, s.position
         FROM settle_rows s JOIN duplicates d ON d.seq = s.seq
         UNION ALL
         SELECT s.seq, s.document_id, s.line_ref, s.outcome, s.note, s.amount,
-               s.claimed_amount, i.delta, s.reconciliation_key, s.contract_version
+               s.claimed_amount, i.delta, s.reconciliation_key, s.contract_version, s.position
         FROM settle_rows s JOIN ins i ON i.reconciliation_key = s.reconciliation_key
                                      AND i.contract_version = s.contract_version
         WHERE s.first AND s.note IS NOT NULL
@@ -184,7 +185,7 @@ def settle_lines(
     repriced: set[str],
 ) -> tuple[set[int], set[int]]:
     """Stage a chunk's settled lines and settle them in one statement; the stage
-    positions (``seq``) of the lines that are duplicates, and of those whose
+    numbers (``seq``) of the lines that are duplicates, and of those whose
     delta is not below ``limit`` (nothing written for them)."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
