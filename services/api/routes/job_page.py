@@ -127,7 +127,7 @@ def _csv_chunks(ctx: Any, job_id: str, outcome: Outcome | None) -> Iterator[str]
         buffer.truncate()
         if len(rows) < LINES_PER_CHUNK:
             return
-        after = (rows[-1].source, rows[-1].id)
+        after = rows[-1].cursor
 
 
 @router.get(

@@ -125,7 +125,7 @@ async def job_lines(
             for r in rows
         ]
         last = rows[-1] if len(rows) == limit else None
-        next_cursor = encode_line_cursor(last.source, last.id) if last else None
+        next_cursor = encode_line_cursor(*last.cursor) if last else None
         return LinePage(items=items, next_cursor=next_cursor)
 
     return await run_in_threadpool(load)
