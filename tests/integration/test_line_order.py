@@ -223,6 +223,26 @@ def test_requeued_lines_keep_their_place(
     assert _pages(http, job_id, 3) == now
 
 
+def test_a_requeued_whole_chunk_takes_its_chunks_place(
+    ctx: WorkerContext, backend_env: ServiceEnv, http: TestClient, vendor: str
+) -> None:
+    """A chunk dead-lettered whole (its message tampered with) settles from its
+    stored copy when requeued, its lines in their places before the next chunk's."""
+    docs = [
+        promo_doc(vendor, [promo_line(n, "8", "1.00") for n in (2, 1)], document_id=uid(f"W{i}-"))
+        for i in range(4)
+    ]
+    settings = backend_env.settings(max_chunk_documents=2)
+    job_id, [first, second] = store_job(ctx.engine, settings, ctx.internal_key, docs)
+    settle_chunk(ctx, second, 1)
+    settle_chunk(ctx, {**first, "kind": "freight_audit"}, 1)  # fails its signature
+    [letter] = dead_letters(ctx.engine, job_id)
+    assert (letter.reason, letter.document_id, letter.lines) == ("signature_mismatch", None, 4)
+    settle_chunk(ctx, _requeue(ctx, letter.id), 1)
+    expected = [(d["document_id"], ref, "posted") for d in docs for ref in ("2", "1")]
+    assert _pages(http, job_id, 3) == expected
+
+
 def test_rows_from_before_positions_follow_the_positioned_ones(
     ctx: WorkerContext, backend_env: ServiceEnv, http: TestClient, vendor: str
 ) -> None:
