@@ -71,19 +71,23 @@ def id_cursor(cursor: str | None) -> int | None:
     return _id(last_id)
 
 
-def encode_line_cursor(source: Literal["ledger", "other"], last_id: int) -> str:
-    return _encode(source, str(last_id))
+def encode_line_cursor(
+    position: int | None, source: Literal["ledger", "other"], last_id: int
+) -> str:
+    return _encode("" if position is None else str(position), source, str(last_id))
 
 
-def line_cursor(cursor: str | None) -> tuple[Literal["ledger", "other"], int] | None:
-    """A job's lines page through two sources (ledger rows, then other outcomes):
-    the source and the last id shown of it."""
+def line_cursor(cursor: str | None) -> tuple[int | None, Literal["ledger", "other"], int] | None:
+    """A job's lines page in batch order through two sources (ledger rows, other
+    outcomes): the last line's position (empty: none, a row from before
+    positions), source and id. A cursor of the former two-field scheme (source,
+    id) is refused like any other."""
     if cursor is None:
         return None
-    source, last_id = _decode(cursor, 2)
+    position, source, last_id = _decode(cursor, 3)
     if source not in _SOURCES:
         raise _invalid()
-    return _SOURCES[source], _id(last_id)
+    return (None if position == "" else _id(position)), _SOURCES[source], _id(last_id)
 
 
 def encode_job_cursor(created_at: dt.datetime, job_id: str) -> str:

@@ -51,7 +51,8 @@ def dead_letter_whole(
     ctx: WorkerContext, unit: Unit, reason: str, message: str, attempt: int
 ) -> None:
     """Record every line of a unit that cannot be read (or trusted) as one dead letter."""
-    record(ctx, unit.ref, unreadable(unit.payload, unit.ref.lines, reason, message), attempt)
+    plan = unreadable(unit.payload, unit.ref.lines, reason, message, start=unit.start)
+    record(ctx, unit.ref, plan, attempt)
 
 
 def decode_documents(unit: Unit) -> tuple[Kind[Any, Any], Decoded]:

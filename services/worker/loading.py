@@ -21,7 +21,7 @@ from shared.adapters.db.stored_chunk import chunk_processed, load_chunk, stored_
 from shared.domain.messages import ChunkMessage, open_message
 from shared.domain.requeued_lines import restrict_to_line
 from shared.domain.settlement import ChunkPlan
-from shared.domain.units import ChunkRef, Requeue
+from shared.domain.units import ChunkRef, Requeue, chunk_start
 from shared.errors import StructuralError, TransientError
 
 log = logging.getLogger("settleq.worker")
@@ -38,6 +38,9 @@ class Unit:
     line_ref: str | None = None
     line_index: int | None = None
     line_key: str | None = None
+    # The batch position of the first line ``payload`` holds (docs/api.md#jobs);
+    # None for a requeued dead letter stored before positions were.
+    start: int | None = None
 
     def restrict(self, plan: ChunkPlan) -> ChunkPlan:
         if self.line_ref is None:
@@ -68,7 +71,7 @@ def load_unit(ctx: WorkerContext, raw: Any) -> Unit | None:
             return None
     ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
     payload = bytes(row.payload)
-    return Unit(message, ref, payload, payload)
+    return Unit(message, ref, payload, payload, start=chunk_start(row.seq))
 
 
 def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
@@ -121,9 +124,23 @@ def _requeue_unit(conn: Any, message: ChunkMessage, row: Any) -> Unit | None:
     chunk_payload = bytes(row.payload)
     if letter.document_id is None and letter.line_ref is None:
         payload = chunk_payload  # a chunk-level dead letter re-runs the whole stored chunk
+        start: int | None = chunk_start(row.seq)
     else:
         payload = b"[" + letter.payload.encode() + b"]"
+        start = _document_start(letter)
     key = None
     if letter.line_ref is not None and letter.line_index is None:
         key = dead_letters.line_key(conn, letter.id)
-    return Unit(message, ref, chunk_payload, payload, letter.line_ref, letter.line_index, key)
+    return Unit(
+        message, ref, chunk_payload, payload, letter.line_ref, letter.line_index, key, start
+    )
+
+
+def _document_start(letter: Any) -> int | None:
+    """The batch position of the first line of a dead letter's document: its lines
+    keep their places when requeued. A line-level dead letter holds its line's."""
+    if letter.position is None:
+        return None
+    if letter.line_ref is None:
+        return int(letter.position)
+    return None if letter.line_index is None else int(letter.position - letter.line_index)

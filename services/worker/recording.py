@@ -9,7 +9,7 @@ from services.worker.context import WorkerContext
 from shared.adapters.db.ledger import commit_plan
 from shared.adapters.db.stored_chunk import load_chunk
 from shared.domain.settlement import ChunkPlan, unreadable
-from shared.domain.units import ChunkOutcome, ChunkRef
+from shared.domain.units import ChunkOutcome, ChunkRef, chunk_start
 from shared.errors import StructuralError
 
 log = logging.getLogger("settleq.worker")
@@ -33,4 +33,7 @@ def record_tampered(ctx: WorkerContext, raw: Any, exc: StructuralError) -> None:
         log.error("unsigned or tampered message naming no stored chunk; dropped")
         return
     ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
-    record(ctx, ref, unreadable(bytes(row.payload), row.lines, exc.reason, str(exc)), 1)
+    plan = unreadable(
+        bytes(row.payload), row.lines, exc.reason, str(exc), start=chunk_start(row.seq)
+    )
+    record(ctx, ref, plan, 1)

@@ -92,7 +92,7 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
     contracts = ctx.contracts.load(
         kind, {(d.partition_key, d.contract_version) for d in decoded.documents}
     )
-    plan = plan_chunk(kind, decoded.documents, contracts)
+    plan = plan_chunk(kind, decoded.documents, contracts, unit.start)
     plan.failed_documents += decoded.failures
     plan = unit.restrict(plan)
     claim = ctx.claims.claim(ctx.claims.keys(kind.name, plan.claim_keys_by_version()))
@@ -143,9 +143,9 @@ def dead_letter_chunk(
     try:
         kind, decoded = decode_documents(unit)
     except StructuralError:
-        plan = unreadable(unit.payload, unit.ref.lines, reason, message, error_class)
+        plan = unreadable(unit.payload, unit.ref.lines, reason, message, error_class, unit.start)
     else:
-        plan = plan_failure(kind, decoded.documents, reason, error_class, message)
+        plan = plan_failure(kind, decoded.documents, reason, error_class, message, unit.start)
         plan.failed_documents += decoded.failures
         plan = unit.restrict(plan)
     record(ctx, unit.ref, plan, attempts)

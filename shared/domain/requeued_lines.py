@@ -51,6 +51,7 @@ def restrict_to_line(
                 partition_key=f.partition_key,
                 line_ref=line_ref,
                 line_index=index if index is not None else line_index,
+                position=None if f.position is None or index is None else f.position + index,
             )
         )
     return restricted

@@ -36,6 +36,9 @@ class PlannedLine(msgspec.Struct, gc=False):
     reason: str | None = None
     message: str = ""
     index: int = -1  # the line's position among its document's lines (a requeue names it)
+    # Its position in the batch (``units.chunk_start``): the job's lines page lists
+    # lines in this order. None where it cannot be known (docs/api.md#jobs).
+    position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,7 @@ class DocumentFailure:
     # document level): its dead letter stays that line's.
     line_ref: str | None = None
     line_index: int | None = None
+    position: int | None = None  # the batch position of ``lines[0]``; the rest follow it
 
     @property
     def covered(self) -> int:
@@ -106,8 +110,9 @@ class ChunkPlan:
 
 
 def _settle_document(
-    kind: Kind[Any, Any], document: Document, contract: Any, plan: ChunkPlan
-) -> None:
+    kind: Kind[Any, Any], document: Document, contract: Any, plan: ChunkPlan, first: int | None
+) -> int:
+    """Plan one document whose first line is at batch position ``first``; its line count."""
     lines = kind.lines(document)
     if contract is None:
         plan.failed_documents.append(
@@ -117,18 +122,22 @@ def _settle_document(
                 "unknown_contract_version",
                 f"no {kind.name} contract {document.partition_key} "
                 f"version {document.contract_version}",
+                position=first,
             )
         )
-        return
+        return len(lines)
     try:
         kind.check_document(document, contract)
     except BusinessError as exc:
-        plan.failed_documents.append(DocumentFailure(document, lines, exc.reason, str(exc)))
-        return
+        plan.failed_documents.append(
+            DocumentFailure(document, lines, exc.reason, str(exc), position=first)
+        )
+        return len(lines)
     settle = kind.settle
     planned: list[PlannedLine] = []
     append = planned.append
     for index, line in enumerate(lines):
+        position = None if first is None else first + index
         try:
             settlement = settle(document, line, contract)
             if abs(settlement.amount) >= LEDGER_LIMIT:
@@ -136,28 +145,35 @@ def _settle_document(
                     "amount_out_of_range", "the modelled amount does not fit the ledger"
                 )
         except BusinessError as exc:
-            append(PlannedLine(document, line, None, exc.reason, str(exc), index))
+            append(PlannedLine(document, line, None, exc.reason, str(exc), index, position))
         else:
             # Positional: keyword arguments cost a third more per line.
-            append(PlannedLine(document, line, settlement, None, "", index))
+            append(PlannedLine(document, line, settlement, None, "", index, position))
     plan.lines.extend(planned)
+    return len(lines)
 
 
 def plan_chunk(
     kind: Kind[Any, Any],
     documents: Sequence[Document],
     contracts: Mapping[tuple[str, int], Any],
+    start: int | None = None,
 ) -> ChunkPlan:
+    """Plan a unit's documents; ``start`` is the batch position of its first line
+    (``units.chunk_start``), the others follow in document, then line order."""
     plan = ChunkPlan()
+    position = start
     for document in documents:
         try:
-            _settle_document(
+            used = _settle_document(
                 kind,
                 document,
                 contracts.get((document.partition_key, document.contract_version)),
                 plan,
+                position,
             )
         except Exception as exc:  # a poison document: isolate it, settle the rest
+            used = kind.line_count(document)
             plan.failed_documents.append(
                 DocumentFailure(
                     document,
@@ -165,9 +181,12 @@ def plan_chunk(
                     "internal_error",
                     f"{type(exc).__name__}: {exc}"[:2000],
                     error_class=type(exc).__name__,
-                    line_count=kind.line_count(document),
+                    line_count=used,
+                    position=position,
                 )
             )
+        if position is not None:
+            position += used
     return plan
 
 
@@ -177,17 +196,28 @@ def plan_failure(
     reason: str,
     error_class: str,
     message: str,
+    start: int | None = None,
 ) -> ChunkPlan:
     """Dead-letter every document of a chunk (e.g. ``retries_exhausted``)."""
-    return ChunkPlan(
-        failed_documents=[
-            DocumentFailure(d, kind.lines(d), reason, message, error_class) for d in documents
-        ]
-    )
+    plan = ChunkPlan()
+    position = start
+    for d in documents:
+        lines = kind.lines(d)
+        plan.failed_documents.append(
+            DocumentFailure(d, lines, reason, message, error_class, position=position)
+        )
+        if position is not None:
+            position += len(lines)
+    return plan
 
 
 def unreadable(
-    payload: bytes, lines: int, reason: str, message: str, error_class: str = "StructuralError"
+    payload: bytes,
+    lines: int,
+    reason: str,
+    message: str,
+    error_class: str = "StructuralError",
+    start: int | None = None,
 ) -> ChunkPlan:
     """A chunk whose bytes cannot be trusted or read: one dead letter for all its lines."""
     return ChunkPlan(
@@ -200,6 +230,7 @@ def unreadable(
                 error_class,
                 line_count=lines,
                 payload=payload.decode("utf-8", "replace"),
+                position=start,
             )
         ]
     )

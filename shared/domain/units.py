@@ -11,6 +11,17 @@ from decimal import Decimal
 
 from shared.domain.money import ZERO
 
+# A line's position in its batch: its chunk's sequence number in the high bits,
+# its ordinal in the chunk (documents in batch order, each document's lines in
+# order) in the low ones. Ordered by position, a job's lines are in the order
+# the batch had them, whichever chunk settled first (docs/api.md#jobs).
+CHUNK_POSITION_BITS = 32
+
+
+def chunk_start(seq: int) -> int:
+    """The position of the first line of the chunk numbered ``seq`` (from 0)."""
+    return seq << CHUNK_POSITION_BITS
+
 
 @dataclass(frozen=True)
 class Requeue:

@@ -112,7 +112,8 @@ def test_line_outcomes_page_through_with_a_cursor(http, settled_job) -> None:
 
 def test_a_resent_line_is_listed_as_its_own_jobs_duplicate(http, ctx) -> None:
     """Posted lines are listed from the ledger, duplicates from their own rows:
-    the resending job lists its duplicate, the first job keeps its posting."""
+    the resending job lists its duplicate, the first job keeps its posting; both
+    in the resending batch's order."""
     vendor = uid("V-")
     publish_promo_contracts(ctx.engine, [vendor])
     doc = promo_doc(vendor, [promo_line(1, "8", "1.00")])
@@ -129,8 +130,8 @@ def test_a_resent_line_is_listed_as_its_own_jobs_duplicate(http, ctx) -> None:
 
     assert lines(first_id) == [(doc["document_id"], "posted", "1.0000")]
     assert lines(again_id) == [
-        (fresh["document_id"], "posted", "2.0000"),
         (doc["document_id"], "duplicate", None),
+        (fresh["document_id"], "posted", "2.0000"),
     ]
     assert lines(again_id, "?outcome=duplicate") == [(doc["document_id"], "duplicate", None)]
     assert lines(again_id, "?outcome=disputed") == []

@@ -38,9 +38,14 @@ def test_id_cursors_round_trip(last_id: int) -> None:
     assert id_cursor(encode_id_cursor(last_id)) == last_id
 
 
-@given(st.sampled_from(["ledger", "other"]), st.integers(min_value=0, max_value=10**18 - 1))
-def test_line_cursors_round_trip(source: Any, last_id: int) -> None:
-    assert line_cursor(encode_line_cursor(source, last_id)) == (source, last_id)
+@given(
+    st.none() | st.integers(min_value=0, max_value=10**18 - 1),
+    st.sampled_from(["ledger", "other"]),
+    st.integers(min_value=0, max_value=10**18 - 1),
+)
+def test_line_cursors_round_trip(position: int | None, source: Any, last_id: int) -> None:
+    cursor = encode_line_cursor(position, source, last_id)
+    assert line_cursor(cursor) == (position, source, last_id)
 
 
 def test_job_cursors_round_trip() -> None:
@@ -59,7 +64,8 @@ def test_no_cursor_is_the_first_page() -> None:
 def test_cursors_are_opaque_url_safe_text() -> None:
     for cursor in (
         encode_id_cursor(BIGINT // 10),
-        encode_line_cursor("other", 42),
+        encode_line_cursor(7 << 32, "other", 42),
+        encode_line_cursor(None, "ledger", 42),
         encode_job_cursor(CREATED, "f" * 32),
     ):
         assert cursor.replace("-", "").replace("_", "").isalnum() and cursor.isascii()
@@ -80,11 +86,16 @@ MALFORMED: list[tuple[Callable[[str | None], object], str]] = [
     (id_cursor, _raw("١٢")),  # Arabic-Indic digits
     (id_cursor, _raw(b"\xff\xfe")),  # not UTF-8
     (line_cursor, "l12"),  # the old line scheme
+    (line_cursor, _raw("ledger|3")),  # the (source, id) scheme of before batch order
     (line_cursor, _raw("ledger")),
-    (line_cursor, _raw("ledger|")),
-    (line_cursor, _raw("posted|3")),
-    (line_cursor, _raw("ledger|9" + "9" * 18)),
+    (line_cursor, _raw("|ledger|")),
+    (line_cursor, _raw("5|posted|3")),
+    (line_cursor, _raw("5|ledger|9" + "9" * 18)),
+    (line_cursor, _raw("9" * 19 + "|ledger|3")),  # a position above a BIGINT
+    (line_cursor, _raw("-1|ledger|3")),
     (line_cursor, _raw("ledger|3|4")),
+    (line_cursor, _raw("1|ledger|3|4")),
+    (line_cursor, _raw("null|other|3")),
     (job_cursor, _raw("yesterday|" + "a" * 32)),
     (job_cursor, _raw("2026-12-01T11:30:05Z")),
     (job_cursor, _raw("2026-12-01T11:30:05Z|")),

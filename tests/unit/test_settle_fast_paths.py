@@ -38,8 +38,9 @@ def reference_stage_text(settled: Sequence[PlannedLine]) -> str:
         doc = p.document
         ident = (p.line.reconciliation_key, doc.contract_version)
         claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
+        position = "\\N" if p.position is None else str(p.position)
         out.append(
-            f"{seq}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t"
+            f"{seq}\t{position}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t"
             f"{_reference_text(doc.partition_key)}\t{_reference_text(doc.document_id)}\t"
             f"{_reference_text(p.line.line_ref)}\t{s.outcome}\t{_reference_text(s.note)}\t"
             f"{s.amount}\t{claimed}\t{_reference_text(doc.correlation_id)}\n"
@@ -82,7 +83,9 @@ def settled_lines(draw: Any) -> list[PlannedLine]:
             claimed,
             draw(st.none() | st.sampled_from(["document_type_corrected", "a\\b"])),
         )
-        lines.extend([PlannedLine(document, line, settlement)] * draw(st.integers(1, 3)))
+        position = draw(st.none() | st.integers(0, 2**62))
+        planned = PlannedLine(document, line, settlement, None, "", -1, position)
+        lines.extend([planned] * draw(st.integers(1, 3)))
     return lines
 
 

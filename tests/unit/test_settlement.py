@@ -18,6 +18,7 @@ from shared.domain.settlement import (
     plan_chunk,
     plan_failure,
 )
+from shared.domain.units import chunk_start
 
 KIND = PromoAccrual()
 CONTRACT = PromoContract.model_validate(
@@ -234,3 +235,40 @@ def test_a_requeued_line_failing_at_document_level_stays_one_line() -> None:
     [failure] = restrict_to_line(plan, "1", 1).failed_documents
     assert (failure.covered, failure.line_ref, failure.line_index) == (1, "1", 1)
     assert failure.lines == [plan.failed_documents[0].lines[1]]
+
+
+def test_lines_are_numbered_in_batch_order_from_the_units_start() -> None:
+    """Document by document, line by line, across outcomes: failed documents and
+    dead-lettered lines hold their places (docs/api.md#jobs)."""
+    start = chunk_start(3)
+    docs = [
+        _doc("D9", _line(4), _line(2, tier="T7")),
+        _doc("D1", _line(1), _line(3), version=8),  # no contract: fails whole
+        _doc("D5", _line(7)),
+    ]
+    plan = plan_chunk(KIND, docs, CONTRACTS, start)
+    assert [(p.document.document_id, p.line.line_ref, p.position) for p in plan.lines] == [
+        ("D9", "4", start),
+        ("D9", "2", start + 1),
+        ("D5", "7", start + 4),
+    ]
+    [failed] = plan.failed_documents
+    assert failed.document is not None
+    assert (failed.document.document_id, failed.position) == ("D1", start + 2)
+    assert start == 3 << 32 and chunk_start(0) == 0
+    # Without a start (a requeue whose place is not known), no line has one.
+    assert {p.position for p in plan_chunk(KIND, docs, CONTRACTS).lines} == {None}
+    failures = plan_failure(KIND, docs, "retries_exhausted", "TransientError", "x", start)
+    assert [f.position for f in failures.failed_documents] == [start, start + 2, start + 4]
+
+
+def test_a_requeued_line_keeps_its_position() -> None:
+    start = chunk_start(1) + 40  # the document's first line, as its dead letter recorded
+    plan = plan_chunk(KIND, [_repeated_line_no()], CONTRACTS, start)
+    [only] = restrict_to_line(plan, "1", 1).lines
+    assert only.position == start + 1
+    failed = plan_failure(
+        KIND, [_repeated_line_no()], "retries_exhausted", "TransientError", "x", start
+    )
+    [failure] = restrict_to_line(failed, "1", 1).failed_documents
+    assert failure.position == start + 1

@@ -127,7 +127,7 @@ def _csv_chunks(ctx: Any, job_id: str, outcome: Outcome | None) -> Iterator[str]
         buffer.truncate()
         if len(rows) < LINES_PER_CHUNK:
             return
-        after = (rows[-1].source, rows[-1].id)
+        after = rows[-1].cursor
 
 
 @router.get(
@@ -137,7 +137,8 @@ def _csv_chunks(ctx: Any, job_id: str, outcome: Outcome | None) -> Iterator[str]
     responses={
         **ERRORS,
         200: {
-            "description": "Every line of the job (or of one outcome) as CSV, header row first.",
+            "description": "Every line of the job (or of one outcome) as CSV, header row"
+            " first, in the order of its lines page.",
             "content": {"text/csv": {"schema": {"type": "string"}}},
         },
     },

@@ -102,6 +102,9 @@ async def job_lines(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: CursorQuery = None,
 ) -> LinePage:
+    """The job's lines, one item per line, in batch order: by document as the
+    batch had them, then by line, whatever their outcome (`outcome` keeps the
+    order). Lines settled before that order was recorded come last."""
     after = line_cursor(cursor)
 
     def load() -> LinePage:
@@ -125,7 +128,7 @@ async def job_lines(
             for r in rows
         ]
         last = rows[-1] if len(rows) == limit else None
-        next_cursor = encode_line_cursor(last.source, last.id) if last else None
+        next_cursor = encode_line_cursor(*last.cursor) if last else None
         return LinePage(items=items, next_cursor=next_cursor)
 
     return await run_in_threadpool(load)

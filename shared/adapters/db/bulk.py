@@ -2,10 +2,11 @@
 
 ``COPY`` streams a chunk's rows in one go (a few µs a row, against ~200 µs
 through executemany with RETURNING); ledger rows go through a temporary
-staging table so that ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``
-keeps the identity's unique index (``uq_ledger_entries_identity``, over
-posted and disputed rows) as the judge of exactly-once, and their deltas
-are computed in the same statement.
+staging table (``STAGE_TABLE``, filled from ``staged``) so that the one
+statement of ``bulk_settle.settle_lines`` (``INSERT ... SELECT ... ON CONFLICT
+DO NOTHING``) keeps the identity's unique index (``uq_ledger_entries_identity``,
+over posted and disputed rows) as the judge of exactly-once, and computes their
+deltas.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def copy_text(conn: Connection, table: str, columns: Sequence[str], text: str) -
 
 STAGE_COLUMNS = (
     "seq",
+    "position",
     "first",
     "reconciliation_key",
     "contract_version",
@@ -118,8 +120,10 @@ def staged(settled: Sequence[PlannedLine]) -> tuple[str, bool]:
         claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
         # str(), not the f-string's format(): the same text for every Decimal, a third the cost.
         amount = str(s.amount)
+        position = "\\N" if p.position is None else p.position
         append(
-            f"{seq}\t{first}\t{key}{middle}{ref}\t{s.outcome}\t{note}\t{amount}\t{claimed}{tail}"
+            f"{seq}\t{position}\t{first}\t{key}{middle}{ref}\t{s.outcome}\t{note}\t{amount}"
+            f"\t{claimed}{tail}"
         )
     return "".join(out), _shared_key(list(seen_by_version.values()))
 
@@ -134,166 +138,12 @@ def _shared_key(key_sets: list[set[str]]) -> bool:
 
 # What varies per line; the chunk's kind, job, chunk id and time are statement
 # parameters (one parse per chunk, not one timestamp parse per line).
-_STAGE = """
+STAGE_TABLE = """
 CREATE TEMP TABLE IF NOT EXISTS settle_rows (
-    seq integer, first boolean, reconciliation_key varchar(64), contract_version integer,
+    seq integer, position bigint, first boolean, reconciliation_key varchar(64),
+    contract_version integer,
     partition_key varchar(128), document_id varchar(128), line_ref varchar(128),
     outcome varchar(16), note varchar(64), amount numeric(20,4),
     claimed_amount numeric(20,4), correlation_id varchar(128)
 ) ON COMMIT DELETE ROWS
 """
-
-
-def _latest(line: str) -> str:
-    """The latest row of the staged line ``line``'s lineage (same key, kind and
-    partition): its latest posted or disputed row (found through the identity's
-    partial unique index, whose predicate the probe repeats), or that row's
-    resolution when it has one (a resolution only ever follows the latest)."""
-    # The resolution probe runs for a disputed row only (a one-time filter, so a
-    # posted prior costs nothing more), by the resolution index's key (LIMIT
-    # keeps the planner from flattening it into a scan of that index).
-    return f"""
-            SELECT COALESCE(r.id, l.id) AS id, COALESCE(r.amount, l.amount) AS amount
-            FROM (
-                SELECT l.id, l.amount, l.outcome FROM ledger_entries l
-                WHERE l.reconciliation_key = {line}.reconciliation_key
-                  AND l.outcome IN ('posted', 'disputed')
-                  AND l.kind = %(kind)s AND l.partition_key = {line}.partition_key
-                ORDER BY l.id DESC LIMIT 1
-            ) l
-            LEFT JOIN LATERAL (
-                SELECT r.id, r.amount FROM ledger_entries r
-                WHERE l.outcome = 'disputed' AND r.supersedes_id = l.id
-                  AND r.outcome = 'resolved'
-                LIMIT 1
-            ) r ON true
-        """
-
-
-# One statement settles a chunk's lines: the ledger rows (the identity's unique
-# index decides what is new; the latest row of the same key in the same kind and
-# partition gives delta and supersedes_id: the caller holds the key's lineage
-# lock, so that is the row committed just before, and sends a chunk holding a
-# key under two versions down the portable path, which chains them), one
-# outbox row listing them, and the outcome rows of the lines the ledger does
-# not describe: duplicates (an identity that was not new), and posted or
-# disputed lines carrying a note. A posted or disputed line's outcome is its
-# ledger row (docs/architecture.md#ledger-schema keeps job_id), so the common case writes one row
-# per line, not two. A row whose delta would not fit the ledger column is not
-# inserted. It returns the stage positions of the duplicates (false) and of
-# the rows whose delta does not fit (true).
-_SETTLE = """
-WITH ins AS (
-    INSERT INTO ledger_entries (
-        reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,
-        job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,
-        created_at)
-    SELECT u.reconciliation_key, u.contract_version, %(kind)s, u.partition_key, u.document_id,
-           u.line_ref, %(job_id)s, u.outcome, u.amount, u.claimed_amount,
-           u.delta, u.supersedes_id, u.correlation_id, %(now)s
-    FROM (
-        -- No earlier row can exist: delta is the amount (which fits: planning checked).
-        -- repriced: the chunk's partitions with a contract above version 1
-        -- (priors.repriced_partitions); only there can a version-1 line have an
-        -- earlier row. Kept apart so these lines pay for no probe, not even its setup.
-        SELECT s.*, s.amount AS delta, NULL::bigint AS supersedes_id
-        FROM settle_rows s
-        WHERE s.first AND s.contract_version = 1
-          AND s.partition_key <> ALL(CAST(%(repriced)s AS text[]))
-        UNION ALL
-        SELECT s.*, s.amount - COALESCE(p.amount, 0), p.id
-        FROM settle_rows s
-        LEFT JOIN LATERAL ({latest}) p ON true
-        WHERE s.first
-          AND (s.contract_version > 1 OR s.partition_key = ANY(CAST(%(repriced)s AS text[])))
-          AND abs(s.amount - COALESCE(p.amount, 0)) < %(limit)s
-    ) u
-    ORDER BY u.reconciliation_key, u.contract_version
-    ON CONFLICT (reconciliation_key, contract_version) WHERE outcome IN ('posted', 'disputed')
-    DO NOTHING
-    RETURNING id, reconciliation_key, contract_version, delta
-), events AS (
-    INSERT INTO outbox (ledger_entry_ids, created_at)
-    SELECT string_agg(i.id::text, ',' ORDER BY i.id), %(now)s
-    FROM ins i
-    HAVING count(*) > 0
-), missed AS (
-    -- First occurrences the insert did not take (usually none): an identity
-    -- already in the ledger, or a delta too large for the column.
-    SELECT s.seq, s.amount, s.reconciliation_key, s.partition_key FROM settle_rows s
-    WHERE s.first AND NOT EXISTS (
-        SELECT 1 FROM ins i
-        WHERE i.reconciliation_key = s.reconciliation_key
-          AND i.contract_version = s.contract_version)
-), too_large AS (
-    -- The statement's snapshot: the same prior the insert measured from.
-    SELECT m.seq FROM missed m
-    LEFT JOIN LATERAL ({latest_missed}) p ON true
-    WHERE abs(m.amount - COALESCE(p.amount, 0)) >= %(limit)s
-), duplicates AS (
-    -- A repeat within the chunk, or an identity already in the ledger.
-    SELECT s.seq FROM settle_rows s WHERE NOT s.first
-    UNION ALL
-    SELECT m.seq FROM missed m WHERE m.seq NOT IN (SELECT seq FROM too_large)
-), outcomes AS (
-    INSERT INTO line_outcomes (
-        job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
-        delta, reconciliation_key, contract_version)
-    SELECT %(job_id)s, %(chunk_id)s, o.document_id, o.line_ref, o.outcome, o.reason,
-           o.amount, o.claimed_amount, o.delta, o.reconciliation_key, o.contract_version
-    FROM (
-        SELECT s.seq, s.document_id, s.line_ref, 'duplicate' AS outcome, NULL AS reason,
-               s.amount, s.claimed_amount, NULL::numeric AS delta, s.reconciliation_key,
-               s.contract_version
-        FROM settle_rows s JOIN duplicates d ON d.seq = s.seq
-        UNION ALL
-        SELECT s.seq, s.document_id, s.line_ref, s.outcome, s.note, s.amount,
-               s.claimed_amount, i.delta, s.reconciliation_key, s.contract_version
-        FROM settle_rows s JOIN ins i ON i.reconciliation_key = s.reconciliation_key
-                                     AND i.contract_version = s.contract_version
-        WHERE s.first AND s.note IS NOT NULL
-    ) o
-    ORDER BY o.seq
-)
-SELECT seq, false FROM duplicates
-UNION ALL
-SELECT seq, true FROM too_large
-""".format(latest=_latest("s"), latest_missed=_latest("m"))
-
-
-def settle_lines(
-    conn: Connection,
-    stage_text: str,
-    *,
-    kind: str,
-    job_id: str,
-    chunk_id: str,
-    now: dt.datetime,
-    limit: Decimal,
-    repriced: set[str],
-) -> tuple[set[int], set[int]]:
-    """Stage a chunk's settled lines and settle them in one statement; the stage
-    positions (``seq``) of the lines that are duplicates, and of those whose
-    delta is not below ``limit`` (nothing written for them)."""
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        # Emptied at every commit and rollback, so it only ever holds this chunk's rows.
-        # No JIT for this transaction: once the ledger is large, the settle
-        # statement's estimated cost passes jit_above_cost, and compiling it costs
-        # ~15 ms a chunk (3 µs a line) to run a plan of index probes that takes
-        # less (measured on PostgreSQL 15 with 100,000 ledger rows). Same round trip.
-        cursor.execute(_STAGE + ";\nSET LOCAL jit = off")
-    finally:
-        cursor.close()
-    copy_text(conn, "settle_rows", STAGE_COLUMNS, stage_text)
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        params = {"kind": kind, "job_id": job_id, "chunk_id": chunk_id, "now": now}
-        cursor.execute(_SETTLE, {**params, "limit": limit, "repriced": sorted(repriced)})
-        duplicates: set[int] = set()
-        too_large: set[int] = set()
-        for seq, out_of_range in cursor.fetchall():
-            (too_large if out_of_range else duplicates).add(seq)
-        return duplicates, too_large
-    finally:
-        cursor.close()

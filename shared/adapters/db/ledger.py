@@ -116,7 +116,9 @@ def _with_dead_lettered(plan: ChunkPlan, out_of_range: list[PlannedLine]) -> Chu
     return ChunkPlan(
         lines=[p for p in plan.lines if p.settlement is None]
         + [
-            PlannedLine(p.document, p.line, None, "amount_out_of_range", message, p.index)
+            PlannedLine(
+                p.document, p.line, None, "amount_out_of_range", message, p.index, p.position
+            )
             for p in out_of_range
         ],
         failed_documents=plan.failed_documents,

@@ -1,11 +1,20 @@
-"""Per-line outcomes of a job, paged (docs/api.md#jobs).
+"""Per-line outcomes of a job, paged in batch order (docs/api.md#jobs).
 
 A posted or disputed line's outcome is its ledger row (``ledger_entries``
 keeps the job id; the job's ``resolved`` rows, resolutions of its disputes,
 are not lines); ``line_outcomes`` holds the rest: duplicates, dead-lettered
 lines, and the note (e.g. ``document_type_corrected``) of a posted or disputed
-line that has one. A page lists the job's ledger rows by id, then its other
-outcomes by id; a cursor names the source and the last id shown.
+line that has one.
+
+A page lists the job's lines by (position, source, id): ``position`` is the
+line's place in the batch (shared/domain/units.py::chunk_start), so the lines
+come in the order the batch had them whichever chunk settled first; rows
+written before positions were (null) come after the positioned ones, by
+source and id. Each outcome is one range of its table's
+``(job_id, outcome, position, id)`` index, read in order from the cursor
+(positioned rows, then the null ones); a page merges the ranges of the
+outcomes asked for, so neither an outcome filter nor a large job ever sorts
+the job's rows. A cursor is the last line's (position, source, id).
 """
 
 from __future__ import annotations
@@ -14,20 +23,28 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from sqlalchemy import Engine, and_, select
+from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, select, true, tuple_
 
 from shared.adapters.db.dialect import outcome_in
-from shared.adapters.db.tables import IDENTITY_OUTCOMES, ledger_entries, line_outcomes
+from shared.adapters.db.tables import ledger_entries, line_outcomes
 
 Source = Literal["ledger", "other"]
-IN_LEDGER = IDENTITY_OUTCOMES
-NOT_IN_LEDGER = ("duplicate", "dead_lettered")
+SOURCES: tuple[Source, ...] = ("ledger", "other")  # their order among lines of one position
+After = tuple[int | None, Source, int]  # the last line shown: (position, source, id)
+# Each outcome a line can have, and the table (source) that holds it.
+STREAMS: dict[str, Source] = {
+    "posted": "ledger",
+    "disputed": "ledger",
+    "duplicate": "other",
+    "dead_lettered": "other",
+}
 
 
 @dataclass(frozen=True)
 class LineRow:
     source: Source
     id: int
+    position: int | None
     document_id: str
     line_ref: str
     outcome: str
@@ -38,15 +55,25 @@ class LineRow:
     reconciliation_key: str | None
     contract_version: int
 
+    @property
+    def cursor(self) -> After:
+        return self.position, self.source, self.id
 
-def _line(source: Source, r: Any) -> LineRow:
+
+def _order(row: LineRow) -> tuple[bool, int, int, int]:
+    position = row.position
+    return position is None, position or 0, SOURCES.index(row.source), row.id
+
+
+def _line(source: Source, r: Any, reason: str | None) -> LineRow:
     return LineRow(
         source,
         r.id,
+        r.position,
         r.document_id,
         r.line_ref,
         r.outcome,
-        r.reason,
+        reason,
         r.amount,
         r.claimed_amount,
         r.delta,
@@ -55,53 +82,107 @@ def _line(source: Source, r: Any) -> LineRow:
     )
 
 
+def _select(job_id: str, outcome: str) -> tuple[Source, Any, Select[Any]]:
+    """One outcome's rows of the job: its source, that table's columns, the query."""
+    source = STREAMS[outcome]
+    table = ledger_entries if source == "ledger" else line_outcomes
+    query = select(table).where(table.c.job_id == job_id, outcome_in(table.c.outcome, outcome))
+    return source, table.c, query
+
+
+def _notes(
+    conn: Connection, job_id: str, outcome: str, rows: list[Any]
+) -> dict[tuple[int | None, str, int], str | None]:
+    """The notes of a page's posted or disputed rows, by (position, key, version):
+    a noted line's outcome row has its ledger row's position, so they are index
+    probes of the job's notes (by key among rows from before positions)."""
+    c = line_outcomes.c
+    placed = sorted({r.position for r in rows if r.position is not None})
+    unplaced = sorted({r.reconciliation_key for r in rows if r.position is None})
+    wanted: list[ColumnElement[bool]] = []
+    if placed:
+        wanted.append(c.position.in_(placed))
+    if unplaced:
+        wanted.append(and_(c.position.is_(None), c.reconciliation_key.in_(unplaced)))
+    notes = {}
+    for condition in wanted:
+        query = select(c.position, c.reconciliation_key, c.contract_version, c.reason).where(
+            c.job_id == job_id, outcome_in(c.outcome, outcome), condition
+        )
+        for n in conn.execute(query):
+            notes[(n.position, n.reconciliation_key, n.contract_version)] = n.reason
+    return notes
+
+
+def _rank(source: Source) -> int:
+    return SOURCES.index(source)
+
+
+def _positioned_after(c: Any, source: Source, after: After | None) -> ColumnElement[bool]:
+    """After the cursor among the positioned rows of ``source`` (c: its columns)."""
+    condition: ColumnElement[bool]
+    if after is None:
+        condition = c.position.is_not(None)
+        return condition
+    position, after_source, after_id = after
+    if source == after_source:
+        condition = tuple_(c.position, c.id) > tuple_(position, after_id)
+    elif _rank(source) > _rank(after_source):
+        # At the cursor's own position, a later source's rows are still to come.
+        condition = c.position >= position
+    else:
+        condition = c.position > position
+    return condition
+
+
+def _unpositioned_after(c: Any, source: Source, after: After | None) -> ColumnElement[bool] | None:
+    """After the cursor among the null positions; None when none of ``source`` is."""
+    condition: ColumnElement[bool] = true()
+    if after is not None and after[0] is None:
+        if source == after[1]:
+            condition = c.id > after[2]
+        elif _rank(source) < _rank(after[1]):
+            return None
+    return condition
+
+
+def _stream(
+    conn: Connection, job_id: str, outcome: str, after: After | None, limit: int
+) -> list[LineRow]:
+    """Up to ``limit`` lines of one outcome after the cursor, in order."""
+    source, c, query = _select(job_id, outcome)
+    found: list[Any] = []
+    if after is None or after[0] is not None:
+        positioned = query.where(_positioned_after(c, source, after))
+        found += conn.execute(positioned.order_by(c.position, c.id).limit(limit)).all()
+    unpositioned = _unpositioned_after(c, source, after)
+    if len(found) < limit and unpositioned is not None:
+        rest = query.where(c.position.is_(None), unpositioned)
+        # By id, spelled as the index's order: ``position IS NULL`` is no equality
+        # to PostgreSQL's planner, and ``ORDER BY id`` alone would sort the range.
+        found += conn.execute(rest.order_by(c.position, c.id).limit(limit - len(found))).all()
+    if source == "other":
+        return [_line(source, r, r.reason) for r in found]
+    notes = _notes(conn, job_id, outcome, found) if found else {}
+    return [
+        _line(source, r, notes.get((r.position, r.reconciliation_key, r.contract_version)))
+        for r in found
+    ]
+
+
 def list_lines(
     engine: Engine,
     job_id: str,
     *,
     outcome: str | None,
-    after: tuple[Source, int] | None,
+    after: After | None,
     limit: int,
 ) -> list[LineRow]:
-    """Up to ``limit`` lines of a job after the cursor ``(source, last id)``."""
+    """Up to ``limit`` lines of a job after the cursor ``(position, source, id)``,
+    in batch order."""
     rows: list[LineRow] = []
     with engine.connect() as conn:
-        if (outcome is None or outcome in IN_LEDGER) and (after is None or after[0] == "ledger"):
-            notes = line_outcomes.alias("notes")
-            query = (
-                select(ledger_entries, notes.c.reason)
-                .outerjoin(
-                    notes,
-                    and_(
-                        notes.c.job_id == ledger_entries.c.job_id,
-                        notes.c.outcome == ledger_entries.c.outcome,
-                        notes.c.reconciliation_key == ledger_entries.c.reconciliation_key,
-                        notes.c.contract_version == ledger_entries.c.contract_version,
-                    ),
-                )
-                .where(ledger_entries.c.job_id == job_id)
-            )
-            # A job's lines are its posted and disputed rows: a ``resolved`` row
-            # is a dispute's resolution, not a line (the job's line count stays).
-            query = query.where(
-                outcome_in(
-                    ledger_entries.c.outcome, *(IN_LEDGER if outcome is None else (outcome,))
-                )
-            )
-            if after is not None:
-                query = query.where(ledger_entries.c.id > after[1])
-            rows += [
-                _line("ledger", r)
-                for r in conn.execute(query.order_by(ledger_entries.c.id).limit(limit))
-            ]
-            after = None
-        if len(rows) < limit and (outcome is None or outcome in NOT_IN_LEDGER):
-            wanted = NOT_IN_LEDGER if outcome is None else (outcome,)
-            query = select(line_outcomes).where(
-                line_outcomes.c.job_id == job_id, line_outcomes.c.outcome.in_(wanted)
-            )
-            if after is not None:
-                query = query.where(line_outcomes.c.id > after[1])
-            query = query.order_by(line_outcomes.c.id).limit(limit - len(rows))
-            rows += [_line("other", r) for r in conn.execute(query)]
-    return rows
+        for name in STREAMS if outcome is None else (outcome,):
+            rows += _stream(conn, job_id, name, after, limit)
+    rows.sort(key=_order)
+    return rows[:limit]

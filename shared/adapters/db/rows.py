@@ -31,6 +31,7 @@ def ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) 
         "supersedes_id": prior[0] if prior else None,
         "correlation_id": p.document.correlation_id,
         "created_at": now,
+        "position": p.position,
     }
 
 
@@ -71,6 +72,7 @@ def outcome_row(
         "delta": delta,
         "reconciliation_key": p.line.reconciliation_key,
         "contract_version": p.document.contract_version,
+        "position": p.position,
     }
 
 
@@ -82,6 +84,7 @@ def _dead_letter_row(
     contract_version: int | None,
     line_ref: str | None,
     line_index: int | None,
+    position: int | None,
     reason: str,
     error_class: str,
     message: str,
@@ -98,6 +101,7 @@ def _dead_letter_row(
         "document_id": document_id,
         "line_ref": line_ref,
         "line_index": line_index,
+        "position": position,
         "reason": reason,
         "error_class": error_class,
         "message": message[:2000],
@@ -119,6 +123,7 @@ def line_dead_letter(chunk: ChunkRef, p: PlannedLine, attempts: int, now: dt.dat
         contract_version=p.document.contract_version,
         line_ref=p.line.line_ref,
         line_index=p.index if p.index >= 0 else None,
+        position=p.position,
         reason=p.reason or "",
         error_class="BusinessError",
         message=p.message,
@@ -140,6 +145,7 @@ def document_dead_letter(
         contract_version=d.contract_version if d else None,
         line_ref=f.line_ref,
         line_index=f.line_index,
+        position=f.position,
         reason=f.reason,
         error_class=f.error_class,
         message=f.message,

@@ -6,6 +6,7 @@ deleted.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     DateTime,
     ForeignKey,
@@ -139,10 +140,13 @@ ledger_entries = Table(
     Column("supersedes_id", BigId, ForeignKey("ledger_entries.id"), nullable=True),
     Column("correlation_id", ID, nullable=True),
     Column("created_at", TS, nullable=False),
+    # The line's batch position (shared/domain/units.py::chunk_start); null for a
+    # ``resolved`` row (not a line) and for rows written before migration 0013.
+    Column("position", BigInteger, nullable=True),
     # Exactly-once effect: one posted or disputed row per identity and version
     # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats
     # its disputed row's key and version. Settlement inserts name this index as
-    # their conflict target (bulk.py, inserts.py).
+    # their conflict target (bulk_settle.py, inserts.py).
     Index(
         "uq_ledger_entries_identity",
         "reconciliation_key",
@@ -167,8 +171,10 @@ ledger_entries = Table(
         postgresql_where=text("outcome = 'disputed'"),
         sqlite_where=text("outcome = 'disputed'"),
     ),
-    # A job's posted and disputed lines, in the order its lines page lists them.
-    Index(None, "job_id", "id"),
+    # A job's lines of one outcome in batch order: its lines page merges the
+    # posted and disputed ranges (docs/api.md#jobs). Also the job's rows for its
+    # page's partitions and the dispute queue's job filter.
+    Index(None, "job_id", "outcome", "position", "id"),
     # A recipe's cost history at a location: where its next delta is measured
     # from. Partial: the other kinds never read it, so they don't pay to keep it.
     Index(
@@ -199,7 +205,8 @@ line_outcomes = Table(
     Column("contract_version", Integer, nullable=False),
     # The dead letter a dead-lettered line belongs to: a requeue replaces these rows.
     Column("dead_letter_id", BigId, nullable=True),
-    Index(None, "job_id", "outcome", "id"),
+    Column("position", BigInteger, nullable=True),  # as the ledger's (null before 0013)
+    Index(None, "job_id", "outcome", "position", "id"),
     Index(
         "ix_line_outcomes_dead_letter",
         "dead_letter_id",
@@ -233,6 +240,9 @@ dead_letters = Table(
     # A line-level dead letter's position among its document's lines: what its
     # requeue re-runs (a document may repeat a line_ref). Null before 0011.
     Column("line_index", Integer, nullable=True),
+    # The batch position of its first line (a line-level one: of its line), which
+    # its requeue gives the lines again. Null before 0013, or when not known.
+    Column("position", BigInteger, nullable=True),
     Index(None, "job_id"),
     Index(None, "status", "reason"),
 )

@@ -75,10 +75,15 @@ def insert_dead_letters(
         if f.document is None:
             lines = []
         else:
-            doc = f.document
+            doc, first = f.document, f.position
             lines = [
-                outcome_row(chunk, PlannedLine(doc, line, None, f.reason), "dead_lettered", None)
-                for line in f.lines
+                outcome_row(
+                    chunk,
+                    PlannedLine(doc, line, None, f.reason, "", -1, _at(first, n)),
+                    "dead_lettered",
+                    None,
+                )
+                for n, line in enumerate(f.lines)
             ]
         letters.append((document_dead_letter(chunk, f, attempts, now), lines))
     if not letters:
@@ -94,3 +99,8 @@ def insert_dead_letters(
             row["dead_letter_id"] = letter_id
             rows.append(row)
     return rows
+
+
+def _at(first: int | None, n: int) -> int | None:
+    """The batch position of a failed document's ``n``-th listed line."""
+    return None if first is None else first + n
