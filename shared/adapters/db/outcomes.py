@@ -37,6 +37,7 @@ class LineRow:
     delta: Decimal | None
     reconciliation_key: str | None
     contract_version: int
+    correlation_id: str | None  # the document's (an X12 set's control numbers)
 
 
 def _line(source: Source, r: Any) -> LineRow:
@@ -52,6 +53,7 @@ def _line(source: Source, r: Any) -> LineRow:
         r.delta,
         r.reconciliation_key,
         r.contract_version,
+        r.correlation_id,
     )
 
 

@@ -71,6 +71,7 @@ def outcome_row(
         "delta": delta,
         "reconciliation_key": p.line.reconciliation_key,
         "contract_version": p.document.contract_version,
+        "correlation_id": p.document.correlation_id,
     }
 
 

@@ -72,6 +72,8 @@ jobs = Table(
     Column("lines", Integer, nullable=False),
     Column("chunks_total", Integer, nullable=False),
     Column("created_at", TS, nullable=False),
+    # What the producer sent: json, ndjson or x12 (an X12 job has EDI rows, edi_tables.py).
+    Column("source_format", String(8), nullable=False, server_default="json"),
     UniqueConstraint("key_id", "idempotency_key"),
     Index(None, "created_at"),
 )
@@ -199,6 +201,7 @@ line_outcomes = Table(
     Column("contract_version", Integer, nullable=False),
     # The dead letter a dead-lettered line belongs to: a requeue replaces these rows.
     Column("dead_letter_id", BigId, nullable=True),
+    Column("correlation_id", ID, nullable=True),  # the document's, as in the ledger (0014)
     Index(None, "job_id", "outcome", "id"),
     Index(
         "ix_line_outcomes_dead_letter",
@@ -288,3 +291,6 @@ outbox = Table(
         sqlite_where=text("published_at IS NULL"),
     ),
 )
+
+# Declared in their own module (this one is at its size limit), on this metadata.
+from shared.adapters.db import edi_tables as _edi_tables  # noqa: E402, F401
