@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NoReturn
 
 import typer
 
@@ -24,6 +24,7 @@ from services.commands.options import (
     wait_with_progress,
 )
 from shared.domain.synthetic import GENERATORS
+from shared.domain.x12.synthetic import GENERATORS as X12_GENERATORS
 
 app = typer.Typer()
 
@@ -163,13 +164,23 @@ def is_ndjson(body: bytes) -> bool:
 
 # The kinds shared.domain.synthetic generates (a unit test keeps the two equal).
 KindName = Literal["promo_accrual", "recipe_cost", "freight_audit"]
+FormatName = Literal["json", "ndjson", "x12"]
 _PARTITIONS = {"promo_accrual": "vendors", "recipe_cost": "recipes", "freight_audit": "carriers"}
 
 
 @app.command()
 def gen(
     kind: Annotated[KindName, typer.Option(help="Settlement kind of the batch.")] = "promo_accrual",
-    lines: Annotated[int, typer.Option(min=1, help="Lines in the batch.")] = 100,
+    lines: Annotated[
+        int,
+        typer.Option(
+            "--lines",
+            "--invoices",
+            min=1,
+            help="Lines in the batch; with --format x12, invoices (one ST..SE each:"
+            " a 210 is one line, an 810 has 1-8).",
+        ),
+    ] = 100,
     partitions: Annotated[
         int,
         typer.Option(
@@ -177,19 +188,42 @@ def gen(
         ),
     ] = 5,
     seed: Annotated[int, typer.Option(help="Same seed, same batch.")] = 7,
+    output: Annotated[
+        FormatName,
+        typer.Option(
+            "--format",
+            help='json; ndjson (first line {"kind": ...}) for `submit x.ndjson`; x12: an ANSI'
+            " X12 4010 file of 210s (freight_audit) or 810s (promo_accrual).",
+        ),
+    ] = "json",
     ndjson: Annotated[
         bool,
-        typer.Option("--ndjson", help='NDJSON (first line {"kind": ...}) for `submit x.ndjson`.'),
+        typer.Option("--ndjson", help="The same as --format ndjson."),
     ] = False,
 ) -> None:
     """Print a synthetic batch on stdout (deterministic for a seed).
 
     Its contracts (version 1) are what `settleq demo` publishes.
     """
+    if ndjson and output not in ("json", "ndjson"):
+        _refuse(f"--ndjson and --format {output} ask for two formats")
+    if output == "x12":
+        make_file = X12_GENERATORS.get(kind)
+        if make_file is None:
+            _refuse(f"{kind} has no X12 form: --format x12 takes freight_audit or promo_accrual")
+        sys.stdout.buffer.write(make_file(lines, seed=seed, **{_PARTITIONS[kind]: partitions}))
+        sys.stdout.flush()
+        return
     make_batch = GENERATORS[kind][0]
     batch = make_batch(lines, seed=seed, **{_PARTITIONS[kind]: partitions})
-    if ndjson:
+    if ndjson or output == "ndjson":
         sys.stdout.write(json.dumps({"kind": batch["kind"]}) + "\n")
         sys.stdout.writelines(json.dumps(d) + "\n" for d in batch["documents"])
     else:
         sys.stdout.write(json.dumps(batch) + "\n")
+
+
+def _refuse(line: str) -> NoReturn:
+    """A usage error: one line on stderr, exit 2 (as click's own)."""
+    typer.echo(f"settleq gen: {line}", err=True)
+    raise typer.Exit(2)
