@@ -21,10 +21,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
+from typer.testing import CliRunner
 
 from services.api import submission
 from services.api.app import create_app
+from services.cli import app
 from services.client import Client
+from services.commands import batches
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db import jobs as jobs_db
@@ -53,6 +56,7 @@ from tests.support.x12_files import (
     next_control_number,
     promo_file,
 )
+from tests.unit.conftest import restore_logging  # noqa: F401 - the CLI test's fixture
 
 pytestmark = pytest.mark.both_backends
 
@@ -452,3 +456,31 @@ def test_a_json_job_has_no_acknowledgement_and_others_jobs_are_not_found(
     theirs = scoped.acknowledgement(x12)
     assert (theirs.status_code, error(theirs)["code"]) == (404, "job_not_found")
     assert http.get(f"/v1/jobs/{x12}/acknowledgement").status_code == 401
+
+
+# --- settleq submit -----------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_settleq_submit_prints_the_997_or_each_problem_of_a_refusal(
+    api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batches, "make_client", lambda *args: api)
+    good = tmp_path / "invoice.edi"
+    good.write_bytes(freight_file(Freight(uid("F"), uid("C").upper())))
+    sent = CliRunner().invoke(app, ["submit", str(good), "--contract-version", "1", "--no-wait"])
+    assert sent.exit_code == 0, sent.output
+    assert "accepted job" in sent.output and "997 acknowledgement:" in sent.output
+    assert "GS*FA*" in sent.output
+
+    bad = tmp_path / "broken.edi"
+    bad.write_bytes(
+        good.read_bytes().replace(b"SE*9*0001", b"SE*8*0001").replace(b"~\nGE", b"~\nGX")
+    )
+    refused = CliRunner().invoke(app, ["submit", str(bad), "--contract-version", "1"])
+    assert refused.exit_code == 1
+    # The CLI's own log lines (JSON, e.g. httpx's request) aside:
+    first, *rest = [line for line in refused.output.splitlines() if not line.startswith("{")]
+    assert first.startswith("settleq: 422 edi_")
+    assert any(line.startswith("  edi_") and "segment" in line for line in rest)
+    assert "Traceback" not in refused.output
