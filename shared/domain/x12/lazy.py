@@ -92,18 +92,22 @@ def tagged(transaction_set: TransactionSet, tags: tuple[str, ...]) -> list[Segme
         return [segment for segment in transaction_set.body if segment.tag in tags]
     text, start, stop = lazy[:3]
     buf, t = text.buf, text.terminator
-    first = transaction_set.st.position + 1
+    element = text.element.decode()
+    trail = (b" \t\r" if t == b"\n" else b" \t") if text.newline else None
+    position = transaction_set.st.position + 1
     found: list[Segment] = []
-    counted, seen = start, 0
+    counted, count, find = start, buf.count, buf.find
     # From the ST's terminator, and one byte past the body to see a last tag's end.
     for match in _pattern(t, text.element, text.newline, tags).finditer(buf, start - 1, stop + 1):
         at = match.start()
         if at >= stop:
             break
-        seen += buf.count(t, counted, at + 1)
+        position += count(t, counted, at + 1)
         counted = at + 1
-        end = buf.find(t, match.end(), stop)
-        found.extend(_split(text, match.start(1), stop if end < 0 else end, first + seen))
+        end = find(t, at + 1, stop)
+        raw = buf[match.start(1) : stop if end < 0 else end]
+        parts = (raw.rstrip(trail) if trail else raw).decode("utf-8").split(element)
+        found.append(Segment(position, parts[0], tuple(parts[1:])))
     return found
 
 

@@ -18,12 +18,10 @@ Linear in the file's size, and it raises nothing but ``EdiRefused``.
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from shared.domain.x12.envelope import Fatal, first_isa, read_isa, skip_space
+from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.model import EdiRefused, Interchange, Problem
 from shared.domain.x12.problems import Problems
 from shared.domain.x12.scan import find_region, syntax_problems
@@ -43,7 +41,7 @@ def read_file(data: bytes) -> tuple[Interchange, ...]:
     problems = Problems()
     interchanges: list[Interchange] = []
     try:
-        with _collector_paused():
+        with collector_paused():
             _read(data, problems, interchanges)
     except Fatal as exc:
         problems.add(exc.problem, fatal=True)
@@ -53,21 +51,6 @@ def read_file(data: bytes) -> tuple[Interchange, ...]:
         found = problems.in_order()
         raise EdiRefused(found, None if problems.fatal else tuple(interchanges))
     return tuple(interchanges)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Reading makes a few objects per set and frees none, so each of the garbage
-    collector's passes walks the whole heap for nothing: a third of the reader's time
-    on a 100,000-set file. Reference counting still frees everything as usual."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _read(data: bytes, problems: Problems, interchanges: list[Interchange]) -> None:
