@@ -32,7 +32,7 @@ class Writer:
     @classmethod
     def avoiding(cls, values: Iterable[str]) -> Writer:
         """Our delimiters, each replaced by the next candidate when a value holds it."""
-        used = set().union(*(set(v) for v in values))
+        used = set("".join(values))
         chosen: list[str] = []
         for candidates in (ELEMENTS, COMPONENTS, TERMINATORS):
             free = [c for c in candidates if c not in used and c not in chosen]
@@ -41,7 +41,9 @@ class Writer:
 
     def clean(self, value: str) -> str:
         """A value as it can be written: printable ASCII and none of our delimiters."""
-        delimiters = (self.element, self.component, self.terminator)
+        delimiters = {self.element, self.component, self.terminator}
+        if value.isascii() and value.isprintable() and delimiters.isdisjoint(value):
+            return value  # nearly always: the character walk below is for the odd file
         return "".join(c if " " <= c <= "~" and c not in delimiters else "?" for c in value)
 
     def segment(self, tag: str, *elements: str) -> str:

@@ -239,26 +239,30 @@ def test_an_aware_time_is_written_in_utc_and_the_version_follows_the_group() -> 
     assert ack(CARRIER_FILE.replace("*X*004010~", "*X*003010~"))[1].get(8) == "003010"
     no_version = CARRIER_FILE.replace("*X*004010~", "*X*~").replace("*00401*", "*00305*")
     assert ack(no_version)[1].get(8) == "003050"
+    # a stray character glued to GS08 (a file read with the wrong terminator) is no version
+    glued = _with_gs(interchanges(CARRIER_FILE)[0], 8, "004010?")
+    answer = acknowledge([glued], [], control_numbers=[5], now=NOW).decode()
+    assert answer.splitlines()[1].endswith("*X*004010~")
 
 
 def test_a_delimiter_in_a_partner_value_makes_us_choose_another() -> None:
     # A partner separating elements with "|" may have a "*" in its GS02.
     plain = acknowledge(interchanges(CARRIER_FILE), [], control_numbers=[5], now=NOW).decode()
     assert plain[3] == "*"
-    starred = _with_gs02(interchanges(CARRIER_FILE)[0], "CAR*RIER")
+    starred = _with_gs(interchanges(CARRIER_FILE)[0], 2, "CAR*RIER")
     chosen = acknowledge([starred], [], control_numbers=[5], now=NOW).decode()
     assert chosen[3] == "|" and "GS|FA|SETTLEQAP|CAR*RIER|" in chosen
     assert len(chosen.split("~\n")[0]) == 105
 
 
-def _with_gs02(ic: Interchange, value: str) -> Interchange:
+def _with_gs(ic: Interchange, n: int, value: str) -> Interchange:
+    """``ic`` with element ``n`` of every GS replaced by ``value``."""
     from dataclasses import replace
 
-    groups = tuple(
-        replace(g, gs=replace(g.gs, elements=(g.gs.get(1), value, *g.gs.elements[2:])))
-        for g in ic.groups
-    )
-    return replace(ic, groups=groups)
+    def changed(gs: Segment) -> Segment:
+        return replace(gs, elements=(*gs.elements[: n - 1], value, *gs.elements[n:]))
+
+    return replace(ic, groups=tuple(replace(g, gs=changed(g.gs)) for g in ic.groups))
 
 
 def test_loops_are_the_4010_tables_ids() -> None:
