@@ -172,7 +172,8 @@ def test_a_210_file_settles_each_invoice_to_its_contract(
         "completed",
         "freight_audit",
     )
-    assert job["amounts"] == {"posted": "290.00", "disputed": "325.00"}
+    amounts = {k: Decimal(v) for k, v in job["amounts"].items()}
+    assert amounts == {"posted": Decimal("290.00"), "disputed": Decimal("325.00")}
     lines = api.get(f"/v1/jobs/{job_id}/lines").json()["items"]
     assert {line["correlation_id"] for line in lines} == {rows[d][2] for d in rows}
     csv_text = http.get(
