@@ -14,7 +14,7 @@ the same invoice sent as JSON. Anything refused about the file's content is
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,12 +46,12 @@ class EdiQuery:
 
 @dataclass(frozen=True)
 class EdiIntake:
-    """An accepted file's envelopes, for its stored interchanges and its 997."""
+    """What an accepted file's job stores besides its chunks."""
 
-    interchanges: tuple[Interchange, ...]
-    senders: list[Sender]
+    senders: list[Sender]  # its interchanges' names
     skipped: list[Skipped]
     file_sha256: str  # of the bytes as received: the default Idempotency-Key
+    acknowledgement: bytes  # its 997, every set accepted
 
 
 def _identifier(params: Mapping[str, str], name: str) -> str | None:
@@ -95,17 +95,25 @@ def edi_query(params: Mapping[str, str], media: str) -> EdiQuery | None:
     return EdiQuery(version, partition_key, period)
 
 
+# Writes the 997 answering interchanges (with these problems): the database
+# allocates its control numbers (services/api/edi_refusal.py::write_997).
+Acknowledge = Callable[[tuple[Interchange, ...], list[Problem]], bytes]
+
+
 @dataclass
 class EdiIngest(Ingest):
     query: EdiQuery = field(default_factory=lambda: EdiQuery(1))
+    acknowledge: Acknowledge | None = None
 
     def _parse(self, data: bytes) -> None:
         self._json.append(data)  # X12 is read whole: nothing to do until it is all here
 
     def finish(self) -> Ingested:
+        assert self.acknowledge is not None
         body = b"".join(self._json)
         self._json.clear()
         interchanges = read_file(body)
+        del body  # the interchanges hold it while they live
         senders = _senders(interchanges)
         mapped = map_file(
             interchanges,
@@ -113,15 +121,15 @@ class EdiIngest(Ingest):
             partition_key=self.query.partition_key,
             period=self.query.period,
         )
-        del body  # the documents carry what they need of it (raw_payload)
         self._take(mapped, interchanges)
         batch = self._finished()
+        # Written now, so that the file and its envelopes (twice the file's
+        # size) are freed before the job is stored: the 997 is all that is
+        # left to take from them.
+        acknowledgement = self.acknowledge(interchanges, [])
         file_sha256 = self.sha.hexdigest()
-        return replace(
-            batch,
-            body_sha256=self._submission_sha256(file_sha256),
-            edi=EdiIntake(interchanges, senders, list(mapped.skipped), file_sha256),
-        )
+        intake = EdiIntake(senders, list(mapped.skipped), file_sha256, acknowledgement)
+        return replace(batch, body_sha256=self._submission_sha256(file_sha256), edi=intake)
 
     def _submission_sha256(self, file_sha256: str) -> str:
         """What a repeat must match: the bytes, and the query that gives them
@@ -139,7 +147,11 @@ class EdiIngest(Ingest):
             )
         self.kind = KINDS[mapped.kind]
         kind_screen = self.kind.screen
-        for document in mapped.documents:
+        documents: list[Any] = mapped.documents
+        for index, document in enumerate(documents):
+            # Each mapped document is dropped once it is a chunk's bytes: the
+            # two forms of a large file's documents are never all held at once.
+            documents[index] = None
             line = _encode(document)
             self._line_no += 1
             screened = None if kind_screen is None else screen(kind_screen, line)

@@ -12,7 +12,6 @@ first here.
 from __future__ import annotations
 
 from services.api.context import ApiContext
-from services.api.edi_refusal import write_997
 from services.api.errors import ApiError
 from services.api.ingest import Ingested
 from shared.adapters.db import edi as edi_db
@@ -51,9 +50,8 @@ def accepted_before(
     )
 
 
-def edi_record(ctx: ApiContext, batch: Ingested) -> edi_db.EdiRecord:
-    """What the new job stores besides its chunks: its interchanges and its 997
-    (every set accepted: a 997 speaks of syntax, and this file's is sound)."""
+def edi_record(batch: Ingested) -> edi_db.EdiRecord:
+    """What the new job stores besides its chunks: its interchanges and its 997."""
     assert batch.edi is not None
-    ack = write_997(ctx, batch.edi.interchanges, [])
-    return edi_db.EdiRecord(batch.edi.senders, batch.edi.file_sha256, ack)
+    edi = batch.edi
+    return edi_db.EdiRecord(edi.senders, edi.file_sha256, edi.acknowledgement)

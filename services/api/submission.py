@@ -74,7 +74,7 @@ def submit(ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: 
     if existing is not None:
         return existing
     ctx.internal_key  # noqa: B018 - fail with 503 before storing anything if the DB is down
-    edi = None if batch.edi is None else edi_record(ctx, batch)
+    edi = None if batch.edi is None else edi_record(batch)
     new = jobs_db.NewJob(
         id=uuid.uuid4().hex,
         key_id=key.key_id,

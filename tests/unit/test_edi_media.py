@@ -4,6 +4,7 @@ by, and how ``settleq submit`` tells an X12 file and prints its answer."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from typing import Any
 
@@ -19,11 +20,13 @@ from services.client import Client
 from services.commands import batches
 from services.commands.edi import is_x12
 from shared.domain.x12 import EdiRefused
+from shared.domain.x12.ack import acknowledge
 from shared.settings import ProducerKey, Settings
 from tests.support.x12_files import Freight, freight_file
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 SETTINGS = Settings(database_url="sqlite://")
+NOW = dt.datetime(2026, 3, 15, 12, 0, tzinfo=dt.UTC)
 KEY = ProducerKey(key_id="k", secrets=["s"], partitions=["*"])
 
 
@@ -89,8 +92,12 @@ def test_a_json_body_ignores_a_valid_query() -> None:
     assert edi_query({}, NDJSON) is None
 
 
+def _acknowledge(interchanges: Any, problems: Any) -> bytes:
+    return acknowledge(interchanges, problems, control_numbers=[7] * len(interchanges), now=NOW)
+
+
 def _ingest(body: bytes, query: EdiQuery) -> Any:
-    ingest = EdiIngest(SETTINGS, KEY, EDI_X12, query=query)
+    ingest = EdiIngest(SETTINGS, KEY, EDI_X12, query=query, acknowledge=_acknowledge)
     half = len(body) // 2
     ingest.feed_parts([body[:half], body[half:]], lambda _: None)
     return ingest.finish()
@@ -117,6 +124,9 @@ def test_a_files_batch_is_keyed_by_its_bytes_and_known_by_its_query_too() -> Non
         "CARRIERTEST",
         "000001234",
     )
+    # Its 997 is written with the batch (and the file is let go of).
+    ack = batch.edi.acknowledgement.decode()
+    assert ack.startswith("ISA") and "*000000007*" in ack and "AK9*A*2*2*2" in ack
 
 
 def test_a_json_batch_keeps_its_body_hash_as_its_key() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -13,7 +14,7 @@ from fastapi.responses import JSONResponse
 from services.api.auth import Ctx, producer_verifier
 from services.api.context import ApiContext
 from services.api.edi_ingest import EdiIngest, edi_query
-from services.api.edi_refusal import refusal
+from services.api.edi_refusal import refusal, write_997
 from services.api.errors import ApiError, ErrorBody
 from services.api.ingest import Ingest, Ingested, media_type
 from services.api.schemas import Accepted
@@ -112,7 +113,7 @@ def _new_ingest(ctx: ApiContext, request: Request, key: Any) -> Ingest:
     query = edi_query(request.query_params, media)
     if query is None:
         return Ingest(ctx.settings, key, media)
-    return EdiIngest(ctx.settings, key, media, query=query)
+    return EdiIngest(ctx.settings, key, media, query=query, acknowledge=partial(write_997, ctx))
 
 
 def _finish(ctx: ApiContext, ingest: Ingest) -> Ingested:
