@@ -16,6 +16,7 @@ IEA02 rewritten, nothing else), so that each one is a new job, not a repeat.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -37,15 +38,18 @@ PATH = "/v1/batches?contract_version=1"
 
 
 def renumbered(body: bytes, run: int) -> bytes:
-    """The file with every interchange's ISA13 and IEA02 made this run's own.
+    """The file with each interchange's ISA13 and IEA02 made this run's own
+    (the n-th interchange's ``start + n``: one file names each once).
 
-    ISA13 is the 13th element of a fixed 106-character ISA (as the generator
+    ISA13 is the 13th element of the ISA (``*``-separated, as the generator
     writes it), IEA02 the last element of each IEA."""
-    number = (time.time_ns() // 1000 + run) % 999_999_999 + 1
+    start = (time.time_ns() // 1000 + run * 1000) % 900_000_000
     isa13 = re.compile(rb"(ISA(?:\*[^*]*){12}\*)[0-9]{9}")
     iea02 = re.compile(rb"(IEA\*[0-9]+\*)[0-9]{9}")
-    body = isa13.sub(lambda m: m.group(1) + b"%09d" % number, body)
-    return iea02.sub(lambda m: m.group(1) + b"%09d" % number, body)
+    for pattern in (isa13, iea02):
+        numbers = itertools.count(start + 1)
+        body = pattern.sub(lambda m, n=numbers: m.group(1) + b"%09d" % next(n), body)
+    return body
 
 
 def parts(body: bytes) -> Iterator[bytes]:
