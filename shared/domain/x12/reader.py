@@ -1,4 +1,5 @@
-"""``read_file``: a partner's X12 file, as sent, into its interchanges (SPEC §10).
+"""``read_file``: a partner's X12 file, as sent, into its interchanges
+(docs/architecture.md#edi-intake).
 
 Each interchange's delimiters come from its own ISA (``envelope``). The
 reader copes with what real files do (a BOM, CRLF or LF, indentation, two
