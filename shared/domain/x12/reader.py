@@ -46,8 +46,6 @@ def read_file(data: bytes) -> tuple[Interchange, ...]:
             _read(data, problems, interchanges)
     except Fatal as exc:
         problems.add(exc.problem, fatal=True)
-    except RecursionError:  # pragma: no cover - nothing here recurses; a last guard
-        problems.add(Problem("edi_syntax", "the file cannot be read"), fatal=True)
     if problems:
         found = problems.in_order()
         raise EdiRefused(found, None if problems.fatal else tuple(interchanges))
