@@ -1,4 +1,5 @@
-"""Where a file's delimiters come from: its start and each ISA header (SPEC §10).
+"""Where a file's delimiters come from: its start and each ISA header
+(docs/architecture.md#edi-intake).
 
 The ISA is read by counting element separators, never by position: real ISAs
 run from 78 to 107 characters (unpadded fields, U+00A0 padding, which is two

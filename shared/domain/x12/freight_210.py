@@ -1,4 +1,5 @@
-"""210 (motor carrier freight invoice) → one ``freight_audit`` document (SPEC §10).
+"""210 (motor carrier freight invoice) → one ``freight_audit`` document
+(docs/architecture.md#edi-intake).
 
 One leg, ``leg_no`` 1, per ST. Its charges are the L1 lines: the one linehaul
 (L1-08 empty or ``400``) gives the rate basis and rated quantity (a weight or a

@@ -1,4 +1,5 @@
-"""810 (invoice) → one ``promo_accrual`` document, a line per allowance (SPEC §10).
+"""810 (invoice) → one ``promo_accrual`` document, a line per allowance
+(docs/architecture.md#edi-intake).
 
 A line is a SAC with SAC01 ``A`` inside an IT1 loop (after its IT1, before
 TDS), unless it is a percentage (SAC06/07 set). Header and summary SACs, and

@@ -1,4 +1,5 @@
-"""``map_file``: a file's interchanges into one batch of one kind (SPEC §10).
+"""``map_file``: a file's interchanges into one batch of one kind
+(docs/architecture.md#edi-intake).
 
 Each ST..SE is one document: 210 → ``freight_audit`` (``freight_210``), 810 →
 ``promo_accrual`` (``invoice_810``). The documents are the JSON-ready dicts

@@ -1,8 +1,9 @@
 """One transaction set's values, read into our wire values with each problem located.
 
-X12 numbers (SPEC §10): amounts (B3-07, L1-04, L3-05, SAC-05, TDS) are N2, two
-implied decimals and an optional ``-`` (``65940`` is 659.40, a ``.`` in one is
-``edi_bad_number``); rates and quantities are R (``.07``, ``-.62``, ``11.8``).
+X12 numbers (docs/architecture.md#edi-intake): amounts (B3-07, L1-04, L3-05,
+SAC-05, TDS) are N2, two implied decimals and an optional ``-`` (``65940`` is
+659.40, a ``.`` in one is ``edi_bad_number``); rates and quantities are R
+(``.07``, ``-.62``, ``11.8``).
 A value that is well formed but does not fit our models (an identifier over
 128 characters, more decimal places than a Money holds) is ``edi_unmappable``
 here, with the same limits as ``shared.domain.kinds``, so a mapped document

@@ -1,4 +1,5 @@
-"""``read_file``: a partner's X12 file, as sent, into its interchanges (SPEC §10).
+"""``read_file``: a partner's X12 file, as sent, into its interchanges
+(docs/architecture.md#edi-intake).
 
 Each interchange's delimiters come from its own ISA (``envelope``). The
 reader copes with what real files do (a BOM, CRLF or LF, indentation, two
@@ -45,8 +46,6 @@ def read_file(data: bytes) -> tuple[Interchange, ...]:
             _read(data, problems, interchanges)
     except Fatal as exc:
         problems.add(exc.problem, fatal=True)
-    except RecursionError:  # pragma: no cover - nothing here recurses; a last guard
-        problems.add(Problem("edi_syntax", "the file cannot be read"), fatal=True)
     if problems:
         found = problems.in_order()
         raise EdiRefused(found, None if problems.fatal else tuple(interchanges))

@@ -11,7 +11,7 @@ from shared.domain.x12.model import FunctionalGroup, Interchange, TransactionSet
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """What the submission's query says (SPEC §10): it wins over what the file says."""
+    """What the submission's query says: it wins over what the file says."""
 
     contract_version: int
     partition_key: str | None
