@@ -211,27 +211,35 @@ def test_the_same_invoice_as_json_and_as_x12_posts_once(api: Client, ctx: Worker
     assert line["outcome"] == "duplicate" and line["correlation_id"].startswith("x12:RETAILTEST:")
 
 
-def test_the_real_walmart_810_claims_its_allowance(api: Client, ctx: WorkerContext) -> None:
-    """tests/data/x12: the Walmart sample's one allowance (SAC in the IT1 loop,
-    REF*IA vendor 123456170) claims 23.50 on 1,080 units of tier I410."""
-    path = REAL / "Example5_Walmart.txt"
-    if not path.exists():
-        pytest.skip("tests/data/x12 holds no copy of the Walmart 810")  # copied by x12-domain
-    vendor_id = uid("WM-")  # this test's own partition: the file's REF*IA is shared
-    put_contract(
-        ctx.engine,
-        "promo_accrual",
-        vendor_id,
-        1,
-        {"tier_rates": {"I410": "0.02176"}, "tolerance": "0.05"},
-    )
-    body = path.read_bytes()
-    response = submit_x12(api, body, partition_key=vendor_id)
+def test_the_real_mgctlyst_210_settles_to_the_cent_on_its_printed_terms(
+    api: Client, ctx: WorkerContext
+) -> None:
+    """tests/data/x12/210-MGCTLYST-SAMPLE.EDI (README's example): 78.89 cwt at
+    46.09, 83% off, fuel 0.72% of the gross, CUS 15.00: 659.31 against a bill of
+    659.40, posted within 0.10. Sent again, it is the same job."""
+    body = (REAL / "210-MGCTLYST-SAMPLE.EDI").read_bytes()
+    # A version of this test's own: the carrier (SCAC) is the file's, shared by the run.
+    version = int(next_control_number() % 1_000_000) + 1000
+    terms = {
+        "rates": {"cwt": "46.09"},
+        "discount_pct": "0.83",
+        "fuel_surcharge": "0.0072",
+        "fuel_basis": "gross",
+        "accessorials": {"CUS": "15.00"},
+        "tolerance": "0.10",
+    }
+    put_contract(ctx.engine, "freight_audit", "SCAC", version, terms)
+    response = submit_x12(api, body, version=version)
     assert response.status_code == 202, response.text
     job_id = response.json()["job_id"]
-    settle(ctx, job_id, "promo_accrual")
-    rows = ledger(ctx, job_id)
-    assert rows["6463367"][:2] == ("posted", Decimal("23.50"))
+    settle(ctx, job_id, "freight_audit")
+    outcome, amount, correlation_id = ledger(ctx, job_id)["09851270"]
+    assert (outcome, amount) == ("posted", Decimal("659.31"))
+    assert correlation_id == "x12:SCAC:000001838:1838:18380001"
+    again = submit_x12(api, body, version=version)
+    assert again.status_code == 200 and again.json()["job_id"] == job_id
+    ack = api.acknowledgement(job_id).text
+    assert "AK1*IM*1838~" in ack and "AK2*210*18380001~" in ack and "AK9*A*1*1*1~" in ack
 
 
 # --- duplicates -------------------------------------------------------------------
