@@ -14,6 +14,7 @@ the same invoice sent as JSON. Anything refused about the file's content is
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -104,14 +105,17 @@ Acknowledge = Callable[[tuple[Interchange, ...], list[Problem]], bytes]
 class EdiIngest(Ingest):
     query: EdiQuery = field(default_factory=lambda: EdiQuery(1))
     acknowledge: Acknowledge | None = None
+    # The file as it arrives: read whole, once complete. Written into one
+    # buffer, not joined from its parts at the end: joining holds the file twice.
+    _file: io.BytesIO = field(default_factory=io.BytesIO)
 
     def _parse(self, data: bytes) -> None:
-        self._json.append(data)  # X12 is read whole: nothing to do until it is all here
+        self._file.write(data)
 
     def finish(self) -> Ingested:
         assert self.acknowledge is not None
-        body = b"".join(self._json)
-        self._json.clear()
+        body = self._file.getvalue()  # the buffer itself, not a copy
+        self._file = io.BytesIO()
         interchanges = read_file(body)
         del body  # the interchanges hold it while they live
         senders = _senders(interchanges)
