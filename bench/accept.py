@@ -17,6 +17,11 @@ thread, publishing included, under cProfile, and the top functions by
 cumulative and own time are printed.
 
     python -m bench.accept [--lines 500000] [--runs 3] [--uvicorn | --profile]
+
+With ``--x12`` a large X12 file of 210s goes to a real API process instead
+(``bench/accept_x12.py``: POST→202, the reader's MB/s, the API's peak RSS).
+
+    python -m bench.accept --x12 [--invoices 100000] [--runs 1]
 """
 
 from __future__ import annotations
@@ -182,11 +187,19 @@ def profiled(ctx: ApiContext, body: bytes, lines: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lines", type=int, default=500_000)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=None, help="default 3 (--x12: 1)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--uvicorn", action="store_true")
     mode.add_argument("--profile", action="store_true")
+    mode.add_argument("--x12", action="store_true", help="an X12 file of 210s, to an API process")
+    parser.add_argument("--invoices", type=int, default=100_000, help="with --x12")
     args = parser.parse_args()
+    if args.x12:
+        from bench import accept_x12
+
+        accept_x12.main(args.invoices, args.runs or 1)
+        return
+    args.runs = args.runs or 3
     documents = generate(args.lines, 50).documents
     lines = sum(len(d["lines"]) for d in documents)
     body = ndjson(documents)

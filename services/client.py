@@ -6,9 +6,11 @@ Used by the command line (``settleq submit``, ``demo``, ``status``) and tests.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -77,15 +79,27 @@ class Client:
         body: bytes,
         content_type: str = "application/json",
         idempotency_key: str | None = None,
+        query: Mapping[str, str | int | None] | None = None,
     ) -> httpx.Response:
+        """POST a batch; ``query`` (an X12 file's contract_version, partition_key,
+        period) is signed with the path, as the server checks it."""
         headers = {"Content-Type": content_type}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        return self.signed("POST", "/v1/batches", body, headers)
+        given = {k: str(v) for k, v in (query or {}).items() if v is not None}
+        path = "/v1/batches" + (f"?{urlencode(given, quote_via=quote)}" if given else "")
+        return self.signed("POST", path, body, headers)
+
+    def get(self, path: str) -> httpx.Response:
+        """A read as the job reads are: with the bearer token if any, else signed."""
+        return self.bearer("GET", path) if self.token else self.signed("GET", path)
+
+    def acknowledgement(self, job_id: str) -> httpx.Response:
+        """An X12 job's 997 (``application/edi-x12``)."""
+        return self.get(f"/v1/jobs/{job_id}/acknowledgement")
 
     def job(self, job_id: str) -> dict[str, Any]:
-        path = f"/v1/jobs/{job_id}"
-        response = self.bearer("GET", path) if self.token else self.signed("GET", path)
+        response = self.get(f"/v1/jobs/{job_id}")
         response.raise_for_status()
         result: dict[str, Any] = response.json()
         return result

@@ -18,6 +18,7 @@ from services.api.openapi_doc import finish
 from services.api.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from services.api.routes import (
+    acknowledgements,
     batches,
     contracts,
     dashboard,
@@ -70,7 +71,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Added last, so outermost: it also times what the middleware above refuses.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
-    for module in (batches, jobs, job_page, contracts, dead_letters, disputes, ops, dashboard):
+    for module in (
+        batches,
+        jobs,
+        job_page,
+        acknowledgements,
+        contracts,
+        dead_letters,
+        disputes,
+        ops,
+        dashboard,
+    ):
         app.include_router(module.router)
     app.mount("/dashboard/assets", StaticFiles(directory=dashboard.STATIC), name="dashboard-assets")
 

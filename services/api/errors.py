@@ -28,6 +28,10 @@ class ErrorDetail(BaseModel):
     code: str
     message: str
     details: list[dict[str, Any]] = []
+    # Only in the answer to an application/edi-x12 batch refused for its content
+    # (docs/api.md#edi-intake): the 997 rejecting it, or null when its envelope
+    # could not be read. Absent from every other error.
+    acknowledgement: str | None = None
 
 
 class ErrorBody(BaseModel):
@@ -42,12 +46,14 @@ class ApiError(Exception):
         message: str,
         details: list[dict[str, Any]] | None = None,
         headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self.status = status
         self.code = code
         self.message = message
         self.details = details or []
         self.headers = headers
+        self.extra = extra  # more members of the error object (ErrorDetail's optional ones)
         super().__init__(message)
 
 
@@ -67,9 +73,10 @@ def error_response(
     message: str,
     details: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> JSONResponse:
-    body = {"error": {"code": code, "message": message, "details": details or []}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    error = {"code": code, "message": message, "details": details or [], **(extra or {})}
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
 def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
@@ -124,7 +131,9 @@ _DATABASE_DOWN = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.Timeout
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+        return error_response(
+            exc.status, exc.code, exc.message, exc.details, exc.headers, exc.extra
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _request_validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -5,8 +5,9 @@ NDJSON is handled a line at a time: each document is validated (screened at
 C speed first where its kind has a screen, ``shared/domain/kinds/screen.py``), checked
 against the key's partitions, and appended (as the producer's own bytes) to
 the chunk being built; the body itself is never held whole. A JSON body is one
-document tree and is validated when complete. ``feed`` runs in a worker thread
-so that the event loop keeps serving other requests meanwhile.
+document tree and is validated when complete; so is an X12 file
+(``services/api/edi_ingest.py``). ``feed`` runs in a worker thread so that the
+event loop keeps serving other requests meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -26,8 +28,14 @@ from shared.domain.kinds.base import Document, Kind
 from shared.domain.kinds.screen import ScreenDocument, clean, screen, screen_clean
 from shared.settings import ProducerKey, Settings
 
+if TYPE_CHECKING:
+    from services.api.edi_ingest import EdiIntake
+
 JSON = "application/json"
 NDJSON = "application/x-ndjson"
+EDI_X12 = "application/edi-x12"
+# jobs.source_format of each content type.
+SOURCE_FORMATS = {JSON: "json", NDJSON: "ndjson", EDI_X12: "x12"}
 
 
 # The body's SHA-256 and the signature's MAC (0.13 µs a line, an eighth of
@@ -38,9 +46,12 @@ _HASH_APART_BYTES = 256 * 1024
 
 
 def media_type(content_type: str) -> str:
+    """The body's media type, lower-cased, parameters (``; charset=...``) dropped."""
     media = content_type.split(";")[0].strip().lower()
-    if media not in (JSON, NDJSON):
-        raise ApiError(415, "unsupported_media_type", f"content type must be {JSON} or {NDJSON}")
+    if media not in SOURCE_FORMATS:
+        raise ApiError(
+            415, "unsupported_media_type", f"content type must be {JSON}, {NDJSON} or {EDI_X12}"
+        )
     return media
 
 
@@ -51,7 +62,14 @@ class Ingested:
     documents: int
     lines: int
     partitions: set[str]
-    body_sha256: str
+    body_sha256: str  # what a repeat under the same Idempotency-Key must match
+    source_format: str = "json"
+    edi: EdiIntake | None = None  # an X12 file's interchanges
+
+    @property
+    def default_key(self) -> str:
+        """The Idempotency-Key of a request without one: the SHA-256 of the body."""
+        return self.edi.file_sha256 if self.edi is not None else self.body_sha256
 
 
 @dataclass
@@ -135,6 +153,10 @@ class Ingest:
             self._json_body(b"".join(self._json))
         elif self.error is None:
             self._ndjson_line(self._pending)
+        return self._finished()
+
+    def _finished(self) -> Ingested:
+        """The batch of the documents accepted, or the first refusal."""
         if self.error is None and self.builder.documents == 0:
             self.error = ApiError(422, "empty_batch", "a batch needs at least one document")
         if self.error is not None:
@@ -155,6 +177,7 @@ class Ingest:
             lines=self.builder.lines,
             partitions=self.partitions,
             body_sha256=self.sha.hexdigest(),
+            source_format=SOURCE_FORMATS[self.media],
         )
 
     def _accept(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+
+class SkippedSet(BaseModel):
+    control_number: str  # ST02
+    reason: str  # e.g. no_allowance: a valid 810 with nothing to settle
 
 
 class Accepted(BaseModel):
@@ -13,6 +18,13 @@ class Accepted(BaseModel):
     documents: int
     lines: int
     chunks: int
+    # Only in the answer to an application/edi-x12 batch (docs/api.md#edi-intake).
+    skipped: list[SkippedSet] | None = Field(
+        None, description="X12 only: the transaction sets not settled, and why"
+    )
+    acknowledgement_url: str | None = Field(
+        None, description="X12 only: where the job's 997 is (GET, as the job)"
+    )
 
 
 class ChunkProgress(BaseModel):
@@ -35,6 +47,8 @@ class Amounts(BaseModel):
 class Job(BaseModel):
     job_id: str
     kind: str
+    # What the producer sent; an x12 job has a 997 at /v1/jobs/{job_id}/acknowledgement.
+    source_format: Literal["json", "ndjson", "x12"]
     state: Literal["accepted", "processing", "completed"]
     created_at: str
     finished_at: str | None
@@ -63,6 +77,9 @@ class LineOutcome(BaseModel):
     contract_version: int
     # A disputed line's dispute (docs/api.md#disputes): open, resolved or superseded.
     dispute_status: Literal["open", "resolved", "superseded"] | None
+    # The document's: the producer's, else derived; an X12 set's control
+    # numbers, x12:<ISA06>:<ISA13>:<GS06>:<ST02>. Null on lines stored before 0014.
+    correlation_id: str | None
 
 
 class LinePage(BaseModel):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.api.context import ApiContext
+from services.api.edi_submission import accepted_before, edi_record
 from services.api.errors import ApiError
 from services.api.ingest import Ingested
 from shared.adapters.broker import enqueue
@@ -54,11 +55,26 @@ def previous_submission(
     return None if existing is None else _resubmitted(ctx, existing, body_sha256)
 
 
+def _repeated(
+    ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: str
+) -> Submitted | None:
+    """The job this submission repeats: by its idempotency key, or (X12) by its
+    interchanges, whatever its key. An X12 file's interchanges are its identity
+    first (docs/api.md#edi-intake): one received before as part of another
+    submission is 409 ``edi_duplicate_interchange``, not a reused key."""
+    if batch.edi is not None:
+        job = accepted_before(ctx, key, batch)
+        if job is not None:
+            return _resubmitted(ctx, job, batch.body_sha256)
+    return previous_submission(ctx, key, idempotency_key, batch.body_sha256)
+
+
 def submit(ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: str) -> Submitted:
-    existing = previous_submission(ctx, key, idempotency_key, batch.body_sha256)
+    existing = _repeated(ctx, key, batch, idempotency_key)
     if existing is not None:
         return existing
     ctx.internal_key  # noqa: B018 - fail with 503 before storing anything if the DB is down
+    edi = None if batch.edi is None else edi_record(batch)
     new = jobs_db.NewJob(
         id=uuid.uuid4().hex,
         key_id=key.key_id,
@@ -69,10 +85,13 @@ def submit(ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: 
         lines=batch.lines,
         partition_keys=sorted(batch.partitions),
         chunks=batch.chunks,
+        source_format=batch.source_format,
+        edi=edi,
     )
     if not jobs_db.create_job(ctx.engine, new):
-        # Lost a race with the same submission: answer as its repeat.
-        raced = previous_submission(ctx, key, idempotency_key, batch.body_sha256)
+        # Lost a race with the same submission: answer as its repeat (or, for
+        # an X12 interchange stored first with other bytes, 409).
+        raced = _repeated(ctx, key, batch, idempotency_key)
         if raced is None:
             raise ApiError(409, "submission_conflict", "retry the submission")
         return raced
@@ -96,11 +115,18 @@ def _resubmitted(ctx: ApiContext, job: jobs_db.ExistingJob, body_sha: str) -> Su
     return Submitted(job.id, job.documents, job.lines, job.chunks_total, created=False)
 
 
-def response_body(s: Submitted) -> dict[str, Any]:
-    return {
+def response_body(s: Submitted, batch: Ingested) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "job_id": s.job_id,
         "status_url": f"/v1/jobs/{s.job_id}",
         "documents": s.documents,
         "lines": s.lines,
         "chunks": s.chunks,
     }
+    if batch.edi is not None:
+        # The sets of the file not settled, and why (an 810 without an allowance).
+        body["skipped"] = [
+            {"control_number": k.control_number, "reason": k.reason} for k in batch.edi.skipped
+        ]
+        body["acknowledgement_url"] = f"/v1/jobs/{s.job_id}/acknowledgement"
+    return body

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NoReturn
 
 import typer
 
+from services.commands import edi
 from services.commands.errors import answer
 from services.commands.help import default
 from services.commands.options import (
@@ -23,8 +24,12 @@ from services.commands.options import (
     wait_with_progress,
 )
 from shared.domain.synthetic import GENERATORS
+from shared.domain.x12.synthetic import GENERATORS as X12_GENERATORS
 
 app = typer.Typer()
+
+
+ContentType = Literal["application/json", "application/x-ndjson", "application/edi-x12"]
 
 
 @app.command()
@@ -32,7 +37,8 @@ def submit(
     file: Annotated[
         Path,
         typer.Argument(
-            help="Batch file (JSON, or NDJSON when named *.ndjson); - reads stdin (either)."
+            help="Batch file (JSON, NDJSON when named *.ndjson, or an X12 file);"
+            " - reads stdin (any)."
         ),
     ],
     ndjson: Annotated[
@@ -43,10 +49,42 @@ def submit(
             show_default=False,
         ),
     ] = None,
+    content_type: Annotated[
+        ContentType | None,
+        typer.Option(
+            help="The body's content type (overrides --ndjson/--json)."
+            + default("X12 when the file starts with ISA, else as --ndjson/--json"),
+            show_default=False,
+        ),
+    ] = None,
+    contract_version: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="X12: the contract version the file's documents settle under (required)."
+        ),
+    ] = None,
+    partition_key: Annotated[
+        str | None,
+        typer.Option(
+            help="X12 810s: the vendor." + default("REF*IA, REF*VN or the vendor's N1"),
+            show_default=False,
+        ),
+    ] = None,
+    period: Annotated[
+        str | None,
+        typer.Option(
+            help="X12 810s: the period." + default("the quarter of BIG-01"), show_default=False
+        ),
+    ] = None,
     wait: Annotated[
-        bool,
-        typer.Option(help="Show a progress bar until the job completes; print outcomes."),
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--wait/--no-wait",
+            help="Show a progress bar until the job completes; print outcomes."
+            + default("wait for an X12 file, not for JSON"),
+            show_default=False,
+        ),
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="With --wait: give up (exit 1) after this many seconds.")
     ] = 3600,
@@ -58,25 +96,45 @@ def submit(
         typer.Option(help="Idempotency-Key header." + default("the SHA-256 of the body")),
     ] = None,
 ) -> None:
-    """Sign and submit a batch; with --wait, follow it to its outcome table."""
+    """Sign and submit a batch; with --wait, follow it to its outcome table.
+
+    An X12 file (docs/api.md#edi-intake) also prints its 997 acknowledgement;
+    a refused one prints each problem and the 997 rejecting it (exit 1).
+    """
     stdin = str(file) == "-"
     body = sys.stdin.buffer.read() if stdin else file.read_bytes()
-    if ndjson is None:
-        ndjson = is_ndjson(body) if stdin else file.suffix == ".ndjson"
-    ctype = "application/x-ndjson" if ndjson else "application/json"
+    ctype = content_type or _content_type(body, ndjson, None if stdin else file)
+    x12 = ctype == edi.EDI_X12
+    if x12 and contract_version is None:
+        raise typer.BadParameter(
+            "an X12 file needs --contract-version N", param_hint="--contract-version"
+        )
+    query = {"contract_version": contract_version, "partition_key": partition_key, "period": period}
     client = make_client(url, key_id, secret, None)
-    response = client.submit(body, ctype, idempotency_key)
+    response = client.submit(body, ctype, idempotency_key, query if x12 else None)
+    edi.refuse(response)
     accepted = answer(response)
     if response.status_code == 200:
         console.print(f"already submitted as job {accepted['job_id']}: {accepted['lines']} lines")
     else:
         console.print(f"accepted job {accepted['job_id']}: {accepted['lines']} lines")
-    if wait:
+    job = None
+    if wait if wait is not None else x12:
         job = wait_with_progress(client, accepted["job_id"], timeout=timeout)
         print_job(job)
-        if job["state"] != "completed":
-            console.print(f"[red]not completed after {timeout:g} s[/red]")
-            raise typer.Exit(1)
+    if x12:
+        edi.print_accepted(client, accepted)
+    if job is not None and job["state"] != "completed":
+        console.print(f"[red]not completed after {timeout:g} s[/red]")
+        raise typer.Exit(1)
+
+
+def _content_type(body: bytes, ndjson: bool | None, file: Path | None) -> str:
+    if ndjson is None and edi.is_x12(body):
+        return edi.EDI_X12
+    if ndjson is None:
+        ndjson = is_ndjson(body) if file is None else file.suffix == ".ndjson"
+    return "application/x-ndjson" if ndjson else "application/json"
 
 
 @app.command()
@@ -106,13 +164,23 @@ def is_ndjson(body: bytes) -> bool:
 
 # The kinds shared.domain.synthetic generates (a unit test keeps the two equal).
 KindName = Literal["promo_accrual", "recipe_cost", "freight_audit"]
+FormatName = Literal["json", "ndjson", "x12"]
 _PARTITIONS = {"promo_accrual": "vendors", "recipe_cost": "recipes", "freight_audit": "carriers"}
 
 
 @app.command()
 def gen(
     kind: Annotated[KindName, typer.Option(help="Settlement kind of the batch.")] = "promo_accrual",
-    lines: Annotated[int, typer.Option(min=1, help="Lines in the batch.")] = 100,
+    lines: Annotated[
+        int,
+        typer.Option(
+            "--lines",
+            "--invoices",
+            min=1,
+            help="Lines in the batch; with --format x12, invoices (one ST..SE each:"
+            " a 210 is one line, an 810 has 1-8).",
+        ),
+    ] = 100,
     partitions: Annotated[
         int,
         typer.Option(
@@ -120,19 +188,42 @@ def gen(
         ),
     ] = 5,
     seed: Annotated[int, typer.Option(help="Same seed, same batch.")] = 7,
+    output: Annotated[
+        FormatName,
+        typer.Option(
+            "--format",
+            help='json; ndjson (first line {"kind": ...}) for `submit x.ndjson`; x12: an ANSI'
+            " X12 4010 file of 210s (freight_audit) or 810s (promo_accrual).",
+        ),
+    ] = "json",
     ndjson: Annotated[
         bool,
-        typer.Option("--ndjson", help='NDJSON (first line {"kind": ...}) for `submit x.ndjson`.'),
+        typer.Option("--ndjson", help="The same as --format ndjson."),
     ] = False,
 ) -> None:
     """Print a synthetic batch on stdout (deterministic for a seed).
 
     Its contracts (version 1) are what `settleq demo` publishes.
     """
+    if ndjson and output not in ("json", "ndjson"):
+        _refuse(f"--ndjson and --format {output} ask for two formats")
+    if output == "x12":
+        make_file = X12_GENERATORS.get(kind)
+        if make_file is None:
+            _refuse(f"{kind} has no X12 form: --format x12 takes freight_audit or promo_accrual")
+        sys.stdout.buffer.write(make_file(lines, seed=seed, **{_PARTITIONS[kind]: partitions}))
+        sys.stdout.flush()
+        return
     make_batch = GENERATORS[kind][0]
     batch = make_batch(lines, seed=seed, **{_PARTITIONS[kind]: partitions})
-    if ndjson:
+    if ndjson or output == "ndjson":
         sys.stdout.write(json.dumps({"kind": batch["kind"]}) + "\n")
         sys.stdout.writelines(json.dumps(d) + "\n" for d in batch["documents"])
     else:
         sys.stdout.write(json.dumps(batch) + "\n")
+
+
+def _refuse(line: str) -> NoReturn:
+    """A usage error: one line on stderr, exit 2 (as click's own)."""
+    typer.echo(f"settleq gen: {line}", err=True)
+    raise typer.Exit(2)

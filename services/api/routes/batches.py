@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -11,12 +12,16 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from services.api.auth import Ctx, producer_verifier
+from services.api.context import ApiContext
+from services.api.edi_ingest import EdiIngest, edi_query
+from services.api.edi_refusal import refusal, write_997
 from services.api.errors import ApiError, ErrorBody
-from services.api.ingest import Ingest, media_type
+from services.api.ingest import Ingest, Ingested, media_type
 from services.api.schemas import Accepted
 from services.api.submission import Submitted, response_body, submit
 from shared.domain.kinds import BATCH
 from shared.domain.signing import SignatureError
+from shared.domain.x12 import EdiRefused
 from shared.logs import only, stage_event
 
 router = APIRouter(tags=["batches"])
@@ -50,15 +55,72 @@ _errors: dict[int | str, dict[str, Any]] = {
     for status, description in {
         401: "signature missing, invalid, stale or of an unknown key",
         403: "a document names a partition the key may not submit for",
-        409: "Idempotency-Key reused with a different body",
+        409: (
+            "Idempotency-Key reused with a different body (idempotency_key_reused), or an X12"
+            " interchange accepted before as part of another file (edi_duplicate_interchange)"
+        ),
         413: "body above the configured limit",
         415: "unsupported content type",
         429: "queues are above SETTLEQ_MAX_QUEUE_DEPTH: retry after Retry-After seconds",
-        422: "invalid batch",
+        422: (
+            "invalid batch; an X12 file refused for its content (edi_*) carries the 997"
+            " rejecting it in error.acknowledgement (null when its envelope was unreadable)"
+        ),
         503: "broker or database unavailable: nothing was accepted",
     }.items()
 }
 _errors[200] = {"model": Accepted, "description": "the same submission, seen before"}
+
+
+def _query_parameter(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+# As the documents' own (shared.domain.kinds.base.Identifier).
+_IDENTIFIER = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 128,
+    "pattern": r"^[^\x00-\x1f\x7f-\x9f|]+$",
+}
+# Read by services/api/edi_ingest.py::edi_query; checked whenever given.
+_X12_QUERY = [
+    _query_parameter(
+        "contract_version",
+        {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+        "application/edi-x12: the contract version every document of the file settles"
+        " under (required for X12; ignored for JSON, whose documents carry theirs)",
+    ),
+    _query_parameter(
+        "partition_key",
+        _IDENTIFIER,
+        "application/edi-x12, 810s: the vendor (else REF*IA, REF*VN or the N1 VN/SU/SE's id)",
+    ),
+    _query_parameter(
+        "period", _IDENTIFIER, "application/edi-x12, 810s: the period (else BIG-01's quarter)"
+    ),
+]
+
+
+def _new_ingest(ctx: ApiContext, request: Request, key: Any) -> Ingest:
+    media = media_type(request.headers.get("content-type", ""))
+    query = edi_query(request.query_params, media)
+    if query is None:
+        return Ingest(ctx.settings, key, media)
+    return EdiIngest(ctx.settings, key, media, query=query, acknowledge=partial(write_997, ctx))
+
+
+def _finish(ctx: ApiContext, ingest: Ingest) -> Ingested:
+    try:
+        return ingest.finish()
+    except EdiRefused as refused:
+        raise refusal(ctx, refused) from None
 
 
 def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started: float) -> None:
@@ -98,8 +160,18 @@ def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started:
                         "description": 'first line {"kind": ...}, then one document per line',
                     }
                 },
+                "application/edi-x12": {
+                    "schema": {
+                        "type": "string",
+                        "description": (
+                            "an ANSI X12 file of 210s (freight_audit) or 810s (promo_accrual),"
+                            " as the trading partner sent it (docs/api.md#edi-intake)"
+                        ),
+                    }
+                },
             },
-        }
+        },
+        "parameters": _X12_QUERY,
     },
 )
 async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
@@ -107,7 +179,7 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
     # Header checks first: an unsigned, stale or unknown caller is refused
     # before a byte of its body is read.
     key, verifier = producer_verifier(ctx, request)
-    ingest = Ingest(ctx.settings, key, media_type(request.headers.get("content-type", "")))
+    ingest = _new_ingest(ctx, request, key)
     idempotency_key = _idempotency_key(request)
     depth = await run_in_threadpool(ctx.queue_depth.current)
     if depth > ctx.settings.max_queue_depth:
@@ -141,7 +213,7 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
         verifier.verify()
     except SignatureError as exc:
         raise ApiError(401, exc.code, str(exc)) from None
-    batch = await run_in_threadpool(ingest.finish)
-    result = await run_in_threadpool(submit, ctx, key, batch, idempotency_key or batch.body_sha256)
+    batch = await run_in_threadpool(_finish, ctx, ingest)
+    result = await run_in_threadpool(submit, ctx, key, batch, idempotency_key or batch.default_key)
     _log_accepted(result, batch.partitions, key.key_id, started)
-    return JSONResponse(response_body(result), status_code=202 if result.created else 200)
+    return JSONResponse(response_body(result, batch), status_code=202 if result.created else 200)

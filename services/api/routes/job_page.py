@@ -40,6 +40,7 @@ CSV_HEADER = (
     "reconciliation_key",
     "contract_version",
     "dispute_status",
+    "correlation_id",
 )
 
 
@@ -121,6 +122,7 @@ def _csv_chunks(ctx: Any, job_id: str, outcome: Outcome | None) -> Iterator[str]
             writer.writerow(
                 [r.document_id, r.line_ref, r.outcome, r.reason or "", *amounts]
                 + [r.reconciliation_key or "", str(r.contract_version), dispute]
+                + [r.correlation_id or ""]
             )
         yield buffer.getvalue()
         buffer.seek(0)

@@ -37,6 +37,7 @@ def _job(status: jobs_db.JobStatus) -> Job:
         {
             "job_id": status.job_id,
             "kind": status.kind,
+            "source_format": status.source_format,
             "state": status.state,
             "created_at": iso(status.created_at),
             "finished_at": iso(status.finished_at),
@@ -124,6 +125,7 @@ async def job_lines(
                 reconciliation_key=r.reconciliation_key,
                 contract_version=r.contract_version,
                 dispute_status=status.get(r.id) if r.outcome == "disputed" else None,
+                correlation_id=r.correlation_id,
             )
             for r in rows
         ]

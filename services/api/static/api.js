@@ -40,10 +40,10 @@ async function send(path, { method = "GET", body, asOperator = false, accept = "
 
 export const api = async (path, options) => (await send(path, options)).json();
 
-// A file the API answers with (e.g. a CSV), saved from the response: a plain
+// A file the API answers with (a CSV, a 997), saved from the response: a plain
 // link could not carry the bearer token.
-export async function download(path, filename) {
-  const blob = await (await send(path, { accept: "text/csv" })).blob();
+export async function download(path, filename, accept = "text/csv") {
+  const blob = await (await send(path, { accept })).blob();
   const a = document.createElement("a");
   a.href = URL.createObjectURL(blob);
   a.download = filename;

@@ -6,6 +6,8 @@ import { $, cell, el, fill, row } from "./dom.js";
 import { count, money, when } from "./format.js";
 
 const LINES_PAGE = 100;
+// What the producer sent (jobs' source_format).
+const SOURCE_FORMATS = { json: "JSON", ndjson: "NDJSON", x12: "X12 (EDI)" };
 let shown = { jobId: null, kind: null, cursor: null };
 
 export const jobIdInHash = () => {
@@ -17,6 +19,7 @@ function facts(job, timeline) {
   const items = [
     ["state", job.state],
     ["kind", job.kind],
+    ["source", SOURCE_FORMATS[job.source_format] || job.source_format],
     ["accepted", when(timeline.accepted_at)],
     ["completed", timeline.completed_at ? when(timeline.completed_at) : "not yet"],
     ["lines", count(job.lines)],
@@ -80,6 +83,8 @@ function lineRow(line, kind) {
     el("td", money(line.claimed_amount, kind), "num"),
     el("td", money(line.delta, kind), "num"),
     el("td", line.dispute_status || ""),
+    // An X12 set's control numbers (x12:<sender>:<ISA13>:<GS06>:<ST02>), else the producer's.
+    el("td", line.correlation_id || "", "muted"),
   ]);
   tr.dataset.outcome = line.outcome;
   return tr;
@@ -110,6 +115,7 @@ export async function showJob() {
     const [job, timeline] = await Promise.all([api(path), api(`${path}/timeline`)]);
     if (shown.jobId !== jobId) $("job-outcome").value = "";
     shown = { jobId, kind: job.kind, cursor: null };
+    $("job-997").hidden = job.source_format !== "x12";
     facts(job, timeline);
     drawTimeline(timeline);
     renderPartitions(timeline);
@@ -131,10 +137,21 @@ async function saveCsv() {
   }
 }
 
+// An X12 job's 997 functional acknowledgement, as its partner is sent it.
+async function save997() {
+  const path = `/v1/jobs/${encodeURIComponent(shown.jobId)}/acknowledgement`;
+  try {
+    await download(path, `job-${shown.jobId}-997.edi`, "application/edi-x12");
+  } catch (error) {
+    $("job-error").textContent = `Could not fetch the 997: ${error.message}`;
+  }
+}
+
 export function wireJobPage() {
   $("job-outcome").addEventListener("change", () => loadLines(false));
   $("job-more").addEventListener("click", () => loadLines(true));
   $("job-csv").addEventListener("click", saveCsv);
+  $("job-997").addEventListener("click", save997);
 }
 
 export function jobLink(jobId) {

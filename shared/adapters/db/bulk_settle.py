@@ -149,18 +149,19 @@ WITH ins AS (
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
-        delta, reconciliation_key, contract_version, position)
+        delta, reconciliation_key, contract_version, position, correlation_id)
     SELECT %(job_id)s, %(chunk_id)s, o.document_id, o.line_ref, o.outcome, o.reason,
            o.amount, o.claimed_amount, o.delta, o.reconciliation_key, o.contract_version,
-           o.position
+           o.position, o.correlation_id
     FROM (
         SELECT s.seq, s.document_id, s.line_ref, 'duplicate' AS outcome, NULL AS reason,
                s.amount, s.claimed_amount, NULL::numeric AS delta, s.reconciliation_key,
-               s.contract_version, s.position
+               s.contract_version, s.position, s.correlation_id
         FROM settle_rows s JOIN duplicates d ON d.seq = s.seq
         UNION ALL
         SELECT s.seq, s.document_id, s.line_ref, s.outcome, s.note, s.amount,
-               s.claimed_amount, i.delta, s.reconciliation_key, s.contract_version, s.position
+               s.claimed_amount, i.delta, s.reconciliation_key, s.contract_version, s.position,
+               s.correlation_id
         FROM settle_rows s JOIN ins i ON i.reconciliation_key = s.reconciliation_key
                                      AND i.contract_version = s.contract_version
         WHERE s.first AND s.note IS NOT NULL

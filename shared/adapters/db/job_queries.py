@@ -27,6 +27,7 @@ class JobStatus:
     documents: int
     lines: int
     chunks_total: int
+    source_format: str = "json"  # json, ndjson or x12: what the producer sent
     chunks_done: int = 0
     finished_at: dt.datetime | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -77,6 +78,7 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
         documents=job.documents,
         lines=job.lines,
         chunks_total=job.chunks_total,
+        source_format=job.source_format,
         chunks_done=len(chunk_rows),
         outcomes={name: sum(getattr(r, name) for r in results) for name in _OUTCOMES},
         # Summed in Python: exact on every backend (SQLite keeps money as text).

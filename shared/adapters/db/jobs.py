@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
+from shared.adapters.db import edi
 from shared.adapters.db.tables import chunks, job_partitions, jobs
 from shared.domain.chunking import NewChunk
 
@@ -26,6 +27,8 @@ class NewJob:
     lines: int
     partition_keys: Sequence[str]
     chunks: Sequence[NewChunk]
+    source_format: str = "json"  # json, ndjson or x12
+    edi: edi.EdiRecord | None = None  # an X12 job's interchanges and 997
 
 
 @dataclass(frozen=True)
@@ -39,24 +42,37 @@ class ExistingJob:
     chunks_total: int
 
 
+_EXISTING = (
+    jobs.c.id,
+    jobs.c.kind,
+    jobs.c.body_sha256,
+    jobs.c.state,
+    jobs.c.documents,
+    jobs.c.lines,
+    jobs.c.chunks_total,
+)
+
+
 def find_job(engine: Engine, key_id: str, idempotency_key: str) -> ExistingJob | None:
     with engine.connect() as conn:
         row = conn.execute(
-            select(
-                jobs.c.id,
-                jobs.c.kind,
-                jobs.c.body_sha256,
-                jobs.c.state,
-                jobs.c.documents,
-                jobs.c.lines,
-                jobs.c.chunks_total,
-            ).where(jobs.c.key_id == key_id, jobs.c.idempotency_key == idempotency_key)
+            select(*_EXISTING).where(
+                jobs.c.key_id == key_id, jobs.c.idempotency_key == idempotency_key
+            )
         ).first()
     return None if row is None else ExistingJob(**row._mapping)
 
 
+def job_by_id(engine: Engine, job_id: str) -> ExistingJob | None:
+    with engine.connect() as conn:
+        row = conn.execute(select(*_EXISTING).where(jobs.c.id == job_id)).first()
+    return None if row is None else ExistingJob(**row._mapping)
+
+
 def create_job(engine: Engine, job: NewJob) -> bool:
-    """Store the job in state ``receiving`` with its chunks; False on a key race."""
+    """Store the job in state ``receiving`` with its chunks (and an X12 job's
+    interchanges and 997); False on a race: its idempotency key or one of its
+    interchanges was stored first by another request."""
     now = dt.datetime.now(dt.UTC)
     try:
         with engine.begin() as conn:
@@ -72,6 +88,7 @@ def create_job(engine: Engine, job: NewJob) -> bool:
                     lines=job.lines,
                     chunks_total=len(job.chunks),
                     created_at=now,
+                    source_format=job.source_format,
                 )
             )
             conn.execute(
@@ -95,6 +112,8 @@ def create_job(engine: Engine, job: NewJob) -> bool:
                     for c in job.chunks
                 ],
             )
+            if job.edi is not None:
+                edi.insert_edi(conn, job.id, job.edi, now)
     except IntegrityError:
         return False
     return True
@@ -119,6 +138,7 @@ def discard_unaccepted(engine: Engine, job_id: str) -> None:
         ):
             return
         conn.execute(delete(chunks).where(chunks.c.job_id == job_id))
+        edi.delete_edi(conn, job_id)
         conn.execute(delete(job_partitions).where(job_partitions.c.job_id == job_id))
         conn.execute(delete(jobs).where(jobs.c.id == job_id))
 

@@ -54,6 +54,7 @@ class LineRow:
     delta: Decimal | None
     reconciliation_key: str | None
     contract_version: int
+    correlation_id: str | None  # the document's (an X12 set's control numbers)
 
     @property
     def cursor(self) -> After:
@@ -79,6 +80,7 @@ def _line(source: Source, r: Any, reason: str | None) -> LineRow:
         r.delta,
         r.reconciliation_key,
         r.contract_version,
+        r.correlation_id,
     )
 
 

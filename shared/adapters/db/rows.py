@@ -73,6 +73,7 @@ def outcome_row(
         "reconciliation_key": p.line.reconciliation_key,
         "contract_version": p.document.contract_version,
         "position": p.position,
+        "correlation_id": p.document.correlation_id,
     }
 
 

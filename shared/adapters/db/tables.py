@@ -73,6 +73,8 @@ jobs = Table(
     Column("lines", Integer, nullable=False),
     Column("chunks_total", Integer, nullable=False),
     Column("created_at", TS, nullable=False),
+    # What the producer sent: json, ndjson or x12 (an X12 job has EDI rows, edi_tables.py).
+    Column("source_format", String(8), nullable=False, server_default="json"),
     UniqueConstraint("key_id", "idempotency_key"),
     Index(None, "created_at"),
 )
@@ -207,6 +209,7 @@ line_outcomes = Table(
     Column("dead_letter_id", BigId, nullable=True),
     Column("position", BigInteger, nullable=True),  # as the ledger's (null before 0013)
     Index(None, "job_id", "outcome", "position", "id"),
+    Column("correlation_id", ID, nullable=True),  # the document's, as in the ledger (0014)
     Index(
         "ix_line_outcomes_dead_letter",
         "dead_letter_id",
@@ -247,33 +250,6 @@ dead_letters = Table(
     Index(None, "status", "reason"),
 )
 
-# The decision behind each ``resolved`` ledger row (docs/architecture.md#exactly-once-resolution):
-# one per dispute (``dispute_id``, the disputed row), written with that row.
-dispute_resolutions = Table(
-    "dispute_resolutions",
-    metadata,
-    Column("ledger_entry_id", BigId, ForeignKey("ledger_entries.id"), primary_key=True),
-    Column("dispute_id", BigId, ForeignKey("ledger_entries.id"), nullable=False),
-    Column("decision", String(16), nullable=False),
-    Column("note", Text, nullable=False),
-    Column("resolved_by", String(64), nullable=False),  # the operator token's fingerprint
-    Column("resolved_at", TS, nullable=False),
-    UniqueConstraint("dispute_id"),
-)
-
-# Every operator action: who (a token fingerprint, never the token), when, what.
-audit_log = Table(
-    "audit_log",
-    metadata,
-    Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("at", TS, nullable=False),
-    Column("actor", String(64), nullable=False),
-    Column("action", String(64), nullable=False),
-    Column("target", String(255), nullable=False),
-    Column("details", Text, nullable=False),
-    Index(None, "at"),
-)
-
 # Outcome events, written in the settlement transaction and published by the
 # relay (at least once, in commit order). One row per committed unit of work:
 # ``ledger_entry_ids`` lists its new ledger rows, each one event whose content
@@ -297,4 +273,11 @@ outbox = Table(
         postgresql_where=text("published_at IS NULL"),
         sqlite_where=text("published_at IS NULL"),
     ),
+)
+
+# Declared in their own modules (this one is at its size limit), on this metadata.
+from shared.adapters.db import edi_tables as _edi_tables  # noqa: E402, F401
+from shared.adapters.db.operator_tables import audit_log as audit_log  # noqa: E402
+from shared.adapters.db.operator_tables import (  # noqa: E402
+    dispute_resolutions as dispute_resolutions,
 )

@@ -29,6 +29,7 @@ from shared.domain.kinds.base import (
     Settlement,
     WireModel,
 )
+from shared.domain.kinds.freight_screen import FREIGHT_SCREEN, ScreenFreightDocument
 from shared.domain.money import CENT, Money, Quantity, exact_arithmetic, exact_distance, quantize
 from shared.errors import BusinessError
 
@@ -163,8 +164,11 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     document_model = FreightDocument
     contract_model = FreightContract
     batch_model = FreightBatch
+    screen = FREIGHT_SCREEN
 
-    def repeated_line(self, document: FreightDocument) -> RepeatedLine | None:
+    def repeated_line(
+        self, document: FreightDocument | ScreenFreightDocument
+    ) -> RepeatedLine | None:
         return RepeatedLine.find([leg.leg_no for leg in document.legs], "leg_no", "legs")
 
     def lines(self, document: FreightDocument) -> list[Line]:
@@ -181,7 +185,7 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
             for leg in document.legs
         ]
 
-    def line_count(self, document: FreightDocument) -> int:
+    def line_count(self, document: FreightDocument | ScreenFreightDocument) -> int:
         return len(document.legs)
 
     def settle(

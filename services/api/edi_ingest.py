@@ -1,0 +1,239 @@
+"""An ``application/edi-x12`` body (docs/api.md#edi-intake): one partner file,
+read whole once received, then one batch of one kind.
+
+The file's bytes are only collected while they stream in (and hashed and
+signed as any body); ``finish`` reads them with ``read_file`` and maps them
+with ``map_file`` (pure, ``shared/domain/x12``), then takes each mapped
+document as an NDJSON line would be taken: screened or validated by its kind's
+model, its partition checked against the key's, its JSON bytes added to the
+chunk being built. So an invoice sent as X12 is stored, keyed and settled as
+the same invoice sent as JSON. Anything refused about the file's content is
+``EdiRefused``: the route answers it 422 with the 997 (``edi_refusal.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import msgspec
+
+from services.api.errors import ApiError
+from services.api.ingest import Ingest, Ingested
+from shared.adapters.db.edi import Sender
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.screen import screen
+from shared.domain.x12 import EdiRefused, Interchange, Mapped, Problem, Skipped, TransactionSet
+from shared.domain.x12.mapping import map_file
+from shared.domain.x12.reader import read_file
+
+# What edi_interchanges can hold (edi_tables.py); a real ISA has 2, 15 and 9.
+_MAX_QUALIFIER, _MAX_SENDER, _MAX_CONTROL = 8, 128, 32
+_MAX_DETAILS = 100  # problems listed in a 422 (the 997 holds them all)
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(frozen=True)
+class EdiQuery:
+    """The query of an X12 submission: what the file itself does not say."""
+
+    contract_version: int
+    partition_key: str | None = None  # 810s: else REF*IA, REF*VN or the vendor's N1
+    period: str | None = None  # 810s: else the quarter of BIG-01
+
+
+@dataclass(frozen=True)
+class EdiIntake:
+    """What an accepted file's job stores besides its chunks."""
+
+    senders: list[Sender]  # its interchanges' names
+    skipped: list[Skipped]
+    file_sha256: str  # of the bytes as received: the default Idempotency-Key
+    acknowledgement: bytes  # its 997, every set accepted
+
+
+def _identifier(params: Mapping[str, str], name: str) -> str | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    # As the documents' own identifiers (shared.domain.kinds.base.Identifier).
+    if (
+        not 1 <= len(value) <= 128
+        or "|" in value
+        or any(c < " " or "\x7f" <= c <= "\x9f" for c in value)
+    ):
+        raise ApiError(
+            422, f"{name}_invalid", f"{name} must be 1-128 characters, no control character or |"
+        )
+    return value
+
+
+def edi_query(params: Mapping[str, str], media: str) -> EdiQuery | None:
+    """The X12 query parameters, checked whatever the content type (an invalid
+    one is refused, never ignored); None for a JSON or NDJSON body, which
+    carries its own contract versions, partitions and periods."""
+    raw = params.get("contract_version")
+    version = None
+    if raw is not None:
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 2**31 - 1:
+            raise ApiError(
+                422, "contract_version_invalid", "contract_version must be an integer from 1"
+            )
+        version = int(raw)
+    partition_key = _identifier(params, "partition_key")
+    period = _identifier(params, "period")
+    if media != "application/edi-x12":
+        return None
+    if version is None:
+        raise ApiError(
+            422,
+            "contract_version_required",
+            "an application/edi-x12 batch needs ?contract_version=N: an X12 file does not say it",
+        )
+    return EdiQuery(version, partition_key, period)
+
+
+# Writes the 997 answering interchanges (with these problems): the database
+# allocates its control numbers (services/api/edi_refusal.py::write_997).
+Acknowledge = Callable[[tuple[Interchange, ...], list[Problem]], bytes]
+
+
+@dataclass
+class EdiIngest(Ingest):
+    query: EdiQuery = field(default_factory=lambda: EdiQuery(1))
+    acknowledge: Acknowledge | None = None
+    # The file as it arrives: read whole, once complete. Written into one
+    # buffer, not joined from its parts at the end: joining holds the file twice.
+    _file: io.BytesIO = field(default_factory=io.BytesIO)
+
+    def _parse(self, data: bytes) -> None:
+        self._file.write(data)
+
+    def finish(self) -> Ingested:
+        assert self.acknowledge is not None
+        body = self._file.getvalue()  # the buffer itself, not a copy
+        self._file = io.BytesIO()
+        interchanges = read_file(body)
+        del body  # the interchanges hold it while they live
+        senders = _senders(interchanges)
+        mapped = map_file(
+            interchanges,
+            contract_version=self.query.contract_version,
+            partition_key=self.query.partition_key,
+            period=self.query.period,
+        )
+        self._take(mapped, interchanges)
+        batch = self._finished()
+        # Written now, so that the file and its envelopes (twice the file's
+        # size) are freed before the job is stored: the 997 is all that is
+        # left to take from them.
+        acknowledgement = self.acknowledge(interchanges, [])
+        file_sha256 = self.sha.hexdigest()
+        intake = EdiIntake(senders, list(mapped.skipped), file_sha256, acknowledgement)
+        return replace(batch, body_sha256=self._submission_sha256(file_sha256), edi=intake)
+
+    def _submission_sha256(self, file_sha256: str) -> str:
+        """What a repeat must match: the bytes, and the query that gives them
+        their meaning (the same file under another contract version is another
+        submission, refused as a reused key or interchange, not its old job)."""
+        q = self.query
+        text = f"x12\n{file_sha256}\n{q.contract_version}\n{q.partition_key}\n{q.period}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _take(self, mapped: Mapped, interchanges: tuple[Interchange, ...]) -> None:
+        if not mapped.documents:
+            raise EdiRefused(
+                [Problem("edi_no_documents", "the file holds no document to settle")],
+                interchanges,
+            )
+        self.kind = KINDS[mapped.kind]
+        kind_screen = self.kind.screen
+        documents: list[Any] = mapped.documents
+        for index, document in enumerate(documents):
+            # Each mapped document is dropped once it is a chunk's bytes: the
+            # two forms of a large file's documents are never all held at once.
+            documents[index] = None
+            line = _encode(document)
+            self._line_no += 1
+            screened = None if kind_screen is None else screen(kind_screen, line)
+            if screened is not None:
+                self._accept(screened, line)
+            else:
+                self._model(line)
+            if self.error is not None:
+                problems = _unmappable(document, self.error, interchanges)
+                raise EdiRefused(problems, interchanges)
+
+
+def _senders(interchanges: tuple[Interchange, ...]) -> list[Sender]:
+    """Each interchange's name; a file naming one twice, or naming one with
+    more than an interchange table can hold, is refused."""
+    seen: set[Sender] = set()
+    senders = []
+    for ic in interchanges:
+        sender = Sender(ic.sender_qualifier, ic.sender_id, ic.control_number)
+        long = (
+            len(sender.qualifier) > _MAX_QUALIFIER
+            or len(sender.id) > _MAX_SENDER
+            or len(sender.control_number) > _MAX_CONTROL
+        )
+        if long or not sender.id or not sender.control_number:
+            message = "ISA05, ISA06 or ISA13 is empty or too long"
+            problem = Problem("edi_envelope", message, segment=ic.isa.position, tag="ISA")
+            raise EdiRefused([problem], interchanges)
+        if sender in seen:
+            problem = Problem(
+                "edi_duplicate_control",
+                f"interchange {sender.control_number} of sender {sender.id} appears twice",
+                segment=ic.isa.position,
+                tag="ISA",
+                element=13,
+                control_number=sender.control_number,
+            )
+            raise EdiRefused([problem], interchanges)
+        seen.add(sender)
+        senders.append(sender)
+    return senders
+
+
+def _set_of(
+    document: dict[str, Any], interchanges: tuple[Interchange, ...]
+) -> TransactionSet | None:
+    """The ST..SE a mapped document came from, by its correlation id
+    (``x12:<ISA06>:<ISA13>:<GS06>:<ST02>``; the sender may hold a colon)."""
+    parts = str(document.get("correlation_id", "")).rsplit(":", 3)
+    if len(parts) != 4:
+        return None
+    _, isa13, gs06, st02 = parts
+    for ic in interchanges:
+        if ic.control_number != isa13:
+            continue
+        for group in ic.groups:
+            if group.control_number == gs06:
+                for ts in group.sets:
+                    if ts.control_number == st02:
+                        return ts
+    return None
+
+
+def _unmappable(
+    document: dict[str, Any], error: ApiError, interchanges: tuple[Interchange, ...]
+) -> list[Problem]:
+    """A mapped document its kind refuses (an id too long, an amount out of
+    range, a line twice): the set it came from is unmappable. The problem
+    points at its ST, so that the 997 rejects that set."""
+    ts = _set_of(document, interchanges)
+    where: dict[str, Any] = {}
+    if ts is not None:
+        where = {"segment": ts.st.position, "tag": "ST", "control_number": ts.control_number}
+    document_id = document.get("document_id")
+    problems = []
+    for detail in error.details[:_MAX_DETAILS] or [{"msg": error.message}]:
+        loc = ".".join(str(p) for p in detail.get("loc", [])[1:])  # [0] is "line N"
+        what = f"{loc}: {detail.get('msg')}" if loc else str(detail.get("msg"))
+        message = f"document {document_id!r} cannot be settled as mapped ({error.code}): {what}"
+        problems.append(Problem("edi_unmappable", message, **where))
+    return problems

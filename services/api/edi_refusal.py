@@ -1,0 +1,48 @@
+"""An X12 file refused for its content (docs/api.md#edi-intake): 422 with its
+problems and, when the envelopes could be read, the 997 rejecting it.
+
+The 997's control numbers are allocated as an accepted file's are (they must
+increase whatever the answer was); nothing else is stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from services.api.context import ApiContext
+from services.api.errors import ApiError
+from shared.adapters.db.edi import allocate_control_numbers
+from shared.domain.x12 import EdiRefused, Interchange, Problem
+from shared.domain.x12.ack import acknowledge
+
+MAX_DETAILS = 100  # problems in the 422's details; the 997 has every one
+
+
+def write_997(
+    ctx: ApiContext, interchanges: tuple[Interchange, ...], problems: list[Problem]
+) -> bytes:
+    """The 997 answering ``interchanges``, numbered from the database's sequence."""
+    numbers = allocate_control_numbers(ctx.engine, len(interchanges))
+    return acknowledge(interchanges, problems, control_numbers=numbers, now=dt.datetime.now(dt.UTC))
+
+
+def text_of(ack: bytes) -> str:
+    """A 997 is ASCII as written; a partner's id echoed in it might not be."""
+    return ack.decode("utf-8", errors="replace")
+
+
+def refusal(ctx: ApiContext, refused: EdiRefused) -> ApiError:
+    problems = refused.problems
+    ack = None
+    if refused.interchanges:
+        ack = text_of(write_997(ctx, refused.interchanges, problems))
+    message = problems[0].message
+    if len(problems) > 1:
+        message = f"{message} (and {len(problems) - 1} more problem(s))"
+    return ApiError(
+        422,
+        refused.code,
+        message,
+        [p.detail() for p in problems[:MAX_DETAILS]],
+        extra={"acknowledgement": ack},
+    )

@@ -1,0 +1,65 @@
+"""The X12 intake's tables (docs/api.md#edi-intake), on the schema's one metadata.
+
+An interchange is named forever by its sender (ISA05/ISA06) and control number
+(ISA13): the unique constraint, not a read before the write, decides between
+two API processes receiving the same one at once. A job's 997 is kept apart
+from ``jobs``, whose rows every status read scans: one for 100,000 sets is
+megabytes.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    ForeignKey,
+    Index,
+    LargeBinary,
+    Sequence,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+from shared.adapters.db.tables import ID, KEY, TS, metadata
+from shared.adapters.db.types import BigId
+
+# ISA13 and GS06 hold at most nine digits: numbers wrap to 1 after this.
+CONTROL_NUMBER_MAX = 999_999_999
+
+edi_interchanges = Table(
+    "edi_interchanges",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("sender_qualifier", String(8), nullable=False),
+    Column("sender_id", ID, nullable=False),
+    Column("control_number", String(32), nullable=False),
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("file_sha256", KEY, nullable=False),  # of the whole file as received
+    Column("received_at", TS, nullable=False),
+    UniqueConstraint("sender_qualifier", "sender_id", "control_number"),
+    Index(None, "job_id"),
+)
+
+edi_acknowledgements = Table(
+    "edi_acknowledgements",
+    metadata,
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("body", LargeBinary, nullable=False),  # the 997 file, as served
+    Column("created_at", TS, nullable=False),
+)
+
+# This system's own control numbers (the 997s' ISA13 and GS06), increasing
+# across API processes. PostgreSQL hands them out from this sequence, outside
+# any transaction; SQLite has no sequences: there a number is the id of a row
+# inserted into ``edi_control_numbers`` and deleted in the same transaction
+# (AUTOINCREMENT never hands an id out twice). On PostgreSQL that table stays empty.
+edi_control_number = Sequence(
+    "edi_control_number", minvalue=1, maxvalue=CONTROL_NUMBER_MAX, cycle=True, metadata=metadata
+)
+
+edi_control_numbers = Table(
+    "edi_control_numbers",
+    metadata,
+    Column("n", BigId, primary_key=True, autoincrement=True),
+    sqlite_autoincrement=True,
+)

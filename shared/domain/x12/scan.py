@@ -1,0 +1,196 @@
+"""One interchange's bytes: where it ends, its hard wraps, and what no segment may hold.
+
+Everything here is a regular-expression or ``bytes`` scan (C speed, linear):
+the reader looks at envelope segments (ISA/GS/ST/SE/GE/IEA) one by one and at
+body segments only through these scans, so a 60 MB file is read in about a
+second. A body segment is split into elements when it is asked for
+(``shared.domain.x12.lazy``).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+
+from shared.domain.x12.envelope import Fatal, Header
+from shared.domain.x12.model import Problem
+
+ENVELOPE_TAGS = (b"ISA", b"IEA", b"GS", b"GE", b"ST", b"SE")
+_MIN_WRAP = 60  # columns: a hard wrap is at least this wide (X12 tools wrap at 80)
+_CHUNK = 1 << 22  # bytes checked as UTF-8 at a time
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """The bytes an interchange's segments are read from: the file's own or, when it is
+    hard-wrapped, a copy without its line breaks (``source`` maps offsets back)."""
+
+    buf: bytes
+    file: bytes
+    terminator: bytes
+    element: bytes
+    newline: bool
+    origin: int = 0  # buf[0] is file[origin] (before the removed line breaks)
+    breaks: tuple[int, ...] = ()  # where line breaks were removed, in buf's offsets
+
+    def source(self, offset: int) -> int:
+        """The file's offset of ``buf[offset]``."""
+        if self.buf is self.file:
+            return offset
+        return self.origin + offset + bisect_right(self.breaks, offset)
+
+    def decode(self, start: int, stop: int) -> str:
+        return self.buf[start:stop].decode("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    text: Text
+    lead: int  # the byte (a terminator) before the first segment after the ISA
+    stop: int  # one past the IEA's terminator (or the end of the file)
+    found_iea: bool
+    resume: int  # where the next interchange may start, in the file's offsets
+
+
+@lru_cache(maxsize=64)
+def patterns(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
+    """(envelope segments, a segment that is not one, the IEA) for these delimiters."""
+    t, e = re.escape(terminator), re.escape(element)
+    lead = rb"[ \t]*+" if newline else rb"[ \t\r\n]*+"
+    trail = rb"[ \t\r]" if terminator == b"\n" else rb"[ \t]"
+    end = (rb"(?:%s|%s*+(?:%s|\Z))" % (e, trail, t)) if newline else (rb"(?:%s|%s)" % (e, t))
+    tags = b"|".join(ENVELOPE_TAGS)
+    envelope = re.compile(rb"%s%s(%s)(?=%s)" % (t, lead, tags, end))
+    not_a_segment = re.compile(rb"%s%s(?![A-Z0-9]{2,3}%s)" % (t, lead, end))
+    iea = re.compile(rb"%s%sIEA(?=%s)" % (t, lead, end))
+    return envelope, not_a_segment, iea
+
+
+def find_region(data: bytes, header: Header, isa_start: int) -> Region:
+    """The interchange starting at ``isa_start``: up to its IEA, unwrapped if hard-wrapped."""
+    text = Text(data, data, header.terminator, header.element, header.newline)
+    region = _up_to_iea(text, header.lead)
+    if header.newline:
+        return region
+    broken = _break_inside_segment(data, header.lead, region.stop, header.terminator)
+    if broken is None:
+        return region
+    if not _hard_wrapped(data, isa_start, region.stop):
+        t = header.terminator
+        begins = data.rfind(t, header.lead, broken) + 1
+        tag = data[begins:broken].lstrip()[:3].split(header.element)[0].decode("utf-8", "replace")
+        position = header.isa.position + data.count(t, header.lead, broken)
+        raise Fatal(
+            Problem(
+                "edi_syntax",
+                f"a line break inside segment {position} ({tag}): is its terminator "
+                f"{t.decode()!r} missing?",
+                segment=position,
+                tag=tag or None,
+            )
+        )
+    return _unwrapped(data, header, region.stop)
+
+
+def _up_to_iea(text: Text, lead: int) -> Region:
+    buf, t = text.buf, text.terminator
+    iea = patterns(t, text.element, text.newline)[2].search(buf, lead)
+    if iea is None:
+        return Region(text, lead, len(buf), False, len(text.file))
+    end = buf.find(t, iea.end())
+    stop = len(buf) if end < 0 else end + 1
+    return Region(text, lead, stop, True, text.source(stop - 1) + 1)
+
+
+def _break_rules(terminator: bytes) -> tuple[re.Pattern[bytes], ...]:
+    t = re.escape(terminator)
+    # Line breaks right after a terminator are the common case; the lookbehinds
+    # drop them at C speed and only the others are looked at one by one.
+    return (
+        re.compile(rb"\n(?<!%s\n)(?<!%s\r\n)" % (t, t)),
+        re.compile(rb"\r(?!\n)(?<!%s\r)" % t),
+    )
+
+
+def _break_inside_segment(data: bytes, lead: int, stop: int, terminator: bytes) -> int | None:
+    """The first line break that falls inside a segment (not after its terminator)."""
+    first: int | None = None
+    for rule in _break_rules(terminator):
+        checked = lead + 1  # everything before is known to end at a segment boundary
+        for match in rule.finditer(data, lead + 1, stop):
+            at = match.start()
+            if first is not None and at > first:
+                break
+            back = at
+            while back > checked and data[back - 1] in b" \t\r\n":
+                back -= 1
+            if back > checked and data[back - 1 : back] != terminator:
+                first = at
+                break
+            checked = at + 1
+    return first
+
+
+def _hard_wrapped(data: bytes, isa_start: int, stop: int) -> bool:
+    """Whether every line but the last has the same width: a file wrapped at N columns."""
+    line_start = data.rfind(b"\n", 0, isa_start) + 1
+    lines = data[line_start:stop].split(b"\n")[:-1]
+    widths = {len(line) - line.endswith(b"\r") for line in lines}
+    return len(widths) == 1 and widths.pop() >= _MIN_WRAP
+
+
+def _unwrapped(data: bytes, header: Header, stop: int) -> Region:
+    raw = data[header.lead : stop]
+    breaks = tuple(m.start() - n for n, m in enumerate(re.finditer(rb"[\r\n]", raw)))
+    buf = raw.replace(b"\r", b"").replace(b"\n", b"")
+    text = Text(buf, data, header.terminator, header.element, False, header.lead, breaks)
+    return _up_to_iea(text, 0)
+
+
+def syntax_problems(region: Region, first: int, limit: int) -> list[Problem]:
+    """Bytes that are not UTF-8 and segments without a tag (an empty one, "~~", is one);
+    ``first`` is the position of the first segment after the ISA."""
+    text = region.text
+    buf, t = text.buf, text.terminator
+    found = _not_utf8(region, first, limit)
+    end = region.stop - 1 if buf[region.stop - 1 : region.stop] == t else region.stop
+    counted, seen = region.lead + 1, 0
+    for match in patterns(t, text.element, text.newline)[1].finditer(buf, region.lead, end):
+        if len(found) >= limit:
+            break
+        seen += buf.count(t, counted, match.start() + 1)
+        counted = match.start() + 1
+        near = buf[match.end() : match.end() + 20].split(t)[0].decode("utf-8", "replace")
+        what = "an empty segment" if not near.strip() else f"no segment tag at {near!r}"
+        found.append(Problem("edi_syntax", what, segment=first + seen))
+    return found
+
+
+def _not_utf8(region: Region, first: int, limit: int) -> list[Problem]:
+    buf, t = region.text.buf, region.text.terminator
+    found: list[Problem] = []
+    start = region.lead
+    while start < region.stop and len(found) < limit:
+        # Chunks end at a terminator, which no multi-byte character contains.
+        cut = buf.rfind(t, start, start + _CHUNK) if start + _CHUNK < region.stop else -1
+        stop = region.stop if cut <= start else cut + 1
+        piece = buf[start:stop]
+        if not piece.isascii():
+            try:
+                piece.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = start + exc.start
+                position = first + buf.count(t, region.lead + 1, bad)
+                found.append(
+                    Problem(
+                        "edi_encoding",
+                        f"byte {buf[bad]:#04x} at offset {region.text.source(bad)} is not "
+                        "UTF-8 (Latin-1 and Windows-1252 are not guessed)",
+                        segment=position,
+                    )
+                )
+                stop = buf.find(t, bad) + 1 or region.stop
+        start = stop
+    return found

@@ -1,0 +1,56 @@
+"""A transaction set to map, with the envelopes around it and the submission's query."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+from shared.domain.x12.lazy import raw_bytes
+from shared.domain.x12.model import FunctionalGroup, Interchange, TransactionSet
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """What the submission's query says: it wins over what the file says."""
+
+    contract_version: int
+    partition_key: str | None
+    period: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    interchange: Interchange
+    group: FunctionalGroup
+    transaction_set: TransactionSet
+
+    @property
+    def code(self) -> str:
+        return self.transaction_set.code.strip()
+
+    @property
+    def control_number(self) -> str:
+        return self.transaction_set.control_number.strip()
+
+    def correlation_id(self) -> str:
+        """``x12:<ISA06>:<ISA13>:<GS06>:<ST02>``, the sender id trimmed."""
+        interchange = self.interchange
+        group_number = self.group.control_number.strip()
+        return (
+            f"x12:{interchange.sender_id}:{interchange.control_number}:"
+            f"{group_number}:{self.control_number}"
+        )
+
+    def raw_payload(self) -> str:
+        """Base64 of the set's bytes as sent, from its ST tag through SE's terminator
+        (``shared.domain.x12.lazy.raw_bytes``); for a set built in memory, its segments
+        written with the interchange's delimiters."""
+        raw = raw_bytes(self.transaction_set)
+        if raw is None:
+            delimiters = self.interchange.delimiters
+            element, end = delimiters.element, delimiters.segment
+            raw = "".join(
+                element.join((segment.tag, *segment.elements)) + end
+                for segment in self.transaction_set.segments
+            ).encode("utf-8")
+        return base64.b64encode(raw).decode("ascii")
