@@ -16,7 +16,7 @@ from shared.domain.kinds import get_kind
 from shared.domain.x12.mapping import map_file
 from shared.domain.x12.model import EdiRefused, Interchange
 from shared.domain.x12.reader import read_file
-from tests.unit.x12.build import DATA, REALDATA, freight, invoice, x12
+from tests.unit.x12.build import DATA, REALDATA, fast_and_slow_agree, freight, invoice, x12
 
 
 def _seeds() -> list[tuple[bytes, bytes]]:
@@ -114,12 +114,14 @@ def mutated(draw: st.DrawFn) -> bytes:
 def _check(data: bytes) -> None:
     try:
         interchanges = read_file(data)
+        fast_and_slow_agree(interchanges)
         for interchange in interchanges:
             for group in interchange.groups:
                 for transaction_set in group.sets:
                     assert transaction_set.body is not None  # splits the lazy body
         mapped = map_file(interchanges, contract_version=1, partition_key=None, period=None)
     except EdiRefused as exc:
+        fast_and_slow_agree(exc.interchanges or ())
         assert exc.problems and len(exc.problems) <= 100
         assert all(p.code.startswith("edi_") and p.message for p in exc.problems)
         return
