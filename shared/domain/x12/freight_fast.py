@@ -105,8 +105,8 @@ def _leg(
     if len(linehauls) != 1:
         return None
     basis = BASIS.get(linehauls[0][3].strip().upper())
-    miles = _miles(l0s, l1s)
-    if basis is None or miles is False:
+    found, miles = _miles(l0s, l1s)
+    if basis is None or not found:
         return None
     quantity = _rated_quantity(l0s, linehauls[0], basis, miles)
     accessorials = [l1[8].strip() for l1, code, _ in charges if code not in NOT_ACCESSORIAL]
@@ -138,24 +138,24 @@ def _l3s_agree(l3s: list[Elements], total: Decimal) -> bool:
     return True
 
 
-def _miles(l0s: list[Elements], l1s: list[Elements]) -> Decimal | None | bool:
-    """As ``freight_210._miles``; False where it would report a problem."""
+def _miles(l0s: list[Elements], l1s: list[Elements]) -> tuple[bool, Decimal | None]:
+    """As ``freight_210._miles``: (False, None) where it would report a problem."""
     for segments, at in ((l1s, 17), (l0s, 2)):
         found: list[Decimal] = []
         for segment in segments:
             unit = segment[at + 1].strip().upper()
             if unit in KILOMETRES:
-                return False
+                return False, None
             if unit in MILES and segment[at].strip():
                 value = r(segment[at])
                 if value is None:
-                    return False
+                    return False, None
                 found.append(value)
         if len(set(found)) > 1:
-            return False
+            return False, None
         if found:
-            return found[0]
-    return None
+            return True, found[0]
+    return True, None
 
 
 def _rated_quantity(
