@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from functools import lru_cache
+from sys import intern
 from typing import Any
 
 from shared.domain.money import MONEY_PLACES, QUANTITY_PLACES
@@ -69,7 +70,8 @@ def fast_210(place: Place, query: Query) -> dict[str, Any] | None:
             b3 = elements
     if b3 is None or b3[8].strip():
         return None
-    document_id, carrier = b3[2].strip(), b3[11].strip().upper()
+    # A file bills few carriers and codes: one string each, not one per document.
+    document_id, carrier = b3[2].strip(), intern(b3[11].strip().upper())
     due = n2(b3[7])
     leg = _leg(l0s, l1s, l3s, due)
     correlation_id = place.correlation_id()
@@ -109,7 +111,7 @@ def _leg(
     if basis is None or not found:
         return None
     quantity = _rated_quantity(l0s, linehauls[0], basis, miles)
-    accessorials = [l1[8].strip() for l1, code, _ in charges if code not in NOT_ACCESSORIAL]
+    accessorials = [intern(l1[8].strip()) for l1, code, _ in charges if code not in NOT_ACCESSORIAL]
     billed = fits(sum((c for _, code, c in charges if code not in TAX), Decimal(0)), MONEY_PLACES)
     if (
         quantity is None
