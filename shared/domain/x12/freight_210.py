@@ -50,8 +50,8 @@ def map_210(place: Place, query: Query, problems: Problems) -> dict[str, Any] | 
     charges = []
     for l1 in by_tag["L1"]:
         values.decimal(l1, 2, "L1-02 (the rate)")
-        charge = values.amount(l1, 4, "L1-04", required=False) or Decimal(0)
-        charges.append((l1, l1.get(8).strip().upper(), charge))
+        charge = values.amount(l1, 4, "L1-04", required=False)
+        charges.append((l1, l1.get(8).strip().upper(), Decimal(0) if charge is None else charge))
     leg = _leg(by_tag, charges, values)
     if due is not None and values.ok:
         _totals(by_tag["L3"], charges, due, b3, values)

@@ -5,6 +5,11 @@ A line is a SAC with SAC01 ``A`` inside an IT1 loop (after its IT1, before
 TDS), unless it is a percentage (SAC06/07 set). Header and summary SACs, and
 charges (``C``) and no-charge (``N``) SACs, are not lines. An 810 with no such
 allowance has nothing to settle and is skipped; a credit memo is refused.
+
+A line is keyed by its ``line_no`` (IT1-01, else the IT1's place among the set's
+IT1s), so a second allowance in one IT1 loop, or a line number twice, is
+``edi_unmappable`` rather than two lines of one key. The store is the line's own
+N1*ST when it has an N1-04, else the header's.
 """
 
 from __future__ import annotations

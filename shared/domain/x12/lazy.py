@@ -74,6 +74,13 @@ def _lazy(transaction_set: TransactionSet) -> tuple[Text, int, int, int, int] | 
     return _LAZY.__get__(transaction_set) if isinstance(transaction_set, ReadSet) else None
 
 
+def lazy_bytes(transaction_set: TransactionSet) -> tuple[Text, int, int] | None:
+    """Where a set read from a file has its body: (the bytes, the body's first byte,
+    the terminator ending its last body segment); None for a set built in memory."""
+    lazy = _lazy(transaction_set)
+    return None if lazy is None else lazy[:3]
+
+
 def raw_bytes(transaction_set: TransactionSet) -> bytes | None:
     """The set's bytes as sent: from its ST tag through SE's terminator (a line break
     when those end segments), with whatever lies between, line breaks and indentation

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from shared.domain.x12.freight_210 import map_210
+from shared.domain.x12.freight_fast import fast_210
 from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.invoice_810 import map_810
 from shared.domain.x12.model import EdiRefused, Interchange, Mapped, Problem, Skipped
@@ -22,8 +23,14 @@ from shared.domain.x12.problems import Problems
 from shared.domain.x12.sets import Place, Query
 
 Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | Skipped | None"]
+
+
+def _freight(place: Place, query: Query, problems: Problems) -> dict[str, Any] | None:
+    return fast_210(place, query) or map_210(place, query, problems)
+
+
 KINDS: dict[str, tuple[str, Mapper]] = {
-    "210": ("freight_audit", map_210),
+    "210": ("freight_audit", _freight),
     "810": ("promo_accrual", map_810),
 }
 

@@ -15,7 +15,13 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from shared.domain.money import MONEY_PLACES, QUANTITY_PLACES, exact_arithmetic, parse_decimal
+from shared.domain.money import (
+    MONEY_PLACES,
+    PLAIN_DECIMAL,
+    QUANTITY_PLACES,
+    exact_arithmetic,
+    parse_decimal,
+)
 from shared.domain.x12.model import Segment, TransactionSet
 from shared.domain.x12.problems import Problems
 
@@ -35,6 +41,22 @@ def r(text: str) -> Decimal | None:
     """An R element's value (None when it is not one)."""
     text = text.strip()
     return Decimal(text) if _R.fullmatch(text) else None
+
+
+def is_identifier(value: str) -> bool:
+    return _IDENTIFIER.fullmatch(value) is not None
+
+
+def fits(value: Decimal, places: int) -> str | None:
+    """``value`` as our JSON writes it when a Money (4 places) or Quantity (6) holds it."""
+    text = wire(value)
+    if PLAIN_DECIMAL[places].fullmatch(text):  # in range by construction, as the models say
+        return text
+    try:
+        parse_decimal(text, places)
+    except ValueError:  # DecimalOutOfRange is one
+        return None
+    return text
 
 
 def wire(value: Decimal) -> str:

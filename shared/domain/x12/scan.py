@@ -32,14 +32,16 @@ class Text:
     terminator: bytes
     element: bytes
     newline: bool
-    origin: int = 0  # buf[0] is file[origin] (before the removed line breaks)
-    breaks: tuple[int, ...] = ()  # where line breaks were removed, in buf's offsets
+    origin: int = 0  # buf[0] is file[origin]
+    breaks: tuple[int, ...] = ()  # buf offsets where runs of line breaks were removed
+    shifts: tuple[int, ...] = ()  # how many bytes were removed up to each of those runs
 
     def source(self, offset: int) -> int:
         """The file's offset of ``buf[offset]``."""
         if self.buf is self.file:
             return offset
-        return self.origin + offset + bisect_right(self.breaks, offset)
+        run = bisect_right(self.breaks, offset)
+        return self.origin + offset + (self.shifts[run - 1] if run else 0)
 
     def decode(self, start: int, stop: int) -> str:
         return self.buf[start:stop].decode("utf-8")
@@ -107,10 +109,10 @@ def _up_to_iea(text: Text, lead: int) -> Region:
 def _break_rules(terminator: bytes) -> tuple[re.Pattern[bytes], ...]:
     t = re.escape(terminator)
     # Line breaks right after a terminator are the common case; the lookbehinds
-    # drop them at C speed and only the others are looked at one by one.
+    # drop them at C speed, and a match takes the whole blank run that follows.
     return (
-        re.compile(rb"\n(?<!%s\n)(?<!%s\r\n)" % (t, t)),
-        re.compile(rb"\r(?!\n)(?<!%s\r)" % t),
+        re.compile(rb"\n(?<!%s\n)(?<!%s\r\n)[ \t\r\n]*+" % (t, t)),
+        re.compile(rb"\r(?!\n)(?<!%s\r)[ \t\r\n]*+" % t),
     )
 
 
@@ -118,34 +120,51 @@ def _break_inside_segment(data: bytes, lead: int, stop: int, terminator: bytes) 
     """The first line break that falls inside a segment (not after its terminator)."""
     first: int | None = None
     for rule in _break_rules(terminator):
-        checked = lead + 1  # everything before is known to end at a segment boundary
+        checked = lead + 1  # everything before ends at a segment boundary, then blank
         for match in rule.finditer(data, lead + 1, stop):
             at = match.start()
             if first is not None and at > first:
                 break
-            back = at
-            while back > checked and data[back - 1] in b" \t\r\n":
-                back -= 1
-            if back > checked and data[back - 1 : back] != terminator:
+            before = data[checked:at].rstrip(b" \t\r\n")
+            if before and before[-1:] != terminator:
                 first = at
                 break
-            checked = at + 1
+            checked = match.end()
     return first
 
 
 def _hard_wrapped(data: bytes, isa_start: int, stop: int) -> bool:
-    """Whether every line but the last has the same width: a file wrapped at N columns."""
-    line_start = data.rfind(b"\n", 0, isa_start) + 1
-    lines = data[line_start:stop].split(b"\n")[:-1]
-    widths = {len(line) - line.endswith(b"\r") for line in lines}
-    return len(widths) == 1 and widths.pop() >= _MIN_WRAP
+    """Whether the interchange is its text cut every N columns (N the first line's
+    width, at least ``_MIN_WRAP``), with no other line break."""
+    text = data[data.rfind(b"\n", 0, isa_start) + 1 : stop]
+    first = text.find(b"\n")
+    newline = b"\r\n" if text[first - 1 : first] == b"\r" else b"\n"
+    width = first + 1 - len(newline)
+    if first < 0 or width < _MIN_WRAP:
+        return False
+    flat = text.replace(newline, b"")
+    wrapped = newline.join(flat[at : at + width] for at in range(0, len(flat), width))
+    return wrapped == text
 
 
 def _unwrapped(data: bytes, header: Header, stop: int) -> Region:
     raw = data[header.lead : stop]
-    breaks = tuple(m.start() - n for n, m in enumerate(re.finditer(rb"[\r\n]", raw)))
+    breaks, shifts, removed = [], [], 0
+    for run in re.finditer(rb"[\r\n]+", raw):
+        breaks.append(run.start() - removed)
+        removed += run.end() - run.start()
+        shifts.append(removed)
     buf = raw.replace(b"\r", b"").replace(b"\n", b"")
-    text = Text(buf, data, header.terminator, header.element, False, header.lead, breaks)
+    text = Text(
+        buf,
+        data,
+        header.terminator,
+        header.element,
+        False,
+        header.lead,
+        tuple(breaks),
+        tuple(shifts),
+    )
     return _up_to_iea(text, 0)
 
 

@@ -10,6 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from shared.domain.x12.freight_210 import map_210
+from shared.domain.x12.freight_fast import fast_210
+from shared.domain.x12.model import Interchange
+from shared.domain.x12.problems import Problems
+from shared.domain.x12.sets import Place, Query
+
 # The repository is a sibling of shared/ (../shared/realdata); absent on a
 # clean checkout elsewhere, so the tests that need it skip.
 REALDATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "realdata"
@@ -114,3 +120,22 @@ def invoice(*lines: Sequence[str], **over: str) -> list[str]:
     for loop in loops:
         body += loop
     return [*body, "TDS*387530", "CTT*1"]
+
+
+def fast_and_slow_agree(interchanges: Sequence[Interchange], contract_version: int = 1) -> int:
+    """The 210 fast path answers only what map_210 answers: for each 210 set it maps,
+    map_210 maps it the same, without a problem. Returns how many it mapped."""
+    query = Query(contract_version, None, None)
+    mapped = 0
+    for interchange_ in interchanges:
+        for group_ in interchange_.groups:
+            for transaction_set in group_.sets:
+                place = Place(interchange_, group_, transaction_set)
+                fast = fast_210(place, query)
+                if transaction_set.code.strip() != "210" or fast is None:
+                    continue
+                problems = Problems()
+                assert map_210(place, query, problems) == fast
+                assert not problems.items
+                mapped += 1
+    return mapped

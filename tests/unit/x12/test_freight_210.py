@@ -12,12 +12,14 @@ from shared.domain.kinds.freight_audit import FreightDocument
 from shared.domain.x12.mapping import map_file
 from shared.domain.x12.model import EdiRefused, Mapped, Problem
 from shared.domain.x12.reader import read_file
-from tests.unit.x12.build import freight, x12
+from tests.unit.x12.build import fast_and_slow_agree, freight, x12
 
 
 def _map(body: list[str], **query: Any) -> Mapped:
+    interchanges = read_file(x12([("210", "0001", body)]))
+    fast_and_slow_agree(interchanges, query.get("contract_version", 4))
     mapped = map_file(
-        read_file(x12([("210", "0001", body)])),
+        interchanges,
         contract_version=query.get("contract_version", 4),
         partition_key=None,
         period=None,

@@ -339,3 +339,21 @@ def test_a_five_megabyte_element_is_read_and_random_bytes_are_refused() -> None:
             read_file(junk)
         with pytest.raises(EdiRefused):
             read_file(isa().encode() + b"~" + junk)
+
+
+def test_interchanges_ended_by_line_breaks_then_by_a_character_and_back() -> None:
+    lines = write(interchange([group([("210", "1", freight())], "5")]), terminator="", after="\r\n")
+    bars = write(
+        interchange([group([("210", "1", freight())], "6")], "000000002"),
+        element="^",
+        terminator="|",
+        after="",
+    )
+    for data in (lines + bars + lines, bars + lines):
+        interchanges = read_file(data)
+        assert [i.groups[0].sets[0].body[0].get(2) for i in interchanges] == ["INV-1"] * len(
+            interchanges
+        )
+        assert [i.isa.position for i in interchanges] == [
+            1 + 17 * n for n in range(len(interchanges))
+        ]
