@@ -15,9 +15,12 @@ from shared.domain.kinds import KINDS
 from shared.domain.synthetic import freight_contract, promo_contract
 from shared.domain.x12.ack import acknowledge
 from shared.domain.x12.mapping import map_file
+from shared.domain.x12.model import EdiRefused
 from shared.domain.x12.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from tests.unit.x12.pyx12_peer import map_dir, validate_997
+
+NOW = datetime(2026, 10, 2, 9, 30, tzinfo=UTC)
 
 
 def _billed(data: bytes, tag: bytes, element: int) -> Decimal:
@@ -89,3 +92,29 @@ def test_the_997_of_a_generated_file_read_by_our_reader_is_valid(code: str, tmp_
     answer = acknowledge(interchanges, [], control_numbers=numbers, now=datetime.now(UTC))
     assert validate_997(answer, map_dir(tmp_path)) == []
     assert answer.count(b"AK5*A~") == 450 and b"AK5*R" not in answer
+
+
+def test_a_mapping_refusal_rejects_its_set_in_the_997_with_pointers(tmp_path: Path) -> None:
+    lines = freight_210_file(5, seed=1, carriers=2).split(b"~\n")
+    third_discount = [n for n, line in enumerate(lines) if line.endswith(b"****DSC")][2]
+    lines[third_discount] = lines[third_discount].replace(b"****DSC", b"1****DSC")  # x10
+    interchanges = read_file(b"~\n".join(lines))
+    with pytest.raises(EdiRefused) as refused:
+        map_file(interchanges, contract_version=1, partition_key=None, period=None)
+    assert {(p.code, p.tag, p.element) for p in refused.value.problems} == {
+        ("edi_total_mismatch", "B3", 7),
+        ("edi_total_mismatch", "L3", 5),
+    }
+    answer = acknowledge(interchanges, refused.value.problems, control_numbers=[3], now=NOW)
+    assert validate_997(answer, map_dir(tmp_path)) == []
+    rows = answer.decode("ascii").split("~\n")
+    third = rows.index("AK2*210*0003")
+    assert rows[third : third + 6] == [
+        "AK2*210*0003",
+        "AK3*B3*2**8",  # B3 is the set's 2nd segment, outside any loop
+        "AK4*7**7",
+        "AK3*L3*24**8",
+        "AK4*5**7",
+        "AK5*R*5",
+    ]
+    assert "AK9*P*5*5*4" in rows
