@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from services.api.body_guard import GuardBodies
@@ -16,6 +16,7 @@ from services.api.metrics import ApiMetrics, RequestMetrics
 from services.api.middleware import RefuseControlCharacters
 from services.api.openapi_doc import finish
 from services.api.publishers import Publishers
+from services.api.query_guard import refuse_unknown_query
 from services.api.queue_stats import QueueStats
 from services.api.routes import (
     acknowledgements,
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1.0.0",
         summary="Exactly-once settlement pipeline for financial batch data",
         lifespan=lifespan,
+        dependencies=[Depends(refuse_unknown_query)],
     )
     install_handlers(app)
     # Outside the routes: FastAPI parses a body before it runs the auth dependency.

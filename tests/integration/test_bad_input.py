@@ -1462,3 +1462,29 @@ def test_the_battery_covers_at_least_sixty_cases() -> None:
     )
     assert cases >= 60
     assert len(DISPUTE_CASES) >= 30
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query"),
+    [
+        ("POST", PATH, "contract_version=1&partiton_key=V-ACME"),  # misspelt: never ignored
+        ("POST", PATH, "contract_version=1&=null"),  # schemathesis' find: a nameless one
+        ("GET", "/v1/jobs", "limit=5&stat=completed"),
+        ("GET", "/admin/dead-letters", "reasn=unknown_tier"),
+    ],
+)
+def test_a_query_parameter_the_operation_does_not_publish_is_422(
+    http: TestClient, trace: Trace, method: str, path: str, query: str
+) -> None:
+    """Ignored, a misspelt partition_key on an X12 file would settle it under the
+    file's own vendor, a misspelt filter would list more than asked."""
+    body = encode(PROMO, [promo()], JSON) if method == "POST" else b""
+    target = f"{path}?{query}"
+    if method == "POST":  # the signature covers the path and its query
+        signature = sign_request(PRODUCER_SECRET, int(time.time()), "POST", target, body)
+        headers = {"X-Key-Id": PRODUCER_ID, "X-Signature": signature, "Content-Type": JSON}
+    else:
+        headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    response = http.request(method, target, content=body, headers=headers)
+    assert_refused(response, 422, "unknown_query_parameter", trace)
+    assert "it takes:" in response.json()["error"]["message"]
