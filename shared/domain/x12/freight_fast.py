@@ -170,7 +170,10 @@ def _miles(l0s: list[Elements], l1s: list[Elements]) -> tuple[bool, Decimal | No
     for segments, at in ((l1s, 17), (l0s, 2)):
         found: list[Decimal] = []
         for segment in segments:
-            unit = segment[at + 1].strip().upper()
+            unit = segment[at + 1]
+            if not unit:  # the common case, decided without a strip
+                continue
+            unit = unit.strip().upper()
             if unit in KILOMETRES:
                 return False, None
             if unit in MILES and segment[at].strip():
