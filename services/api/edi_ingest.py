@@ -3,8 +3,8 @@ read whole once received, then one batch of one kind.
 
 The file's bytes are only collected while they stream in (and hashed and
 signed as any body); ``finish`` reads them with ``read_file`` and maps them
-with ``map_file`` (pure, ``shared/domain/x12``), then takes each mapped
-document as an NDJSON line would be taken: screened or validated by its kind's
+with ``map_stream`` (pure, ``shared/domain/x12``), taking each mapped
+document as it comes as an NDJSON line would be taken: screened or validated by its kind's
 model, its partition checked against the key's, its JSON bytes added to the
 chunk being built. So an invoice sent as X12 is stored, keyed and settled as
 the same invoice sent as JSON. Anything refused about the file's content is
@@ -26,8 +26,8 @@ from services.api.ingest import Ingest, Ingested
 from shared.adapters.db.edi import Sender
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.screen import screen
-from shared.domain.x12 import EdiRefused, Interchange, Mapped, Problem, Skipped, TransactionSet
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, TransactionSet
+from shared.domain.x12.mapping import MappedStream, map_stream
 from shared.domain.x12.reader import read_file
 
 # What edi_interchanges can hold (edi_tables.py); a real ISA has 2, 15 and 9.
@@ -119,13 +119,13 @@ class EdiIngest(Ingest):
         interchanges = read_file(body)
         del body  # the interchanges hold it while they live
         senders = _senders(interchanges)
-        mapped = map_file(
+        mapped = map_stream(
             interchanges,
             contract_version=self.query.contract_version,
             partition_key=self.query.partition_key,
             period=self.query.period,
         )
-        self._take(mapped, interchanges)
+        self._take(mapped)
         batch = self._finished()
         # Written now, so that the file and its envelopes (twice the file's
         # size) are freed before the job is stored: the 997 is all that is
@@ -143,19 +143,18 @@ class EdiIngest(Ingest):
         text = f"x12\n{file_sha256}\n{q.contract_version}\n{q.partition_key}\n{q.period}"
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def _take(self, mapped: Mapped, interchanges: tuple[Interchange, ...]) -> None:
-        if not mapped.documents:
-            raise EdiRefused(
-                [Problem("edi_no_documents", "the file holds no document to settle")],
-                interchanges,
-            )
+    def _take(self, mapped: MappedStream) -> None:
+        """Each document into its chunk as it is mapped, then dropped: the dicts
+        of a large file are never all held, nor its two forms at once."""
         self.kind = KINDS[mapped.kind]
         kind_screen = self.kind.screen
-        documents: list[Any] = mapped.documents
-        for index, document in enumerate(documents):
-            # Each mapped document is dropped once it is a chunk's bytes: the
-            # two forms of a large file's documents are never all held at once.
-            documents[index] = None
+        refusal: list[Problem] | None = None
+        # Exhausting the stream raises the mapping's refusal, which wins over a
+        # document the kind refuses: it lists every set at fault, as the whole
+        # file was mapped before either was known.
+        for document in mapped.documents:
+            if refusal is not None:
+                continue
             line = _encode(document)
             self._line_no += 1
             screened = None if kind_screen is None else screen(kind_screen, line)
@@ -164,8 +163,9 @@ class EdiIngest(Ingest):
             else:
                 self._model(line)
             if self.error is not None:
-                problems = _unmappable(document, self.error, interchanges)
-                raise EdiRefused(problems, interchanges)
+                refusal = _unmappable(document, self.error, mapped.interchanges)
+        if refusal is not None:
+            raise EdiRefused(refusal, mapped.interchanges)
 
 
 def _senders(interchanges: tuple[Interchange, ...]) -> list[Sender]:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from services.api import edi_ingest
 from services.api.edi_ingest import EdiIngest, EdiQuery, edi_query
 from services.api.errors import ApiError
 from services.api.ingest import EDI_X12, JSON, NDJSON, Ingest, media_type
@@ -280,3 +281,43 @@ def test_a_refused_file_prints_its_code_each_problem_and_the_997(
     assert lines[2].startswith("  edi_bad_number: B3-07")
     assert "ISA*00*...*AK5*R~" in lines[-1]
     assert "Traceback" not in result.output
+
+
+def _refusing_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kind refuses the file's first mapped document (an unknown field), as it
+    would one the mapping let through wrongly."""
+    encode = edi_ingest._encode
+
+    def spoiled(document: dict[str, Any]) -> bytes:
+        first = document["document_id"] == "INV-1"
+        return encode({**document, "extra": 1} if first else document)
+
+    monkeypatch.setattr(edi_ingest, "_encode", spoiled)
+
+
+def test_a_document_the_kind_refuses_makes_its_set_unmappable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _refusing_the_first(monkeypatch)
+    body = freight_file(Freight("INV-1", "ABCD"), Freight("INV-2", "ABCD"), isa13=1235)
+    with pytest.raises(EdiRefused) as refused:
+        _ingest(body, EdiQuery(1))
+    assert {p.code for p in refused.value.problems} == {"edi_unmappable"}
+    assert {(p.tag, p.control_number) for p in refused.value.problems} == {("ST", "0001")}
+
+
+def test_the_mappings_refusal_of_a_later_set_wins_over_the_kinds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Documents are chunked as they are mapped, yet the answer is the one the whole
+    file's mapping gives: every set it refuses, as when nothing was chunked before."""
+    _refusing_the_first(monkeypatch)
+    body = freight_file(Freight("INV-1", "ABCD"), Freight("INV-2", "ABCD"), isa13=1236)
+    due = b"*PP**20260315*29000**"
+    assert body.count(due) == 2
+    body = body[::-1].replace(due[::-1], b"*PP**20260315*29001**"[::-1], 1)[::-1]
+    with pytest.raises(EdiRefused) as refused:
+        _ingest(body, EdiQuery(1))
+    assert [(p.code, p.control_number) for p in refused.value.problems] == [
+        ("edi_total_mismatch", "0002")
+    ]

@@ -26,12 +26,12 @@ from shared.domain.x12.freight_210 import (
     TAX,
 )
 from shared.domain.x12.lazy import lazy_bytes
-from shared.domain.x12.numbers import fits, is_identifier, n2, r
+from shared.domain.x12.numbers import N2, R, fits, is_identifier, r
 from shared.domain.x12.sets import Place, Query
 
 Elements = list[str]  # elements[n] is element n; elements[0] is ""; padded to _WIDTH
 _WIDTH = 20  # L1-18 is the last element read
-_PAD = [""] * _WIDTH
+_N2, _R = N2.fullmatch, R.fullmatch
 
 
 @lru_cache(maxsize=16)
@@ -49,6 +49,9 @@ def fast_210(place: Place, query: Query) -> dict[str, Any] | None:
     text, start, stop = lazy
     element = text.element
     sep = element.decode()
+    # Splitting with the padding appended makes every element read exist (""),
+    # at the cost of one concatenation; elements past _WIDTH stay joined, unread.
+    pad = sep * _WIDTH
     b3: Elements | None = None
     l0s: list[Elements] = []
     l1s: list[Elements] = []
@@ -56,8 +59,7 @@ def fast_210(place: Place, query: Query) -> dict[str, Any] | None:
     for tag, rest in _pattern(text.terminator, element).findall(text.buf, start - 1, stop):
         if not rest.startswith(element) or tag == b"B2A":
             return None
-        elements = rest.decode("utf-8").split(sep)
-        elements.extend(_PAD[len(elements) :])
+        elements = (rest.decode("utf-8") + pad).split(sep, _WIDTH)
         if tag == b"L1":
             l1s.append(elements)
         elif tag == b"L0":
@@ -72,8 +74,8 @@ def fast_210(place: Place, query: Query) -> dict[str, Any] | None:
         return None
     # A file bills few carriers and codes: one string each, not one per document.
     document_id, carrier = b3[2].strip(), intern(b3[11].strip().upper())
-    due = n2(b3[7])
-    leg = _leg(l0s, l1s, l3s, due)
+    due = b3[7].strip()
+    leg = _leg(l0s, l1s, l3s, int(due) if _N2(due) else None)
     correlation_id = place.correlation_id()
     if leg is None or not (
         is_identifier(document_id) and is_identifier(carrier) and is_identifier(correlation_id)
@@ -90,32 +92,55 @@ def fast_210(place: Place, query: Query) -> dict[str, Any] | None:
     }
 
 
-def _leg(
-    l0s: list[Elements], l1s: list[Elements], l3s: list[Elements], due: Decimal | None
-) -> dict[str, Any] | None:
-    charges: list[tuple[Elements, str, Decimal]] = []
+Charges = tuple[int, int, bool, Elements, list[str]]
+
+
+def _charges(l1s: list[Elements]) -> Charges | None:
+    """(the L1-04 total, the billed part of it, whether a billed L1-04 was given,
+    the one linehaul, the accessorial codes). N2 amounts are summed as integers
+    of cents: exact, as ``map_210``'s Decimals of two places are."""
+    total = billed = 0
+    priced = False  # a non-tax L1-04 was given: the billed amount has two places
+    linehaul: Elements | None = None
+    accessorials: list[str] = []
     for l1 in l1s:
-        rate, amount = l1[2], l1[4]
-        charge = n2(amount) if amount.strip() else Decimal(0)
-        if (rate.strip() and r(rate) is None) or charge is None:
+        rate, amount, code = l1[2].strip(), l1[4].strip(), l1[8].strip()
+        if (amount and not _N2(amount)) or (rate and not _R(rate)):
             return None
-        charges.append((l1, l1[8].strip().upper(), charge))
-    total = sum((charge for _, _, charge in charges), Decimal(0))
-    if due is None or total != due or not _l3s_agree(l3s, total):
+        charge = int(amount) if amount else 0
+        total += charge
+        upper = code.upper()
+        if upper not in TAX:
+            billed += charge
+            priced = priced or bool(amount)
+        if upper in LINEHAUL:
+            if linehaul is not None:
+                return None
+            linehaul = l1
+        elif upper not in NOT_ACCESSORIAL:
+            accessorials.append(intern(code))
+    return None if linehaul is None else (total, billed, priced, linehaul, accessorials)
+
+
+def _leg(
+    l0s: list[Elements], l1s: list[Elements], l3s: list[Elements], due: int | None
+) -> dict[str, Any] | None:
+    charges = _charges(l1s)
+    if charges is None:
         return None
-    linehauls = [l1 for l1, code, _ in charges if code in LINEHAUL]
-    if len(linehauls) != 1:
+    total, billed, priced, linehaul, accessorials = charges
+    if total != due or not _l3s_agree(l3s, total):
         return None
-    basis = BASIS.get(linehauls[0][3].strip().upper())
+    basis = BASIS.get(linehaul[3].strip().upper())
     found, miles = _miles(l0s, l1s)
     if basis is None or not found:
         return None
-    quantity = _rated_quantity(l0s, linehauls[0], basis, miles)
-    accessorials = [intern(l1[8].strip()) for l1, code, _ in charges if code not in NOT_ACCESSORIAL]
-    billed = fits(sum((c for _, code, c in charges if code not in TAX), Decimal(0)), MONEY_PLACES)
+    quantity = _rated_quantity(l0s, linehaul, basis, miles)
+    amount = Decimal(billed).scaleb(-2) if priced else Decimal(0)
+    billed_amount = fits(amount, MONEY_PLACES)
     if (
         quantity is None
-        or billed is None
+        or billed_amount is None
         or len(accessorials) > 100
         or not all(is_identifier(code) for code in accessorials)
     ):
@@ -124,7 +149,7 @@ def _leg(
         "leg_no": 1,
         "rate_basis": basis,
         "accessorials": accessorials,
-        "billed_amount": billed,
+        "billed_amount": billed_amount,
         "rated_quantity": fits(quantity, QUANTITY_PLACES),
     }
     if miles is not None:
@@ -132,10 +157,10 @@ def _leg(
     return None if leg["rated_quantity"] is None or leg.get("miles", "") is None else leg
 
 
-def _l3s_agree(l3s: list[Elements], total: Decimal) -> bool:
+def _l3s_agree(l3s: list[Elements], total: int) -> bool:
     for l3 in l3s:
-        stated = l3[5]
-        if stated.strip() and n2(stated) != total:
+        stated = l3[5].strip()
+        if stated and not (_N2(stated) and int(stated) == total):
             return False
     return True
 
@@ -145,7 +170,10 @@ def _miles(l0s: list[Elements], l1s: list[Elements]) -> tuple[bool, Decimal | No
     for segments, at in ((l1s, 17), (l0s, 2)):
         found: list[Decimal] = []
         for segment in segments:
-            unit = segment[at + 1].strip().upper()
+            unit = segment[at + 1]
+            if not unit:  # the common case, decided without a strip
+                continue
+            unit = unit.strip().upper()
             if unit in KILOMETRES:
                 return False, None
             if unit in MILES and segment[at].strip():

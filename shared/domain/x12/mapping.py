@@ -7,11 +7,17 @@ the kind's document model takes, and each value is checked against the
 model's limits where it is read (``numbers.SetValues``), so the problem names
 the segment and element at fault; tests validate every mapped document with
 the model, which costs 20 µs a document and so is not run again here.
+
+``map_stream`` yields them one at a time, so that the front door turns each
+into its chunk's bytes before the next is made: a 100,000-set file's
+documents are never all held at once (180 MiB of dicts). ``map_file`` is the
+same, collected.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.domain.x12.freight_210 import map_210
@@ -20,7 +26,7 @@ from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.invoice_810 import map_810
 from shared.domain.x12.model import EdiRefused, Interchange, Mapped, Problem, Skipped
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.sets import Place, Query, correlation_prefix
 
 Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | Skipped | None"]
 
@@ -35,6 +41,63 @@ KINDS: dict[str, tuple[str, Mapper]] = {
 }
 
 
+@dataclass
+class MappedStream:
+    """A file's documents as they are mapped. ``documents`` raises
+    ``EdiRefused(problems, interchanges)`` once exhausted if any set was refused
+    (or none gave a document): the file is refused whole, so a consumer stores
+    nothing before it has run to the end."""
+
+    kind: str
+    interchanges: tuple[Interchange, ...]
+    query: Query
+    skipped: list[Skipped] = field(default_factory=list)
+    problems: Problems = field(default_factory=Problems)
+
+    @property
+    def documents(self) -> Iterator[dict[str, Any]]:
+        return self._documents()
+
+    def _documents(self) -> Iterator[dict[str, Any]]:
+        problems, query, skipped = self.problems, self.query, self.skipped
+        mapped_any = False
+        with collector_paused():
+            for place in _places(self.interchanges):
+                mapped = KINDS[place.code][1](place, query, problems)
+                if isinstance(mapped, Skipped):
+                    skipped.append(mapped)
+                elif mapped is not None:
+                    mapped_any = True
+                    yield mapped
+        if problems:
+            raise EdiRefused(problems.in_order(), self.interchanges)
+        if not mapped_any:
+            plural = "" if len(skipped) == 1 else "s"
+            why = f"{len(skipped)} invoice{plural} without an allowance" if skipped else "no set"
+            problem = Problem("edi_no_documents", f"nothing to settle: {why}")
+            raise EdiRefused([problem], self.interchanges)
+
+
+def map_stream(
+    interchanges: Sequence[Interchange],
+    *,
+    contract_version: int,
+    partition_key: str | None,
+    period: str | None,
+) -> MappedStream:
+    """The file's kind, checked before any set is mapped (``EdiRefused`` for a set of
+    no kind or a file of two), and its documents to come.
+
+    ``partition_key`` and ``period`` (810s) win over what the file says.
+    """
+    interchanges = tuple(interchanges)
+    problems = Problems()
+    kind = _one_kind(interchanges, problems)
+    if problems:
+        raise EdiRefused(problems.in_order(), interchanges)
+    return MappedStream(kind or "", interchanges, Query(contract_version, partition_key, period))
+
+
 def map_file(
     interchanges: Sequence[Interchange],
     *,
@@ -42,65 +105,50 @@ def map_file(
     partition_key: str | None,
     period: str | None,
 ) -> Mapped:
-    """One batch of documents, or ``EdiRefused(problems, interchanges)``.
-
-    ``partition_key`` and ``period`` (810s) win over what the file says.
-    """
-    interchanges = tuple(interchanges)
-    problems = Problems()
-    places = [
-        Place(interchange, group, transaction_set)
-        for interchange in interchanges
-        for group in interchange.groups
-        for transaction_set in group.sets
-    ]
-    kind = _one_kind(places, problems)
-    if problems:
-        raise EdiRefused(problems.in_order(), interchanges)
-    query = Query(contract_version, partition_key, period)
-    documents: list[dict[str, Any]] = []
-    skipped: list[Skipped] = []
-    with collector_paused():
-        for place in places:
-            mapped = KINDS[place.code][1](place, query, problems)
-            if isinstance(mapped, Skipped):
-                skipped.append(mapped)
-            elif mapped is not None:
-                documents.append(mapped)
-    if problems:
-        raise EdiRefused(problems.in_order(), interchanges)
-    if not documents:
-        plural = "" if len(skipped) == 1 else "s"
-        why = f"{len(skipped)} invoice{plural} without an allowance" if skipped else "no set"
-        raise EdiRefused([Problem("edi_no_documents", f"nothing to settle: {why}")], interchanges)
-    return Mapped(kind or "", documents, skipped, interchanges)
+    """One batch of documents, or ``EdiRefused(problems, interchanges)``."""
+    stream = map_stream(
+        interchanges, contract_version=contract_version, partition_key=partition_key, period=period
+    )
+    documents = list(stream.documents)
+    return Mapped(stream.kind, documents, stream.skipped, stream.interchanges)
 
 
-def _one_kind(places: list[Place], problems: Problems) -> str | None:
+def _places(interchanges: tuple[Interchange, ...]) -> Iterator[Place]:
+    for interchange in interchanges:
+        for group in interchange.groups:
+            # Each set's correlation id starts with its group's: made once, not per set.
+            prefix = correlation_prefix(interchange, group)
+            for transaction_set in group.sets:
+                yield Place(interchange, group, transaction_set, prefix)
+
+
+def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str | None:
     """The file's kind; a problem for each set of no kind, and for a file of two."""
     kind: str | None = None
     mixed = False
-    for place in places:
-        st, code = place.transaction_set.st, place.code
-        if code not in KINDS:
-            problems.at(
-                "edi_unsupported_transaction_set",
-                f"transaction set {code[:10]!r}: only 210 (freight invoices) and 810 "
-                "(invoices) are settled",
-                st,
-                1,
-                place.control_number,
-            )
-            continue
-        if kind is None:
-            kind = KINDS[code][0]
-        elif KINDS[code][0] != kind and not mixed:
-            mixed = True
-            problems.at(
-                "edi_mixed_kinds",
-                f"a {code} after sets of {kind}: one file is one batch of one kind",
-                st,
-                1,
-                place.control_number,
-            )
+    for interchange in interchanges:
+        for group in interchange.groups:
+            for transaction_set in group.sets:
+                st, code = transaction_set.st, transaction_set.code.strip()
+                if code not in KINDS:
+                    problems.at(
+                        "edi_unsupported_transaction_set",
+                        f"transaction set {code[:10]!r}: only 210 (freight invoices) and 810 "
+                        "(invoices) are settled",
+                        st,
+                        1,
+                        transaction_set.control_number.strip(),
+                    )
+                    continue
+                if kind is None:
+                    kind = KINDS[code][0]
+                elif KINDS[code][0] != kind and not mixed:
+                    mixed = True
+                    problems.at(
+                        "edi_mixed_kinds",
+                        f"a {code} after sets of {kind}: one file is one batch of one kind",
+                        st,
+                        1,
+                        transaction_set.control_number.strip(),
+                    )
     return kind

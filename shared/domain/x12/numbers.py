@@ -25,8 +25,8 @@ from shared.domain.money import (
 from shared.domain.x12.model import Segment, TransactionSet
 from shared.domain.x12.problems import Problems
 
-_N2 = re.compile(r"-?[0-9]{1,18}")
-_R = re.compile(r"-?(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})")
+N2 = re.compile(r"-?[0-9]{1,18}")
+R = re.compile(r"-?(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})")
 # shared.domain.kinds.base.Identifier: 1-128 characters, no control characters, no "|".
 _IDENTIFIER = re.compile(r"[^\x00-\x1f\x7f-\x9f|]{1,128}")
 
@@ -34,13 +34,13 @@ _IDENTIFIER = re.compile(r"[^\x00-\x1f\x7f-\x9f|]{1,128}")
 def n2(text: str) -> Decimal | None:
     """An N2 element's value (None when it is not one)."""
     text = text.strip()
-    return Decimal(text).scaleb(-2) if _N2.fullmatch(text) else None
+    return Decimal(text).scaleb(-2) if N2.fullmatch(text) else None
 
 
 def r(text: str) -> Decimal | None:
     """An R element's value (None when it is not one)."""
     text = text.strip()
-    return Decimal(text) if _R.fullmatch(text) else None
+    return Decimal(text) if R.fullmatch(text) else None
 
 
 def is_identifier(value: str) -> bool:

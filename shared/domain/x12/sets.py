@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import base64
+import binascii
 from dataclasses import dataclass
 
 from shared.domain.x12.lazy import raw_bytes
@@ -23,6 +23,7 @@ class Place:
     interchange: Interchange
     group: FunctionalGroup
     transaction_set: TransactionSet
+    prefix: str | None = None  # correlation_prefix(interchange, group), when known
 
     @property
     def code(self) -> str:
@@ -34,12 +35,10 @@ class Place:
 
     def correlation_id(self) -> str:
         """``x12:<ISA06>:<ISA13>:<GS06>:<ST02>``, the sender id trimmed."""
-        interchange = self.interchange
-        group_number = self.group.control_number.strip()
-        return (
-            f"x12:{interchange.sender_id}:{interchange.control_number}:"
-            f"{group_number}:{self.control_number}"
-        )
+        prefix = self.prefix
+        if prefix is None:
+            prefix = correlation_prefix(self.interchange, self.group)
+        return prefix + self.control_number
 
     def raw_payload(self) -> str:
         """Base64 of the set's bytes as sent, from its ST tag through SE's terminator
@@ -53,4 +52,10 @@ class Place:
                 element.join((segment.tag, *segment.elements)) + end
                 for segment in self.transaction_set.segments
             ).encode("utf-8")
-        return base64.b64encode(raw).decode("ascii")
+        return binascii.b2a_base64(raw, newline=False).decode("ascii")
+
+
+def correlation_prefix(interchange: Interchange, group: FunctionalGroup) -> str:
+    """What the correlation ids of a group's sets share: ``x12:<ISA06>:<ISA13>:<GS06>:``."""
+    group_number = group.control_number.strip()
+    return f"x12:{interchange.sender_id}:{interchange.control_number}:{group_number}:"

@@ -60,9 +60,8 @@ class EnvelopeReader:
             end = stop if end < 0 else end
             raw = buf[begin:end].rstrip(trail) if trail else buf[begin:end]
             parts = raw.decode("utf-8", "replace").split(element)
-            # One string per tag and per ST01, not one per set: 100,000 sets hold ~15 MB less.
-            if tag == b"ST" and len(parts) > 1:
-                parts[1] = intern(parts[1])
+            if tag == b"ST" or tag == b"SE":
+                _share(parts, self.open_set if tag == b"SE" else None)
             segment = Segment(position, _TAGS[tag], tuple(parts[1:]))
             open_set = self.open_set
             if tag == b"SE" and open_set is not None:
@@ -184,6 +183,17 @@ class EnvelopeReader:
                 fatal=True,
             )
             self.open_set = None
+
+
+def _share(parts: list[str], open_set: tuple[Segment, int, int] | None) -> None:
+    """One string per ST01 and per SE01 count, not one per set, and SE02 the ST02
+    it repeats (``open_set``: the SE's): 100,000 sets hold ~25 MB less."""
+    if len(parts) > 1:
+        parts[1] = intern(parts[1])
+    if open_set is not None and len(parts) > 2:
+        sent = open_set[0].elements
+        if len(sent) > 1 and parts[2] == sent[1]:
+            parts[2] = sent[1]
 
 
 def _count(problems: Problems, segment: Segment, actual: int, what: str, number: str) -> None:
