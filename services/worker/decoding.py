@@ -34,7 +34,9 @@ class Envelope(msgspec.Struct):
     correlation_id: str | None = None
 
 
-ENVELOPES = msgspec.json.Decoder(list[Envelope])
+# Not strict: a contract_version written 1.0 (an integer to JSON Schema) passed
+# the front door's model; the door refused everything else lax mode would take.
+ENVELOPES = msgspec.json.Decoder(list[Envelope], strict=False)
 
 
 def digest_ok(ctx: WorkerContext, unit: Unit, attempt: int) -> bool:

@@ -114,10 +114,17 @@ def test_contract_version_below_one_is_refused(version: int) -> None:
     assert errors[0]["loc"] == ("documents", 0, "contract_version")
 
 
-@pytest.mark.parametrize("version", ['"7"', "7.0", "true"])
+@pytest.mark.parametrize("version", ['"7"', "7.5", "true"])
 def test_contract_version_is_not_coerced(version: str) -> None:
     text = _batch().replace('"contract_version": 7', f'"contract_version": {version}')
     assert len(_errors(text)) == 1
+
+
+def test_contract_version_written_7_0_is_7() -> None:
+    """JSON Schema's integer (openapi.yaml) holds 7.0: so does the model
+    (tests/unit/test_whole_numbers.py: and the worker reads it back)."""
+    text = _batch().replace('"contract_version": 7', '"contract_version": 7.0')
+    assert BATCH.validate_json(text).documents[0].contract_version == 7
 
 
 @pytest.mark.parametrize(

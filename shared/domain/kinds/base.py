@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 # No control characters (C0, DEL, C1), and no "|": reconciliation keys join
 # fields with "|" (docs/architecture.md#reconciliation-keys), so an id holding one could make two
@@ -25,6 +25,18 @@ Identifier = Annotated[
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
 
 
+def _whole(value: Any) -> Any:
+    """``1.0`` is an integer to JSON Schema (openapi.yaml), so to the server too; a
+    fraction, a string or a boolean is still refused, as strict mode refuses them."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+# A version or a line's number: 1 to 2**31 - 1, written 1 or 1.0.
+Ordinal = Annotated[int, Field(ge=1, le=2**31 - 1), BeforeValidator(_whole)]
+
+
 class WireModel(BaseModel):
     """Every wire shape refuses unknown fields and coerces nothing."""
 
@@ -34,7 +46,7 @@ class WireModel(BaseModel):
 class Document(WireModel):
     document_id: Identifier
     partition_key: Identifier
-    contract_version: int = Field(ge=1, le=2**31 - 1)
+    contract_version: Ordinal
     correlation_id: Identifier | None = None
 
 

@@ -25,6 +25,7 @@ from shared.domain.kinds.base import (
     Identifier,
     Kind,
     Line,
+    Ordinal,
     RepeatedLine,
     Settlement,
     WireModel,
@@ -56,7 +57,7 @@ _BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 class Leg(WireModel):
     model_config = ConfigDict(json_schema_extra=_CWT_NEEDS_QUANTITY)  # merged with WireModel's
 
-    leg_no: int = Field(ge=1, le=2**31 - 1)
+    leg_no: Ordinal
     miles: Quantity | None = None
     rate_basis: RateBasis | None = None
     rated_quantity: Quantity | None = None

@@ -20,6 +20,7 @@ from shared.domain.kinds.base import (
     Identifier,
     Kind,
     Line,
+    Ordinal,
     RepeatedLine,
     Settlement,
     WireModel,
@@ -40,7 +41,7 @@ from shared.errors import BusinessError
 
 
 class PromoLine(WireModel):
-    line_no: int = Field(ge=1, le=2**31 - 1)
+    line_no: Ordinal
     sku: Identifier
     promo_tier: Identifier
     qualifying_units: Quantity
