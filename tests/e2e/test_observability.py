@@ -183,6 +183,11 @@ def check_formatting(page: Any, row: Any) -> None:
         "async () => (await import('/dashboard/assets/format.js')).when('2026-12-01T12:00:05Z')"
     )
     assert re.fullmatch(r"2026-12-01 12:00:05 (UTC|GMT)", when), when  # the browser runs in UTC
+    tick = page.evaluate(
+        "async () => (await import('/dashboard/assets/format.js'))"
+        ".clock(Date.UTC(2026, 11, 1, 12, 0, 5, 470), true, true)"
+    )
+    assert tick == "12:00:05.4", tick
     expect(row.locator("td").nth(11)).to_have_text(
         re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+$")
     )
@@ -224,6 +229,10 @@ def check_job_page(page: Any, stack: Stack, settled: Settled) -> None:
     timeline = page.locator("#job-timeline")
     expect(timeline.locator(".marker-label")).to_have_text(["accepted", "completed"])
     expect(timeline.locator(".y-title")).to_have_text("lines done")
+    # A job of a few seconds: its time ticks are tenths apart, never one label twice.
+    ticks = timeline.locator("text.tick:not(.marker-label)").all_text_contents()
+    times = [t for t in ticks if re.fullmatch(r"\d\d:\d\d(:\d\d(\.\d)?)?", t)]
+    assert times and len(times) == len(set(times)), ticks
     partitions = stack.viewer().bearer("GET", f"/v1/jobs/{job_id}/timeline").json()["partitions"]
     for partition, counts in (
         (settled.vendor, ["9", "3", "1"]),

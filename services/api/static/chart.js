@@ -28,10 +28,16 @@ export function drawChart(chart, series) {
     nodes.push(svg("text", { x: LEFT - 6, y: y(v) + 4, "text-anchor": "end", class: "tick" }, label(v)));
   }
   const span = xMax - xMin;
+  // A job of a few seconds has ticks under a second apart: tenths, and never
+  // the same label twice.
+  let shown = null;
   for (let i = 0; i <= 4; i += 1) {
     const t = xMin + (span * i) / 4;
     const anchor = i === 0 ? "start" : i === 4 ? "end" : "middle";
-    nodes.push(svg("text", { x: x(t), y: base + 16, "text-anchor": anchor, class: "tick" }, clock(t, span < 600000)));
+    const text = clock(t, span < 600000, span < 10000);
+    if (text === shown) continue;
+    shown = text;
+    nodes.push(svg("text", { x: x(t), y: base + 16, "text-anchor": anchor, class: "tick" }, text));
   }
   nodes.push(
     svg("line", { x1: LEFT, y1: base, x2: width - RIGHT, y2: base, class: "axis" }),

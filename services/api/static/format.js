@@ -68,11 +68,13 @@ export function when(iso) {
   return `${day} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zone(d)}`;
 }
 
-// "12:46" (or "12:46:08"), for axis ticks whose zone the axis title names.
-export function clock(ms, seconds = false) {
+// "12:46" (or "12:46:08", or "12:46:08.4"), for axis ticks whose zone the axis title names.
+export function clock(ms, seconds = false, tenths = false) {
   const d = new Date(ms);
   const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
-  return seconds ? `${hm}:${pad(d.getSeconds())}` : hm;
+  if (!seconds) return hm;
+  const s = `${hm}:${pad(d.getSeconds())}`;
+  return tenths ? `${s}.${Math.floor(d.getMilliseconds() / 100)}` : s;
 }
 
 export function ago(seconds) {
