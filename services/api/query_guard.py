@@ -9,7 +9,6 @@ from the app's own document once.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,8 +19,16 @@ from services.api.errors import ApiError
 _API = ("/v1/", "/admin/")  # the dashboard's pages keep their own query (a job id)
 
 
-@cache
 def _published(app: FastAPI) -> dict[tuple[str, str], frozenset[str]]:
+    known: dict[tuple[str, str], frozenset[str]] | None = getattr(
+        app.state, "published_queries", None
+    )
+    if known is None:  # read once per app (kept on it, so it goes with the app)
+        known = app.state.published_queries = _read(app)
+    return known
+
+
+def _read(app: FastAPI) -> dict[tuple[str, str], frozenset[str]]:
     paths: dict[str, dict[str, Any]] = app.openapi().get("paths", {})
     return {
         (method.upper(), path): frozenset(
