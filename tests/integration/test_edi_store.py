@@ -36,7 +36,7 @@ from tests.support.infra import (
     SCOPED_SECRET,
     ServiceEnv,
 )
-from tests.support.x12_files import Freight, freight_file
+from tests.support.x12_files import Freight, freight_file, next_control_number
 
 X12 = "application/edi-x12"
 INVOICES = 8  # one a chunk: seven chunks are stored before the last set is mapped
@@ -96,10 +96,10 @@ class Added:
         monkeypatch.setattr(job_writer.JobWriter, "add", add)
 
 
-def _with_bad_last_total(files: list[Freight]) -> bytes:
+def _with_bad_last_total(files: list[Freight], isa13: int | None = None) -> bytes:
     """The file with its last set's B3-07 one cent off its L1s: refused
     ``edi_total_mismatch``, a problem the mapping meets only at that set."""
-    body = freight_file(*files)
+    body = freight_file(*files, isa13=isa13)
     last = files[-1].invoice.encode()
     billed = b"*PP**20260315*29000**"
     marked = b"B3**" + last + b"*SHP" + last + billed
@@ -277,3 +277,19 @@ def test_a_connection_lost_while_chunks_are_stored_is_503_and_stores_nothing(
     monkeypatch.undo()
     again = submit_x12(api, freight_file(*invoices(uid("C").upper())))
     assert again.status_code == 202, again.text
+
+
+def test_a_reused_interchange_is_409_before_the_files_sets_are_mapped(
+    api: Client, ctx: WorkerContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Known once the file is read: no transaction is opened for it, and a
+    problem in its sets (which only mapping finds) does not come first."""
+    isa13 = next_control_number()
+    assert submit_x12(api, freight_file(*invoices("FIRST"), isa13=isa13)).status_code == 202
+    body = _with_bad_last_total(invoices("OTHER"), isa13)
+    added = Added(monkeypatch)
+    before = counts(ctx)
+    response = submit_x12(api, body)
+    assert response.status_code == 409, response.text
+    assert response.json()["error"]["code"] == "edi_duplicate_interchange"
+    assert (added.chunks, counts(ctx)) == ([], before)
