@@ -165,15 +165,17 @@ class EdiIngest(Ingest):
             partition_key=self.query.partition_key,
             period=self.query.period,
         )
+        # Written before the job's transaction opens (its control numbers come
+        # from the database): that transaction is then the one connection a
+        # file holds while it is mapped, so files mapped at once can never each
+        # hold one and wait for another. A file refused from here on leaves a
+        # gap in the numbers, as a 997 may.
+        acknowledgement = self.acknowledge(interchanges, [])
         if store is not None:
             store.begin(mapped.kind)
             self.builder.on_close = store.put
         self._take(mapped)
         batch = self._finished()
-        # Written now, so that the file and its envelopes (twice the file's
-        # size) are freed before the job is committed: the 997 is all that is
-        # left to take from them.
-        acknowledgement = self.acknowledge(interchanges, [])
         intake = EdiIntake(file.senders, list(mapped.skipped), file.file_sha256, acknowledgement)
         return replace(batch, body_sha256=file.submission_sha256, edi=intake)
 

@@ -293,3 +293,25 @@ def test_a_reused_interchange_is_409_before_the_files_sets_are_mapped(
     assert response.status_code == 409, response.text
     assert response.json()["error"]["code"] == "edi_duplicate_interchange"
     assert (added.chunks, counts(ctx)) == ([], before)
+
+
+@pytest.mark.parametrize(
+    ("setting", "code"),
+    [
+        ({"broker_url": "amqp://guest:guest@127.0.0.1:1/"}, "broker_unavailable"),
+        ({"database_url": "postgresql://postgres@127.0.0.1:1/none"}, "database_unavailable"),
+    ],
+    ids=["broker", "database"],
+)
+def test_a_file_sent_while_the_broker_or_database_is_down_is_503_and_stores_nothing(
+    backend_env: ServiceEnv, ctx: WorkerContext, setting: dict[str, str], code: str
+) -> None:
+    before = counts(ctx)
+    body = freight_file(*invoices(uid("C").upper(), 3))
+    with TestClient(create_app(backend_env.settings(max_chunk_documents=1, **setting))) as http:
+        client = Client("http://testserver", PRODUCER_ID, PRODUCER_SECRET, http=http)
+        response = submit_x12(client, body)
+        assert (response.status_code, response.json()["error"]["code"]) == (503, code)
+        # The producer's retry is not mistaken for a repeat of a withdrawn job.
+        assert submit_x12(client, body).status_code == 503
+    assert counts(ctx) == before
