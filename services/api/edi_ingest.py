@@ -2,12 +2,15 @@
 read whole once received, then one batch of one kind.
 
 The file's bytes are only collected while they stream in (and hashed and
-signed as any body); ``finish`` reads them with ``read_file`` and maps them
-with ``map_stream`` (pure, ``shared/domain/x12``), taking each mapped
-document as it comes as an NDJSON line would be taken: screened or validated by its kind's
-model, its partition checked against the key's, its JSON bytes added to the
-chunk being built. So an invoice sent as X12 is stored, keyed and settled as
-the same invoice sent as JSON. Anything refused about the file's content is
+signed as any body); ``read`` reads them with ``read_file`` (what a repeat is
+known by: its interchanges), then ``finish`` maps them with ``map_stream``
+(pure, ``shared/domain/x12``), taking each mapped document as it comes as an
+NDJSON line would be taken: screened or validated by its kind's model, its
+partition checked against the key's, its JSON bytes added to the chunk being
+built, and each chunk, once closed, handed to the job's store
+(``services/api/job_store.py``; ``services/api/submission.py::submit_file``
+commits it). So an invoice sent as X12 is stored, keyed and settled as the
+same invoice sent as JSON. Anything refused about the file's content is
 ``EdiRefused``: the route answers it 422 with the 997 (``edi_refusal.py``).
 """
 
@@ -17,7 +20,7 @@ import hashlib
 import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from pydantic import TypeAdapter, ValidationError
@@ -25,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 from services.api.errors import ApiError
 from services.api.ingest import Ingest, Ingested
 from shared.adapters.db.edi import Sender
+from shared.domain.chunking import NewChunk
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.screen import screen
@@ -55,6 +59,23 @@ class EdiIntake:
     skipped: list[Skipped]
     file_sha256: str  # of the bytes as received: the default Idempotency-Key
     acknowledgement: bytes  # its 997, every set accepted
+
+
+@dataclass(frozen=True)
+class EdiFile:
+    """A file once read, before it is mapped: what a repeat of it is known by."""
+
+    senders: list[Sender]  # its interchanges' names
+    file_sha256: str  # of the bytes as received: the default Idempotency-Key
+    submission_sha256: str  # of the bytes and the query: what a repeat must match
+
+
+class ChunkStore(Protocol):
+    """Where a file's chunks go as they are closed (services/api/job_store.py)."""
+
+    def begin(self, kind: str) -> None: ...
+
+    def put(self, chunk: NewChunk) -> None: ...
 
 
 # The documents' own identifier rule: a query value becomes a document's field.
@@ -110,32 +131,53 @@ class EdiIngest(Ingest):
     # The file as it arrives: read whole, once complete. Written into one
     # buffer, not joined from its parts at the end: joining holds the file twice.
     _file: io.BytesIO = field(default_factory=io.BytesIO)
+    _read: tuple[tuple[Interchange, ...], EdiFile] | None = None
 
     def _parse(self, data: bytes) -> None:
         self._file.write(data)
 
-    def finish(self) -> Ingested:
+    def read(self) -> EdiFile:
+        """Read the received file (``EdiRefused``): what a repeat of it is known
+        by, before anything is mapped. Once; ``finish`` reads it if not yet."""
+        if self._read is None:
+            body = self._file.getvalue()  # the buffer itself, not a copy
+            self._file = io.BytesIO()
+            interchanges = read_file(body)
+            del body  # the interchanges hold it while they live
+            file_sha256 = self.sha.hexdigest()
+            file = EdiFile(
+                _senders(interchanges), file_sha256, self._submission_sha256(file_sha256)
+            )
+            self._read = (interchanges, file)
+        return self._read[1]
+
+    def finish(self, store: ChunkStore | None = None) -> Ingested:
+        """The file's batch. With ``store``, each chunk is handed to it as it
+        is closed and not kept (the batch's ``chunks`` is then empty)."""
         assert self.acknowledge is not None
-        body = self._file.getvalue()  # the buffer itself, not a copy
-        self._file = io.BytesIO()
-        interchanges = read_file(body)
-        del body  # the interchanges hold it while they live
-        senders = _senders(interchanges)
+        file = self.read()
+        assert self._read is not None
+        interchanges = self._read[0]
+        self._read = ((), file)  # held only by this call: let go when it returns
         mapped = map_stream(
             interchanges,
             contract_version=self.query.contract_version,
             partition_key=self.query.partition_key,
             period=self.query.period,
         )
+        # Written before the job's transaction opens (its control numbers come
+        # from the database): that transaction is then the one connection a
+        # file holds while it is mapped, so files mapped at once can never each
+        # hold one and wait for another. A file refused from here on leaves a
+        # gap in the numbers, as a 997 may.
+        acknowledgement = self.acknowledge(interchanges, [])
+        if store is not None:
+            store.begin(mapped.kind)
+            self.builder.on_close = store.put
         self._take(mapped)
         batch = self._finished()
-        # Written now, so that the file and its envelopes (twice the file's
-        # size) are freed before the job is stored: the 997 is all that is
-        # left to take from them.
-        acknowledgement = self.acknowledge(interchanges, [])
-        file_sha256 = self.sha.hexdigest()
-        intake = EdiIntake(senders, list(mapped.skipped), file_sha256, acknowledgement)
-        return replace(batch, body_sha256=self._submission_sha256(file_sha256), edi=intake)
+        intake = EdiIntake(file.senders, list(mapped.skipped), file.file_sha256, acknowledgement)
+        return replace(batch, body_sha256=file.submission_sha256, edi=intake)
 
     def _submission_sha256(self, file_sha256: str) -> str:
         """What a repeat must match: the bytes, and the query that gives them

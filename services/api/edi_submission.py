@@ -4,36 +4,34 @@ interchange once, by its sender and control number (ISA13).
 The same file again, from the same producer key and with the same query, is
 the same job (200), whatever its Idempotency-Key. The same interchange with
 other bytes, another query or from another key is 409
-``edi_duplicate_interchange``. Two requests at once are decided by the
-interchanges' unique constraint: the one whose job is stored second finds the
-first here.
+``edi_duplicate_interchange``. Both are decided once the file is read, before
+it is mapped. Two requests at once are decided by the interchanges' unique
+constraint: the one whose transaction writes them second waits for the
+first's and, once that one commits, finds it here.
 """
 
 from __future__ import annotations
 
 from services.api.context import ApiContext
+from services.api.edi_ingest import EdiFile
 from services.api.errors import ApiError
-from services.api.ingest import Ingested
 from shared.adapters.db import edi as edi_db
 from shared.adapters.db import jobs as jobs_db
 from shared.settings import ProducerKey
 
 
-def accepted_before(
-    ctx: ApiContext, key: ProducerKey, batch: Ingested
-) -> jobs_db.ExistingJob | None:
+def accepted_before(ctx: ApiContext, key: ProducerKey, file: EdiFile) -> jobs_db.ExistingJob | None:
     """The job that took this very submission before, or None when none of its
     interchanges was received; 409 when one was, as part of another."""
-    assert batch.edi is not None
-    found = edi_db.received_before(ctx.engine, batch.edi.senders)
+    found = edi_db.received_before(ctx.engine, file.senders)
     if not found:
         return None
     jobs = {r.job_id for r in found}
-    if len(jobs) == 1 and len(found) == len(batch.edi.senders) and found[0].key_id == key.key_id:
+    if len(jobs) == 1 and len(found) == len(file.senders) and found[0].key_id == key.key_id:
         job = jobs_db.job_by_id(ctx.engine, found[0].job_id)
-        if job is not None and job.body_sha256 == batch.body_sha256:
+        if job is not None and job.body_sha256 == file.submission_sha256:
             return job
-    same_bytes = all(r.file_sha256 == batch.edi.file_sha256 for r in found)
+    same_bytes = all(r.file_sha256 == file.file_sha256 for r in found)
     why = "with other query parameters or from another key" if same_bytes else "in another file"
     raise ApiError(
         409,
@@ -48,10 +46,3 @@ def accepted_before(
             for r in found[:100]
         ],
     )
-
-
-def edi_record(batch: Ingested) -> edi_db.EdiRecord:
-    """What the new job stores besides its chunks: its interchanges and its 997."""
-    assert batch.edi is not None
-    edi = batch.edi
-    return edi_db.EdiRecord(edi.senders, edi.file_sha256, edi.acknowledgement)

@@ -58,13 +58,14 @@ def media_type(content_type: str) -> str:
 @dataclass
 class Ingested:
     kind: str
-    chunks: list[NewChunk]
+    chunks: list[NewChunk]  # those held: none when each went to a store as it closed
     documents: int
     lines: int
     partitions: set[str]
     body_sha256: str  # what a repeat under the same Idempotency-Key must match
     source_format: str = "json"
     edi: EdiIntake | None = None  # an X12 file's interchanges
+    chunks_total: int = 0  # held or stored
 
     @property
     def default_key(self) -> str:
@@ -170,9 +171,11 @@ class Ingest:
                 [{"partition_key": p} for p in refused[:20]],
             )
         assert self.kind is not None
+        chunks = self.builder.finish()
         return Ingested(
             kind=self.kind.name,
-            chunks=self.builder.finish(),
+            chunks=chunks,
+            chunks_total=self.builder.closed,
             documents=self.builder.documents,
             lines=self.builder.lines,
             partitions=self.partitions,

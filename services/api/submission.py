@@ -4,6 +4,11 @@ A job is stored as ``receiving`` with its chunks, each chunk is published and
 confirmed by RabbitMQ, and only then is the job ``accepted`` and 202 answered.
 If publishing fails the stored job is withdrawn and the producer gets 503:
 workers refuse chunks of a ``receiving`` job, so nothing of it can settle.
+
+A JSON or NDJSON batch was chunked while it streamed in (a slow upload holds
+no transaction) and is stored in one short transaction (``submit``); an X12
+file is mapped once received, its chunks stored as they are built, in one
+transaction committed after the last (``submit_file``).
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.api.context import ApiContext
-from services.api.edi_submission import accepted_before, edi_record
+from services.api.edi_ingest import EdiFile, EdiIngest
+from services.api.edi_submission import accepted_before
 from services.api.errors import ApiError
 from services.api.ingest import Ingested
+from services.api.job_store import Discard, open_store
 from shared.adapters.broker import enqueue
 from shared.adapters.db import jobs as jobs_db
+from shared.adapters.db.job_writer import JobHead, JobTotals, Raced
 from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
 from shared.settings import ProducerKey
 
@@ -47,34 +55,47 @@ def publish_job(ctx: ApiContext, job_id: str, kind_name: str, lines: int) -> Non
     jobs_db.mark_accepted(ctx.engine, job_id)
 
 
-def previous_submission(
-    ctx: ApiContext, key: ProducerKey, idempotency_key: str, body_sha256: str
-) -> Submitted | None:
-    """The job this submission repeats, if any (docs/api.md#idempotency)."""
-    existing = jobs_db.find_job(ctx.engine, key.key_id, idempotency_key)
-    return None if existing is None else _resubmitted(ctx, existing, body_sha256)
+def _previous(
+    ctx: ApiContext,
+    key: ProducerKey,
+    idempotency_key: str,
+    body_sha256: str,
+    file: EdiFile | None = None,
+) -> jobs_db.ExistingJob | None:
+    """The job this submission repeats, if any (docs/api.md#idempotency): by
+    its idempotency key, or (X12) by its interchanges, whatever its key. An X12
+    file's interchanges are its identity first (docs/api.md#edi-intake): one
+    received before as part of another submission is 409
+    ``edi_duplicate_interchange``, not a reused key."""
+    if file is not None:
+        job = accepted_before(ctx, key, file)
+        if job is not None:
+            return job
+    job = jobs_db.find_job(ctx.engine, key.key_id, idempotency_key)
+    if job is not None and job.body_sha256 != body_sha256:
+        raise ApiError(
+            409, "idempotency_key_reused", "this Idempotency-Key was used with a different body"
+        )
+    return job
 
 
 def _repeated(
-    ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: str
+    ctx: ApiContext,
+    key: ProducerKey,
+    idempotency_key: str,
+    body_sha256: str,
+    file: EdiFile | None = None,
 ) -> Submitted | None:
-    """The job this submission repeats: by its idempotency key, or (X12) by its
-    interchanges, whatever its key. An X12 file's interchanges are its identity
-    first (docs/api.md#edi-intake): one received before as part of another
-    submission is 409 ``edi_duplicate_interchange``, not a reused key."""
-    if batch.edi is not None:
-        job = accepted_before(ctx, key, batch)
-        if job is not None:
-            return _resubmitted(ctx, job, batch.body_sha256)
-    return previous_submission(ctx, key, idempotency_key, batch.body_sha256)
+    job = _previous(ctx, key, idempotency_key, body_sha256, file)
+    return None if job is None else _resubmitted(ctx, job)
 
 
 def submit(ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: str) -> Submitted:
-    existing = _repeated(ctx, key, batch, idempotency_key)
+    """A JSON or NDJSON batch, validated and chunked while it streamed in."""
+    existing = _repeated(ctx, key, idempotency_key, batch.body_sha256)
     if existing is not None:
         return existing
     ctx.internal_key  # noqa: B018 - fail with 503 before storing anything if the DB is down
-    edi = None if batch.edi is None else edi_record(batch)
     new = jobs_db.NewJob(
         id=uuid.uuid4().hex,
         key_id=key.key_id,
@@ -86,28 +107,82 @@ def submit(ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: 
         partition_keys=sorted(batch.partitions),
         chunks=batch.chunks,
         source_format=batch.source_format,
-        edi=edi,
     )
     if not jobs_db.create_job(ctx.engine, new):
-        # Lost a race with the same submission: answer as its repeat (or, for
-        # an X12 interchange stored first with other bytes, 409).
-        raced = _repeated(ctx, key, batch, idempotency_key)
+        # Lost a race with the same submission: answer as its repeat.
+        raced = _repeated(ctx, key, idempotency_key, batch.body_sha256)
         if raced is None:
             raise ApiError(409, "submission_conflict", "retry the submission")
         return raced
-    try:
-        publish_job(ctx, new.id, batch.kind, new.lines)
-    except Exception:
-        jobs_db.discard_unaccepted(ctx.engine, new.id)
-        raise
+    _publish_new(ctx, new.id, batch)
     return Submitted(new.id, new.documents, new.lines, len(new.chunks), created=True)
 
 
-def _resubmitted(ctx: ApiContext, job: jobs_db.ExistingJob, body_sha: str) -> Submitted:
-    if job.body_sha256 != body_sha:
-        raise ApiError(
-            409, "idempotency_key_reused", "this Idempotency-Key was used with a different body"
+def submit_file(
+    ctx: ApiContext, key: ProducerKey, ingest: EdiIngest, idempotency_key: str | None
+) -> tuple[Submitted, Ingested]:
+    """An X12 file (``EdiRefused`` when refused for its content): read, then
+    either a repeat (200, nothing stored) or mapped into a new job whose chunks
+    are stored as they are built, in one transaction committed only once the
+    whole file was mapped and accepted (services/api/job_store.py)."""
+    file = ingest.read()
+    key_used = idempotency_key or file.file_sha256
+    body_sha256 = file.submission_sha256
+    # Decided before the file is mapped: a 409 costs no mapping, and a repeat
+    # opens no transaction. A repeat is still mapped (into nothing) so that
+    # it is refused, or answered with its skipped sets, as the first time.
+    previous = _previous(ctx, key, key_used, body_sha256, file)
+    if previous is not None:
+        batch = ingest.finish(Discard())
+        return _resubmitted(ctx, previous), batch
+    ctx.internal_key  # noqa: B018 - fail with 503 before storing anything if the DB is down
+    head = JobHead(
+        id=uuid.uuid4().hex,
+        key_id=key.key_id,
+        idempotency_key=key_used,
+        body_sha256=body_sha256,
+        kind="",  # the mapping names it (JobStore.begin)
+        source_format="x12",
+        senders=file.senders,
+        file_sha256=file.file_sha256,
+    )
+    store = open_store(ctx.engine, head)
+    try:
+        batch = ingest.finish(store)
+        assert batch.edi is not None
+        totals = JobTotals(
+            batch.documents,
+            batch.lines,
+            batch.chunks_total,
+            batch.partitions,
+            batch.edi.acknowledgement,
         )
+        store.commit(totals)
+    except Raced:
+        # Another request stored this idempotency key or an interchange of
+        # this file first (``commit`` tells, once the file was mapped whole):
+        # answer as its repeat, or 409.
+        store.abort()
+        raced = _repeated(ctx, key, key_used, body_sha256, file)
+        if raced is None:
+            raise ApiError(409, "submission_conflict", "retry the submission") from None
+        return raced, batch
+    except BaseException:
+        store.abort()  # a refused file stores nothing
+        raise
+    _publish_new(ctx, head.id, batch)
+    return Submitted(head.id, batch.documents, batch.lines, batch.chunks_total, created=True), batch
+
+
+def _publish_new(ctx: ApiContext, job_id: str, batch: Ingested) -> None:
+    try:
+        publish_job(ctx, job_id, batch.kind, batch.lines)
+    except Exception:
+        jobs_db.discard_unaccepted(ctx.engine, job_id)
+        raise
+
+
+def _resubmitted(ctx: ApiContext, job: jobs_db.ExistingJob) -> Submitted:
     if job.state == "receiving":
         # An earlier attempt stored the job but did not finish enqueueing (it
         # crashed or is still at it): finish it. Chunk markers make repeats harmless.

@@ -64,7 +64,10 @@ class NewChunk:
 
 class ChunkBuilder:
     """Groups serialized documents into chunk payloads (``[doc,doc,...]``) as they
-    arrive, so a streamed batch never has to be held whole."""
+    arrive, so a streamed batch never has to be held whole.
+
+    The chunks are kept (``chunks``) unless ``on_close`` is set: then each is
+    handed to it as it closes, and kept by the builder no longer."""
 
     def __init__(
         self,
@@ -72,12 +75,15 @@ class ChunkBuilder:
         max_bytes: int,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         max_lines: int | None = None,
+        on_close: Callable[[NewChunk], None] | None = None,
     ) -> None:
         # Lines are what a chunk costs to settle: bounding them keeps every chunk
         # short, so a small job's chunk never waits long for a worker.
         self.caps = Caps(max_documents, max_bytes, max_lines)
         self.new_id = new_id
+        self.on_close = on_close
         self.chunks: list[NewChunk] = []
+        self.closed = 0  # chunks closed so far, kept or handed on
         self.documents = 0
         self.lines = 0
         # The open chunk's bytes with their punctuation ("[", doc, ",", doc...),
@@ -101,17 +107,20 @@ class ChunkBuilder:
     def _close(self) -> None:
         self._parts.append(b"]")
         payload = b"".join(self._parts)
-        self.chunks.append(
-            NewChunk(
-                id=self.new_id(),
-                seq=len(self.chunks),
-                documents=self._documents,
-                lines=self._lines,
-                payload=payload,
-                payload_sha256=hashlib.sha256(payload).hexdigest(),
-            )
+        chunk = NewChunk(
+            id=self.new_id(),
+            seq=self.closed,
+            documents=self._documents,
+            lines=self._lines,
+            payload=payload,
+            payload_sha256=hashlib.sha256(payload).hexdigest(),
         )
         self._parts, self._documents, self._size, self._lines = [], 0, 0, 0
+        self.closed += 1
+        if self.on_close is None:
+            self.chunks.append(chunk)
+        else:
+            self.on_close(chunk)
 
     def finish(self) -> list[NewChunk]:
         if self._documents:

@@ -136,3 +136,22 @@ def test_builder_bounds_chunk_lines_without_splitting_a_document() -> None:
     for lines in (4, 4, 4, 25, 1):  # the 25-line document travels alone
         builder.add(b"{}", lines)
     assert [c.lines for c in builder.finish()] == [8, 4, 25, 1]
+
+
+def test_a_builder_with_on_close_hands_each_chunk_on_as_it_closes_and_keeps_none() -> None:
+    from shared.domain.chunking import ChunkBuilder, NewChunk
+
+    handed: list[tuple[NewChunk, int]] = []
+    ids = iter("abcdef")
+    builder = ChunkBuilder(
+        2, 10**6, new_id=lambda: next(ids), on_close=lambda c: handed.append((c, builder.documents))
+    )
+    kept = ChunkBuilder(2, 10**6, new_id=iter("abcdef").__next__)
+    for n in range(5):
+        for b in (builder, kept):
+            b.add(b'{"n": %d}' % n, 1)
+    # Each chunk goes when the document after it arrives, not at the end.
+    assert [documents for _, documents in handed] == [2, 4]
+    assert builder.finish() == [] and builder.closed == 3
+    assert [chunk for chunk, _ in handed] == kept.finish()
+    assert [c.seq for c, _ in handed] == [0, 1, 2]

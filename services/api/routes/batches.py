@@ -18,11 +18,12 @@ from services.api.edi_refusal import refusal, write_997
 from services.api.errors import ApiError, ErrorBody
 from services.api.ingest import Ingest, Ingested, media_type
 from services.api.schemas import Accepted
-from services.api.submission import Submitted, response_body, submit
+from services.api.submission import Submitted, response_body, submit, submit_file
 from shared.domain.kinds import BATCH
 from shared.domain.signing import SignatureError
 from shared.domain.x12 import EdiRefused
 from shared.logs import only, stage_event
+from shared.settings import ProducerKey
 
 router = APIRouter(tags=["batches"])
 log = logging.getLogger("settleq.api")
@@ -116,9 +117,11 @@ def _new_ingest(ctx: ApiContext, request: Request, key: Any) -> Ingest:
     return EdiIngest(ctx.settings, key, media, query=query, acknowledge=partial(write_997, ctx))
 
 
-def _finish(ctx: ApiContext, ingest: Ingest) -> Ingested:
+def _submit_file(
+    ctx: ApiContext, key: ProducerKey, ingest: EdiIngest, idempotency_key: str | None
+) -> tuple[Submitted, Ingested]:
     try:
-        return ingest.finish()
+        return submit_file(ctx, key, ingest, idempotency_key)
     except EdiRefused as refused:
         raise refusal(ctx, refused) from None
 
@@ -213,7 +216,13 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
         verifier.verify()
     except SignatureError as exc:
         raise ApiError(401, exc.code, str(exc)) from None
-    batch = await run_in_threadpool(_finish, ctx, ingest)
-    result = await run_in_threadpool(submit, ctx, key, batch, idempotency_key or batch.default_key)
+    if isinstance(ingest, EdiIngest):
+        # Mapped and stored at once: its chunks go to the database as they are built.
+        result, batch = await run_in_threadpool(_submit_file, ctx, key, ingest, idempotency_key)
+    else:
+        batch = await run_in_threadpool(ingest.finish)
+        result = await run_in_threadpool(
+            submit, ctx, key, batch, idempotency_key or batch.default_key
+        )
     _log_accepted(result, batch.partitions, key.key_id, started)
     return JSONResponse(response_body(result, batch), status_code=202 if result.created else 200)

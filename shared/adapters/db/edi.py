@@ -1,8 +1,9 @@
 """The X12 intake's storage (docs/api.md#edi-intake): the interchanges a job
 received, its 997, and this system's control numbers.
 
-The interchanges and the 997 are written with their job (``jobs.create_job``),
-in its transaction: a refused or failed submission leaves none behind.
+The interchanges and the 997 are written with their job, in its transaction
+(``jobs.create_job``, or ``job_writer.py`` as its chunks are built): a refused
+or failed submission leaves none behind.
 """
 
 from __future__ import annotations
@@ -75,6 +76,16 @@ def allocate_control_numbers(engine: Engine, count: int) -> list[int]:
 def insert_edi(conn: Connection, job_id: str, record: EdiRecord, now: dt.datetime) -> None:
     """Store a new X12 job's interchanges and 997; an interchange received
     before makes the transaction fail (IntegrityError), whoever wrote it first."""
+    insert_interchanges(conn, job_id, record.interchanges, record.file_sha256, now)
+    insert_acknowledgement(conn, job_id, record.acknowledgement, now)
+
+
+def insert_interchanges(
+    conn: Connection, job_id: str, senders: Sequence[Sender], file_sha256: str, now: dt.datetime
+) -> None:
+    """A new X12 job's interchanges. In their sorted order: two transactions
+    inserting some of the same ones wait for each other in one order, never in
+    a cycle (a deadlock), whatever order their files name them in."""
     conn.execute(
         edi_interchanges.insert(),
         [
@@ -83,17 +94,16 @@ def insert_edi(conn: Connection, job_id: str, record: EdiRecord, now: dt.datetim
                 "sender_id": s.id,
                 "control_number": s.control_number,
                 "job_id": job_id,
-                "file_sha256": record.file_sha256,
+                "file_sha256": file_sha256,
                 "received_at": now,
             }
-            for s in record.interchanges
+            for s in sorted(senders, key=lambda s: (s.qualifier, s.id, s.control_number))
         ],
     )
-    conn.execute(
-        edi_acknowledgements.insert().values(
-            job_id=job_id, body=record.acknowledgement, created_at=now
-        )
-    )
+
+
+def insert_acknowledgement(conn: Connection, job_id: str, body: bytes, now: dt.datetime) -> None:
+    conn.execute(edi_acknowledgements.insert().values(job_id=job_id, body=body, created_at=now))
 
 
 def delete_edi(conn: Connection, job_id: str) -> None:

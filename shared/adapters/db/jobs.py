@@ -5,7 +5,7 @@ resubmission finds the job it repeats."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, delete, select, update
@@ -69,6 +69,42 @@ def job_by_id(engine: Engine, job_id: str) -> ExistingJob | None:
     return None if row is None else ExistingJob(**row._mapping)
 
 
+def job_row(job: NewJob, now: dt.datetime) -> dict[str, object]:
+    """The jobs row of a new job, ``receiving``."""
+    return {
+        "id": job.id,
+        "key_id": job.key_id,
+        "idempotency_key": job.idempotency_key,
+        "body_sha256": job.body_sha256,
+        "kind": job.kind,
+        "state": "receiving",
+        "documents": job.documents,
+        "lines": job.lines,
+        "chunks_total": len(job.chunks),
+        "created_at": now,
+        "source_format": job.source_format,
+    }
+
+
+def chunk_row(job_id: str, kind: str, chunk: NewChunk, now: dt.datetime) -> dict[str, object]:
+    """A chunks row; ``job_writer.py`` writes them one at a time."""
+    return {
+        "id": chunk.id,
+        "job_id": job_id,
+        "seq": chunk.seq,
+        "kind": kind,
+        "documents": chunk.documents,
+        "lines": chunk.lines,
+        "payload": chunk.payload,
+        "payload_sha256": chunk.payload_sha256,
+        "created_at": now,
+    }
+
+
+def partition_rows(job_id: str, partition_keys: Iterable[str]) -> list[dict[str, object]]:
+    return [{"job_id": job_id, "partition_key": p} for p in sorted(set(partition_keys))]
+
+
 def create_job(engine: Engine, job: NewJob) -> bool:
     """Store the job in state ``receiving`` with its chunks (and an X12 job's
     interchanges and 997); False on a race: its idempotency key or one of its
@@ -76,42 +112,9 @@ def create_job(engine: Engine, job: NewJob) -> bool:
     now = dt.datetime.now(dt.UTC)
     try:
         with engine.begin() as conn:
-            conn.execute(
-                jobs.insert().values(
-                    id=job.id,
-                    key_id=job.key_id,
-                    idempotency_key=job.idempotency_key,
-                    body_sha256=job.body_sha256,
-                    kind=job.kind,
-                    state="receiving",
-                    documents=job.documents,
-                    lines=job.lines,
-                    chunks_total=len(job.chunks),
-                    created_at=now,
-                    source_format=job.source_format,
-                )
-            )
-            conn.execute(
-                job_partitions.insert(),
-                [{"job_id": job.id, "partition_key": p} for p in sorted(set(job.partition_keys))],
-            )
-            conn.execute(
-                chunks.insert(),
-                [
-                    {
-                        "id": c.id,
-                        "job_id": job.id,
-                        "seq": c.seq,
-                        "kind": job.kind,
-                        "documents": c.documents,
-                        "lines": c.lines,
-                        "payload": c.payload,
-                        "payload_sha256": c.payload_sha256,
-                        "created_at": now,
-                    }
-                    for c in job.chunks
-                ],
-            )
+            conn.execute(jobs.insert().values(**job_row(job, now)))
+            conn.execute(job_partitions.insert(), partition_rows(job.id, job.partition_keys))
+            conn.execute(chunks.insert(), [chunk_row(job.id, job.kind, c, now) for c in job.chunks])
             if job.edi is not None:
                 edi.insert_edi(conn, job.id, job.edi, now)
     except IntegrityError:
