@@ -1,21 +1,46 @@
-"""The common 210, mapped without making ``Segment``s: a third of ``map_210``'s cost.
+"""The common 210, mapped straight to its document's JSON bytes: a fifth of ``map_210``'s cost.
 
-One ``findall`` over the set's bytes gives the tags it maps and their elements;
+One ``findall`` over the set's text gives the tags it maps and their elements;
 whatever is not plain (a B2A, a value that does not read, a total that does
 not add up, a line break ending segments) returns None and ``map_210`` reads
 the set the slow way, which names the segment and element at fault. So this
 only ever answers what ``map_210``'s rules answer: tests/unit/x12 compare the
-two on every real file and on the fuzz test's mutations.
+two on every real file, on generated files and on the fuzz test's mutations,
+document and bytes.
+
+What it answers is a ``FastLine``: the JSON bytes that ``msgspec`` writes for
+the document ``map_210`` would make (same keys, same order), and the two
+fields the front door reads. The document is valid for ``FreightDocument`` by
+construction, so the front door stores the bytes without screening them:
+
+- ``document_id``, ``partition_key``, ``correlation_id`` and each accessorial
+  code pass ``numbers.is_identifier``, the ``Identifier`` rule;
+- ``contract_version`` is an int from 1 to 2**31 - 1 (``Ordinal``), else the
+  set is left to ``map_210``;
+- ``document_type`` is ``"EDI"``; ``raw_payload`` is ``b2a_base64`` of the
+  set's bytes, base64 as the validator reads it, within ``MAX_RAW_PAYLOAD``;
+- one leg, ``leg_no`` 1 (so no repeated line), a ``rate_basis`` of
+  ``BASIS``, at most 100 accessorials, a ``billed_amount`` that fits a Money
+  and a ``rated_quantity`` (always given: a cwt leg has one) and ``miles``
+  that fit a Quantity (``numbers.fits``, or a plain decimal of at most 12
+  integer digits, which fits by ``PLAIN_DECIMAL``).
+
+tests/unit/x12/test_freight_fast.py validates every fast-mapped document with
+``FreightDocument``.
 """
 
 from __future__ import annotations
 
 import re
+from binascii import b2a_base64
 from decimal import Decimal
 from functools import lru_cache
 from sys import intern
 from typing import Any
 
+import msgspec
+
+from shared.domain.kinds.freight_audit import MAX_RAW_PAYLOAD
 from shared.domain.money import MONEY_PLACES, QUANTITY_PLACES
 from shared.domain.x12.freight_210 import (
     BASIS,
@@ -25,30 +50,77 @@ from shared.domain.x12.freight_210 import (
     NOT_ACCESSORIAL,
     TAX,
 )
-from shared.domain.x12.lazy import lazy_bytes
-from shared.domain.x12.numbers import N2, R, fits, is_identifier, r
-from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.lazy import lazy_bytes, raw_bytes
+from shared.domain.x12.numbers import N2, R, fits, is_identifier
+from shared.domain.x12.sets import Place, Query, correlation_prefix
 
 Elements = list[str]  # elements[n] is element n; elements[0] is ""; padded to _WIDTH
 _WIDTH = 20  # L1-18 is the last element read
 _N2, _R = N2.fullmatch, R.fullmatch
+_MAX_VERSION = 2**31 - 1  # Ordinal's bound
+_MAX_PLAIN = 10**12  # a plain decimal below this in magnitude fits a Money or a Quantity
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+class FastLine(msgspec.Struct, array_like=True, gc=False, frozen=True):
+    """A 210's document as the front door takes it: its JSON bytes (``msgspec``'s
+    encoding of ``map_210``'s dict), and its ``document_id`` and ``partition_key``.
+    It has one leg, so one line and no repeated one."""
+
+    json: bytes
+    document_id: str
+    partition_key: str
 
 
 @lru_cache(maxsize=16)
-def _pattern(terminator: bytes, element: bytes) -> re.Pattern[bytes]:
-    t, e = re.escape(terminator), re.escape(element)
+def _shape(terminator: bytes, element: bytes) -> tuple[Any, str] | None:
+    """The tags' pattern over a set's text, and the element separator; None when a
+    delimiter is not ASCII (then splitting the decoded text could differ from
+    splitting the bytes: ``map_210`` reads it)."""
+    if not (terminator.isascii() and element.isascii()):
+        return None
+    t, e = re.escape(terminator.decode()), re.escape(element.decode())
     # The tags of freight_210._TAGS, as ``lazy.tagged`` finds them, then the rest.
-    return re.compile(rb"%s[ \t\r\n]*+(B3|B2A|L0|L1|L3)(?=%s|%s|[ \t\r]|\Z)([^%s]*)" % (t, e, t, t))
+    pattern = re.compile(r"%s[ \t\r\n]*+(B3|B2A|L0|L1|L3)(?=%s|%s|[ \t\r]|\Z)([^%s]*)" % (t, e, t, t))
+    return pattern.findall, element.decode()
+
+
+@lru_cache(maxsize=64)
+def _correlation_head(prefix: str) -> bytes | None:
+    """``,"correlation_id":"<prefix>`` as msgspec writes it (escaping is per character,
+    so the id's JSON is this and its control number's), or None when the prefix is
+    not the start of an identifier."""
+    if not is_identifier(prefix):
+        return None
+    return b',"correlation_id":' + _encode(prefix)[:-1]
 
 
 def fast_210(place: Place, query: Query) -> dict[str, Any] | None:
     """The document ``map_210`` would make, or None: let it read the set."""
-    lazy = lazy_bytes(place.transaction_set)
-    if lazy is None or lazy[0].newline:
+    line = fast_210_line(place, query)
+    return None if line is None else _decode(line.json)
+
+
+def fast_210_line(place: Place, query: Query) -> FastLine | None:
+    """``fast_210``'s document as its JSON bytes, or None: let ``map_210`` read the set."""
+    transaction_set = place.transaction_set
+    lazy = lazy_bytes(transaction_set)
+    if lazy is None:
         return None
     text, start, stop = lazy
-    element = text.element
-    sep = element.decode()
+    version = query.contract_version
+    shape = _shape(text.terminator, text.element)
+    if text.newline or shape is None or type(version) is not int or not 1 <= version <= _MAX_VERSION:
+        return None
+    findall, sep = shape
+    try:
+        # From the ST's terminator: as ``lazy.tagged``'s pattern, it starts each match.
+        body = text.buf[start - 1 : stop].decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # in a segment not mapped, maybe: map_210 decodes only the ones it maps
+    # An ASCII set's str.isdigit() means the digits 0-9 only, as N2's [0-9] does.
+    plain = body.isascii()
     # Splitting with the padding appended makes every element read exist (""),
     # at the cost of one concatenation; elements past _WIDTH stay joined, unread.
     pad = sep * _WIDTH
@@ -56,46 +128,78 @@ def fast_210(place: Place, query: Query) -> dict[str, Any] | None:
     l0s: list[Elements] = []
     l1s: list[Elements] = []
     l3s: list[Elements] = []
-    for tag, rest in _pattern(text.terminator, element).findall(text.buf, start - 1, stop):
-        if not rest.startswith(element) or tag == b"B2A":
+    for tag, rest in findall(body):
+        if not rest.startswith(sep) or tag == "B2A":
             return None
-        elements = (rest.decode("utf-8") + pad).split(sep, _WIDTH)
-        if tag == b"L1":
+        elements = (rest + pad).split(sep, _WIDTH)
+        if tag == "L1":
             l1s.append(elements)
-        elif tag == b"L0":
+        elif tag == "L0":
             l0s.append(elements)
-        elif tag == b"L3":
+        elif tag == "L3":
             l3s.append(elements)
         elif b3 is not None:
             return None
         else:
             b3 = elements
-    if b3 is None or b3[8].strip():
+    if b3 is None or (b3[8] and b3[8].strip()):
         return None
-    # A file bills few carriers and codes: one string each, not one per document.
-    document_id, carrier = b3[2].strip(), intern(b3[11].strip().upper())
-    due = b3[7].strip()
-    leg = _leg(l0s, l1s, l3s, int(due) if _N2(due) else None)
-    correlation_id = place.correlation_id()
-    if leg is None or not (
-        is_identifier(document_id) and is_identifier(carrier) and is_identifier(correlation_id)
-    ):
+    document_id = b3[2].strip()
+    # A file bills few carriers: one string each, not one per document.
+    carrier = intern(b3[11].strip().upper())
+    leg = _leg(l0s, l1s, l3s, _cents(b3[7], plain), plain)
+    if leg is None or not (is_identifier(document_id) and is_identifier(carrier)):
         return None
-    return {
-        "document_id": document_id,
-        "partition_key": carrier,
-        "contract_version": query.contract_version,
-        "correlation_id": correlation_id,
-        "document_type": "EDI",
-        "raw_payload": place.raw_payload(),
-        "legs": [leg],
-    }
+    correlation = _correlation(place)
+    raw = raw_bytes(transaction_set)
+    if correlation is None or raw is None:
+        return None
+    payload = b2a_base64(raw, newline=False)
+    if len(payload) > MAX_RAW_PAYLOAD:
+        return None
+    # The keys in map_210's order, written as msgspec writes its dict.
+    json = b'{"document_id":%b,"partition_key":%b,"contract_version":%d%b,"document_type":"EDI","raw_payload":"%b","legs":[%b]}' % (  # noqa: E501
+        _encode(document_id),
+        _encode(carrier),
+        version,
+        correlation,
+        payload,
+        leg,
+    )
+    return FastLine(json, document_id, carrier)
+
+
+def _correlation(place: Place) -> bytes | None:
+    """``,"correlation_id":"x12:<ISA06>:<ISA13>:<GS06>:<ST02>"`` (``Place.correlation_id``)
+    as JSON, or None when that id is not an identifier. The prefix is checked once per
+    group; the characters an identifier refuses are refused one by one, so the id is
+    one when both parts are free of them and it has at most 128 characters."""
+    prefix = place.prefix
+    if prefix is None:
+        prefix = correlation_prefix(place.interchange, place.group)
+    head = _correlation_head(prefix)
+    control = place.transaction_set.control_number.strip()
+    if head is None or len(prefix) + len(control) > 128:
+        return None
+    if control.isdigit():  # digits (any script) are neither controls nor "|", nor escaped
+        return head + control.encode() + b'"'
+    if control and not is_identifier(control):
+        return None
+    return head + _encode(control)[1:]
+
+
+def _cents(text: str, plain: bool) -> int | None:
+    """An N2 element's value in cents; None when it is empty or not N2 (``numbers.n2``)."""
+    if plain and text.isdigit():  # the common case, without a strip or a regex
+        return int(text) if len(text) <= 18 else None
+    text = text.strip()
+    return int(text) if _N2(text) else None
 
 
 Charges = tuple[int, int, bool, Elements, list[str]]
 
 
-def _charges(l1s: list[Elements]) -> Charges | None:
+def _charges(l1s: list[Elements], plain: bool) -> Charges | None:
     """(the L1-04 total, the billed part of it, whether a billed L1-04 was given,
     the one linehaul, the accessorial codes). N2 amounts are summed as integers
     of cents: exact, as ``map_210``'s Decimals of two places are."""
@@ -104,12 +208,26 @@ def _charges(l1s: list[Elements]) -> Charges | None:
     linehaul: Elements | None = None
     accessorials: list[str] = []
     for l1 in l1s:
-        rate, amount, code = l1[2].strip(), l1[4].strip(), l1[8].strip()
-        if (amount and not _N2(amount)) or (rate and not _R(rate)):
-            return None
-        charge = int(amount) if amount else 0
+        rate, amount, code = l1[2], l1[4], l1[8]
+        if rate:
+            rate = rate.strip()
+            if rate and not (plain and rate.isdigit() and len(rate) <= 18) and not _R(rate):
+                return None
+        charge = 0
+        if amount:
+            value = _cents(amount, plain)
+            if value is None:
+                if amount.strip():
+                    return None  # not N2
+                amount = ""
+            else:
+                charge = value
         total += charge
-        upper = code.upper()
+        if code:
+            code = code.strip()
+            upper = code.upper()
+        else:
+            upper = code
         if upper not in TAX:
             billed += charge
             priced = priced or bool(amount)
@@ -123,21 +241,22 @@ def _charges(l1s: list[Elements]) -> Charges | None:
 
 
 def _leg(
-    l0s: list[Elements], l1s: list[Elements], l3s: list[Elements], due: int | None
-) -> dict[str, Any] | None:
-    charges = _charges(l1s)
+    l0s: list[Elements], l1s: list[Elements], l3s: list[Elements], due: int | None, plain: bool
+) -> bytes | None:
+    """The leg's JSON, as msgspec writes map_210's leg, or None."""
+    charges = _charges(l1s, plain)
     if charges is None:
         return None
     total, billed, priced, linehaul, accessorials = charges
-    if total != due or not _l3s_agree(l3s, total):
+    if total != due or not _l3s_agree(l3s, total, plain):
         return None
-    basis = BASIS.get(linehaul[3].strip().upper())
+    qualifier = linehaul[3]
+    basis = BASIS.get(qualifier.strip().upper() if qualifier else qualifier)
     found, miles = _miles(l0s, l1s)
     if basis is None or not found:
         return None
     quantity = _rated_quantity(l0s, linehaul, basis, miles)
-    amount = Decimal(billed).scaleb(-2) if priced else Decimal(0)
-    billed_amount = fits(amount, MONEY_PLACES)
+    billed_amount = _money(billed) if priced else "0"
     if (
         quantity is None
         or billed_amount is None
@@ -145,24 +264,50 @@ def _leg(
         or not all(is_identifier(code) for code in accessorials)
     ):
         return None
-    leg: dict[str, Any] = {
-        "leg_no": 1,
-        "rate_basis": basis,
-        "accessorials": accessorials,
-        "billed_amount": billed_amount,
-        "rated_quantity": fits(quantity, QUANTITY_PLACES),
-    }
-    if miles is not None:
-        leg["miles"] = fits(miles, QUANTITY_PLACES)
-    return None if leg["rated_quantity"] is None or leg.get("miles", "") is None else leg
+    rated = _quantity(quantity)
+    if rated is None:
+        return None
+    if miles is None:
+        tail = b'"}'
+    else:
+        text = _quantity(miles)
+        if text is None:
+            return None
+        tail = b'","miles":"%b"}' % text.encode()
+    return b'{"leg_no":1,"rate_basis":"%b","accessorials":%b,"billed_amount":"%b","rated_quantity":"%b%b' % (  # noqa: E501
+        basis.encode(),
+        _encode(accessorials) if accessorials else b"[]",
+        billed_amount.encode(),
+        rated.encode(),
+        tail,
+    )
 
 
-def _l3s_agree(l3s: list[Elements], total: int) -> bool:
+def _money(cents: int) -> str | None:
+    """``fits(Decimal(cents).scaleb(-2), MONEY_PLACES)``: the amount with its two places."""
+    whole, part = divmod(-cents if cents < 0 else cents, 100)
+    if whole >= _MAX_PLAIN:
+        return fits(Decimal(cents).scaleb(-2), MONEY_PLACES)
+    return f"{'-' if cents < 0 else ''}{whole}.{part:02d}"
+
+
+def _quantity(value: Decimal) -> str | None:
+    """``fits(value, QUANTITY_PLACES)``."""
+    return fits(value, QUANTITY_PLACES)
+
+
+def _l3s_agree(l3s: list[Elements], total: int, plain: bool) -> bool:
     for l3 in l3s:
-        stated = l3[5].strip()
-        if stated and not (_N2(stated) and int(stated) == total):
+        stated = l3[5]
+        if stated and stated.strip() and _cents(stated, plain) != total:
             return False
     return True
+
+
+def _r(text: str) -> Decimal | None:
+    """``numbers.r``."""
+    text = text.strip()
+    return Decimal(text) if _R(text) else None
 
 
 def _miles(l0s: list[Elements], l1s: list[Elements]) -> tuple[bool, Decimal | None]:
@@ -177,7 +322,7 @@ def _miles(l0s: list[Elements], l1s: list[Elements]) -> tuple[bool, Decimal | No
             if unit in KILOMETRES:
                 return False, None
             if unit in MILES and segment[at].strip():
-                value = r(segment[at])
+                value = _r(segment[at])
                 if value is None:
                     return False, None
                 found.append(value)
@@ -202,7 +347,7 @@ def _rated_quantity(
     l0 = next((l0 for l0 in same if l0[element].strip()), None)
     if l0 is None:
         return Decimal(1) if basis == "unit" else None
-    value = r(l0[element])
+    value = _r(l0[element])
     if value is None or basis == "unit":
         return value
     return None if l0[11].strip().upper() == "K" else value.scaleb(-2)

@@ -20,19 +20,23 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from shared.domain.x12.freight_210 import map_210
-from shared.domain.x12.freight_fast import fast_210
+from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.invoice_810 import map_810
 from shared.domain.x12.model import EdiRefused, Interchange, Mapped, Problem, Skipped
 from shared.domain.x12.problems import Problems
 from shared.domain.x12.sets import Place, Query, correlation_prefix
 
-Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | Skipped | None"]
+Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | FastLine | Skipped | None"]
+_decode = msgspec.json.Decoder().decode
 
 
-def _freight(place: Place, query: Query, problems: Problems) -> dict[str, Any] | None:
-    return fast_210(place, query) or map_210(place, query, problems)
+def _freight(place: Place, query: Query, problems: Problems) -> dict[str, Any] | FastLine | None:
+    fast = fast_210_line(place, query)
+    return map_210(place, query, problems) if fast is None else fast
 
 
 KINDS: dict[str, tuple[str, Mapper]] = {
@@ -56,9 +60,16 @@ class MappedStream:
 
     @property
     def documents(self) -> Iterator[dict[str, Any]]:
-        return self._documents()
+        for entry in self._entries():
+            yield _decode(entry.json) if type(entry) is FastLine else entry
 
-    def _documents(self) -> Iterator[dict[str, Any]]:
+    @property
+    def entries(self) -> Iterator[dict[str, Any] | FastLine]:
+        """``documents``, with a document of the 210 fast path as its ``FastLine``: its
+        JSON bytes, valid for its kind's model by construction (``freight_fast``)."""
+        return self._entries()
+
+    def _entries(self) -> Iterator[dict[str, Any] | FastLine]:
         problems, query, skipped = self.problems, self.query, self.skipped
         mapped_any = False
         with collector_paused():

@@ -11,6 +11,7 @@ from shared.domain.x12.freight_210 import BASIS
 from shared.domain.x12.freight_fast import fast_210
 from shared.domain.x12.reader import read_file
 from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.synthetic import freight_210_file
 from tests.unit.x12.build import fast_and_slow_agree, x12
 
 AMOUNTS = ["0", "65940", "-301791", "1500", "00007", "1" + "0" * 17, "12.5", "x", "", " 100"]
@@ -79,3 +80,11 @@ def test_the_random_210s_often_take_the_fast_path() -> None:
 
     count()
     assert mapped >= 50, mapped
+
+
+def test_generated_files_take_the_fast_path_and_agree() -> None:
+    """Every set of ``settleq gen --format x12``'s 210s (all its rate bases, taxes and
+    accessorials) maps fast, to map_210's document and its bytes, valid for the model."""
+    for seed in (1, 7, 12):
+        data = freight_210_file(600, seed=seed, carriers=5, sets_per_group=250)
+        assert fast_and_slow_agree(read_file(data), seed) == 600
