@@ -111,7 +111,7 @@ def fast_210_line(place: Place, query: Query) -> FastLine | None:
     text, start, stop = lazy
     version = query.contract_version
     shape = _shape(text.terminator, text.element)
-    if text.newline or shape is None or type(version) is not int or not 1 <= version <= _MAX_VERSION:
+    if text.newline or shape is None or type(version) is not int or not 0 < version <= _MAX_VERSION:
         return None
     findall, sep = shape
     try:
@@ -119,19 +119,20 @@ def fast_210_line(place: Place, query: Query) -> FastLine | None:
         body = text.buf[start - 1 : stop].decode("utf-8")
     except UnicodeDecodeError:
         return None  # in a segment not mapped, maybe: map_210 decodes only the ones it maps
-    # An ASCII set's str.isdigit() means the digits 0-9 only, as N2's [0-9] does.
+    # In an ASCII set, str.isdigit() is N2's and R's [0-9]: no other script's digits.
     plain = body.isascii()
-    # Splitting with the padding appended makes every element read exist (""),
-    # at the cost of one concatenation; elements past _WIDTH stay joined, unread.
-    pad = sep * _WIDTH
     b3: Elements | None = None
     l0s: list[Elements] = []
     l1s: list[Elements] = []
     l3s: list[Elements] = []
     for tag, rest in findall(body):
-        if not rest.startswith(sep) or tag == "B2A":
+        elements = rest.split(sep)
+        # Padded so that every element read exists (""), as Segment.get reads a missing one.
+        width = len(elements)
+        if width < _WIDTH:
+            elements += _PADS[width]
+        if elements[0] or tag == "B2A":  # no separator after the tag, or a purpose to read
             return None
-        elements = (rest + pad).split(sep, _WIDTH)
         if tag == "L1":
             l1s.append(elements)
         elif tag == "L0":
@@ -144,10 +145,10 @@ def fast_210_line(place: Place, query: Query) -> FastLine | None:
             b3 = elements
     if b3 is None or (b3[8] and b3[8].strip()):
         return None
+    leg = _leg(l0s, l1s, l3s, _cents(b3[7], plain), plain)
     document_id = b3[2].strip()
     # A file bills few carriers: one string each, not one per document.
     carrier = intern(b3[11].strip().upper())
-    leg = _leg(l0s, l1s, l3s, _cents(b3[7], plain), plain)
     if leg is None or not (is_identifier(document_id) and is_identifier(carrier)):
         return None
     correlation = _correlation(place)
@@ -158,15 +159,16 @@ def fast_210_line(place: Place, query: Query) -> FastLine | None:
     if len(payload) > MAX_RAW_PAYLOAD:
         return None
     # The keys in map_210's order, written as msgspec writes its dict.
-    json = b'{"document_id":%b,"partition_key":%b,"contract_version":%d%b,"document_type":"EDI","raw_payload":"%b","legs":[%b]}' % (  # noqa: E501
-        _encode(document_id),
-        _encode(carrier),
-        version,
-        correlation,
-        payload,
-        leg,
-    )
+    json = _DOCUMENT % (_encode(document_id), _encode(carrier), version, correlation, payload, leg)
     return FastLine(json, document_id, carrier)
+
+
+_DOCUMENT = (
+    b'{"document_id":%b,"partition_key":%b,"contract_version":%d%b,"document_type":"EDI",'
+    b'"raw_payload":"%b","legs":[%b]}'
+)
+_LEG = b'{"leg_no":1,"rate_basis":"%b","accessorials":%b,"billed_amount":"%b","rated_quantity":"%b"%b}'
+_PADS = [[""] * (_WIDTH - width) for width in range(_WIDTH)]
 
 
 def _correlation(place: Place) -> bytes | None:
@@ -196,158 +198,161 @@ def _cents(text: str, plain: bool) -> int | None:
     return int(text) if _N2(text) else None
 
 
-Charges = tuple[int, int, bool, Elements, list[str]]
+def _decimal(text: str, plain: bool) -> str | None:
+    """An R element, stripped, when it is one (``numbers.r``), else None."""
+    if plain and text.isdigit() and len(text) <= 18:
+        return text
+    text = text.strip()
+    return text if _R(text) else None
 
 
-def _charges(l1s: list[Elements], plain: bool) -> Charges | None:
-    """(the L1-04 total, the billed part of it, whether a billed L1-04 was given,
-    the one linehaul, the accessorial codes). N2 amounts are summed as integers
-    of cents: exact, as ``map_210``'s Decimals of two places are."""
+def _leg(
+    l0s: list[Elements], l1s: list[Elements], l3s: list[Elements], due: int | None, plain: bool
+) -> bytes | None:
+    """The leg's JSON, as msgspec writes map_210's leg, or None where map_210 would report
+    a problem. N2 amounts are summed as integers of cents: exact, as ``map_210``'s
+    Decimals of two places are."""
     total = billed = 0
     priced = False  # a non-tax L1-04 was given: the billed amount has two places
     linehaul: Elements | None = None
     accessorials: list[str] = []
     for l1 in l1s:
         rate, amount, code = l1[2], l1[4], l1[8]
-        if rate:
+        if rate and not (plain and rate.isdigit() and len(rate) <= 18):
             rate = rate.strip()
-            if rate and not (plain and rate.isdigit() and len(rate) <= 18) and not _R(rate):
+            if rate and not _R(rate):
                 return None
         charge = 0
         if amount:
             value = _cents(amount, plain)
-            if value is None:
-                if amount.strip():
-                    return None  # not N2
-                amount = ""
-            else:
+            if value is not None:
                 charge = value
+            elif amount.strip():
+                return None  # not N2
+            else:
+                amount = ""
         total += charge
+        upper = code
         if code:
             code = code.strip()
             upper = code.upper()
-        else:
-            upper = code
         if upper not in TAX:
             billed += charge
             priced = priced or bool(amount)
         if upper in LINEHAUL:
             if linehaul is not None:
-                return None
+                return None  # two linehauls
             linehaul = l1
         elif upper not in NOT_ACCESSORIAL:
             accessorials.append(intern(code))
-    return None if linehaul is None else (total, billed, priced, linehaul, accessorials)
-
-
-def _leg(
-    l0s: list[Elements], l1s: list[Elements], l3s: list[Elements], due: int | None, plain: bool
-) -> bytes | None:
-    """The leg's JSON, as msgspec writes map_210's leg, or None."""
-    charges = _charges(l1s, plain)
-    if charges is None:
+    if linehaul is None or total != due:
         return None
-    total, billed, priced, linehaul, accessorials = charges
-    if total != due or not _l3s_agree(l3s, total, plain):
-        return None
+    for l3 in l3s:
+        stated = l3[5]
+        if stated and stated.strip() and _cents(stated, plain) != total:
+            return None
     qualifier = linehaul[3]
     basis = BASIS.get(qualifier.strip().upper() if qualifier else qualifier)
-    found, miles = _miles(l0s, l1s)
-    if basis is None or not found:
+    if basis is None:
         return None
-    quantity = _rated_quantity(l0s, linehaul, basis, miles)
+    # As freight_210._miles: L1-17 when L1-18 says miles, else L0-02 when L0-03 does.
+    miles = _miles(l1s, 17, plain)
+    if miles is None:
+        miles = _miles(l0s, 2, plain)
+    if miles is _BAD:
+        return None
+    quantity = _rated_quantity(l0s, linehaul, basis, miles, plain)
     billed_amount = _money(billed) if priced else "0"
     if (
         quantity is None
         or billed_amount is None
         or len(accessorials) > 100
-        or not all(is_identifier(code) for code in accessorials)
+        or (accessorials and not all(is_identifier(code) for code in accessorials))
     ):
         return None
-    rated = _quantity(quantity)
-    if rated is None:
-        return None
     if miles is None:
-        tail = b'"}'
+        tail = b""
     else:
-        text = _quantity(miles)
-        if text is None:
+        miles = _quantity(miles, plain)
+        if miles is None:
             return None
-        tail = b'","miles":"%b"}' % text.encode()
-    return b'{"leg_no":1,"rate_basis":"%b","accessorials":%b,"billed_amount":"%b","rated_quantity":"%b%b' % (  # noqa: E501
-        basis.encode(),
+        tail = b',"miles":"%b"' % miles.encode()
+    return _LEG % (
+        _BASES[basis],
         _encode(accessorials) if accessorials else b"[]",
         billed_amount.encode(),
-        rated.encode(),
+        quantity.encode(),
         tail,
     )
 
 
+_BASES = {basis: basis.encode() for basis in BASIS.values()}
+_BAD = "bad"  # a problem map_210 would report (compared by identity)
+
+
+def _miles(segments: list[Elements], at: int, plain: bool) -> str | None:
+    """The first value of element ``at`` of the segments whose next element says miles,
+    stripped; None when there is none, ``_BAD`` where ``freight_210._miles`` would report
+    a problem (kilometres, not a number, two values that disagree)."""
+    found: str | None = None
+    for segment in segments:
+        unit = segment[at + 1]
+        if not unit:  # the common case, decided without a strip
+            continue
+        unit = unit.strip().upper()
+        if unit in KILOMETRES:
+            return _BAD
+        if unit in MILES and segment[at].strip():
+            value = _decimal(segment[at], plain)
+            if value is None:
+                return _BAD
+            if found is None:
+                found = value
+            elif Decimal(value) != Decimal(found):
+                return _BAD
+    return found
+
+
+def _rated_quantity(
+    l0s: list[Elements], linehaul: Elements, basis: str, miles: str | None, plain: bool
+) -> str | None:
+    """As ``freight_210._rated_quantity``, written as ``fits`` writes a Quantity; None
+    where it would report a problem."""
+    if basis == "flat":
+        return "1"
+    if basis == "mile":
+        return None if miles is None else _quantity(miles, plain)
+    element = 4 if basis == "cwt" else 8
+    line = linehaul[1].strip()
+    same = [l0 for l0 in l0s if line and l0[1].strip() == line] or l0s
+    l0 = next((l0 for l0 in same if l0[element].strip()), None)
+    if l0 is None:
+        return "1" if basis == "unit" else None
+    value = _decimal(l0[element], plain)
+    if value is None:
+        return None
+    if basis == "unit":
+        return _quantity(value, plain)
+    if l0[11].strip().upper() == "K":
+        return None
+    # A weight in pounds, in hundredweight: its digits with the point moved two places.
+    if plain and value.isdigit() and len(value) <= 14:
+        return _money(int(value))
+    return fits(Decimal(value).scaleb(-2), QUANTITY_PLACES)
+
+
 def _money(cents: int) -> str | None:
-    """``fits(Decimal(cents).scaleb(-2), MONEY_PLACES)``: the amount with its two places."""
+    """``fits(Decimal(cents).scaleb(-2), MONEY_PLACES)``: the amount with its two places
+    (the cents of a hundredweight fit a Quantity as well)."""
     whole, part = divmod(-cents if cents < 0 else cents, 100)
     if whole >= _MAX_PLAIN:
         return fits(Decimal(cents).scaleb(-2), MONEY_PLACES)
     return f"{'-' if cents < 0 else ''}{whole}.{part:02d}"
 
 
-def _quantity(value: Decimal) -> str | None:
-    """``fits(value, QUANTITY_PLACES)``."""
-    return fits(value, QUANTITY_PLACES)
-
-
-def _l3s_agree(l3s: list[Elements], total: int, plain: bool) -> bool:
-    for l3 in l3s:
-        stated = l3[5]
-        if stated and stated.strip() and _cents(stated, plain) != total:
-            return False
-    return True
-
-
-def _r(text: str) -> Decimal | None:
-    """``numbers.r``."""
-    text = text.strip()
-    return Decimal(text) if _R(text) else None
-
-
-def _miles(l0s: list[Elements], l1s: list[Elements]) -> tuple[bool, Decimal | None]:
-    """As ``freight_210._miles``: (False, None) where it would report a problem."""
-    for segments, at in ((l1s, 17), (l0s, 2)):
-        found: list[Decimal] = []
-        for segment in segments:
-            unit = segment[at + 1]
-            if not unit:  # the common case, decided without a strip
-                continue
-            unit = unit.strip().upper()
-            if unit in KILOMETRES:
-                return False, None
-            if unit in MILES and segment[at].strip():
-                value = _r(segment[at])
-                if value is None:
-                    return False, None
-                found.append(value)
-        if len(set(found)) > 1:
-            return False, None
-        if found:
-            return True, found[0]
-    return True, None
-
-
-def _rated_quantity(
-    l0s: list[Elements], linehaul: Elements, basis: str, miles: Decimal | None
-) -> Decimal | None:
-    """As ``freight_210._rated_quantity``; None where it would report a problem."""
-    if basis == "flat":
-        return Decimal(1)
-    if basis == "mile":
-        return miles
-    element = 4 if basis == "cwt" else 8
-    line = linehaul[1].strip()
-    same = [l0 for l0 in l0s if line and l0[1].strip() == line] or l0s
-    l0 = next((l0 for l0 in same if l0[element].strip()), None)
-    if l0 is None:
-        return Decimal(1) if basis == "unit" else None
-    value = _r(l0[element])
-    if value is None or basis == "unit":
-        return value
-    return None if l0[11].strip().upper() == "K" else value.scaleb(-2)
+def _quantity(text: str, plain: bool) -> str | None:
+    """``fits(Decimal(text), QUANTITY_PLACES)`` of an R value: a whole number without
+    leading zeros of at most 12 digits is written as it is."""
+    if plain and text.isdigit() and len(text) <= 12 and (text[0] != "0" or len(text) == 1):
+        return text
+    return fits(Decimal(text), QUANTITY_PLACES)
