@@ -59,6 +59,7 @@ _WIDTH = 20  # L1-18 is the last element read
 _N2, _R = N2.fullmatch, R.fullmatch
 _MAX_VERSION = 2**31 - 1  # Ordinal's bound
 _MAX_PLAIN = 10**12  # a plain decimal below this in magnitude fits a Money or a Quantity
+_MAX_CENTS = _MAX_PLAIN * 100
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
@@ -81,8 +82,8 @@ def _shape(terminator: bytes, element: bytes) -> tuple[Any, str] | None:
     if not (terminator.isascii() and element.isascii()):
         return None
     t, e = re.escape(terminator.decode()), re.escape(element.decode())
-    # The tags of freight_210._TAGS, as ``lazy.tagged`` finds them, then the rest.
-    pattern = re.compile(r"%s[ \t\r\n]*+(B3|B2A|L0|L1|L3)(?=%s|%s|[ \t\r]|\Z)([^%s]*)" % (t, e, t, t))
+    # The segments of freight_210._TAGS's tags, as ``lazy.tagged`` finds them.
+    pattern = re.compile(r"%s[ \t\r\n]*+((?:B3|B2A|L0|L1|L3)(?=%s|%s|[ \t\r]|\Z)[^%s]*+)" % (t, e, t, t))
     return pattern.findall, element.decode()
 
 
@@ -125,24 +126,23 @@ def fast_210_line(place: Place, query: Query) -> FastLine | None:
     l0s: list[Elements] = []
     l1s: list[Elements] = []
     l3s: list[Elements] = []
-    for tag, rest in findall(body):
-        elements = rest.split(sep)
+    for segment in findall(body):
+        elements = segment.split(sep)
         # Padded so that every element read exists (""), as Segment.get reads a missing one.
         width = len(elements)
         if width < _WIDTH:
             elements += _PADS[width]
-        if elements[0] or tag == "B2A":  # no separator after the tag, or a purpose to read
-            return None
+        tag = elements[0]
         if tag == "L1":
             l1s.append(elements)
         elif tag == "L0":
             l0s.append(elements)
         elif tag == "L3":
             l3s.append(elements)
-        elif b3 is not None:
-            return None
-        else:
+        elif tag == "B3" and b3 is None:
             b3 = elements
+        else:  # a B2A (a purpose to read), a second B3, a tag and then a space
+            return None
     if b3 is None or (b3[8] and b3[8].strip()):
         return None
     leg = _leg(l0s, l1s, l3s, _cents(b3[7], plain), plain)
@@ -167,7 +167,6 @@ _DOCUMENT = (
     b'{"document_id":%b,"partition_key":%b,"contract_version":%d%b,"document_type":"EDI",'
     b'"raw_payload":"%b","legs":[%b]}'
 )
-_LEG = b'{"leg_no":1,"rate_basis":"%b","accessorials":%b,"billed_amount":"%b","rated_quantity":"%b"%b}'
 _PADS = [[""] * (_WIDTH - width) for width in range(_WIDTH)]
 
 
@@ -224,24 +223,30 @@ def _leg(
                 return None
         charge = 0
         if amount:
-            value = _cents(amount, plain)
-            if value is not None:
-                charge = value
-            elif amount.strip():
-                return None  # not N2
+            if plain and amount.isdigit() and len(amount) <= 18:  # _cents' common case
+                charge = int(amount)
             else:
-                amount = ""
+                amount = amount.strip()
+                if amount:
+                    if not _N2(amount):
+                        return None
+                    charge = int(amount)
         total += charge
-        upper = code
-        if code:
-            code = code.strip()
-            upper = code.upper()
+        if not code:  # the linehaul, most often
+            billed += charge
+            priced = priced or bool(amount)
+            if linehaul is not None:
+                return None  # two linehauls
+            linehaul = l1
+            continue
+        code = code.strip()
+        upper = code.upper()
         if upper not in TAX:
             billed += charge
             priced = priced or bool(amount)
         if upper in LINEHAUL:
             if linehaul is not None:
-                return None  # two linehauls
+                return None
             linehaul = l1
         elif upper not in NOT_ACCESSORIAL:
             accessorials.append(intern(code))
@@ -263,30 +268,27 @@ def _leg(
         return None
     quantity = _rated_quantity(l0s, linehaul, basis, miles, plain)
     billed_amount = _money(billed) if priced else "0"
-    if (
-        quantity is None
-        or billed_amount is None
-        or len(accessorials) > 100
-        or (accessorials and not all(is_identifier(code) for code in accessorials))
-    ):
+    if quantity is None or billed_amount is None:
         return None
+    if accessorials:
+        if len(accessorials) > 100 or not all(is_identifier(code) for code in accessorials):
+            return None
+        listed = _encode(accessorials).decode()
+    else:
+        listed = "[]"
     if miles is None:
-        tail = b""
+        tail = ""
     else:
         miles = _quantity(miles, plain)
         if miles is None:
             return None
-        tail = b',"miles":"%b"' % miles.encode()
-    return _LEG % (
-        _BASES[basis],
-        _encode(accessorials) if accessorials else b"[]",
-        billed_amount.encode(),
-        quantity.encode(),
-        tail,
-    )
+        tail = f',"miles":"{miles}"'
+    return (
+        f'{{"leg_no":1,"rate_basis":"{basis}","accessorials":{listed},'
+        f'"billed_amount":"{billed_amount}","rated_quantity":"{quantity}"{tail}}}'
+    ).encode()
 
 
-_BASES = {basis: basis.encode() for basis in BASIS.values()}
 _BAD = "bad"  # a problem map_210 would report (compared by identity)
 
 
@@ -323,10 +325,14 @@ def _rated_quantity(
     if basis == "mile":
         return None if miles is None else _quantity(miles, plain)
     element = 4 if basis == "cwt" else 8
+    # freight_210._lading: the first L0 of the linehaul's lading line (any L0 when none
+    # is of it) that has ``element``.
     line = linehaul[1].strip()
-    same = [l0 for l0 in l0s if line and l0[1].strip() == line] or l0s
-    l0 = next((l0 for l0 in same if l0[element].strip()), None)
-    if l0 is None:
+    same = [l0 for l0 in l0s if l0[1].strip() == line] if line else l0s
+    for l0 in same or l0s:
+        if l0[element] and l0[element].strip():
+            break
+    else:
         return "1" if basis == "unit" else None
     value = _decimal(l0[element], plain)
     if value is None:
@@ -344,6 +350,9 @@ def _rated_quantity(
 def _money(cents: int) -> str | None:
     """``fits(Decimal(cents).scaleb(-2), MONEY_PLACES)``: the amount with its two places
     (the cents of a hundredweight fit a Quantity as well)."""
+    if 99 < cents < _MAX_CENTS:  # the common case: the digits, a point before the last two
+        digits = str(cents)
+        return f"{digits[:-2]}.{digits[-2:]}"
     whole, part = divmod(-cents if cents < 0 else cents, 100)
     if whole >= _MAX_PLAIN:
         return fits(Decimal(cents).scaleb(-2), MONEY_PLACES)
