@@ -54,8 +54,8 @@ from shared.domain.x12.lazy import lazy_bytes, raw_bytes
 from shared.domain.x12.numbers import N2, R, fits, is_identifier
 from shared.domain.x12.sets import Place, Query, correlation_prefix
 
-Elements = list[str]  # elements[n] is element n; elements[0] is ""; padded to _WIDTH
-_WIDTH = 20  # L1-18 is the last element read
+Elements = list[str]  # elements[n] is element n; elements[0] is the tag
+_WIDTH = 20  # the padding of a short segment: L1-18 is the last element read
 _N2, _R = N2.fullmatch, R.fullmatch
 _MAX_VERSION = 2**31 - 1  # Ordinal's bound
 _MAX_PLAIN = 10**12  # a plain decimal below this in magnitude fits a Money or a Quantity
@@ -122,29 +122,23 @@ def fast_210_line(place: Place, query: Query) -> FastLine | None:
         return None  # in a segment not mapped, maybe: map_210 decodes only the ones it maps
     # In an ASCII set, str.isdigit() is N2's and R's [0-9]: no other script's digits.
     plain = body.isascii()
-    b3: Elements | None = None
-    l0s: list[Elements] = []
-    l1s: list[Elements] = []
-    l3s: list[Elements] = []
-    for segment in findall(body):
-        elements = segment.split(sep)
-        # Padded so that every element read exists (""), as Segment.get reads a missing one.
-        width = len(elements)
-        if width < _WIDTH:
-            elements += _PADS[width]
-        tag = elements[0]
-        if tag == "L1":
-            l1s.append(elements)
-        elif tag == "L0":
-            l0s.append(elements)
-        elif tag == "L3":
-            l3s.append(elements)
-        elif tag == "B3" and b3 is None:
-            b3 = elements
-        else:  # a B2A (a purpose to read), a second B3, a tag and then a space
-            return None
-    if b3 is None or (b3[8] and b3[8].strip()):
+    by_tag: dict[str, list[Elements]] = {"B3": [], "L0": [], "L1": [], "L3": []}
+    try:
+        for segment in findall(body):
+            elements = segment.split(sep)
+            by_tag[elements[0]].append(elements)
+    except KeyError:  # a B2A (a purpose to read), or a tag and then a space
         return None
+    b3s, l0s, l1s, l3s = by_tag.values()
+    if len(b3s) != 1:
+        return None
+    b3 = _padded(b3s[0], 12)
+    if b3[8] and b3[8].strip():
+        return None
+    # Every element read exists (""), as Segment.get reads a missing one.
+    for l0 in l0s:
+        if len(l0) < 12:
+            l0 += _PADS[len(l0)]
     leg = _leg(l0s, l1s, l3s, _cents(b3[7], plain), plain)
     document_id = b3[2].strip()
     # A file bills few carriers: one string each, not one per document.
@@ -167,7 +161,15 @@ _DOCUMENT = (
     b'{"document_id":%b,"partition_key":%b,"contract_version":%d%b,"document_type":"EDI",'
     b'"raw_payload":"%b","legs":[%b]}'
 )
+# The L1-08 codes freight_210 names, as it compares them (stripped, upper-cased).
+_KNOWN = {code: code for code in NOT_ACCESSORIAL}
 _PADS = [[""] * (_WIDTH - width) for width in range(_WIDTH)]
+
+
+def _padded(elements: Elements, width: int) -> Elements:
+    if len(elements) < width:
+        elements += _PADS[len(elements)]
+    return elements
 
 
 def _correlation(place: Place) -> bytes | None:
@@ -216,14 +218,19 @@ def _leg(
     linehaul: Elements | None = None
     accessorials: list[str] = []
     for l1 in l1s:
+        if len(l1) < 9:
+            l1 += _PADS[len(l1)]  # L1-17 and L1-18 are read only where there are 19 elements
         rate, amount, code = l1[2], l1[4], l1[8]
-        if rate and not (plain and rate.isdigit() and len(rate) <= 18):
+        # R: digits, and at most one point (at most 18 characters: no part has more digits).
+        if rate and not (plain and len(rate) <= 18 and rate.replace(".", "", 1).isdigit()):
             rate = rate.strip()
             if rate and not _R(rate):
                 return None
         charge = 0
         if amount:
-            if plain and amount.isdigit() and len(amount) <= 18:  # _cents' common case
+            if plain and len(amount) <= 18 and (
+                amount.isdigit() or (amount[0] == "-" and amount[1:].isdigit())
+            ):  # N2 as written, the common case
                 charge = int(amount)
             else:
                 amount = amount.strip()
@@ -232,36 +239,38 @@ def _leg(
                         return None
                     charge = int(amount)
         total += charge
-        if not code:  # the linehaul, most often
-            billed += charge
-            priced = priced or bool(amount)
-            if linehaul is not None:
-                return None  # two linehauls
-            linehaul = l1
-            continue
-        code = code.strip()
-        upper = code.upper()
+        upper = _KNOWN.get(code)  # a code map_210 knows, written as it compares it
+        if upper is None:
+            code = code.strip()
+            upper = code.upper()
         if upper not in TAX:
             billed += charge
             priced = priced or bool(amount)
         if upper in LINEHAUL:
             if linehaul is not None:
-                return None
+                return None  # two linehauls
             linehaul = l1
         elif upper not in NOT_ACCESSORIAL:
             accessorials.append(intern(code))
     if linehaul is None or total != due:
         return None
     for l3 in l3s:
-        stated = l3[5]
-        if stated and stated.strip() and _cents(stated, plain) != total:
+        stated = l3[5] if len(l3) > 5 else ""
+        if stated and not (plain and stated.isdigit() and len(stated) <= 18):
+            if stated.strip() and _cents(stated, plain) != total:
+                return None
+        elif stated and int(stated) != total:
             return None
     qualifier = linehaul[3]
-    basis = BASIS.get(qualifier.strip().upper() if qualifier else qualifier)
+    basis = BASIS.get(qualifier) or BASIS.get(qualifier.strip().upper())
     if basis is None:
         return None
     # As freight_210._miles: L1-17 when L1-18 says miles, else L0-02 when L0-03 does.
-    miles = _miles(l1s, 17, plain)
+    miles = None
+    for l1 in l1s:
+        if len(l1) > 18 and l1[18]:
+            miles = _miles(l1s, 17, plain)
+            break
     if miles is None:
         miles = _miles(l0s, 2, plain)
     if miles is _BAD:
@@ -298,7 +307,7 @@ def _miles(segments: list[Elements], at: int, plain: bool) -> str | None:
     a problem (kilometres, not a number, two values that disagree)."""
     found: str | None = None
     for segment in segments:
-        unit = segment[at + 1]
+        unit = segment[at + 1] if len(segment) > at + 1 else ""
         if not unit:  # the common case, decided without a strip
             continue
         unit = unit.strip().upper()
@@ -350,9 +359,8 @@ def _rated_quantity(
 def _money(cents: int) -> str | None:
     """``fits(Decimal(cents).scaleb(-2), MONEY_PLACES)``: the amount with its two places
     (the cents of a hundredweight fit a Quantity as well)."""
-    if 99 < cents < _MAX_CENTS:  # the common case: the digits, a point before the last two
-        digits = str(cents)
-        return f"{digits[:-2]}.{digits[-2:]}"
+    if 0 <= cents < _MAX_CENTS:  # the common case
+        return "%d.%02d" % divmod(cents, 100)
     whole, part = divmod(-cents if cents < 0 else cents, 100)
     if whole >= _MAX_PLAIN:
         return fits(Decimal(cents).scaleb(-2), MONEY_PLACES)

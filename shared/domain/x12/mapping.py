@@ -43,6 +43,7 @@ KINDS: dict[str, tuple[str, Mapper]] = {
     "210": ("freight_audit", _freight),
     "810": ("promo_accrual", map_810),
 }
+_MAPPERS: dict[str, Mapper] = {kind: mapper for kind, mapper in KINDS.values()}
 
 
 @dataclass
@@ -72,9 +73,11 @@ class MappedStream:
     def _entries(self) -> Iterator[dict[str, Any] | FastLine]:
         problems, query, skipped = self.problems, self.query, self.skipped
         mapped_any = False
+        # The file is of one kind (map_stream refused it otherwise): one mapper for its sets.
+        mapper = _MAPPERS.get(self.kind)
         with collector_paused():
             for place in _places(self.interchanges):
-                mapped = KINDS[place.code][1](place, query, problems)
+                mapped = (mapper or KINDS[place.code][1])(place, query, problems)
                 if isinstance(mapped, Skipped):
                     skipped.append(mapped)
                 elif mapped is not None:
