@@ -159,7 +159,7 @@ class EdiIngest(Ingest):
             if refusal is not None:
                 continue
             self._line_no += 1
-            if type(document) is FastLine:
+            if isinstance(document, FastLine):
                 self._accept_fast(document)
                 continue
             line = _encode(document)

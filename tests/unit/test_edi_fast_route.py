@@ -14,6 +14,7 @@ from services.api.edi_ingest import EdiIngest, EdiQuery
 from services.api.ingest import EDI_X12
 from shared.domain.x12 import EdiRefused, mapping
 from shared.domain.x12.ack import acknowledge
+from shared.domain.x12.freight_fast import fast_210_line
 from shared.domain.x12.synthetic import freight_210_file
 from shared.settings import ProducerKey, Settings
 from tests.unit.x12.build import DATA, REALDATA
@@ -37,7 +38,9 @@ def _chunks(body: bytes) -> list[tuple[int, int, bytes]] | str:
         KEY,
         EDI_X12,
         query=EdiQuery(2),
-        acknowledge=lambda ics, problems: acknowledge(ics, problems, control_numbers=[1] * len(ics), now=NOW),
+        acknowledge=lambda ics, problems: acknowledge(
+            ics, problems, control_numbers=[1] * len(ics), now=NOW
+        ),
     )
     ingest.feed(body)
     try:
@@ -53,10 +56,9 @@ def test_the_fast_route_stores_the_general_routes_bytes(
 ) -> None:
     fast = _chunks(body)
     taken: list[Any] = []
-    real_fast = mapping.fast_210_line
 
     def counted(place: Any, query: Any) -> Any:
-        line = real_fast(place, query)
+        line = fast_210_line(place, query)
         taken.append(line)
         return line
 

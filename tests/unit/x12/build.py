@@ -142,7 +142,7 @@ def fast_and_slow_agree(interchanges: Sequence[Interchange], contract_version: i
                     continue
                 problems = Problems()
                 document = map_210(place, query, problems)
-                assert not problems.items
+                assert document is not None and not problems.items
                 assert document == fast_210(place, query)
                 assert msgspec.json.encode(document) == line.json
                 assert (line.document_id, line.partition_key) == (

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from shared.domain.x12.freight_210 import BASIS
 from shared.domain.x12.freight_fast import fast_210
+from shared.domain.x12.numbers import is_identifier
 from shared.domain.x12.reader import read_file
 from shared.domain.x12.sets import Place, Query
 from shared.domain.x12.synthetic import freight_210_file
-from shared.domain.x12.numbers import is_identifier
 from tests.unit.x12.build import fast_and_slow_agree, freight, x12
 
 AMOUNTS = ["0", "65940", "-301791", "1500", "00007", "1" + "0" * 17, "12.5", "x", "", " 100"]
