@@ -78,19 +78,28 @@ class MappedStream:
         fast = self.kind == "freight_audit"
         mapper = map_210 if fast else _MAPPERS.get(self.kind)
         with collector_paused():
-            for place in _places(self.interchanges):
-                if fast:
-                    line = fast_210_line(place, query)
-                    if line is not None:
-                        mapped_any = True
-                        yield line
-                        continue
-                mapped = (mapper or KINDS[place.code][1])(place, query, problems)
-                if isinstance(mapped, Skipped):
-                    skipped.append(mapped)
-                elif mapped is not None:
-                    mapped_any = True
-                    yield mapped
+            # Each set's correlation id starts with its group's: made once, not per set.
+            for interchange in self.interchanges:
+                for group in interchange.groups:
+                    prefix = correlation_prefix(interchange, group)
+                    for transaction_set in group.sets:
+                        place = Place(interchange, group, transaction_set, prefix)
+                        line = fast_210_line(place, query) if fast else None
+                        if line is not None:
+                            mapped_any = True
+                            yield line
+                            continue
+                        mapped = (mapper or KINDS[place.code][1])(place, query, problems)
+                        if isinstance(mapped, Skipped):
+                            skipped.append(mapped)
+                        elif mapped is not None:
+                            mapped_any = True
+                            yield mapped
+        self._refuse(mapped_any)
+
+    def _refuse(self, mapped_any: bool) -> None:
+        """The file's refusal, once all its sets are mapped, if any."""
+        problems, skipped = self.problems, self.skipped
         if problems:
             raise EdiRefused(problems.in_order(), self.interchanges)
         if not mapped_any:
@@ -133,15 +142,6 @@ def map_file(
     )
     documents = list(stream.documents)
     return Mapped(stream.kind, documents, stream.skipped, stream.interchanges)
-
-
-def _places(interchanges: tuple[Interchange, ...]) -> Iterator[Place]:
-    for interchange in interchanges:
-        for group in interchange.groups:
-            # Each set's correlation id starts with its group's: made once, not per set.
-            prefix = correlation_prefix(interchange, group)
-            for transaction_set in group.sets:
-                yield Place(interchange, group, transaction_set, prefix)
 
 
 def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str | None:
