@@ -148,7 +148,9 @@ class EdiIngest(Ingest):
 
     def _take(self, mapped: MappedStream) -> None:
         """Each document into its chunk as it is mapped, then dropped: the dicts
-        of a large file are never all held, nor its two forms at once."""
+        of a large file are never all held, nor its two forms at once. A 210 of
+        the fast path comes as its JSON bytes (``freight_fast.FastLine``), stored
+        as they are; any other document is encoded, then screened or modelled."""
         self.kind = KINDS[mapped.kind]
         kind_screen = self.kind.screen
         refusal: list[Problem] | None = None
