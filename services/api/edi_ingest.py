@@ -33,6 +33,7 @@ from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.screen import screen
 from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, TransactionSet
+from shared.domain.x12.freight_fast import FastLine
 from shared.domain.x12.mapping import MappedStream, map_stream
 from shared.domain.x12.reader import read_file
 
@@ -189,18 +190,23 @@ class EdiIngest(Ingest):
 
     def _take(self, mapped: MappedStream) -> None:
         """Each document into its chunk as it is mapped, then dropped: the dicts
-        of a large file are never all held, nor its two forms at once."""
+        of a large file are never all held, nor its two forms at once. A 210 of
+        the fast path comes as its JSON bytes (``freight_fast.FastLine``), stored
+        as they are; any other document is encoded, then screened or modelled."""
         self.kind = KINDS[mapped.kind]
         kind_screen = self.kind.screen
         refusal: list[Problem] | None = None
         # Exhausting the stream raises the mapping's refusal, which wins over a
         # document the kind refuses: it lists every set at fault, as the whole
         # file was mapped before either was known.
-        for document in mapped.documents:
+        for document in mapped.entries:
             if refusal is not None:
                 continue
-            line = _encode(document)
             self._line_no += 1
+            if isinstance(document, FastLine):
+                self._accept_fast(document)
+                continue
+            line = _encode(document)
             screened = None if kind_screen is None else screen(kind_screen, line)
             if screened is not None:
                 self._accept(screened, line)
@@ -210,6 +216,17 @@ class EdiIngest(Ingest):
                 refusal = _unmappable(document, self.error, mapped.interchanges)
         if refusal is not None:
             raise EdiRefused(refusal, mapped.interchanges)
+
+    def _accept_fast(self, line: FastLine) -> None:
+        """``_accept`` for a 210 of the fast path: its bytes are valid for the kind's
+        model by construction (``freight_fast``), so neither screened nor modelled,
+        and its one leg is one line that cannot repeat."""
+        partition = line.partition_key
+        if partition not in self.partitions:
+            self.partitions.add(partition)
+            if not self.key.may_submit_for(partition):
+                self.refused.add(partition)
+        self.builder.add(line.json, 1)
 
 
 def _senders(interchanges: tuple[Interchange, ...]) -> list[Sender]:

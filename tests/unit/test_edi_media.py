@@ -20,7 +20,7 @@ from services.cli import app
 from services.client import Client
 from services.commands import batches
 from services.commands.edi import is_x12
-from shared.domain.x12 import EdiRefused
+from shared.domain.x12 import EdiRefused, mapping
 from shared.domain.x12.ack import acknowledge
 from shared.settings import ProducerKey, Settings
 from tests.support.x12_files import Freight, freight_file
@@ -285,7 +285,10 @@ def test_a_refused_file_prints_its_code_each_problem_and_the_997(
 
 def _refusing_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kind refuses the file's first mapped document (an unknown field), as it
-    would one the mapping let through wrongly."""
+    would one the mapping let through wrongly. The documents take the general route
+    (encoded, then screened or modelled): the fast path's bytes are valid by
+    construction (tests/unit/test_edi_fast_route.py), so never modelled."""
+    monkeypatch.setattr(mapping, "fast_210_line", lambda place, query: None)
     encode = edi_ingest._encode
 
     def spoiled(document: dict[str, Any]) -> bytes:

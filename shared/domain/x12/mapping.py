@@ -12,6 +12,11 @@ the model, which costs 20 µs a document and so is not run again here.
 into its chunk's bytes before the next is made: a 100,000-set file's
 documents are never all held at once (180 MiB of dicts). ``map_file`` is the
 same, collected.
+
+A 210 that ``freight_fast`` maps comes as its JSON bytes (a ``FastLine``,
+``MappedStream.entries``), which the front door stores as they are: valid for
+the kind's model by construction, so not decoded again to be screened.
+``documents`` (and so ``map_file``) decodes them into the same dicts.
 """
 
 from __future__ import annotations
@@ -20,25 +25,30 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from shared.domain.x12.freight_210 import map_210
-from shared.domain.x12.freight_fast import fast_210
+from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.invoice_810 import map_810
 from shared.domain.x12.model import EdiRefused, Interchange, Mapped, Problem, Skipped
 from shared.domain.x12.problems import Problems
 from shared.domain.x12.sets import Place, Query, correlation_prefix
 
-Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | Skipped | None"]
+Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | FastLine | Skipped | None"]
+_decode = msgspec.json.Decoder().decode
 
 
-def _freight(place: Place, query: Query, problems: Problems) -> dict[str, Any] | None:
-    return fast_210(place, query) or map_210(place, query, problems)
+def _freight(place: Place, query: Query, problems: Problems) -> dict[str, Any] | FastLine | None:
+    fast = fast_210_line(place, query)
+    return map_210(place, query, problems) if fast is None else fast
 
 
 KINDS: dict[str, tuple[str, Mapper]] = {
     "210": ("freight_audit", _freight),
     "810": ("promo_accrual", map_810),
 }
+_MAPPERS: dict[str, Mapper] = {kind: mapper for kind, mapper in KINDS.values()}
 
 
 @dataclass
@@ -56,19 +66,45 @@ class MappedStream:
 
     @property
     def documents(self) -> Iterator[dict[str, Any]]:
-        return self._documents()
+        for entry in self._entries():
+            yield _decode(entry.json) if isinstance(entry, FastLine) else entry
 
-    def _documents(self) -> Iterator[dict[str, Any]]:
+    @property
+    def entries(self) -> Iterator[dict[str, Any] | FastLine]:
+        """``documents``, with a document of the 210 fast path as its ``FastLine``: its
+        JSON bytes, valid for its kind's model by construction (``freight_fast``)."""
+        return self._entries()
+
+    def _entries(self) -> Iterator[dict[str, Any] | FastLine]:
         problems, query, skipped = self.problems, self.query, self.skipped
         mapped_any = False
+        # The file is of one kind (map_stream refused it otherwise): one mapper for its
+        # sets, and for 210s the fast path first (as ``_freight``, without its call).
+        fast = self.kind == "freight_audit"
+        mapper = map_210 if fast else _MAPPERS.get(self.kind)
         with collector_paused():
-            for place in _places(self.interchanges):
-                mapped = KINDS[place.code][1](place, query, problems)
-                if isinstance(mapped, Skipped):
-                    skipped.append(mapped)
-                elif mapped is not None:
-                    mapped_any = True
-                    yield mapped
+            # Each set's correlation id starts with its group's: made once, not per set.
+            for interchange in self.interchanges:
+                for group in interchange.groups:
+                    prefix = correlation_prefix(interchange, group)
+                    for transaction_set in group.sets:
+                        place = Place(interchange, group, transaction_set, prefix)
+                        line = fast_210_line(place, query) if fast else None
+                        if line is not None:
+                            mapped_any = True
+                            yield line
+                            continue
+                        mapped = (mapper or KINDS[place.code][1])(place, query, problems)
+                        if isinstance(mapped, Skipped):
+                            skipped.append(mapped)
+                        elif mapped is not None:
+                            mapped_any = True
+                            yield mapped
+        self._refuse(mapped_any)
+
+    def _refuse(self, mapped_any: bool) -> None:
+        """The file's refusal, once all its sets are mapped, if any."""
+        problems, skipped = self.problems, self.skipped
         if problems:
             raise EdiRefused(problems.in_order(), self.interchanges)
         if not mapped_any:
@@ -111,15 +147,6 @@ def map_file(
     )
     documents = list(stream.documents)
     return Mapped(stream.kind, documents, stream.skipped, stream.interchanges)
-
-
-def _places(interchanges: tuple[Interchange, ...]) -> Iterator[Place]:
-    for interchange in interchanges:
-        for group in interchange.groups:
-            # Each set's correlation id starts with its group's: made once, not per set.
-            prefix = correlation_prefix(interchange, group)
-            for transaction_set in group.sets:
-                yield Place(interchange, group, transaction_set, prefix)
 
 
 def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str | None:

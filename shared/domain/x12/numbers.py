@@ -44,6 +44,11 @@ def r(text: str) -> Decimal | None:
 
 
 def is_identifier(value: str) -> bool:
+    # A printable string holds no control character (they are all unprintable): the
+    # common case, decided without the regex; the regex decides the rest (a no-break
+    # space is unprintable but allowed).
+    if 0 < len(value) <= 128 and value.isprintable() and "|" not in value:
+        return True
     return _IDENTIFIER.fullmatch(value) is not None
 
 

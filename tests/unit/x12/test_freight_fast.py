@@ -4,14 +4,19 @@ what it leaves to map_210 is left whole."""
 
 from __future__ import annotations
 
+import re
+import sys
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.domain.x12.freight_210 import BASIS
 from shared.domain.x12.freight_fast import fast_210
+from shared.domain.x12.numbers import is_identifier
 from shared.domain.x12.reader import read_file
 from shared.domain.x12.sets import Place, Query
-from tests.unit.x12.build import fast_and_slow_agree, x12
+from shared.domain.x12.synthetic import freight_210_file
+from tests.unit.x12.build import fast_and_slow_agree, freight, x12
 
 AMOUNTS = ["0", "65940", "-301791", "1500", "00007", "1" + "0" * 17, "12.5", "x", "", " 100"]
 RATES = ["", ".07", "-.62", "11.8", "46.09", "1.2.3", "1e3"]
@@ -79,3 +84,34 @@ def test_the_random_210s_often_take_the_fast_path() -> None:
 
     count()
     assert mapped >= 50, mapped
+
+
+def test_generated_files_take_the_fast_path_and_agree() -> None:
+    """Every set of ``settleq gen --format x12``'s 210s (all its rate bases, taxes and
+    accessorials) maps fast, to map_210's document and its bytes, valid for the model."""
+    for seed in (1, 7, 12):
+        data = freight_210_file(600, seed=seed, carriers=5, sets_per_group=250)
+        assert fast_and_slow_agree(read_file(data), seed) == 600
+
+
+def test_a_set_not_in_ascii_reads_its_numbers_by_the_rules_regexes() -> None:
+    """str.isdigit() takes any script's digits; N2 and R take 0-9 only. The fast path
+    trusts isdigit only in an ASCII set: elsewhere the regexes decide, as in map_210."""
+    accented = "N1*SH*PAPIER MÉTIS"
+    for body in (
+        [freight()[0], accented, *freight()[1:]],  # mapped, by the regexes
+        freight(L1CUS="L1*2***１５００****CUS"),  # fullwidth digits: not N2
+        freight(L1="L1*1*４６.09*PH*363604"),  # nor R
+        freight(L0="L0*1***７８８９*G***3*PCS"),
+    ):
+        assert fast_and_slow_agree(read_file(x12([("210", "0001", body)]))) == (body[1] == accented)
+
+
+def test_the_identifier_check_is_the_identifier_rule() -> None:
+    """numbers.is_identifier decides a printable string without the regex: it must
+    answer as the regex (shared.domain.kinds.base.Identifier) for every character."""
+    rule = re.compile(r"[^\x00-\x1f\x7f-\x9f|]{1,128}").fullmatch
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        assert is_identifier(char) == (rule(char) is not None), hex(code)
+    assert not is_identifier("") and is_identifier("A" * 128) and not is_identifier("A" * 129)
