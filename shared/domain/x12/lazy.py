@@ -13,6 +13,7 @@ to a plain set of the same segments, and it pickles and copies as one.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
@@ -21,37 +22,95 @@ from shared.domain.x12.model import Segment, TransactionSet
 from shared.domain.x12.scan import Text
 
 _ST, _SE, _BODY = (TransactionSet.__dict__[name] for name in ("st", "se", "body"))
+_FIELDS = 7  # per set in ``Spans.offsets``: see ``Spans.add``
+
+
+class Spans:
+    """Where the sets of one interchange lie in its text: seven numbers a set in one
+    array (28 bytes), instead of an ST and an SE ``Segment`` each (some 400 bytes with
+    their tuples, strings and ints), which a 100,000-set file would hold all through
+    mapping and storage."""
+
+    __slots__ = ("offsets", "text")
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+        # Offsets and positions are below len(buf): 4 bytes each unless buf is 4 GB.
+        wide = len(text.buf) >= 1 << (8 * array("I").itemsize)
+        self.offsets = array("Q" if wide else "I")
+
+    def add(
+        self, st: int, st_begin: int, st_end: int, stop: int, se: int, se_begin: int, se_end: int
+    ) -> int:
+        """A set's index, given ST's and SE's positions, each one's first byte (its tag)
+        and end (its terminator, as ``Text.segment`` takes), and ``stop``, the
+        terminator ending the last body segment (ST's when the body is empty)."""
+        offsets = self.offsets
+        offsets.extend((st, st_begin, st_end, stop, se, se_begin, se_end))
+        return len(offsets) // _FIELDS - 1
 
 
 class ReadSet(TransactionSet):
-    __slots__ = ("_lazy",)
-    _lazy: tuple[Text, int, int, int, int] | None
+    """A set read from a file: its ``st`` and ``se`` are read again from the bytes when
+    asked for (a ``Segment`` each time, equal every time), its body when first asked for;
+    ST01 and ST02, which every set's mapping reads, are kept as strings."""
+
+    __slots__ = ("_code", "_index", "_number", "_spans")
+    _spans: Spans | None
+    _index: int
+    _code: str
+    _number: str
 
     def __init__(self, st: Segment, se: Segment, body: Iterable[Segment]) -> None:
         # The dataclass's own signature, eager (``dataclasses.replace`` calls it).
         _ST.__set__(self, st)
         _SE.__set__(self, se)
         _BODY.__set__(self, tuple(body))
-        _LAZY.__set__(self, None)
+        _SPANS.__set__(self, None)
 
     @classmethod
-    def of(cls, st: Segment, se: Segment, lazy: tuple[Text, int, int, int, int]) -> ReadSet:
-        """``lazy``: the bytes, the body's span in ``text.buf`` (after ST's terminator, up
-        to the terminator ending the last body segment), and the first and last bytes of
-        the set in ``text.buf`` (mapped to the file's for ``raw_bytes``)."""
+    def of(cls, spans: Spans, index: int, code: str, number: str) -> ReadSet:
+        """Set ``index`` of ``spans``; ``code`` and ``number``: its ST01 and ST02 as sent."""
         made = _new(cls)
-        _ST.__set__(made, st)
-        _SE.__set__(made, se)
-        _LAZY.__set__(made, lazy)
+        _SPANS.__set__(made, spans)
+        _INDEX.__set__(made, index)
+        _CODE.__set__(made, code)
+        _NUMBER.__set__(made, number)
         return made
+
+    @property
+    def st(self) -> Segment:
+        spans = self._spans
+        if spans is None:
+            return _ST.__get__(self, ReadSet)  # type: ignore[no-any-return]
+        at = self._index * _FIELDS
+        position, begin, end = spans.offsets[at : at + 3]
+        return spans.text.segment(position, "ST", begin, end)
+
+    @property
+    def se(self) -> Segment:
+        spans = self._spans
+        if spans is None:
+            return _SE.__get__(self, ReadSet)  # type: ignore[no-any-return]
+        at = self._index * _FIELDS + 4
+        position, begin, end = spans.offsets[at : at + 3]
+        return spans.text.segment(position, "SE", begin, end)
+
+    @property
+    def code(self) -> str:
+        return self.st.get(1) if self._spans is None else self._code
+
+    @property
+    def control_number(self) -> str:
+        return self.st.get(2) if self._spans is None else self._number
 
     @property
     def body(self) -> tuple[Segment, ...]:
         try:
             return _BODY.__get__(self, ReadSet)  # type: ignore[no-any-return]
         except AttributeError:
-            text, start, stop = self._lazy[:3]  # type: ignore[index]
-            made = tuple(_split(text, start, stop, self.st.position + 1))
+            text, start, stop, _, _, position = _lazy(self)  # type: ignore[misc]
+            made = tuple(_split(text, start, stop, position + 1))
             _BODY.__set__(self, made)
             return made
 
@@ -66,12 +125,26 @@ class ReadSet(TransactionSet):
         return TransactionSet, (self.st, self.se, self.body)
 
 
-_LAZY = ReadSet.__dict__["_lazy"]
+_SPANS, _INDEX, _CODE, _NUMBER = (
+    ReadSet.__dict__[name] for name in ("_spans", "_index", "_code", "_number")
+)
 _new = object.__new__
 
 
-def _lazy(transaction_set: TransactionSet) -> tuple[Text, int, int, int, int] | None:
-    return _LAZY.__get__(transaction_set) if isinstance(transaction_set, ReadSet) else None
+def _lazy(transaction_set: TransactionSet) -> tuple[Text, int, int, int, int, int] | None:
+    """(the text, the body's first byte and the terminator ending it, the set's first
+    and last bytes, ST's position) for a set read from a file, else None."""
+    if not isinstance(transaction_set, ReadSet):
+        return None
+    spans = _SPANS.__get__(transaction_set, ReadSet)
+    if spans is None:
+        return None
+    at = _INDEX.__get__(transaction_set, ReadSet) * _FIELDS
+    st, first, st_end, body_stop, _, _, se_end = spans.offsets[at : at + _FIELDS]
+    text = spans.text
+    # SE's end is its terminator, or the end of the text when none follows it.
+    last = se_end if text.buf[se_end : se_end + 1] == text.terminator else se_end - 1
+    return text, st_end + 1, body_stop, first, last, st
 
 
 def lazy_bytes(transaction_set: TransactionSet) -> tuple[Text, int, int] | None:
@@ -88,7 +161,7 @@ def raw_bytes(transaction_set: TransactionSet) -> bytes | None:
     lazy = _lazy(transaction_set)
     if lazy is None:
         return None
-    text, _, _, first, last = lazy
+    text, _, _, first, last, _ = lazy
     return text.file[text.source(first) : text.source(last) + 1]
 
 
@@ -101,7 +174,7 @@ def tagged(transaction_set: TransactionSet, tags: tuple[str, ...]) -> list[Segme
     buf, t = text.buf, text.terminator
     element = text.element.decode()
     trail = (b" \t\r" if t == b"\n" else b" \t") if text.newline else None
-    position = transaction_set.st.position + 1
+    position = lazy[5] + 1
     found: list[Segment] = []
     counted, count, find = start, buf.count, buf.find
     # From the ST's terminator, and one byte past the body to see a last tag's end.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shared.domain.x12.envelope import Fatal, Header
-from shared.domain.x12.model import Problem
+from shared.domain.x12.model import Problem, Segment
 
 ENVELOPE_TAGS = (b"ISA", b"IEA", b"GS", b"GE", b"ST", b"SE")
 _MIN_WRAP = 60  # columns: a hard wrap is at least this wide (X12 tools wrap at 80)
@@ -45,6 +45,18 @@ class Text:
 
     def decode(self, start: int, stop: int) -> str:
         return self.buf[start:stop].decode("utf-8")
+
+    def segment(self, position: int, tag: str, begin: int, end: int) -> Segment:
+        """The envelope segment ``tag`` in ``buf[begin:end]`` (``end``: its terminator).
+        The reader and a set's ``st`` and ``se`` read them here, so they agree."""
+        raw = self.buf[begin:end]
+        if self.newline:
+            raw = raw.rstrip(b" \t\r" if self.terminator == b"\n" else b" \t")
+        return Segment(position, tag, tuple(raw.decode("utf-8", "replace").split(self.sep)[1:]))
+
+    @property
+    def sep(self) -> str:
+        return self.element.decode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,24 @@
 Only envelope segments are looked at one by one; the body segments between
 two of them are counted (``bytes.count`` of terminators), which is all the
 nesting, SE01 and the positions need.
+
+Two of them per transaction set, ST and SE, are nearly all of a large file's:
+an ST and an SE as nearly every file writes them (their elements letters and
+digits, nothing after SE02, in their place and agreeing) are each taken from one
+regular-expression match and checked with a comparison or two; anything else,
+or anything those checks doubt, is read by the general path, segment by
+segment, which reports what is wrong. ``fast=False`` reads everything the
+general way (tests compare the two).
 """
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from sys import intern
 
 from shared.domain.x12.envelope import Header
-from shared.domain.x12.lazy import ReadSet
+from shared.domain.x12.lazy import ReadSet, Spans
 from shared.domain.x12.model import (
     FunctionalGroup,
     Interchange,
@@ -22,72 +32,137 @@ from shared.domain.x12.problems import Problems
 from shared.domain.x12.scan import ENVELOPE_TAGS, Region, patterns
 
 _TAGS = {tag: tag.decode() for tag in ENVELOPE_TAGS}
+# An open set: ST's position, first byte and end, then ST01 and ST02 as sent, and
+# ST02 stripped, as a string and as bytes (what SE02 must be).
+OpenSet = tuple[int, int, int, str, str, str, bytes]
+
+
+@lru_cache(maxsize=64)
+def _regular(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
+    """(ST, SE) as nearly every file writes them, for these delimiters: ST01 and ST02
+    (and an ST03) of letters and digits, SE01 digits and SE02 letters and digits,
+    each right before its terminator (a CR before it when CRLF ends segments).
+    Nothing in them is blank space, so ``str.strip`` leaves them as they are."""
+    t, e = re.escape(terminator), re.escape(element)
+    end = rb"\r?+(?=%s)" % t if newline and terminator == b"\n" else rb"(?=%s)" % t
+    st = re.compile(rb"ST%s([0-9A-Za-z]++)%s([0-9A-Za-z]++)(?:%s[0-9A-Za-z]*+)?%s" % (e, e, e, end))
+    se = re.compile(rb"SE%s([0-9]++)%s([0-9A-Za-z]++)%s" % (e, e, end))
+    return st, se
 
 
 class EnvelopeReader:
-    def __init__(self, header: Header, region: Region, problems: Problems) -> None:
+    def __init__(
+        self, header: Header, region: Region, problems: Problems, *, fast: bool = True
+    ) -> None:
         self.header, self.region, self.problems = header, region, problems
         self.text = region.text
+        self.fast = fast
+        self.spans = Spans(region.text)
         self.groups: list[FunctionalGroup] = []
         self.group: tuple[Segment, list[TransactionSet], set[str]] | None = None
-        self.open_set: tuple[Segment, int, int] | None = None  # ST, its first byte, body start
+        self.open_set: OpenSet | None = None
         self.group_numbers: set[str] = set()
-        self.last = header.isa  # the last envelope segment read
-        self.last_end = region.lead  # the terminator ending it
+        self.last_position, self.last_tag = header.isa.position, "ISA"  # the last envelope
+        self.last_end = region.lead  # segment read, and the terminator ending it
+        self.codes: dict[bytes, str] = {}  # ST01s, one string each
 
     def read(self) -> tuple[Interchange | None, int]:
         """The interchange (None when its envelopes do not nest) and its IEA's position."""
         text, problems = self.text, self.problems
         buf, t, stop = text.buf, text.terminator, self.region.stop
-        trail = (b" \t\r" if t == b"\n" else b" \t") if text.newline else b""
-        element = text.element.decode()
         isa = self.header.isa
         if not isa.get(13).strip():
             problems.at("edi_syntax", "ISA13 (the control number) is empty", isa, 13)
-        handlers = {b"GS": self._gs, b"ST": self._st, b"SE": self._se, b"GE": self._ge}
-        count, find = buf.count, buf.find
+        count, find, rfind = buf.count, buf.find, buf.rfind
         counted, position = self.region.lead, isa.position
         envelope = patterns(t, text.element, text.newline)[0]
+        st_match, se_match = (r.match for r in _regular(t, text.element, text.newline))
+        fast, spans, codes = self.fast, self.spans, self.codes
         # The hot loop, two envelope segments (ST, SE) per transaction set: those two
-        # are handled here when they nest as they should, the rest by the handlers.
+        # are taken here when regular, the rest (and any doubt) by ``_general``.
         for match in envelope.finditer(buf, self.region.lead, stop):
             at = match.start()
             position += count(t, counted, at + 1)
             counted = at + 1
             tag = match[1]
             begin = match.end() - len(tag)
+            if fast:
+                open_set = self.open_set
+                if tag == b"SE":
+                    if open_set is not None and (se := se_match(buf, begin, stop)) is not None:
+                        st, st_begin, st_end, code, sent, _, number = open_set
+                        if se[2] == number and se[1] == b"%d" % (position - st + 1):
+                            end = se.end()  # its terminator (past a CR)
+                            index = spans.add(
+                                st, st_begin, st_end, rfind(t, 0, begin), position, begin, end
+                            )
+                            self.group[1].append(ReadSet.of(spans, index, code, sent))  # type: ignore[index]
+                            self.open_set = None
+                            self.last_position, self.last_tag, self.last_end = position, "SE", end
+                            continue
+                elif (
+                    tag == b"ST"
+                    and open_set is None
+                    and position == self.last_position + 1
+                    and self.group is not None
+                    and (st_ := st_match(buf, begin, stop)) is not None
+                ):
+                    sent = st_[2].decode()
+                    numbers = self.group[2]
+                    if sent not in numbers:
+                        numbers.add(sent)
+                        code = codes.get(st_[1]) or _code(codes, st_[1])
+                        end = st_.end()  # its terminator (past a CR)
+                        self.open_set = (position, begin, end, code, sent, sent, st_[2])
+                        self.last_position, self.last_tag, self.last_end = position, "ST", end
+                        continue
             end = find(t, begin, stop)
-            end = stop if end < 0 else end
-            raw = buf[begin:end].rstrip(trail) if trail else buf[begin:end]
-            parts = raw.decode("utf-8", "replace").split(element)
-            if tag == b"ST" or tag == b"SE":
-                _share(parts, self.open_set if tag == b"SE" else None)
-            segment = Segment(position, _TAGS[tag], tuple(parts[1:]))
-            open_set = self.open_set
-            if tag == b"SE" and open_set is not None:
-                st = open_set[0]
-                number = st.elements[1].strip() if len(st.elements) > 1 else ""
-                count_ok = len(parts) > 2 and parts[1] == str(position - st.position + 1)
-                if not count_ok or parts[2].strip() != number:
-                    self._se_checks(segment, st, number)
-                last = end if buf[end : end + 1] == t else end - 1
-                lazy = (text, open_set[2], buf.rfind(t, 0, begin), open_set[1], last)
-                self.group[1].append(ReadSet.of(st, segment, lazy))  # type: ignore[index]
-                self.open_set = None
-            elif open_set is None and position != self.last.position + 1:
-                self._stray(at)
-            if tag == b"IEA":
-                return self._iea(segment)
-            if tag == b"ISA":
-                return self._broken(segment, "an ISA inside an interchange: its IEA is missing")
-            if tag != b"SE" or open_set is None:
-                handlers[tag](segment, begin, end)
-            self.last, self.last_end = segment, end
-        return self._broken(self.last, "the interchange ends without an IEA: truncated")
+            outcome = self._general(position, tag, at, begin, stop if end < 0 else end)
+            if outcome is not None:
+                return outcome
+        return self._broken(
+            self.last_position, self.last_tag, "the interchange ends without an IEA: truncated"
+        )
 
-    def _broken(self, segment: Segment, message: str) -> tuple[None, int]:
-        self.problems.at("edi_envelope", message, segment, fatal=True)
-        return None, segment.position
+    def _general(
+        self, position: int, tag: bytes, at: int, begin: int, end: int
+    ) -> tuple[Interchange | None, int] | None:
+        """Envelope segment ``tag`` at ``begin`` read and checked segment by segment;
+        the interchange once it ends (its IEA, or an ISA before it), else None."""
+        segment = self.text.segment(position, _TAGS[tag], begin, end)
+        open_set = self.open_set
+        if tag == b"SE" and open_set is not None:
+            st, st_begin, st_end, code, sent, number, _ = open_set
+            elements = segment.elements
+            count_ok = len(elements) > 1 and elements[0] == str(position - st + 1)
+            if not count_ok or elements[1].strip() != number:
+                self._se_checks(segment, st, number)
+            buf, t = self.text.buf, self.text.terminator
+            index = self.spans.add(
+                st, st_begin, st_end, buf.rfind(t, 0, begin), position, begin, end
+            )
+            self.group[1].append(ReadSet.of(self.spans, index, code, sent))  # type: ignore[index]
+            self.open_set = None
+        elif open_set is None and position != self.last_position + 1:
+            self._stray(at)
+        if tag == b"IEA":
+            return self._iea(segment)
+        if tag == b"ISA":
+            return self._broken(position, "ISA", "an ISA inside an interchange: its IEA is missing")
+        if tag == b"GS":
+            self._gs(segment)
+        elif tag == b"ST":
+            self._st(segment, begin, end)
+        elif tag == b"GE":
+            self._ge(segment)
+        elif open_set is None:  # an SE: ``read`` closes the others
+            self.problems.at("edi_envelope", "an SE without its ST", segment, fatal=True)
+        self.last_position, self.last_tag, self.last_end = position, segment.tag, end
+        return None
+
+    def _broken(self, position: int, tag: str, message: str) -> tuple[None, int]:
+        self.problems.add(Problem("edi_envelope", message, position, tag), fatal=True)
+        return None, position
 
     def _stray(self, before: int) -> None:
         """Body segments between the last envelope segment and this one, outside any set."""
@@ -95,9 +170,9 @@ class EnvelopeReader:
         raw = text.buf[self.last_end + 1 : before + 1].lstrip()[:3].split(text.element)[0]
         tag = raw.split(text.terminator)[0].decode("utf-8", "replace")
         message = f"segment {tag} outside a transaction set"
-        self.problems.add(Problem("edi_envelope", message, self.last.position + 1, tag), fatal=True)
+        self.problems.add(Problem("edi_envelope", message, self.last_position + 1, tag), fatal=True)
 
-    def _gs(self, gs: Segment, begin: int, end: int) -> None:
+    def _gs(self, gs: Segment) -> None:
         self._close_set_before(gs)
         if self.group is not None:
             self.problems.at("edi_envelope", "a GS before the GE of the group", gs, fatal=True)
@@ -126,20 +201,17 @@ class EnvelopeReader:
                 "edi_duplicate_control", f"ST02 {number} twice in one group", st, 2, number
             )
         self.group[2].add(number)
-        self.open_set = (st, begin, end + 1)
+        code, sent = intern(st.get(1)), st.get(2)
+        self.open_set = (st.position, begin, end, code, sent, number, number.encode())
 
-    def _se(self, se: Segment, begin: int, end: int) -> None:
-        # Only reached for an SE outside a set: ``read`` closes the others.
-        self.problems.at("edi_envelope", "an SE without its ST", se, fatal=True)
-
-    def _se_checks(self, se: Segment, st: Segment, number: str) -> None:
-        _count(self.problems, se, se.position - st.position + 1, "segments in ST..SE", number)
+    def _se_checks(self, se: Segment, st: int, number: str) -> None:
+        _count(self.problems, se, se.position - st + 1, "segments in ST..SE", number)
         if se.get(2).strip() != number:
             self.problems.at(
                 "edi_control_mismatch", f"SE02 {se.get(2)!r} is not ST02 {number!r}", se, 2, number
             )
 
-    def _ge(self, ge: Segment, begin: int, end: int) -> None:
+    def _ge(self, ge: Segment) -> None:
         self._close_set_before(ge)
         if self.group is None:
             self.problems.at("edi_envelope", "a GE without its GS", ge, fatal=True)
@@ -174,26 +246,20 @@ class EnvelopeReader:
 
     def _close_set_before(self, segment: Segment) -> None:
         if self.open_set is not None:
-            st = self.open_set[0]
+            number = self.open_set[5]
             self.problems.at(
                 "edi_envelope",
-                f"a {segment.tag} inside transaction set {st.get(2).strip()}: its SE is missing",
+                f"a {segment.tag} inside transaction set {number}: its SE is missing",
                 segment,
-                control=st.get(2).strip(),
+                control=number,
                 fatal=True,
             )
             self.open_set = None
 
 
-def _share(parts: list[str], open_set: tuple[Segment, int, int] | None) -> None:
-    """One string per ST01 and per SE01 count, not one per set, and SE02 the ST02
-    it repeats (``open_set``: the SE's): 100,000 sets hold ~25 MB less."""
-    if len(parts) > 1:
-        parts[1] = intern(parts[1])
-    if open_set is not None and len(parts) > 2:
-        sent = open_set[0].elements
-        if len(sent) > 1 and parts[2] == sent[1]:
-            parts[2] = sent[1]
+def _code(codes: dict[bytes, str], sent: bytes) -> str:
+    """ST01 as a string, one for all the sets that send it."""
+    return codes.setdefault(sent, intern(sent.decode()))
 
 
 def _count(problems: Problems, segment: Segment, actual: int, what: str, number: str) -> None:
