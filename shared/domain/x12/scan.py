@@ -70,7 +70,8 @@ class Region:
 
 @lru_cache(maxsize=64)
 def patterns(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
-    """(envelope segments, a segment that is not one, the IEA) for these delimiters."""
+    """(envelope segments, a segment that is not one, the IEA, and either of the first
+    two: an envelope segment's tag in group 1, else no segment) for these delimiters."""
     t, e = re.escape(terminator), re.escape(element)
     lead = rb"[ \t]*+" if newline else rb"[ \t\r\n]*+"
     trail = rb"[ \t\r]" if terminator == b"\n" else rb"[ \t]"
@@ -79,7 +80,8 @@ def patterns(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Patte
     envelope = re.compile(rb"%s%s(%s)(?=%s)" % (t, lead, tags, end))
     not_a_segment = re.compile(rb"%s%s(?![A-Z0-9]{2,3}%s)" % (t, lead, end))
     iea = re.compile(rb"%s%sIEA(?=%s)" % (t, lead, end))
-    return envelope, not_a_segment, iea
+    either = re.compile(rb"%s%s(?:(%s)(?=%s)|(?![A-Z0-9]{2,3}%s))" % (t, lead, tags, end, end))
+    return envelope, not_a_segment, iea, either
 
 
 def find_region(data: bytes, header: Header, isa_start: int) -> Region:
@@ -88,7 +90,7 @@ def find_region(data: bytes, header: Header, isa_start: int) -> Region:
     region = _up_to_iea(text, header.lead)
     if header.newline:
         return region
-    broken = _break_inside_segment(data, header.lead, region.stop, header.terminator)
+    broken = line_break_inside(data, header.lead, region.stop, header.terminator)
     if broken is None:
         return region
     if not _hard_wrapped(data, isa_start, region.stop):
@@ -128,7 +130,7 @@ def _break_rules(terminator: bytes) -> tuple[re.Pattern[bytes], ...]:
     )
 
 
-def _break_inside_segment(data: bytes, lead: int, stop: int, terminator: bytes) -> int | None:
+def line_break_inside(data: bytes, lead: int, stop: int, terminator: bytes) -> int | None:
     """The first line break that falls inside a segment (not after its terminator)."""
     first: int | None = None
     for rule in _break_rules(terminator):
@@ -185,7 +187,7 @@ def syntax_problems(region: Region, first: int, limit: int) -> list[Problem]:
     ``first`` is the position of the first segment after the ISA."""
     text = region.text
     buf, t = text.buf, text.terminator
-    found = _not_utf8(region, first, limit)
+    found = not_utf8(region, first, limit)
     end = region.stop - 1 if buf[region.stop - 1 : region.stop] == t else region.stop
     counted, seen = region.lead + 1, 0
     for match in patterns(t, text.element, text.newline)[1].finditer(buf, region.lead, end):
@@ -199,7 +201,7 @@ def syntax_problems(region: Region, first: int, limit: int) -> list[Problem]:
     return found
 
 
-def _not_utf8(region: Region, first: int, limit: int) -> list[Problem]:
+def not_utf8(region: Region, first: int, limit: int) -> list[Problem]:
     buf, t = region.text.buf, region.text.terminator
     found: list[Problem] = []
     start = region.lead

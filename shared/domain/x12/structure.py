@@ -16,11 +16,12 @@ general way (tests compare the two).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from sys import intern
 
 from shared.domain.x12.envelope import Header
-from shared.domain.x12.lazy import ReadSet, Spans
+from shared.domain.x12.lazy import Spans, new_set
 from shared.domain.x12.model import (
     FunctionalGroup,
     Interchange,
@@ -52,11 +53,20 @@ def _regular(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Patte
 
 class EnvelopeReader:
     def __init__(
-        self, header: Header, region: Region, problems: Problems, *, fast: bool = True
+        self,
+        header: Header,
+        region: Region,
+        problems: Problems,
+        *,
+        fast: bool = True,
+        check_tags: bool = False,
     ) -> None:
+        """``check_tags``: the envelope scan also finds segments without a tag (what
+        ``syntax_problems`` looks for) and stops at the first (``self.untagged``)."""
         self.header, self.region, self.problems = header, region, problems
         self.text = region.text
-        self.fast = fast
+        self.fast, self.check_tags, self.untagged = fast, check_tags, False
+        self.iea_end = -1  # the IEA's terminator (or the end of the text), once read
         self.spans = Spans(region.text)
         self.groups: list[FunctionalGroup] = []
         self.group: tuple[Segment, list[TransactionSet], set[str]] | None = None
@@ -73,79 +83,83 @@ class EnvelopeReader:
         isa = self.header.isa
         if not isa.get(13).strip():
             problems.at("edi_syntax", "ISA13 (the control number) is empty", isa, 13)
-        count, find, rfind = buf.count, buf.find, buf.rfind
-        counted, position = self.region.lead, isa.position
-        envelope = patterns(t, text.element, text.newline)[0]
-        st_match, se_match = (r.match for r in _regular(t, text.element, text.newline))
-        fast, spans, codes = self.fast, self.spans, self.codes
+        count = buf.count
+        envelope = patterns(t, text.element, text.newline)[3 if self.check_tags else 0]
+        st_match, se_match = _matchers(t, text.element, text.newline, self.fast)
+        spans, codes, counts = self.spans, self.codes, _Counts()
+        add, pack, made = spans.offsets.frombytes, spans.pack, spans.count
         # The hot loop, two envelope segments (ST, SE) per transaction set: those two
-        # are taken here when regular, the rest (and any doubt) by ``_general``.
+        # are taken here when regular, the rest (and any doubt) by ``_general``. That
+        # keeps the reader's state on ``self``; this loop keeps it in locals, handed
+        # over around each ``_general``.
+        open_set, group = self.open_set, self.group
+        sets, numbers = (None, None) if group is None else (group[1], group[2])
+        last_position, last_tag, last_end = self.last_position, self.last_tag, self.last_end
+        # ``position`` is that of the segment whose tag starts at ``counted``.
+        counted, position = self.region.lead, isa.position
         for match in envelope.finditer(buf, self.region.lead, stop):
-            at = match.start()
-            position += count(t, counted, at + 1)
-            counted = at + 1
             tag = match[1]
-            begin = match.end() - len(tag)
-            if fast:
-                open_set = self.open_set
-                if tag == b"SE":
-                    if open_set is not None and (se := se_match(buf, begin, stop)) is not None:
-                        st, st_begin, st_end, code, sent, _, number = open_set
-                        if se[2] == number and se[1] == b"%d" % (position - st + 1):
-                            end = se.end()  # its terminator (past a CR)
-                            index = spans.add(
-                                st, st_begin, st_end, rfind(t, 0, begin), position, begin, end
-                            )
-                            self.group[1].append(ReadSet.of(spans, index, code, sent))  # type: ignore[index]
-                            self.open_set = None
-                            self.last_position, self.last_tag, self.last_end = position, "SE", end
-                            continue
-                elif (
-                    tag == b"ST"
-                    and open_set is None
-                    and position == self.last_position + 1
-                    and self.group is not None
-                    and (st_ := st_match(buf, begin, stop)) is not None
-                ):
-                    sent = st_[2].decode()
-                    numbers = self.group[2]
-                    if sent not in numbers:
-                        numbers.add(sent)
-                        code = codes.get(st_[1]) or _code(codes, st_[1])
-                        end = st_.end()  # its terminator (past a CR)
-                        self.open_set = (position, begin, end, code, sent, sent, st_[2])
-                        self.last_position, self.last_tag, self.last_end = position, "ST", end
-                        continue
-            end = find(t, begin, stop)
-            outcome = self._general(position, tag, at, begin, stop if end < 0 else end)
+            if tag == b"SE" and open_set is not None:
+                begin = match.end() - 2
+                position += count(t, counted, begin)
+                counted = begin
+                se = se_match(buf, begin, stop)
+                st, st_begin, st_end, code, sent, _, number = open_set
+                if se is not None and se.groups() == (counts[position - st + 1], number):
+                    end = se.end()  # its terminator (past a CR)
+                    # The terminator before SE's tag ends the body.
+                    add(pack(st, st_begin, st_end, match.start(), position, begin, end))
+                    sets.append(new_set(spans, made, code, sent))  # type: ignore[union-attr]
+                    made += 1
+                    open_set = None
+                    last_position, last_tag, last_end = position, "SE", end
+                    continue
+            elif tag == b"ST" and open_set is None and match.start() == last_end and group:
+                # Right after the last envelope segment's terminator: no stray segment.
+                begin = match.end() - 2
+                st_ = st_match(buf, begin, stop)
+                if st_ is not None and (sent := st_[2].decode()) not in numbers:  # type: ignore[operator]
+                    numbers.add(sent)  # type: ignore[union-attr]
+                    code = codes.get(st_[1]) or _code(codes, st_[1])
+                    end = st_.end()  # its terminator (past a CR)
+                    position, counted = last_position + 1, begin
+                    open_set = (position, begin, end, code, sent, sent, st_[2])
+                    last_position, last_tag, last_end = position, "ST", end
+                    continue
+            begin = match.end() - len(tag or b"")
+            position += count(t, counted, begin)
+            counted = begin
+            self.open_set, self.last_position, self.last_tag = open_set, last_position, last_tag
+            self.last_end, spans.count = last_end, made
+            outcome = self._general(position, tag, match.start(), begin)
             if outcome is not None:
                 return outcome
+            open_set, group, made = self.open_set, self.group, spans.count
+            sets, numbers = (None, None) if group is None else (group[1], group[2])
+            last_position, last_tag, last_end = position, self.last_tag, self.last_end
         return self._broken(
-            self.last_position, self.last_tag, "the interchange ends without an IEA: truncated"
+            last_position, last_tag, "the interchange ends without an IEA: truncated"
         )
 
     def _general(
-        self, position: int, tag: bytes, at: int, begin: int, end: int
+        self, position: int, tag: bytes | None, at: int, begin: int
     ) -> tuple[Interchange | None, int] | None:
         """Envelope segment ``tag`` at ``begin`` read and checked segment by segment;
         the interchange once it ends (its IEA, or an ISA before it), else None."""
+        if tag is None:  # a segment without a tag (``check_tags``)
+            self.untagged = True
+            return None, position
+        stop = self.region.stop
+        end = self.text.buf.find(self.text.terminator, begin, stop)
+        end = stop if end < 0 else end
         segment = self.text.segment(position, _TAGS[tag], begin, end)
         open_set = self.open_set
         if tag == b"SE" and open_set is not None:
-            st, st_begin, st_end, code, sent, number, _ = open_set
-            elements = segment.elements
-            count_ok = len(elements) > 1 and elements[0] == str(position - st + 1)
-            if not count_ok or elements[1].strip() != number:
-                self._se_checks(segment, st, number)
-            buf, t = self.text.buf, self.text.terminator
-            index = self.spans.add(
-                st, st_begin, st_end, buf.rfind(t, 0, begin), position, begin, end
-            )
-            self.group[1].append(ReadSet.of(self.spans, index, code, sent))  # type: ignore[index]
-            self.open_set = None
+            self._close_set(segment, open_set, begin, end)
         elif open_set is None and position != self.last_position + 1:
             self._stray(at)
         if tag == b"IEA":
+            self.iea_end = end
             return self._iea(segment)
         if tag == b"ISA":
             return self._broken(position, "ISA", "an ISA inside an interchange: its IEA is missing")
@@ -204,6 +218,17 @@ class EnvelopeReader:
         code, sent = intern(st.get(1)), st.get(2)
         self.open_set = (st.position, begin, end, code, sent, number, number.encode())
 
+    def _close_set(self, se: Segment, open_set: OpenSet, begin: int, end: int) -> None:
+        st, st_begin, st_end, code, sent, number, _ = open_set
+        elements = se.elements
+        count_ok = len(elements) > 1 and elements[0] == str(se.position - st + 1)
+        if not count_ok or elements[1].strip() != number:
+            self._se_checks(se, st, number)
+        body_stop = self.text.buf.rfind(self.text.terminator, 0, begin)
+        index = self.spans.add(st, st_begin, st_end, body_stop, se.position, begin, end)
+        self.group[1].append(new_set(self.spans, index, code, sent))  # type: ignore[index]
+        self.open_set = None
+
     def _se_checks(self, se: Segment, st: int, number: str) -> None:
         _count(self.problems, se, se.position - st + 1, "segments in ST..SE", number)
         if se.get(2).strip() != number:
@@ -255,6 +280,29 @@ class EnvelopeReader:
                 fatal=True,
             )
             self.open_set = None
+
+
+class _Counts(dict[int, bytes]):
+    """SE01 as it must read for a set of n segments, made once for each n."""
+
+    def __missing__(self, n: int) -> bytes:
+        self[n] = written = b"%d" % n
+        return written
+
+
+Matcher = Callable[[bytes, int, int], "re.Match[bytes] | None"]
+
+
+def _matchers(terminator: bytes, element: bytes, newline: bool, fast: bool) -> list[Matcher]:
+    """``_regular``'s ST and SE; with ``fast=False`` none is, so the general path
+    reads them all."""
+    if not fast:
+        return [_no_match, _no_match]
+    return [pattern.match for pattern in _regular(terminator, element, newline)]
+
+
+def _no_match(buf: bytes, begin: int, stop: int) -> None:
+    return None
 
 
 def _code(codes: dict[bytes, str], sent: bytes) -> str:
