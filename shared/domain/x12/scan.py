@@ -2,7 +2,7 @@
 
 Everything here is a regular-expression or ``bytes`` scan (C speed, linear):
 the reader looks at envelope segments (ISA/GS/ST/SE/GE/IEA) one by one and at
-body segments only through these scans, so a 60 MB file is read in about a
+body segments only through these scans, so a 60 MB file is read in about half a
 second. A body segment is split into elements when it is asked for
 (``shared.domain.x12.lazy``).
 """
@@ -68,20 +68,46 @@ class Region:
     resume: int  # where the next interchange may start, in the file's offsets
 
 
-@lru_cache(maxsize=64)
-def patterns(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
-    """(envelope segments, a segment that is not one, the IEA, and either of the first
-    two: an envelope segment's tag in group 1, else no segment) for these delimiters."""
+def _pieces(terminator: bytes, element: bytes, newline: bool) -> tuple[bytes, ...]:
+    """(terminator, element separator, the blank space leading a segment, what may
+    follow a tag), as pattern text."""
     t, e = re.escape(terminator), re.escape(element)
     lead = rb"[ \t]*+" if newline else rb"[ \t\r\n]*+"
     trail = rb"[ \t\r]" if terminator == b"\n" else rb"[ \t]"
     end = (rb"(?:%s|%s*+(?:%s|\Z))" % (e, trail, t)) if newline else (rb"(?:%s|%s)" % (e, t))
-    tags = b"|".join(ENVELOPE_TAGS)
-    envelope = re.compile(rb"%s%s(%s)(?=%s)" % (t, lead, tags, end))
+    return t, e, lead, end
+
+
+@lru_cache(maxsize=64)
+def patterns(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
+    """(a segment that is not one, the IEA) for these delimiters."""
+    t, _, lead, end = _pieces(terminator, element, newline)
     not_a_segment = re.compile(rb"%s%s(?![A-Z0-9]{2,3}%s)" % (t, lead, end))
     iea = re.compile(rb"%s%sIEA(?=%s)" % (t, lead, end))
-    either = re.compile(rb"%s%s(?:(%s)(?=%s)|(?![A-Z0-9]{2,3}%s))" % (t, lead, tags, end, end))
-    return envelope, not_a_segment, iea, either
+    return not_a_segment, iea
+
+
+@lru_cache(maxsize=64)
+def envelope_scan(
+    terminator: bytes, element: bytes, newline: bool, fast: bool, check_tags: bool
+) -> re.Pattern[bytes]:
+    """The envelope segments, one match each: group 5 the tag or, when ``fast``, an ST
+    and an SE as nearly every file writes them, whole (ST01 and ST02 in groups 1 and 2,
+    SE01 and SE02 in 3 and 4): ST01, ST02 (and an ST03) and SE02 of letters and
+    digits, SE01 of digits, each segment ending right at its terminator (past a CR
+    when CRLF ends segments). Nothing in those is blank space, so ``str.strip``
+    leaves them as they are. ``check_tags``: a match without a group is a segment
+    without a tag (``patterns``' first, in the same scan)."""
+    t, e, lead, end = _pieces(terminator, element, newline)
+    cr = rb"\r?+" if newline and terminator == b"\n" else b""
+    word = rb"[0-9A-Za-z]++"
+    st = rb"ST%s(%s)%s(%s)(?:%s[0-9A-Za-z]*+)?%s(?=%s)" % (e, word, e, word, e, cr, t)
+    se = rb"SE%s([0-9]++)%s(%s)%s(?=%s)" % (e, e, word, cr, t)
+    if not fast:  # groups 1 to 4 never take part
+        st = se = rb"(?!)()()"
+    tags = b"|".join(ENVELOPE_TAGS)
+    untagged = rb"|(?![A-Z0-9]{2,3}%s)" % end if check_tags else b""
+    return re.compile(rb"%s%s(?:%s|%s|(%s)(?=%s)%s)" % (t, lead, st, se, tags, end, untagged))
 
 
 def find_region(data: bytes, header: Header, isa_start: int) -> Region:
@@ -112,7 +138,7 @@ def find_region(data: bytes, header: Header, isa_start: int) -> Region:
 
 def _up_to_iea(text: Text, lead: int) -> Region:
     buf, t = text.buf, text.terminator
-    iea = patterns(t, text.element, text.newline)[2].search(buf, lead)
+    iea = patterns(t, text.element, text.newline)[1].search(buf, lead)
     if iea is None:
         return Region(text, lead, len(buf), False, len(text.file))
     end = buf.find(t, iea.end())
@@ -190,7 +216,7 @@ def syntax_problems(region: Region, first: int, limit: int) -> list[Problem]:
     found = not_utf8(region, first, limit)
     end = region.stop - 1 if buf[region.stop - 1 : region.stop] == t else region.stop
     counted, seen = region.lead + 1, 0
-    for match in patterns(t, text.element, text.newline)[1].finditer(buf, region.lead, end):
+    for match in patterns(t, text.element, text.newline)[0].finditer(buf, region.lead, end):
         if len(found) >= limit:
             break
         seen += buf.count(t, counted, match.start() + 1)

@@ -16,8 +16,6 @@ general way (tests compare the two).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from functools import lru_cache
 from sys import intern
 
 from shared.domain.x12.envelope import Header
@@ -30,25 +28,12 @@ from shared.domain.x12.model import (
     TransactionSet,
 )
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.scan import ENVELOPE_TAGS, Region, patterns
+from shared.domain.x12.scan import ENVELOPE_TAGS, Region, envelope_scan
 
 _TAGS = {tag: tag.decode() for tag in ENVELOPE_TAGS}
 # An open set: ST's position, first byte and end, then ST01 and ST02 as sent, and
 # ST02 stripped, as a string and as bytes (what SE02 must be).
 OpenSet = tuple[int, int, int, str, str, str, bytes]
-
-
-@lru_cache(maxsize=64)
-def _regular(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
-    """(ST, SE) as nearly every file writes them, for these delimiters: ST01 and ST02
-    (and an ST03) of letters and digits, SE01 digits and SE02 letters and digits,
-    each right before its terminator (a CR before it when CRLF ends segments).
-    Nothing in them is blank space, so ``str.strip`` leaves them as they are."""
-    t, e = re.escape(terminator), re.escape(element)
-    end = rb"\r?+(?=%s)" % t if newline and terminator == b"\n" else rb"(?=%s)" % t
-    st = re.compile(rb"ST%s([0-9A-Za-z]++)%s([0-9A-Za-z]++)(?:%s[0-9A-Za-z]*+)?%s" % (e, e, e, end))
-    se = re.compile(rb"SE%s([0-9]++)%s([0-9A-Za-z]++)%s" % (e, e, end))
-    return st, se
 
 
 class EnvelopeReader:
@@ -84,8 +69,7 @@ class EnvelopeReader:
         if not isa.get(13).strip():
             problems.at("edi_syntax", "ISA13 (the control number) is empty", isa, 13)
         count = buf.count
-        envelope = patterns(t, text.element, text.newline)[3 if self.check_tags else 0]
-        st_match, se_match = _matchers(t, text.element, text.newline, self.fast)
+        scan = envelope_scan(t, text.element, text.newline, self.fast, self.check_tags)
         spans, codes, counts = self.spans, self.codes, _Counts()
         add, pack, made = spans.offsets.frombytes, spans.pack, spans.count
         # The hot loop, two envelope segments (ST, SE) per transaction set: those two
@@ -97,16 +81,15 @@ class EnvelopeReader:
         last_position, last_tag, last_end = self.last_position, self.last_tag, self.last_end
         # ``position`` is that of the segment whose tag starts at ``counted``.
         counted, position = self.region.lead, isa.position
-        for match in envelope.finditer(buf, self.region.lead, stop):
-            tag = match[1]
-            if tag == b"SE" and open_set is not None:
-                begin = match.end() - 2
+        for match in scan.finditer(buf, self.region.lead, stop):
+            kind = match.lastindex  # 2: a regular ST, 4: a regular SE (``envelope_scan``)
+            if kind == 4 and open_set is not None:
+                begin = match.start(3) - 3
                 position += count(t, counted, begin)
                 counted = begin
-                se = se_match(buf, begin, stop)
                 st, st_begin, st_end, code, sent, _, number = open_set
-                if se is not None and se.groups() == (counts[position - st + 1], number):
-                    end = se.end()  # its terminator (past a CR)
+                if match.group(4, 3) == (number, counts[position - st + 1]):
+                    end = match.end()  # its terminator (past a CR)
                     # The terminator before SE's tag ends the body.
                     add(pack(st, st_begin, st_end, match.start(), position, begin, end))
                     sets.append(new_set(spans, made, code, sent))  # type: ignore[union-attr]
@@ -114,19 +97,19 @@ class EnvelopeReader:
                     open_set = None
                     last_position, last_tag, last_end = position, "SE", end
                     continue
-            elif tag == b"ST" and open_set is None and match.start() == last_end and group:
+            elif kind == 2 and open_set is None and group and match.start() == last_end:
                 # Right after the last envelope segment's terminator: no stray segment.
-                begin = match.end() - 2
-                st_ = st_match(buf, begin, stop)
-                if st_ is not None and (sent := st_[2].decode()) not in numbers:  # type: ignore[operator]
+                st01, st02 = match.group(1, 2)
+                sent = st02.decode()
+                if sent not in numbers:  # type: ignore[operator]
                     numbers.add(sent)  # type: ignore[union-attr]
-                    code = codes.get(st_[1]) or _code(codes, st_[1])
-                    end = st_.end()  # its terminator (past a CR)
+                    code = codes.get(st01) or _code(codes, st01)
+                    begin, end = match.start(1) - 3, match.end()  # ``end``: its terminator
                     position, counted = last_position + 1, begin
-                    open_set = (position, begin, end, code, sent, sent, st_[2])
+                    open_set = (position, begin, end, code, sent, sent, st02)
                     last_position, last_tag, last_end = position, "ST", end
                     continue
-            begin = match.end() - len(tag or b"")
+            tag, begin = _tag(match, kind)
             position += count(t, counted, begin)
             counted = begin
             self.open_set, self.last_position, self.last_tag = open_set, last_position, last_tag
@@ -290,19 +273,14 @@ class _Counts(dict[int, bytes]):
         return written
 
 
-Matcher = Callable[[bytes, int, int], "re.Match[bytes] | None"]
-
-
-def _matchers(terminator: bytes, element: bytes, newline: bool, fast: bool) -> list[Matcher]:
-    """``_regular``'s ST and SE; with ``fast=False`` none is, so the general path
-    reads them all."""
-    if not fast:
-        return [_no_match, _no_match]
-    return [pattern.match for pattern in _regular(terminator, element, newline)]
-
-
-def _no_match(buf: bytes, begin: int, stop: int) -> None:
-    return None
+def _tag(match: re.Match[bytes], kind: int | None) -> tuple[bytes | None, int]:
+    """An ``envelope_scan`` match's tag (None for a segment without one) and where it starts."""
+    if kind is None:
+        return None, match.end()
+    if kind == 5:
+        return match[5], match.start(5)
+    # A regular ST or SE (groups 1 and 2, or 3 and 4) that the loop did not take.
+    return (b"ST" if kind == 2 else b"SE"), match.start(kind - 1) - 3
 
 
 def _code(codes: dict[bytes, str], sent: bytes) -> str:
