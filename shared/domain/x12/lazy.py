@@ -19,7 +19,7 @@ from functools import lru_cache
 from struct import Struct
 from typing import Any
 
-from shared.domain.x12.model import Segment, TransactionSet
+from shared.domain.x12.model import Segment, TransactionSet, segment
 from shared.domain.x12.scan import Text
 
 _ST, _SE, _BODY = (TransactionSet.__dict__[name] for name in ("st", "se", "body"))
@@ -32,7 +32,7 @@ class Spans:
     their tuples, strings and ints), which a 100,000-set file would hold all through
     mapping and storage."""
 
-    __slots__ = ("count", "offsets", "pack", "text")
+    __slots__ = ("count", "head", "offsets", "pack", "size", "text", "unpack")
 
     def __init__(self, text: Text) -> None:
         self.text = text
@@ -40,17 +40,20 @@ class Spans:
         # Offsets and positions are below len(buf): 4 bytes each unless buf is 4 GB.
         code = "Q" if len(text.buf) >= 1 << (8 * array("I").itemsize) else "I"
         self.offsets = array(code)
-        # A set's seven numbers as the array's bytes: ``offsets.frombytes(pack(...))``
-        # takes a third of the time of ``offsets.extend`` (100,000 sets: 30 ms).
-        self.pack = Struct(f"{_FIELDS}{code}").pack
+        # A set's numbers to and from the array's bytes in one call each (``extend``
+        # and slicing the array take three times as long).
+        numbers = Struct(f"{_FIELDS}{code}")
+        self.pack, self.unpack, self.size = numbers.pack, numbers.unpack_from, numbers.size
+        self.head = Struct(f"3{code}").unpack_from  # ST's three
 
     def add(
-        self, st: int, st_begin: int, st_end: int, stop: int, se: int, se_begin: int, se_end: int
+        self, st: int, st_begin: int, st_end: int, stop: int, se: int, se_begin: int, last: int
     ) -> int:
-        """A set's index, given ST's and SE's positions, each one's first byte (its tag)
-        and end (its terminator, as ``Text.segment`` takes), and ``stop``, the
-        terminator ending the last body segment (ST's when the body is empty)."""
-        self.offsets.frombytes(self.pack(st, st_begin, st_end, stop, se, se_begin, se_end))
+        """A set's index, given ST's and SE's positions, each one's first byte (its tag),
+        ST's end (its terminator, as ``Text.segment`` takes it), ``stop``, the terminator
+        ending the last body segment (ST's when the body is empty), and ``last``, the
+        set's last byte (SE's terminator, or its last byte when none follows it)."""
+        self.offsets.frombytes(self.pack(st, st_begin, st_end, stop, se, se_begin, last))
         self.count += 1
         return self.count - 1
 
@@ -83,8 +86,15 @@ class ReadSet(TransactionSet):
         spans = self._spans
         if spans is None:
             return _ST.__get__(self, ReadSet)  # type: ignore[no-any-return]
-        at = self._index * _FIELDS
-        position, begin, end = spans.offsets[at : at + 3]
+        position, begin, end = spans.head(spans.offsets, self._index * spans.size)
+        code, number = self._code, self._number
+        # Its bytes "ST", a separator, ST01, a separator, a non-empty ST02 and nothing
+        # else (ASCII, so a character is a byte; an empty ST02 could be a blank space
+        # stripped): the elements are the two kept. Every set's mapping asks for its
+        # ST once (``mapping._one_kind``); this spares it the parse.
+        size = 4 + len(code) + len(number)
+        if end - begin == size and number and code.isascii() and number.isascii():
+            return segment(position, "ST", (code, number))
         return spans.text.segment(position, "ST", begin, end)
 
     @property
@@ -92,9 +102,11 @@ class ReadSet(TransactionSet):
         spans = self._spans
         if spans is None:
             return _SE.__get__(self, ReadSet)  # type: ignore[no-any-return]
-        at = self._index * _FIELDS + 4
-        position, begin, end = spans.offsets[at : at + 3]
-        return spans.text.segment(position, "SE", begin, end)
+        numbers = spans.unpack(spans.offsets, self._index * spans.size)
+        position, begin, last = numbers[4:]
+        text = spans.text
+        end = last if text.buf[last : last + 1] == text.terminator else last + 1
+        return text.segment(position, "SE", begin, end)
 
     @property
     def code(self) -> str:
@@ -150,15 +162,12 @@ def _lazy(transaction_set: TransactionSet) -> tuple[Text, int, int, int, int, in
     and last bytes, ST's position) for a set read from a file, else None."""
     if not isinstance(transaction_set, ReadSet):
         return None
-    spans = _SPANS.__get__(transaction_set, ReadSet)
+    spans = transaction_set._spans
     if spans is None:
         return None
-    at = _INDEX.__get__(transaction_set, ReadSet) * _FIELDS
-    st, first, st_end, body_stop, _, _, se_end = spans.offsets[at : at + _FIELDS]
-    text = spans.text
-    # SE's end is its terminator, or the end of the text when none follows it.
-    last = se_end if text.buf[se_end : se_end + 1] == text.terminator else se_end - 1
-    return text, st_end + 1, body_stop, first, last, st
+    numbers = spans.unpack(spans.offsets, transaction_set._index * spans.size)
+    st, first, st_end, body_stop, _, _, last = numbers
+    return spans.text, st_end + 1, body_stop, first, last, st
 
 
 def lazy_bytes(transaction_set: TransactionSet) -> tuple[Text, int, int] | None:

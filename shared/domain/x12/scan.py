@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shared.domain.x12.envelope import Fatal, Header
-from shared.domain.x12.model import Problem, Segment
+from shared.domain.x12.model import Problem, Segment, segment
 
 ENVELOPE_TAGS = (b"ISA", b"IEA", b"GS", b"GE", b"ST", b"SE")
 _MIN_WRAP = 60  # columns: a hard wrap is at least this wide (X12 tools wrap at 80)
@@ -52,11 +52,8 @@ class Text:
         raw = self.buf[begin:end]
         if self.newline:
             raw = raw.rstrip(b" \t\r" if self.terminator == b"\n" else b" \t")
-        return Segment(position, tag, tuple(raw.decode("utf-8", "replace").split(self.sep)[1:]))
-
-    @property
-    def sep(self) -> str:
-        return self.element.decode()
+        elements = raw.decode("utf-8", "replace").split(self.element.decode())
+        return segment(position, tag, tuple(elements[1:]))
 
 
 @dataclass(frozen=True, slots=True)

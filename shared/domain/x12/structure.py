@@ -207,8 +207,10 @@ class EnvelopeReader:
         count_ok = len(elements) > 1 and elements[0] == str(se.position - st + 1)
         if not count_ok or elements[1].strip() != number:
             self._se_checks(se, st, number)
-        body_stop = self.text.buf.rfind(self.text.terminator, 0, begin)
-        index = self.spans.add(st, st_begin, st_end, body_stop, se.position, begin, end)
+        buf, t = self.text.buf, self.text.terminator
+        body_stop = buf.rfind(t, 0, begin)
+        last = end if buf[end : end + 1] == t else end - 1  # no terminator: the SE's last byte
+        index = self.spans.add(st, st_begin, st_end, body_stop, se.position, begin, last)
         self.group[1].append(new_set(self.spans, index, code, sent))  # type: ignore[index]
         self.open_set = None
 

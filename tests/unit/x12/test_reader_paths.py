@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from shared.domain.x12 import reader
 from shared.domain.x12.lazy import lazy_bytes, raw_bytes, tagged
-from shared.domain.x12.model import EdiRefused, Interchange, Segment, TransactionSet
+from shared.domain.x12.model import (
+    Delimiters,
+    EdiRefused,
+    Interchange,
+    Segment,
+    TransactionSet,
+)
 from shared.domain.x12.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file
 from tests.unit.x12.build import freight, x12
@@ -40,9 +46,30 @@ def _set(ts: TransactionSet) -> tuple[Any, ...]:
     )
 
 
+def _st_and_se(raw: bytes, delimiters: Delimiters) -> tuple[tuple[str, ...], ...]:
+    """A set's ST's and SE's elements read from its bytes as sent, apart from the
+    reader (``ReadSet`` makes them again from offsets, or from ST01 and ST02)."""
+    t, e = delimiters.segment.encode(), delimiters.element.encode()
+    pieces = raw.split(t)
+    first, last = pieces[0], pieces[-2] if raw.endswith(t) else pieces[-1]
+    if t == b"\n":  # line breaks end segments: blanks before them are not data
+        first, last = first.rstrip(b" \t\r"), last.strip(b" \t\r")
+    else:  # line breaks are not data (they are after a terminator, or a hard wrap)
+        first, last = (p.replace(b"\r", b"").replace(b"\n", b"") for p in (first, last))
+        last = last.lstrip(b" \t")
+    return tuple(
+        tuple(piece.decode("utf-8", "replace").split(e.decode())[1:]) for piece in (first, last)
+    )
+
+
 def _interchanges(interchanges: tuple[Interchange, ...] | None) -> Any:
     if interchanges is None:
         return None
+    for ic in interchanges:
+        for ts in (ts for g in ic.groups for ts in g.sets):
+            raw = raw_bytes(ts)
+            assert raw is not None
+            assert _st_and_se(raw, ic.delimiters) == (ts.st.elements, ts.se.elements)
     return [
         (
             _segment(ic.isa),
@@ -163,3 +190,15 @@ def test_a_clean_file_is_read_in_one_scan(layout: str, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(reader, "find_region", general)
     assert read_file(data) == want
+
+
+@pytest.mark.parametrize(
+    "st",
+    ["ST*210", "ST*210 ", "ST*210\t", "ST*2101", "ST**0001", "ST*210*0001*X", "ST*é", "ST*é*1",
+     "ST*210*é", "ST*210*0001 ", "ST*210* ", "ST", "ST*\xa0*1"],
+)  # fmt: skip
+@pytest.mark.parametrize("after", ["\n", "\r\n", "~\n", "~\r\n", "~"])
+def test_an_odd_st_reads_the_same_both_ways(st: str, after: str) -> None:
+    terminator, after = ("~", after[1:]) if after.startswith("~") else ("", after)
+    data = x12([("210", "0001", freight())], terminator=terminator, after=after)
+    _agree(data.replace(b"ST*210*0001", st.encode(), 1))
