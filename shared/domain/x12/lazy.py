@@ -6,6 +6,10 @@ the envelope segments. So a set read from a file keeps its bytes and makes its
 body on first use; the mappings ask only for the tags they map (``tagged``),
 and its ``raw_payload`` is its bytes as sent (``raw_bytes``).
 
+Nor does it keep its ST and SE, which every set of the file would hold all
+through mapping and storage: it keeps where they lie (``Spans``) and makes
+them again, equal, each time they are asked for.
+
 ``ReadSet`` is a ``TransactionSet`` to everyone else: the same fields, equal
 to a plain set of the same segments, and it pickles and copies as one.
 """
@@ -28,9 +32,9 @@ _FIELDS = 7  # per set in ``Spans.offsets``: see ``Spans.add``
 
 class Spans:
     """Where the sets of one interchange lie in its text: seven numbers a set in one
-    array (28 bytes), instead of an ST and an SE ``Segment`` each (some 400 bytes with
-    their tuples, strings and ints), which a 100,000-set file would hold all through
-    mapping and storage."""
+    array (28 bytes), instead of an ST and an SE ``Segment`` each and a tuple of
+    offsets, with their tuples, strings and ints: a 100,000-set file's sets held
+    58 MiB that way, 20 MiB this way (``ReadSet`` and ST02 included)."""
 
     __slots__ = ("count", "head", "offsets", "pack", "size", "text", "unpack")
 
