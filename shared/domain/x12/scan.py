@@ -2,7 +2,7 @@
 
 Everything here is a regular-expression or ``bytes`` scan (C speed, linear):
 the reader looks at envelope segments (ISA/GS/ST/SE/GE/IEA) one by one and at
-body segments only through these scans, so a 60 MB file is read in about a
+body segments only through these scans, so a 60 MB file is read in about half a
 second. A body segment is split into elements when it is asked for
 (``shared.domain.x12.lazy``).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shared.domain.x12.envelope import Fatal, Header
-from shared.domain.x12.model import Problem
+from shared.domain.x12.model import Problem, Segment, segment
 
 ENVELOPE_TAGS = (b"ISA", b"IEA", b"GS", b"GE", b"ST", b"SE")
 _MIN_WRAP = 60  # columns: a hard wrap is at least this wide (X12 tools wrap at 80)
@@ -46,6 +46,15 @@ class Text:
     def decode(self, start: int, stop: int) -> str:
         return self.buf[start:stop].decode("utf-8")
 
+    def segment(self, position: int, tag: str, begin: int, end: int) -> Segment:
+        """The envelope segment ``tag`` in ``buf[begin:end]`` (``end``: its terminator).
+        The reader and a set's ``st`` and ``se`` read them here, so they agree."""
+        raw = self.buf[begin:end]
+        if self.newline:
+            raw = raw.rstrip(b" \t\r" if self.terminator == b"\n" else b" \t")
+        elements = raw.decode("utf-8", "replace").split(self.element.decode())
+        return segment(position, tag, tuple(elements[1:]))
+
 
 @dataclass(frozen=True, slots=True)
 class Region:
@@ -56,18 +65,46 @@ class Region:
     resume: int  # where the next interchange may start, in the file's offsets
 
 
-@lru_cache(maxsize=64)
-def patterns(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
-    """(envelope segments, a segment that is not one, the IEA) for these delimiters."""
+def _pieces(terminator: bytes, element: bytes, newline: bool) -> tuple[bytes, ...]:
+    """(terminator, element separator, the blank space leading a segment, what may
+    follow a tag), as pattern text."""
     t, e = re.escape(terminator), re.escape(element)
     lead = rb"[ \t]*+" if newline else rb"[ \t\r\n]*+"
     trail = rb"[ \t\r]" if terminator == b"\n" else rb"[ \t]"
     end = (rb"(?:%s|%s*+(?:%s|\Z))" % (e, trail, t)) if newline else (rb"(?:%s|%s)" % (e, t))
-    tags = b"|".join(ENVELOPE_TAGS)
-    envelope = re.compile(rb"%s%s(%s)(?=%s)" % (t, lead, tags, end))
+    return t, e, lead, end
+
+
+@lru_cache(maxsize=64)
+def patterns(terminator: bytes, element: bytes, newline: bool) -> tuple[re.Pattern[bytes], ...]:
+    """(a segment that is not one, the IEA) for these delimiters."""
+    t, _, lead, end = _pieces(terminator, element, newline)
     not_a_segment = re.compile(rb"%s%s(?![A-Z0-9]{2,3}%s)" % (t, lead, end))
     iea = re.compile(rb"%s%sIEA(?=%s)" % (t, lead, end))
-    return envelope, not_a_segment, iea
+    return not_a_segment, iea
+
+
+@lru_cache(maxsize=64)
+def envelope_scan(
+    terminator: bytes, element: bytes, newline: bool, fast: bool, check_tags: bool
+) -> re.Pattern[bytes]:
+    """The envelope segments, one match each: group 5 the tag or, when ``fast``, an ST
+    and an SE as nearly every file writes them, whole (ST01 and ST02 in groups 1 and 2,
+    SE01 and SE02 in 3 and 4): ST01, ST02 (and an ST03) and SE02 of letters and
+    digits, SE01 of digits, each segment ending right at its terminator (past a CR
+    when CRLF ends segments). Nothing in those is blank space, so ``str.strip``
+    leaves them as they are. ``check_tags``: a match without a group is a segment
+    without a tag (``patterns``' first, in the same scan)."""
+    t, e, lead, end = _pieces(terminator, element, newline)
+    cr = rb"\r?+" if newline and terminator == b"\n" else b""
+    word = rb"[0-9A-Za-z]++"
+    st = rb"ST%s(%s)%s(%s)(?:%s[0-9A-Za-z]*+)?%s(?=%s)" % (e, word, e, word, e, cr, t)
+    se = rb"SE%s([0-9]++)%s(%s)%s(?=%s)" % (e, e, word, cr, t)
+    if not fast:  # groups 1 to 4 never take part
+        st = se = rb"(?!)()()"
+    tags = b"|".join(ENVELOPE_TAGS)
+    untagged = rb"|(?![A-Z0-9]{2,3}%s)" % end if check_tags else b""
+    return re.compile(rb"%s%s(?:%s|%s|(%s)(?=%s)%s)" % (t, lead, st, se, tags, end, untagged))
 
 
 def find_region(data: bytes, header: Header, isa_start: int) -> Region:
@@ -76,7 +113,7 @@ def find_region(data: bytes, header: Header, isa_start: int) -> Region:
     region = _up_to_iea(text, header.lead)
     if header.newline:
         return region
-    broken = _break_inside_segment(data, header.lead, region.stop, header.terminator)
+    broken = line_break_inside(data, header.lead, region.stop, header.terminator)
     if broken is None:
         return region
     if not _hard_wrapped(data, isa_start, region.stop):
@@ -98,7 +135,7 @@ def find_region(data: bytes, header: Header, isa_start: int) -> Region:
 
 def _up_to_iea(text: Text, lead: int) -> Region:
     buf, t = text.buf, text.terminator
-    iea = patterns(t, text.element, text.newline)[2].search(buf, lead)
+    iea = patterns(t, text.element, text.newline)[1].search(buf, lead)
     if iea is None:
         return Region(text, lead, len(buf), False, len(text.file))
     end = buf.find(t, iea.end())
@@ -116,7 +153,7 @@ def _break_rules(terminator: bytes) -> tuple[re.Pattern[bytes], ...]:
     )
 
 
-def _break_inside_segment(data: bytes, lead: int, stop: int, terminator: bytes) -> int | None:
+def line_break_inside(data: bytes, lead: int, stop: int, terminator: bytes) -> int | None:
     """The first line break that falls inside a segment (not after its terminator)."""
     first: int | None = None
     for rule in _break_rules(terminator):
@@ -173,10 +210,10 @@ def syntax_problems(region: Region, first: int, limit: int) -> list[Problem]:
     ``first`` is the position of the first segment after the ISA."""
     text = region.text
     buf, t = text.buf, text.terminator
-    found = _not_utf8(region, first, limit)
+    found = not_utf8(region, first, limit)
     end = region.stop - 1 if buf[region.stop - 1 : region.stop] == t else region.stop
     counted, seen = region.lead + 1, 0
-    for match in patterns(t, text.element, text.newline)[1].finditer(buf, region.lead, end):
+    for match in patterns(t, text.element, text.newline)[0].finditer(buf, region.lead, end):
         if len(found) >= limit:
             break
         seen += buf.count(t, counted, match.start() + 1)
@@ -187,7 +224,7 @@ def syntax_problems(region: Region, first: int, limit: int) -> list[Problem]:
     return found
 
 
-def _not_utf8(region: Region, first: int, limit: int) -> list[Problem]:
+def not_utf8(region: Region, first: int, limit: int) -> list[Problem]:
     buf, t = region.text.buf, region.text.terminator
     found: list[Problem] = []
     start = region.lead

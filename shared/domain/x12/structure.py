@@ -3,14 +3,23 @@
 Only envelope segments are looked at one by one; the body segments between
 two of them are counted (``bytes.count`` of terminators), which is all the
 nesting, SE01 and the positions need.
+
+Two of them per transaction set, ST and SE, are nearly all of a large file's:
+an ST and an SE as nearly every file writes them (their elements letters and
+digits, nothing after SE02, in their place and agreeing) are each taken from one
+regular-expression match and checked with a comparison or two; anything else,
+or anything those checks doubt, is read by the general path, segment by
+segment, which reports what is wrong. ``fast=False`` reads everything the
+general way (tests compare the two).
 """
 
 from __future__ import annotations
 
+import re
 from sys import intern
 
 from shared.domain.x12.envelope import Header
-from shared.domain.x12.lazy import ReadSet
+from shared.domain.x12.lazy import Spans, new_set
 from shared.domain.x12.model import (
     FunctionalGroup,
     Interchange,
@@ -19,75 +28,138 @@ from shared.domain.x12.model import (
     TransactionSet,
 )
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.scan import ENVELOPE_TAGS, Region, patterns
+from shared.domain.x12.scan import ENVELOPE_TAGS, Region, envelope_scan
 
 _TAGS = {tag: tag.decode() for tag in ENVELOPE_TAGS}
+# An open set: ST's position, first byte and end, then ST01 and ST02 as sent, and
+# ST02 stripped, as a string and as bytes (what SE02 must be).
+OpenSet = tuple[int, int, int, str, str, str, bytes]
 
 
 class EnvelopeReader:
-    def __init__(self, header: Header, region: Region, problems: Problems) -> None:
+    def __init__(
+        self,
+        header: Header,
+        region: Region,
+        problems: Problems,
+        *,
+        fast: bool = True,
+        check_tags: bool = False,
+    ) -> None:
+        """``check_tags``: the envelope scan also finds segments without a tag (what
+        ``syntax_problems`` looks for) and stops at the first (``self.untagged``)."""
         self.header, self.region, self.problems = header, region, problems
         self.text = region.text
+        self.fast, self.check_tags, self.untagged = fast, check_tags, False
+        self.iea_end = -1  # the IEA's terminator (or the end of the text), once read
+        self.spans = Spans(region.text)
         self.groups: list[FunctionalGroup] = []
         self.group: tuple[Segment, list[TransactionSet], set[str]] | None = None
-        self.open_set: tuple[Segment, int, int] | None = None  # ST, its first byte, body start
+        self.open_set: OpenSet | None = None
         self.group_numbers: set[str] = set()
-        self.last = header.isa  # the last envelope segment read
-        self.last_end = region.lead  # the terminator ending it
+        self.last_position, self.last_tag = header.isa.position, "ISA"  # the last envelope
+        self.last_end = region.lead  # segment read, and the terminator ending it
+        self.codes: dict[bytes, str] = {}  # ST01s, one string each
 
     def read(self) -> tuple[Interchange | None, int]:
         """The interchange (None when its envelopes do not nest) and its IEA's position."""
         text, problems = self.text, self.problems
         buf, t, stop = text.buf, text.terminator, self.region.stop
-        trail = (b" \t\r" if t == b"\n" else b" \t") if text.newline else b""
-        element = text.element.decode()
         isa = self.header.isa
         if not isa.get(13).strip():
             problems.at("edi_syntax", "ISA13 (the control number) is empty", isa, 13)
-        handlers = {b"GS": self._gs, b"ST": self._st, b"SE": self._se, b"GE": self._ge}
-        count, find = buf.count, buf.find
-        counted, position = self.region.lead, isa.position
-        envelope = patterns(t, text.element, text.newline)[0]
+        count = buf.count
+        scan = envelope_scan(t, text.element, text.newline, self.fast, self.check_tags)
+        spans, codes, counts = self.spans, self.codes, _Counts()
+        add, pack, made = spans.offsets.frombytes, spans.pack, spans.count
         # The hot loop, two envelope segments (ST, SE) per transaction set: those two
-        # are handled here when they nest as they should, the rest by the handlers.
-        for match in envelope.finditer(buf, self.region.lead, stop):
-            at = match.start()
-            position += count(t, counted, at + 1)
-            counted = at + 1
-            tag = match[1]
-            begin = match.end() - len(tag)
-            end = find(t, begin, stop)
-            end = stop if end < 0 else end
-            raw = buf[begin:end].rstrip(trail) if trail else buf[begin:end]
-            parts = raw.decode("utf-8", "replace").split(element)
-            if tag == b"ST" or tag == b"SE":
-                _share(parts, self.open_set if tag == b"SE" else None)
-            segment = Segment(position, _TAGS[tag], tuple(parts[1:]))
-            open_set = self.open_set
-            if tag == b"SE" and open_set is not None:
-                st = open_set[0]
-                number = st.elements[1].strip() if len(st.elements) > 1 else ""
-                count_ok = len(parts) > 2 and parts[1] == str(position - st.position + 1)
-                if not count_ok or parts[2].strip() != number:
-                    self._se_checks(segment, st, number)
-                last = end if buf[end : end + 1] == t else end - 1
-                lazy = (text, open_set[2], buf.rfind(t, 0, begin), open_set[1], last)
-                self.group[1].append(ReadSet.of(st, segment, lazy))  # type: ignore[index]
-                self.open_set = None
-            elif open_set is None and position != self.last.position + 1:
-                self._stray(at)
-            if tag == b"IEA":
-                return self._iea(segment)
-            if tag == b"ISA":
-                return self._broken(segment, "an ISA inside an interchange: its IEA is missing")
-            if tag != b"SE" or open_set is None:
-                handlers[tag](segment, begin, end)
-            self.last, self.last_end = segment, end
-        return self._broken(self.last, "the interchange ends without an IEA: truncated")
+        # are taken here when regular, the rest (and any doubt) by ``_general``. That
+        # keeps the reader's state on ``self``; this loop keeps it in locals, handed
+        # over around each ``_general``.
+        open_set, group = self.open_set, self.group
+        sets, numbers = (None, None) if group is None else (group[1], group[2])
+        last_position, last_tag, last_end = self.last_position, self.last_tag, self.last_end
+        # ``position`` is that of the segment whose tag starts at ``counted``.
+        counted, position = self.region.lead, isa.position
+        for match in scan.finditer(buf, self.region.lead, stop):
+            kind = match.lastindex  # 2: a regular ST, 4: a regular SE (``envelope_scan``)
+            if kind == 4 and open_set is not None:
+                begin = match.start(3) - 3
+                position += count(t, counted, begin)
+                counted = begin
+                st, st_begin, st_end, code, sent, _, number = open_set
+                if match.group(4, 3) == (number, counts[position - st + 1]):
+                    end = match.end()  # its terminator (past a CR)
+                    # The terminator before SE's tag ends the body.
+                    add(pack(st, st_begin, st_end, match.start(), position, begin, end))
+                    sets.append(new_set(spans, made, code, sent))  # type: ignore[union-attr]
+                    made += 1
+                    open_set = None
+                    last_position, last_tag, last_end = position, "SE", end
+                    continue
+            elif kind == 2 and open_set is None and group and match.start() == last_end:
+                # Right after the last envelope segment's terminator: no stray segment.
+                st01, st02 = match.group(1, 2)
+                sent = st02.decode()
+                if sent not in numbers:  # type: ignore[operator]
+                    numbers.add(sent)  # type: ignore[union-attr]
+                    code = codes.get(st01) or _code(codes, st01)
+                    begin, end = match.start(1) - 3, match.end()  # ``end``: its terminator
+                    position, counted = last_position + 1, begin
+                    open_set = (position, begin, end, code, sent, sent, st02)
+                    last_position, last_tag, last_end = position, "ST", end
+                    continue
+            tag, begin = _tag(match, kind)
+            position += count(t, counted, begin)
+            counted = begin
+            self.open_set, self.last_position, self.last_tag = open_set, last_position, last_tag
+            self.last_end, spans.count = last_end, made
+            outcome = self._general(position, tag, match.start(), begin)
+            if outcome is not None:
+                return outcome
+            open_set, group, made = self.open_set, self.group, spans.count
+            sets, numbers = (None, None) if group is None else (group[1], group[2])
+            last_position, last_tag, last_end = position, self.last_tag, self.last_end
+        return self._broken(
+            last_position, last_tag, "the interchange ends without an IEA: truncated"
+        )
 
-    def _broken(self, segment: Segment, message: str) -> tuple[None, int]:
-        self.problems.at("edi_envelope", message, segment, fatal=True)
-        return None, segment.position
+    def _general(
+        self, position: int, tag: bytes | None, at: int, begin: int
+    ) -> tuple[Interchange | None, int] | None:
+        """Envelope segment ``tag`` at ``begin`` read and checked segment by segment;
+        the interchange once it ends (its IEA, or an ISA before it), else None."""
+        if tag is None:  # a segment without a tag (``check_tags``)
+            self.untagged = True
+            return None, position
+        stop = self.region.stop
+        end = self.text.buf.find(self.text.terminator, begin, stop)
+        end = stop if end < 0 else end
+        segment = self.text.segment(position, _TAGS[tag], begin, end)
+        open_set = self.open_set
+        if tag == b"SE" and open_set is not None:
+            self._close_set(segment, open_set, begin, end)
+        elif open_set is None and position != self.last_position + 1:
+            self._stray(at)
+        if tag == b"IEA":
+            self.iea_end = end
+            return self._iea(segment)
+        if tag == b"ISA":
+            return self._broken(position, "ISA", "an ISA inside an interchange: its IEA is missing")
+        if tag == b"GS":
+            self._gs(segment)
+        elif tag == b"ST":
+            self._st(segment, begin, end)
+        elif tag == b"GE":
+            self._ge(segment)
+        elif open_set is None:  # an SE: ``read`` closes the others
+            self.problems.at("edi_envelope", "an SE without its ST", segment, fatal=True)
+        self.last_position, self.last_tag, self.last_end = position, segment.tag, end
+        return None
+
+    def _broken(self, position: int, tag: str, message: str) -> tuple[None, int]:
+        self.problems.add(Problem("edi_envelope", message, position, tag), fatal=True)
+        return None, position
 
     def _stray(self, before: int) -> None:
         """Body segments between the last envelope segment and this one, outside any set."""
@@ -95,9 +167,9 @@ class EnvelopeReader:
         raw = text.buf[self.last_end + 1 : before + 1].lstrip()[:3].split(text.element)[0]
         tag = raw.split(text.terminator)[0].decode("utf-8", "replace")
         message = f"segment {tag} outside a transaction set"
-        self.problems.add(Problem("edi_envelope", message, self.last.position + 1, tag), fatal=True)
+        self.problems.add(Problem("edi_envelope", message, self.last_position + 1, tag), fatal=True)
 
-    def _gs(self, gs: Segment, begin: int, end: int) -> None:
+    def _gs(self, gs: Segment) -> None:
         self._close_set_before(gs)
         if self.group is not None:
             self.problems.at("edi_envelope", "a GS before the GE of the group", gs, fatal=True)
@@ -126,20 +198,30 @@ class EnvelopeReader:
                 "edi_duplicate_control", f"ST02 {number} twice in one group", st, 2, number
             )
         self.group[2].add(number)
-        self.open_set = (st, begin, end + 1)
+        code, sent = intern(st.get(1)), st.get(2)
+        self.open_set = (st.position, begin, end, code, sent, number, number.encode())
 
-    def _se(self, se: Segment, begin: int, end: int) -> None:
-        # Only reached for an SE outside a set: ``read`` closes the others.
-        self.problems.at("edi_envelope", "an SE without its ST", se, fatal=True)
+    def _close_set(self, se: Segment, open_set: OpenSet, begin: int, end: int) -> None:
+        st, st_begin, st_end, code, sent, number, _ = open_set
+        elements = se.elements
+        count_ok = len(elements) > 1 and elements[0] == str(se.position - st + 1)
+        if not count_ok or elements[1].strip() != number:
+            self._se_checks(se, st, number)
+        buf, t = self.text.buf, self.text.terminator
+        body_stop = buf.rfind(t, 0, begin)
+        last = end if buf[end : end + 1] == t else end - 1  # no terminator: the SE's last byte
+        index = self.spans.add(st, st_begin, st_end, body_stop, se.position, begin, last)
+        self.group[1].append(new_set(self.spans, index, code, sent))  # type: ignore[index]
+        self.open_set = None
 
-    def _se_checks(self, se: Segment, st: Segment, number: str) -> None:
-        _count(self.problems, se, se.position - st.position + 1, "segments in ST..SE", number)
+    def _se_checks(self, se: Segment, st: int, number: str) -> None:
+        _count(self.problems, se, se.position - st + 1, "segments in ST..SE", number)
         if se.get(2).strip() != number:
             self.problems.at(
                 "edi_control_mismatch", f"SE02 {se.get(2)!r} is not ST02 {number!r}", se, 2, number
             )
 
-    def _ge(self, ge: Segment, begin: int, end: int) -> None:
+    def _ge(self, ge: Segment) -> None:
         self._close_set_before(ge)
         if self.group is None:
             self.problems.at("edi_envelope", "a GE without its GS", ge, fatal=True)
@@ -174,26 +256,38 @@ class EnvelopeReader:
 
     def _close_set_before(self, segment: Segment) -> None:
         if self.open_set is not None:
-            st = self.open_set[0]
+            number = self.open_set[5]
             self.problems.at(
                 "edi_envelope",
-                f"a {segment.tag} inside transaction set {st.get(2).strip()}: its SE is missing",
+                f"a {segment.tag} inside transaction set {number}: its SE is missing",
                 segment,
-                control=st.get(2).strip(),
+                control=number,
                 fatal=True,
             )
             self.open_set = None
 
 
-def _share(parts: list[str], open_set: tuple[Segment, int, int] | None) -> None:
-    """One string per ST01 and per SE01 count, not one per set, and SE02 the ST02
-    it repeats (``open_set``: the SE's): 100,000 sets hold ~25 MB less."""
-    if len(parts) > 1:
-        parts[1] = intern(parts[1])
-    if open_set is not None and len(parts) > 2:
-        sent = open_set[0].elements
-        if len(sent) > 1 and parts[2] == sent[1]:
-            parts[2] = sent[1]
+class _Counts(dict[int, bytes]):
+    """SE01 as it must read for a set of n segments, made once for each n."""
+
+    def __missing__(self, n: int) -> bytes:
+        self[n] = written = b"%d" % n
+        return written
+
+
+def _tag(match: re.Match[bytes], kind: int | None) -> tuple[bytes | None, int]:
+    """An ``envelope_scan`` match's tag (None for a segment without one) and where it starts."""
+    if kind is None:
+        return None, match.end()
+    if kind == 5:
+        return match[5], match.start(5)
+    # A regular ST or SE (groups 1 and 2, or 3 and 4) that the loop did not take.
+    return (b"ST" if kind == 2 else b"SE"), match.start(kind - 1) - 3
+
+
+def _code(codes: dict[bytes, str], sent: bytes) -> str:
+    """ST01 as a string, one for all the sets that send it."""
+    return codes.setdefault(sent, intern(sent.decode()))
 
 
 def _count(problems: Problems, segment: Segment, actual: int, what: str, number: str) -> None:
