@@ -1,0 +1,333 @@
+"""A large 210 file's fast path on two cores: a forked child maps every other
+block of sets while the request's thread maps the rest.
+
+Mapping a 100,000-set file is most of its POST (12.7 µs a set in
+``freight_fast.fast_210_line``, one core, the GIL). The file is read already:
+a child made by ``os.fork()`` right before mapping holds it, its interchanges
+and the query by copy-on-write, so nothing is sent to it. The sets are cut into
+a repeating cycle of blocks: ``_OURS`` sets the parent maps itself, then
+``_THEIRS`` sets for each child. A child maps its blocks with ``fast_210_line``
+only and writes, per block, one msgpack frame: the block's number and a list of
+``FastLine | None`` (None: the fast path does not vouch for that set). The
+parent yields the entries in the file's order (``MappedStream.entries_answered``):
+its own blocks mapped as ever, a child's lines as they are, and a child's None
+mapped here by ``map_210``, with the stream's problems. So the documents, the
+problems and their order, the skipped sets and the refusal are those of the
+in-process path, which tests/unit/test_edi_parallel.py compares byte for byte.
+The child takes more sets than the parent (``_THEIRS`` > ``_OURS``): taking a
+ready line costs the parent a third of mapping it (bench: 4 µs against 16).
+
+The pipe is the queue: a child blocks on its write once the pipe (1 MiB where
+Linux allows) is full, so it runs about one block ahead and the parent holds at
+most one block of a child's lines (a few MiB). A reader thread was not needed:
+it would hold the GIL against the mapping thread for the same bytes.
+
+Correctness never depends on a child. If the fork fails, or a child dies, is
+killed, writes a short or garbled frame, or takes longer than ``_TIMEOUT_S``
+for a block, the parent kills it and maps every block left itself. The child is
+always reaped (killed first if still running: a refusal, an exception or a
+generator closed early), so no zombie and no orphan stays; should the parent
+die, the child's next write fails (EPIPE) and it exits.
+
+Why ``fork`` is acceptable in a threaded process (the database store thread,
+pika's publisher threads, hashing threads): only the forking thread lives on in
+the child, so any lock another thread held stays held there. The child
+therefore runs nothing that takes one: it restores the default signal handlers
+(uvicorn installed its own, which would run in it), closes every inherited
+descriptor but its pipe (a socket, a database connection or another request's
+pipe is then never held open by it; closing a descriptor only drops the
+child's own reference), runs only pure mapping code already imported (no
+import, no logging, no lock, no thread), and leaves by ``os._exit`` whatever
+happens: it never returns into the server's code, runs no atexit handler and
+no finalizer. Where ``os.fork`` does not exist, mapping stays in process.
+"""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import os
+import select
+import signal
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from itertools import islice
+from typing import NoReturn
+
+import msgspec
+
+try:
+    import fcntl  # POSIX, as fork
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+from shared.domain.x12.freight_fast import FastLine, fast_210_line
+from shared.domain.x12.mapping import Entries, MappedStream
+from shared.domain.x12.sets import Place, Query
+
+# A cycle of blocks: the parent's, then each child's (sets; measured with
+# bench.accept --x12, see the module docstring).
+_OURS, _THEIRS = 1500, 2500
+_MIN_CYCLES = 2  # a smaller file is mapped in process: a fork costs a few ms
+_TIMEOUT_S = 5.0  # the longest the parent waits for one block of a child
+_PIPE_BYTES = 1 << 20
+_HEADER = struct.Struct("<Q")  # the frame's length
+_PROGRESS = struct.Struct("<qq")  # the child's block, and its sets mapped
+_TAKEN = struct.Struct("<q")  # the last block the parent took over
+_EVERY = 128  # sets between the child's looks at the shared page
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(tuple[int, list[FastLine | None]]).decode
+_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD")
+    if hasattr(signal, name)
+)
+_CAN_FORK = hasattr(os, "fork")
+
+# Tests only: called in the parent with the child's pid after each block taken
+# from it (to kill or stop it mid-file).
+after_block: Callable[[int, int], None] | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a file's sets are shared: blocks of ``ours`` sets for the parent, then
+    ``theirs`` for each of ``children`` children, over and over."""
+
+    children: int
+    ours: int = _OURS
+    theirs: int = _THEIRS
+    min_cycles: int = _MIN_CYCLES
+    timeout_s: float = _TIMEOUT_S
+    # The share of its block a child must have mapped for the parent to wait for
+    # the rest, rather than map the block itself: at a half, waiting is sooner.
+    patience: float = 0.5
+
+    @property
+    def cycle(self) -> int:
+        return self.ours + self.children * self.theirs
+
+    def spans(self, child: int, total: int) -> list[tuple[int, int]]:
+        """The ``(start, stop)`` of child ``child``'s blocks (0-based)."""
+        spans = []
+        start = self.ours + child * self.theirs
+        while start < total:
+            spans.append((start, min(start + self.theirs, total)))
+            start += self.cycle
+        return spans
+
+
+# What ``entries`` uses unless told (the tests make its blocks a few sets).
+default_layout = Layout(children=1)
+
+
+def entries(stream: MappedStream, processes: int, layout: Layout | None = None) -> Entries:
+    """``stream.entries``, mapped by ``processes`` processes when the file is a 210
+    file large enough (else in process): the same entries, in the same order."""
+    if layout is None:
+        layout = replace(default_layout, children=processes - 1)
+    total = stream.set_count() if stream.kind == "freight_audit" else 0
+    if not _CAN_FORK or layout.children < 1 or total < layout.min_cycles * layout.cycle:
+        return stream.entries
+    return stream.entries_answered(lambda places: _answers(stream, places, layout, total))
+
+
+class _Child:
+    """One forked mapper, the read end of its pipe, and the page it shares with
+    the parent: its progress (block, sets done), and the last block the parent
+    took over (``taken``), which it then leaves."""
+
+    def __init__(self, pid: int, fd: int, shared: mmap.mmap) -> None:
+        self.pid, self.fd, self.shared = pid, fd, shared
+        self.buffer = bytearray()
+        self.alive = True
+        self.ended = False  # its pipe
+
+    def block(self, number: int, size: int, layout: Layout) -> list[FastLine | None] | None:
+        """Its answers for its block ``number`` of ``size`` sets, or None: if
+        it cannot give them (dead, garbled, too slow: ``alive`` is then False),
+        or if it is not ``patience`` of the way through them, when mapping them
+        here is sooner than waiting (the block is then ``taken``: it leaves it,
+        and a child made slow by a busy machine costs the parent little)."""
+        try:
+            deadline = time.monotonic() + layout.timeout_s
+            waiting = False
+            while True:
+                self._fill(0)
+                lines = self._lines(number, size)
+                if lines is not None:
+                    if after_block is not None:
+                        after_block(self.pid, number)
+                    return lines
+                if self.ended:
+                    break  # gone without it
+                if not waiting:
+                    at, done = _PROGRESS.unpack_from(self.shared, 0)
+                    # A child past the block is writing it; one short of it, not at it yet.
+                    if at < number or (at == number and done < layout.patience * size):
+                        _TAKEN.pack_into(self.shared, _PROGRESS.size, number)
+                        return None
+                    waiting = True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break  # too slow
+                self._fill(left)
+        except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+            pass
+        self.stop()
+        return None
+
+    def _lines(self, number: int, size: int) -> list[FastLine | None] | None:
+        """Block ``number``'s answers if its frame is in, dropping the frames of
+        blocks taken over (``ValueError`` for a frame out of place)."""
+        while len(self.buffer) >= _HEADER.size:
+            need = _HEADER.size + _HEADER.unpack_from(self.buffer)[0]
+            if len(self.buffer) < need:
+                return None
+            got, lines = _decode(self.buffer[_HEADER.size : need])
+            del self.buffer[:need]
+            if got == number and len(lines) == size:
+                return lines
+            if got >= number:
+                raise ValueError("a frame out of place")
+        return None
+
+    def _fill(self, timeout_s: float) -> bool:
+        """Read what the pipe holds, waiting up to ``timeout_s`` for it: whether
+        anything came (``ended`` once the child closed its end)."""
+        got = False
+        while not self.ended and select.select([self.fd], [], [], timeout_s)[0]:
+            data = os.read(self.fd, 1 << 20)
+            self.ended = not data  # its last frames may still be in the buffer
+            self.buffer += data
+            got, timeout_s = bool(data), 0
+        return got
+
+    def stop(self) -> None:
+        """Kill it if it still runs, and reap it; once."""
+        if not self.alive:
+            return
+        self.alive = False
+        with suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with suppress(ChildProcessError):  # someone else reaped it
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        self.shared.close()
+        self.buffer = bytearray()
+
+
+def _answers(
+    stream: MappedStream, places: Iterator[Place], layout: Layout, total: int
+) -> Iterator[tuple[Place, FastLine | None]]:
+    """Each place's fast-path answer, in order: the parent's blocks mapped here,
+    each child's taken from it (or mapped here once it failed)."""
+    query = stream.query
+    children: list[_Child | None] = []
+    try:
+        for child in range(layout.children):
+            children.append(_fork(stream, query, layout.spans(child, total)))
+        start, cycle = 0, 0
+        while start < total:
+            stop = min(start + layout.ours, total)
+            yield from _mapped(places, stop - start, query)
+            start = stop
+            for child, mapper in enumerate(children):
+                stop = min(start + layout.theirs, total)
+                if start >= total:
+                    break
+                lines = None if mapper is None else mapper.block(cycle, stop - start, layout)
+                if lines is None:
+                    if mapper is not None and not mapper.alive:
+                        children[child] = None
+                    yield from _mapped(places, stop - start, query)
+                else:
+                    yield from zip(islice(places, stop - start), lines, strict=True)
+                start = stop
+            cycle += 1
+    finally:
+        for mapper in children:
+            if mapper is not None:
+                mapper.stop()
+
+
+def _mapped(
+    places: Iterator[Place], count: int, query: Query
+) -> Iterator[tuple[Place, FastLine | None]]:
+    for place in islice(places, count):
+        yield place, fast_210_line(place, query)
+
+
+def _fork(stream: MappedStream, query: Query, spans: list[tuple[int, int]]) -> _Child | None:
+    """A child mapping ``spans``, or None if none could be made."""
+    try:
+        shared = mmap.mmap(-1, _PROGRESS.size + _TAKEN.size)  # MAP_SHARED: both see it
+        _TAKEN.pack_into(shared, _PROGRESS.size, -1)
+        read, write = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        shared.close()
+        return None
+    if pid == 0:
+        _child(stream, query, spans, write, shared)
+    os.close(write)
+    # Where it cannot be, the default pipe (64 KiB) only makes the child wait sooner.
+    with suppress(AttributeError, OSError):
+        fcntl.fcntl(read, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    return _Child(pid, read, shared)
+
+
+def _child(
+    stream: MappedStream, query: Query, spans: list[tuple[int, int]], fd: int, shared: mmap.mmap
+) -> NoReturn:
+    """The child's whole life: map its blocks, write them, ``os._exit``."""
+    code = 1
+    try:
+        for number in _SIGNALS:
+            signal.signal(number, signal.SIG_DFL)
+        gc.disable()  # touch no page of the parent's heap to walk it
+        os.closerange(3, fd)
+        os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
+        places = stream.places(spans)
+        for cycle, (start, stop) in enumerate(spans):
+            lines = _block(places, stop - start, query, cycle, shared)
+            _PROGRESS.pack_into(shared, 0, cycle + 1, 0)  # before the write, which may wait
+            if lines is not None:
+                frame = _encode((cycle, lines))
+                _write(fd, _HEADER.pack(len(frame)) + frame)
+        code = 0
+    except BaseException:  # noqa: BLE001, S110 - the parent maps whatever is missing
+        pass
+    finally:
+        os._exit(code)
+
+
+def _block(
+    places: Iterator[Place], size: int, query: Query, cycle: int, shared: mmap.mmap
+) -> list[FastLine | None] | None:
+    """A child's block mapped, or None once the parent took it over (it says so
+    in ``shared``, read every ``_EVERY`` sets, where the child says how far it is)."""
+    lines: list[FastLine | None] = []
+    for place in islice(places, size):
+        if not len(lines) % _EVERY:
+            if _TAKEN.unpack_from(shared, _PROGRESS.size)[0] >= cycle:
+                deque(islice(places, size - len(lines) - 1), maxlen=0)
+                return None
+            _PROGRESS.pack_into(shared, 0, cycle, len(lines))
+        lines.append(fast_210_line(place, query))
+    return None if _TAKEN.unpack_from(shared, _PROGRESS.size)[0] >= cycle else lines
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
