@@ -76,9 +76,14 @@ _MIN_CYCLES = 2  # a smaller file is mapped in process: a fork costs a few ms
 _TIMEOUT_S = 5.0  # the longest the parent waits for one block of a child
 _PIPE_BYTES = 1 << 20
 _HEADER = struct.Struct("<Q")  # the frame's length
-_PROGRESS = struct.Struct("<qq")  # the child's block, and its sets mapped
-_TAKEN = struct.Struct("<q")  # the last block the parent took over
-_EVERY = 128  # sets between the child's looks at the shared page
+# Two words the processes share, each written by one: a block's number and a
+# count of its sets in one aligned 8-byte word (block << 32 | count), which is
+# read and written whole (it cannot be seen half old, half new).
+_WORD = struct.Struct("<q")
+_PROGRESS = 0  # by the child: its block, and the sets of it it has mapped
+_LIMIT = _WORD.size  # by the parent: a block, and the set of it the child stops before
+_LOW = (1 << 32) - 1
+_EVERY = 8  # sets between the child's looks at the shared page
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(tuple[int, list[FastLine | None]]).decode
 _SIGNALS = tuple(
@@ -103,9 +108,9 @@ class Layout:
     theirs: int = _THEIRS
     min_cycles: int = _MIN_CYCLES
     timeout_s: float = _TIMEOUT_S
-    # The share of its block a child must have mapped for the parent to wait for
-    # the rest, rather than map the block itself: at a half, waiting is sooner.
-    patience: float = 0.5
+    # Whether the parent, rather than wait for a child's block, maps it from its
+    # end while the child maps it from its front, until they meet.
+    share: bool = True
 
     @property
     def cycle(self) -> int:
@@ -147,53 +152,61 @@ class _Child:
         self.alive = True
         self.ended = False  # its pipe
 
-    def block(self, number: int, size: int, layout: Layout) -> list[FastLine | None] | None:
-        """Its answers for its block ``number`` of ``size`` sets, or None: if
-        it cannot give them (dead, garbled, too slow: ``alive`` is then False),
-        or if it is not ``patience`` of the way through them, when mapping them
-        here is sooner than waiting (the block is then ``taken``: it leaves it,
-        and a child made slow by a busy machine costs the parent little)."""
+    def block(
+        self, number: int, places: list[Place], query: Query, layout: Layout
+    ) -> list[FastLine | None] | None:
+        """The answers for its block ``number`` (``places``), or None if it cannot
+        give them (dead, garbled, too slow: ``alive`` is then False). Rather than
+        wait (``layout.share``), the parent maps the block from its end, a few
+        sets at a time, each first marked in ``shared`` as sets the child must
+        stop before, until it meets the child's progress: so neither process
+        waits for the other, however fast each one runs."""
+        size = len(places)
+        ours: list[FastLine | None] = []  # answers of places[mine:], last first
+        mine = size
         try:
             deadline = time.monotonic() + layout.timeout_s
-            waiting = False
             while True:
                 self._fill(0)
-                lines = self._lines(number, size)
+                lines = self._lines(number)
                 if lines is not None:
+                    if not mine <= len(lines) <= size:
+                        break  # it stopped short of the sets left to it
                     if after_block is not None:
                         after_block(self.pid, number)
-                    return lines
+                    ours.reverse()
+                    return lines[:mine] + ours
                 if self.ended:
                     break  # gone without it
-                if not waiting:
-                    at, done = _PROGRESS.unpack_from(self.shared, 0)
-                    # A child past the block is writing it; one short of it, not at it yet.
-                    if at < number or (at == number and done < layout.patience * size):
-                        _TAKEN.pack_into(self.shared, _PROGRESS.size, number)
-                        return None
-                    waiting = True
+                progress = _WORD.unpack_from(self.shared, _PROGRESS)[0]
+                at, done = progress >> 32, progress & _LOW
+                if layout.share and at <= number and done < mine - 1:
+                    low = max(mine - _EVERY, done + 1)
+                    _WORD.pack_into(self.shared, _LIMIT, number << 32 | low)
+                    ours += [fast_210_line(places[i], query) for i in range(mine - 1, low - 1, -1)]
+                    mine = low
+                    continue
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break  # too slow
-                self._fill(left)
+                self._fill(left)  # it is writing the block, or should be
         except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
             pass
         self.stop()
         return None
 
-    def _lines(self, number: int, size: int) -> list[FastLine | None] | None:
-        """Block ``number``'s answers if its frame is in, dropping the frames of
-        blocks taken over (``ValueError`` for a frame out of place)."""
+    def _lines(self, number: int) -> list[FastLine | None] | None:
+        """Block ``number``'s answers if its frame is in (``ValueError`` for a
+        frame out of place)."""
         while len(self.buffer) >= _HEADER.size:
             need = _HEADER.size + _HEADER.unpack_from(self.buffer)[0]
             if len(self.buffer) < need:
                 return None
             got, lines = _decode(self.buffer[_HEADER.size : need])
             del self.buffer[:need]
-            if got == number and len(lines) == size:
-                return lines
-            if got >= number:
+            if got != number:
                 raise ValueError("a frame out of place")
+            return lines
         return None
 
     def _fill(self, timeout_s: float) -> bool:
@@ -240,13 +253,12 @@ def _answers(
                 stop = min(start + layout.theirs, total)
                 if start >= total:
                     break
-                lines = None if mapper is None else mapper.block(cycle, stop - start, layout)
+                block = list(islice(places, stop - start))
+                lines = None if mapper is None else mapper.block(cycle, block, query, layout)
                 if lines is None:
-                    if mapper is not None and not mapper.alive:
-                        children[child] = None
-                    yield from _mapped(places, stop - start, query)
-                else:
-                    yield from zip(islice(places, stop - start), lines, strict=True)
+                    children[child] = None
+                    lines = [fast_210_line(place, query) for place in block]
+                yield from zip(block, lines, strict=True)
                 start = stop
             cycle += 1
     finally:
@@ -265,8 +277,8 @@ def _mapped(
 def _fork(stream: MappedStream, query: Query, spans: list[tuple[int, int]]) -> _Child | None:
     """A child mapping ``spans``, or None if none could be made."""
     try:
-        shared = mmap.mmap(-1, _PROGRESS.size + _TAKEN.size)  # MAP_SHARED: both see it
-        _TAKEN.pack_into(shared, _PROGRESS.size, -1)
+        shared = mmap.mmap(-1, 2 * _WORD.size)  # MAP_SHARED: both see it
+        _WORD.pack_into(shared, _LIMIT, -1)  # no block
         read, write = os.pipe()
     except OSError:
         return None
@@ -299,11 +311,12 @@ def _child(
         os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
         places = stream.places(spans)
         for cycle, (start, stop) in enumerate(spans):
-            lines = _block(places, stop - start, query, cycle, shared)
-            _PROGRESS.pack_into(shared, 0, cycle + 1, 0)  # before the write, which may wait
-            if lines is not None:
-                frame = _encode((cycle, lines))
-                _write(fd, _HEADER.pack(len(frame)) + frame)
+            lines = _block(islice(places, stop - start), query, cycle, shared)
+            _WORD.pack_into(
+                shared, _PROGRESS, (cycle + 1) << 32
+            )  # before the write, which may wait
+            frame = _encode((cycle, lines))
+            _write(fd, _HEADER.pack(len(frame)) + frame)
         code = 0
     except BaseException:  # noqa: BLE001, S110 - the parent maps whatever is missing
         pass
@@ -312,19 +325,21 @@ def _child(
 
 
 def _block(
-    places: Iterator[Place], size: int, query: Query, cycle: int, shared: mmap.mmap
-) -> list[FastLine | None] | None:
-    """A child's block mapped, or None once the parent took it over (it says so
-    in ``shared``, read every ``_EVERY`` sets, where the child says how far it is)."""
+    places: Iterator[Place], query: Query, cycle: int, shared: mmap.mmap
+) -> list[FastLine | None]:
+    """A child's block mapped from its front, up to the set the parent mapping
+    it from its end got to (``_Child.block``), which it reads in ``shared``
+    every ``_EVERY`` sets, where it says how far it is."""
     lines: list[FastLine | None] = []
-    for place in islice(places, size):
+    for place in places:
         if not len(lines) % _EVERY:
-            if _TAKEN.unpack_from(shared, _PROGRESS.size)[0] >= cycle:
-                deque(islice(places, size - len(lines) - 1), maxlen=0)
-                return None
-            _PROGRESS.pack_into(shared, 0, cycle, len(lines))
+            limit = _WORD.unpack_from(shared, _LIMIT)[0]
+            if limit >> 32 == cycle and len(lines) >= limit & _LOW:
+                deque(places, maxlen=0)  # the parent's
+                break
+            _WORD.pack_into(shared, _PROGRESS, cycle << 32 | len(lines))
         lines.append(fast_210_line(place, query))
-    return None if _TAKEN.unpack_from(shared, _PROGRESS.size)[0] >= cycle else lines
+    return lines
 
 
 def _write(fd: int, data: bytes) -> None:

@@ -32,9 +32,9 @@ from tests.unit.x12.build import DATA, REALDATA
 
 NOW = dt.datetime(2026, 3, 15, 12, 0, tzinfo=dt.UTC)
 KEY = ProducerKey(key_id="k", secrets=["s"], partitions=["*"])
-# The parent waits for each of the child's blocks (patience 0): that the child's
-# lines are taken does not depend on how fast it is.
-TINY = Layout(children=1, ours=3, theirs=5, min_cycles=1, patience=0, timeout_s=0.5)
+TINY = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5)
+# The parent waits for each of the child's blocks: the child maps every set of them.
+WAITING = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5, share=False)
 TAKEN: list[int] = []  # the blocks taken from a child, in the current test
 
 
@@ -122,6 +122,12 @@ def _with_set(body: bytes, index: int, pattern: str, replacement: str) -> bytes:
     return (text[:start] + changed + text[end:]).encode("ascii")
 
 
+QUERY = map_stream(
+    read_file(freight_210_file(1, seed=1, carriers=1)),
+    contract_version=2,
+    partition_key=None,
+    period=None,
+).query
 SLOW = (r"C3\*USD~", "B2A*00~C3*USD~")  # valid, not for the fast path: map_210 maps it
 BAD = (r"(L3\*[^~]*\*)(\d+)~", r"\1X\2~")  # a charge that does not read: a problem
 
@@ -132,7 +138,9 @@ def _name(value: object) -> str:
 
 @pytest.mark.parametrize(("name", "body"), _real_files(), ids=_name)
 def test_a_real_file_is_the_same_forked(name: str, body: bytes) -> None:
-    _same(body, Layout(children=1, ours=1, theirs=1, min_cycles=1, patience=0))
+    _same(body, Layout(children=1, ours=1, theirs=1, min_cycles=1, share=False))
+    TAKEN.clear()
+    _same(body, Layout(children=1, ours=1, theirs=3, min_cycles=1))
     try:
         sets = sum(len(g.sets) for ic in read_file(body) for g in ic.groups)
     except EdiRefused:  # refused as read, before any set is mapped
@@ -150,7 +158,13 @@ def test_a_small_file_stays_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "layout", [TINY, Layout(children=2, ours=2, theirs=3, min_cycles=1, patience=0)]
+    "layout",
+    [
+        TINY,
+        WAITING,
+        Layout(children=2, ours=2, theirs=3, min_cycles=1),
+        Layout(children=1, ours=0, theirs=16, min_cycles=1),
+    ],
 )
 def test_a_file_of_many_blocks_is_the_same_forked(layout: Layout) -> None:
     body = freight_210_file(300, seed=5, carriers=4, sets_per_group=7, groups_per_interchange=3)
@@ -159,30 +173,35 @@ def test_a_file_of_many_blocks_is_the_same_forked(layout: Layout) -> None:
     assert len(TAKEN) == sum(len(layout.spans(child, 300)) for child in range(layout.children))
 
 
-def test_blocks_taken_over_from_a_slow_child_change_nothing() -> None:
-    """The parent maps a child's block itself unless the child is ``patience``
-    of the way through it: at 1, nearly always. The child leaves those blocks."""
+def test_a_block_mapped_from_both_ends_is_the_same() -> None:
+    """Blocks of 64 sets: the child maps each from its front, the parent from its end."""
     body = freight_210_file(2000, seed=4, carriers=4, sets_per_group=50)
-    body = _with_set(body, 1004, *SLOW)
-    _same(body, Layout(children=1, ours=3, theirs=5, min_cycles=1, patience=1))
+    for index in range(1000, 1064, 3):
+        body = _with_set(body, index, *SLOW)
+    layout = Layout(children=1, ours=0, theirs=64, min_cycles=1)
+    _same(body, layout)
+    # Each block came from the child, in whatever share: it was never dropped.
+    assert TAKEN == list(range(len(layout.spans(0, 2000))))
 
 
-def test_slow_sets_in_the_childs_blocks_are_mapped_by_the_parent() -> None:
+@pytest.mark.parametrize("layout", [TINY, WAITING])
+def test_slow_sets_in_the_childs_blocks_are_mapped_by_the_parent(layout: Layout) -> None:
     body = freight_210_file(120, seed=6, carriers=3, sets_per_group=11)
     for index in (3, 4, 7, 11, 12, 60, 119):  # the child's blocks are sets 3-7, 11-15, ...
         body = _with_set(body, index, *SLOW)
-    chunks = _same(body)[0]
+    chunks = _same(body, layout)[0]
     assert sum(documents for documents, _, _ in chunks) == 120
     assert TAKEN
 
 
-def test_a_refusal_lists_the_same_problems_in_the_same_order() -> None:
+@pytest.mark.parametrize("layout", [TINY, WAITING])
+def test_a_refusal_lists_the_same_problems_in_the_same_order(layout: Layout) -> None:
     body = freight_210_file(120, seed=7, carriers=3, sets_per_group=13)
     for index in (0, 3, 5, 9, 13, 14, 77, 118):  # in both processes' blocks
         body = _with_set(body, index, *BAD)
     for index in (4, 15):
         body = _with_set(body, index, *SLOW)
-    refused = _same(body)
+    refused = _same(body, layout)
     assert refused[0] == "refused"
     assert refused[1].count("edi_bad_number") == 8
     assert TAKEN
@@ -241,8 +260,9 @@ def test_a_request_stopped_early_leaves_no_child() -> None:
 
 def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_parallel._Child:
     """A real child that writes ``frame`` and says it is at ``progress``, then waits."""
-    shared = mmap.mmap(-1, 24)
-    edi_parallel._PROGRESS.pack_into(shared, 0, *progress)
+    shared = mmap.mmap(-1, 16)
+    edi_parallel._WORD.pack_into(shared, edi_parallel._PROGRESS, progress[0] << 32 | progress[1])
+    edi_parallel._WORD.pack_into(shared, edi_parallel._LIMIT, -1)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -261,20 +281,35 @@ def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_parallel._Chi
         b"",  # gone before a word
         edi_parallel._HEADER.pack(1000) + b"short",  # a frame cut short
         edi_parallel._HEADER.pack(5) + b"\xc1garb",  # not msgpack
-        edi_parallel._HEADER.pack(3) + b"\x92\x00\x90",  # block 0 of no set
+        edi_parallel._HEADER.pack(3) + b"\x92\x01\x90",  # block 1 where 0 is due
+        edi_parallel._HEADER.pack(3) + b"\x92\x00\x90",  # block 0 of no set: short of 4
     ],
 )
 def test_a_garbled_slow_or_short_child_is_dropped_and_reaped(frame: bytes) -> None:
-    child = _child_writing(frame, (0, 4))  # past half its block: the parent waits for it
-    assert child.block(0, 4, Layout(children=1, timeout_s=0.3)) is None
+    child = _child_writing(frame, (1, 0))  # past its block 0: the parent waits for it
+    places = list(
+        map_stream(
+            read_file(freight_210_file(4, seed=1, carriers=1)),
+            contract_version=2,
+            partition_key=None,
+            period=None,
+        ).places()
+    )
+    assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
     assert not child.alive
 
 
-def test_a_child_not_half_way_through_is_left_its_block_taken_over() -> None:
-    child = _child_writing(b"", (0, 1))
-    try:
-        assert child.block(0, 4, Layout(children=1, timeout_s=5)) is None
-        assert child.alive  # taken over, not dropped
-        assert edi_parallel._TAKEN.unpack_from(child.shared, 16)[0] == 0
-    finally:
-        child.stop()
+def test_a_child_that_does_not_start_leaves_its_block_to_the_parent() -> None:
+    """A child that never gets to its block (a busy machine): the parent maps it
+    all from its end, then waits for the child's word that it stopped."""
+    child = _child_writing(b"", (0, 0))
+    places = list(
+        map_stream(
+            read_file(freight_210_file(4, seed=1, carriers=1)),
+            contract_version=2,
+            partition_key=None,
+            period=None,
+        ).places()
+    )
+    assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
+    assert not child.alive and child.shared.closed
