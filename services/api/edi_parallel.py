@@ -1,33 +1,35 @@
-"""A large 210 file's fast path on two cores: a forked child maps every other
-block of sets while the request's thread maps the rest.
+"""A large 210 file's fast path on two cores: a forked child maps blocks of
+sets while the request's thread maps the others.
 
 Mapping a 100,000-set file is most of its POST (12.7 µs a set in
 ``freight_fast.fast_210_line``, one core, the GIL). The file is read already:
 a child made by ``os.fork()`` right before mapping holds it, its interchanges
 and the query by copy-on-write, so nothing is sent to it. The sets are cut into
-a repeating cycle of blocks: ``_OURS`` sets the parent maps itself, then
-``_THEIRS`` sets for each child. A child maps its blocks with ``fast_210_line``
-only and writes, per block, one msgpack frame: the block's number and a list of
+a repeating cycle of blocks: ``ours`` sets the parent maps itself, then
+``theirs`` sets for each child. A child maps its block from the front with
+``fast_210_line`` only; the parent, once at that block, maps it from the end
+until the two meet (each says how far it got in one shared word), so neither
+waits for the other however fast each runs: a second core shared with
+PostgreSQL's inserts or another request costs the parent little. The child then
+writes the block as one msgpack frame: its number and a list of
 ``FastLine | None`` (None: the fast path does not vouch for that set). The
 parent yields the entries in the file's order (``MappedStream.entries_answered``):
-its own blocks mapped as ever, a child's lines as they are, and a child's None
-mapped here by ``map_210``, with the stream's problems. So the documents, the
-problems and their order, the skipped sets and the refusal are those of the
-in-process path, which tests/unit/test_edi_parallel.py compares byte for byte.
-The child takes more sets than the parent (``_THEIRS`` > ``_OURS``): taking a
-ready line costs the parent a third of mapping it (bench: 4 µs against 16).
+a None is mapped by ``map_210`` with the stream's problems, so the documents,
+the problems and their order, the skipped sets and the refusal are those of the
+in-process path (tests/unit/test_edi_parallel.py compares them byte for byte).
 
 The pipe is the queue: a child blocks on its write once the pipe (1 MiB where
-Linux allows) is full, so it runs about one block ahead and the parent holds at
-most one block of a child's lines (a few MiB). A reader thread was not needed:
-it would hold the GIL against the mapping thread for the same bytes.
+Linux allows) is full, so it runs at most about a block ahead and the parent
+holds at most a block of its lines (a few MiB). A reader thread was not needed:
+it would take the GIL from the mapping thread for the same bytes.
 
 Correctness never depends on a child. If the fork fails, or a child dies, is
-killed, writes a short or garbled frame, or takes longer than ``_TIMEOUT_S``
-for a block, the parent kills it and maps every block left itself. The child is
-always reaped (killed first if still running: a refusal, an exception or a
-generator closed early), so no zombie and no orphan stays; should the parent
-die, the child's next write fails (EPIPE) and it exits.
+killed, writes a short, garbled or misplaced frame, stops short of the sets left
+to it, or takes longer than ``timeout_s`` for a block, the parent kills it and
+maps every block left itself. The child is always reaped (killed first if still
+running: a refusal, an exception or a generator closed early), so no zombie and
+no orphan stays; should the parent die, the child's next write fails (EPIPE)
+and it exits.
 
 Why ``fork`` is acceptable in a threaded process (the database store thread,
 pika's publisher threads, hashing threads): only the forking thread lives on in
@@ -69,8 +71,9 @@ from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.mapping import Entries, MappedStream
 from shared.domain.x12.sets import Place, Query
 
-# A cycle of blocks: the parent's, then each child's (sets; measured with
-# bench.accept --x12, see the module docstring).
+# A cycle of blocks: the parent's, then each child's, in sets. With the parent
+# mapping a child's block from its end, 1500/2500, 0/2500 and 500/4000 were
+# within the noise of each other on a 100,000-set file; 0/1000 was slower.
 _OURS, _THEIRS = 1500, 2500
 _MIN_CYCLES = 2  # a smaller file is mapped in process: a fork costs a few ms
 _TIMEOUT_S = 5.0  # the longest the parent waits for one block of a child
