@@ -181,7 +181,8 @@ def test_a_block_mapped_from_both_ends_is_the_same() -> None:
     layout = Layout(children=1, ours=0, theirs=64, min_cycles=1)
     _same(body, layout)
     # Each block came from the child, in whatever share: it was never dropped.
-    assert TAKEN == list(range(len(layout.spans(0, 2000))))
+    blocks = list(range(len(layout.spans(0, 2000))))
+    assert TAKEN == blocks
 
 
 @pytest.mark.parametrize("layout", [TINY, WAITING])
