@@ -35,7 +35,7 @@ KEY = ProducerKey(key_id="k", secrets=["s"], partitions=["*"])
 TINY = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5)
 # The parent waits for each of the child's blocks: the child maps every set of them.
 WAITING = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5, share=False)
-TAKEN: list[int] = []  # the blocks taken from a child, in the current test
+taken: list[int] = []  # the blocks taken from a child, in the current test
 
 
 def _settings(processes: int) -> Settings:
@@ -66,8 +66,8 @@ def _children() -> list[int]:
 def _no_child_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     before = set(_children())
     monkeypatch.setattr(edi_parallel, "default_layout", TINY)
-    monkeypatch.setattr(edi_parallel, "after_block", lambda pid, block: TAKEN.append(block))
-    TAKEN.clear()
+    monkeypatch.setattr(edi_parallel, "after_block", lambda pid, block: taken.append(block))
+    taken.clear()
     yield
     assert set(_children()) <= before, "a mapping child outlived its file"
 
@@ -139,13 +139,13 @@ def _name(value: object) -> str:
 @pytest.mark.parametrize(("name", "body"), _real_files(), ids=_name)
 def test_a_real_file_is_the_same_forked(name: str, body: bytes) -> None:
     _same(body, Layout(children=1, ours=1, theirs=1, min_cycles=1, share=False))
-    TAKEN.clear()
+    taken.clear()
     _same(body, Layout(children=1, ours=1, theirs=3, min_cycles=1))
     try:
         sets = sum(len(g.sets) for ic in read_file(body) for g in ic.groups)
     except EdiRefused:  # refused as read, before any set is mapped
         sets = 0
-    assert TAKEN or sets < 2  # a set mapped by the child, if it has two
+    assert taken or sets < 2  # a set mapped by the child, if it has two
 
 
 def test_a_small_file_stays_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,7 +170,7 @@ def test_a_file_of_many_blocks_is_the_same_forked(layout: Layout) -> None:
     body = freight_210_file(300, seed=5, carriers=4, sets_per_group=7, groups_per_interchange=3)
     chunks = _same(body, layout)[0]
     assert sum(documents for documents, _, _ in chunks) == 300
-    assert len(TAKEN) == sum(len(layout.spans(child, 300)) for child in range(layout.children))
+    assert len(taken) == sum(len(layout.spans(child, 300)) for child in range(layout.children))
 
 
 def test_a_block_mapped_from_both_ends_is_the_same() -> None:
@@ -182,7 +182,7 @@ def test_a_block_mapped_from_both_ends_is_the_same() -> None:
     _same(body, layout)
     # Each block came from the child, in whatever share: it was never dropped.
     blocks = list(range(len(layout.spans(0, 2000))))
-    assert TAKEN == blocks
+    assert taken == blocks
 
 
 @pytest.mark.parametrize("layout", [TINY, WAITING])
@@ -192,7 +192,7 @@ def test_slow_sets_in_the_childs_blocks_are_mapped_by_the_parent(layout: Layout)
         body = _with_set(body, index, *SLOW)
     chunks = _same(body, layout)[0]
     assert sum(documents for documents, _, _ in chunks) == 120
-    assert TAKEN
+    assert taken
 
 
 @pytest.mark.parametrize("layout", [TINY, WAITING])
@@ -205,13 +205,13 @@ def test_a_refusal_lists_the_same_problems_in_the_same_order(layout: Layout) -> 
     refused = _same(body, layout)
     assert refused[0] == "refused"
     assert refused[1].count("edi_bad_number") == 8
-    assert TAKEN
+    assert taken
 
 
 def _kill_at(number: int, how: signal.Signals) -> Any:
     def hook(pid: int, block: int) -> None:
-        TAKEN.append(block)
-        if len(TAKEN) == number:
+        taken.append(block)
+        if len(taken) == number:
             os.kill(pid, how)
 
     return hook
@@ -228,13 +228,13 @@ def test_a_child_killed_or_stopped_mid_file_changes_nothing(
     monkeypatch.setattr(edi_parallel, "after_block", _kill_at(2, how))
     assert _outcome(body, 2) == alone
     # The frames it wrote before are taken, then no more.
-    assert TAKEN[:2] == [0, 1] and len(TAKEN) < 250
-    TAKEN.clear()
+    assert taken[:2] == [0, 1] and len(taken) < 250
+    taken.clear()
     refused = _with_set(body, 1990, *BAD)
     alone = _outcome(refused, 1)
     assert alone[0] == "refused"
     assert _outcome(refused, 2) == alone
-    assert TAKEN[:2] == [0, 1] and len(TAKEN) < 250
+    assert taken[:2] == [0, 1] and len(taken) < 250
 
 
 def test_a_fork_refused_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
