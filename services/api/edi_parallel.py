@@ -78,6 +78,9 @@ _OURS, _THEIRS = 1500, 2500
 _MIN_CYCLES = 2  # a smaller file is mapped in process: a fork costs a few ms
 _TIMEOUT_S = 5.0  # the longest the parent waits for one block of a child
 _PIPE_BYTES = 1 << 20
+# The child yields its core to anything else that wants it (PostgreSQL storing
+# the chunks already made, another request): the parent maps what it leaves.
+_NICE = 10
 _HEADER = struct.Struct("<Q")  # the frame's length
 # Two words the processes share, each written by one: a block's number and a
 # count of its sets in one aligned 8-byte word (block << 32 | count), which is
@@ -310,6 +313,7 @@ def _child(
         for number in _SIGNALS:
             signal.signal(number, signal.SIG_DFL)
         gc.disable()  # touch no page of the parent's heap to walk it
+        os.nice(_NICE)
         os.closerange(3, fd)
         os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
         places = stream.places(spans)
