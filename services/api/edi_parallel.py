@@ -149,8 +149,8 @@ def entries(stream: MappedStream, processes: int, layout: Layout | None = None) 
 
 class _Child:
     """One forked mapper, the read end of its pipe, and the page it shares with
-    the parent: its progress (block, sets done), and the last block the parent
-    took over (``taken``), which it then leaves."""
+    the parent: its progress (block, sets mapped), and the parent's limit (the
+    block the parent maps from its end, and the set the child stops before)."""
 
     def __init__(self, pid: int, fd: int, shared: mmap.mmap) -> None:
         self.pid, self.fd, self.shared = pid, fd, shared
@@ -284,9 +284,13 @@ def _fork(stream: MappedStream, query: Query, spans: list[tuple[int, int]]) -> _
     """A child mapping ``spans``, or None if none could be made."""
     try:
         shared = mmap.mmap(-1, 2 * _WORD.size)  # MAP_SHARED: both see it
-        _WORD.pack_into(shared, _LIMIT, -1)  # no block
+    except OSError:
+        return None
+    _WORD.pack_into(shared, _LIMIT, -1)  # no block
+    try:
         read, write = os.pipe()
     except OSError:
+        shared.close()
         return None
     try:
         pid = os.fork()
