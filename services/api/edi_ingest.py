@@ -166,6 +166,7 @@ class EdiIngest(Ingest):
             partition_key=self.query.partition_key,
             period=self.query.period,
         )
+        self._query_applies(mapped.kind)
         # Written before the job's transaction opens (its control numbers come
         # from the database): that transaction is then the one connection a
         # file holds while it is mapped, so files mapped at once can never each
@@ -179,6 +180,23 @@ class EdiIngest(Ingest):
         batch = self._finished()
         intake = EdiIntake(file.senders, list(mapped.skipped), file.file_sha256, acknowledgement)
         return replace(batch, body_sha256=file.submission_sha256, edi=intake)
+
+    def _query_applies(self, kind: str) -> None:
+        """``partition_key`` and ``period`` name an 810 file's vendor and period. A
+        210's partition is its carrier (B3-11) and its period is not asked: a
+        parameter that would be ignored is refused, so that no one believes a
+        file of 210s was settled under a partition or period it was not."""
+        if kind == "promo_accrual":
+            return
+        given = [n for n in ("partition_key", "period") if getattr(self.query, n) is not None]
+        if given:
+            raise ApiError(
+                422,
+                "query_parameter_not_applicable",
+                f"{' and '.join(given)} apply to 810s only: a 210's partition is its carrier"
+                " (B3-11)",
+                [{"loc": ["query", name], "msg": "not applicable to 210s"} for name in given],
+            )
 
     def _submission_sha256(self, file_sha256: str) -> str:
         """What a repeat must match: the bytes, and the query that gives them
