@@ -18,21 +18,20 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import msgspec
-from pydantic import TypeAdapter, ValidationError
 
 from services.api import edi_parallel
+from services.api.edi_query import EdiQuery, query_applies
 from services.api.errors import ApiError
 from services.api.ingest import Ingest, Ingested
 from shared.adapters.db.edi import Sender
 from shared.domain.chunking import NewChunk
 from shared.domain.kinds import KINDS
-from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.screen import screen
 from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, TransactionSet
 from shared.domain.x12.freight_fast import FastLine
@@ -43,15 +42,6 @@ from shared.domain.x12.reader import read_file
 _MAX_QUALIFIER, _MAX_SENDER, _MAX_CONTROL = 8, 128, 32
 _MAX_DETAILS = 100  # problems listed in a 422 (the 997 holds them all)
 _encode = msgspec.json.Encoder().encode
-
-
-@dataclass(frozen=True)
-class EdiQuery:
-    """The query of an X12 submission: what the file itself does not say."""
-
-    contract_version: int
-    partition_key: str | None = None  # 810s: else REF*IA, REF*VN or the vendor's N1
-    period: str | None = None  # 810s: else the quarter of BIG-01
 
 
 @dataclass(frozen=True)
@@ -79,47 +69,6 @@ class ChunkStore(Protocol):
     def begin(self, kind: str) -> None: ...
 
     def put(self, chunk: NewChunk) -> None: ...
-
-
-# The documents' own identifier rule: a query value becomes a document's field.
-_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
-
-
-def _identifier(params: Mapping[str, str], name: str) -> str | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    try:
-        return _IDENTIFIER.validate_python(value)
-    except ValidationError:
-        raise ApiError(
-            422, f"{name}_invalid", f"{name} must be 1-128 characters, no control character or |"
-        ) from None
-
-
-def edi_query(params: Mapping[str, str], media: str) -> EdiQuery | None:
-    """The X12 query parameters, checked whatever the content type (an invalid
-    one is refused, never ignored); None for a JSON or NDJSON body, which
-    carries its own contract versions, partitions and periods."""
-    raw = params.get("contract_version")
-    version = None
-    if raw is not None:
-        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 2**31 - 1:
-            raise ApiError(
-                422, "contract_version_invalid", "contract_version must be an integer from 1"
-            )
-        version = int(raw)
-    partition_key = _identifier(params, "partition_key")
-    period = _identifier(params, "period")
-    if media != "application/edi-x12":
-        return None
-    if version is None:
-        raise ApiError(
-            422,
-            "contract_version_required",
-            "an application/edi-x12 batch needs ?contract_version=N: an X12 file does not say it",
-        )
-    return EdiQuery(version, partition_key, period)
 
 
 # Writes the 997 answering interchanges (with these problems): the database
@@ -168,6 +117,7 @@ class EdiIngest(Ingest):
             partition_key=self.query.partition_key,
             period=self.query.period,
         )
+        query_applies(self.query, mapped.kind)
         # Written before the job's transaction opens (its control numbers come
         # from the database): that transaction is then the one connection a
         # file holds while it is mapped, so files mapped at once can never each

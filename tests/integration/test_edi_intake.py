@@ -405,6 +405,27 @@ def test_a_bad_query_is_422_before_the_file_is_read(
     assert trace.unchanged()
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"contract_version": 1, "partition_key": "ABCD"},
+        {"contract_version": 1, "period": "2026-Q3"},
+        {"contract_version": 1, "partition_key": "OTHER", "period": "2026-Q3"},
+    ],
+)
+def test_a_210_file_given_an_810_parameter_is_refused_not_settled_elsewhere(
+    api: Client, trace: Trace, query: dict[str, Any]
+) -> None:
+    """A 210's partition is its B3-11 carrier: a partition_key or period given for
+    it would be ignored, so it is refused, and nothing is stored."""
+    response = api.submit(freight_file(Freight(uid("F"), "ABCD")), X12, query=query)
+    assert response.status_code == 422, response.text
+    refused = error(response)
+    assert refused["code"] == "query_parameter_not_applicable"
+    assert {d["loc"][1] for d in refused["details"]} == set(query) - {"contract_version"}
+    assert trace.unchanged()
+
+
 # --- the front door's rules, for X12 --------------------------------------------------
 
 

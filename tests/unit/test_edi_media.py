@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from services.api import edi_ingest
-from services.api.edi_ingest import EdiIngest, EdiQuery, edi_query
+from services.api.edi_ingest import EdiIngest
+from services.api.edi_query import EdiQuery, edi_query
 from services.api.errors import ApiError
 from services.api.ingest import EDI_X12, JSON, NDJSON, Ingest, media_type
 from services.cli import app

@@ -13,7 +13,8 @@ from fastapi.responses import JSONResponse
 
 from services.api.auth import Ctx, producer_verifier
 from services.api.context import ApiContext
-from services.api.edi_ingest import EdiIngest, edi_query
+from services.api.edi_ingest import EdiIngest
+from services.api.edi_query import edi_query
 from services.api.edi_refusal import refusal, write_997
 from services.api.errors import ApiError, ErrorBody
 from services.api.ingest import Ingest, Ingested, media_type
@@ -90,7 +91,7 @@ _IDENTIFIER = {
     "maxLength": 128,
     "pattern": r"^[^\x00-\x1f\x7f-\x9f|]+$",
 }
-# Read by services/api/edi_ingest.py::edi_query; checked whenever given.
+# Read by services/api/edi_query.py::edi_query; checked whenever given.
 _X12_QUERY = [
     _query_parameter(
         "contract_version",

@@ -144,8 +144,9 @@ def _answer(ic: Interchange, faults: _Faults, number: int, now: datetime) -> str
     echoed = [ic.sender_qualifier, ic.sender_id, ic.receiver_qualifier, ic.receiver_id]
     echoed += [gs_sender, gs_receiver, ic.isa.get(13), ic.isa.get(9), ic.isa.get(10)]
     echoed += [v for g in ic.groups for v in (g.code, g.control_number, g.gs.get(8))]
-    # ST01 and ST02 of every set, read once: a 60 MB file has 100,000 of them.
-    headers = [[(ts.st.get(1).strip(), ts.st.get(2).strip()) for ts in g.sets] for g in ic.groups]
+    # ST01 and ST02 of every set, read once: a 60 MB file has 100,000 of them (and
+    # a read set keeps both, but makes its ST anew on each ask).
+    headers = [[(ts.code.strip(), ts.control_number.strip()) for ts in g.sets] for g in ic.groups]
     echoed.append("".join("".join(h) for sets in headers for h in sets))
     w = Writer.avoiding(echoed)
     c = w.clean

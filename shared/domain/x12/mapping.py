@@ -214,13 +214,14 @@ def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str 
     for interchange in interchanges:
         for group in interchange.groups:
             for transaction_set in group.sets:
-                st, code = transaction_set.st, transaction_set.code.strip()
+                # ST01 without the ST: a read set makes its ST anew on each ask.
+                code = transaction_set.code.strip()
                 if code not in KINDS:
                     problems.at(
                         "edi_unsupported_transaction_set",
                         f"transaction set {code[:10]!r}: only 210 (freight invoices) and 810 "
                         "(invoices) are settled",
-                        st,
+                        transaction_set.st,
                         1,
                         transaction_set.control_number.strip(),
                     )
@@ -232,7 +233,7 @@ def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str 
                     problems.at(
                         "edi_mixed_kinds",
                         f"a {code} after sets of {kind}: one file is one batch of one kind",
-                        st,
+                        transaction_set.st,
                         1,
                         transaction_set.control_number.strip(),
                     )

@@ -49,3 +49,17 @@ class Problems:
     def in_order(self) -> list[Problem]:
         """By position in the file (problems of no segment last), else as found."""
         return sorted(self.items, key=lambda p: p.segment if p.segment is not None else 1 << 62)
+
+    def count(self, segment: Segment, actual: int, what: str, number: str) -> None:
+        """Element 1 of SE, GE or IEA: the count of what it closes."""
+        sent = segment.get(1).strip()
+        if not (sent.isdigit() and sent.isascii() and len(sent) <= 18):
+            self.at("edi_syntax", f"{segment.tag}01 {sent[:20]!r} is not a count", segment, 1)
+        elif int(sent) != actual:
+            self.at(
+                "edi_count_mismatch",
+                f"{segment.tag}01 says {int(sent)}; there are {actual} {what}",
+                segment,
+                1,
+                number,
+            )

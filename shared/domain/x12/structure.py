@@ -215,7 +215,7 @@ class EnvelopeReader:
         self.open_set = None
 
     def _se_checks(self, se: Segment, st: int, number: str) -> None:
-        _count(self.problems, se, se.position - st + 1, "segments in ST..SE", number)
+        self.problems.count(se, se.position - st + 1, "segments in ST..SE", number)
         if se.get(2).strip() != number:
             self.problems.at(
                 "edi_control_mismatch", f"SE02 {se.get(2)!r} is not ST02 {number!r}", se, 2, number
@@ -229,7 +229,7 @@ class EnvelopeReader:
         gs, sets, _ = self.group
         self.group = None
         number = gs.get(6).strip()
-        _count(self.problems, ge, len(sets), "transaction sets in the group", number)
+        self.problems.count(ge, len(sets), "transaction sets in the group", number)
         if ge.get(2).strip() != number:
             self.problems.at(
                 "edi_control_mismatch", f"GE02 {ge.get(2)!r} is not GS06 {number!r}", ge, 2, number
@@ -242,7 +242,7 @@ class EnvelopeReader:
             self.problems.at("edi_envelope", "an IEA before the group's GE", iea, fatal=True)
         isa = self.header.isa
         number = isa.get(13).strip()
-        _count(self.problems, iea, len(self.groups), "functional groups in the interchange", number)
+        self.problems.count(iea, len(self.groups), "functional groups in the interchange", number)
         if iea.get(2).strip() != number:
             self.problems.at(
                 "edi_control_mismatch",
@@ -288,18 +288,3 @@ def _tag(match: re.Match[bytes], kind: int | None) -> tuple[bytes | None, int]:
 def _code(codes: dict[bytes, str], sent: bytes) -> str:
     """ST01 as a string, one for all the sets that send it."""
     return codes.setdefault(sent, intern(sent.decode()))
-
-
-def _count(problems: Problems, segment: Segment, actual: int, what: str, number: str) -> None:
-    """Element 1 of SE, GE or IEA: the count of what it closes."""
-    sent = segment.get(1).strip()
-    if not (sent.isdigit() and sent.isascii() and len(sent) <= 18):
-        problems.at("edi_syntax", f"{segment.tag}01 {sent[:20]!r} is not a count", segment, 1)
-    elif int(sent) != actual:
-        problems.at(
-            "edi_count_mismatch",
-            f"{segment.tag}01 says {int(sent)}; there are {actual} {what}",
-            segment,
-            1,
-            number,
-        )
