@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from services.api import edi_parallel, submission
+from services.api import edi_child, edi_parallel, submission
 from services.api.app import create_app
 from services.cli import app
 from services.client import Client
@@ -194,7 +194,7 @@ def test_a_210_file_mapped_by_a_forked_child_settles_as_in_process(
         edi_parallel, "default_layout", edi_parallel.Layout(1, ours=2, theirs=3, min_cycles=1)
     )
     taken: list[int] = []
-    monkeypatch.setattr(edi_parallel, "after_block", lambda pid, block: taken.append(block))
+    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
     scac = carrier(ctx)
     invoices = [
         Freight(uid("F"), scac, linehaul="250.00" if n % 7 == 3 else "215.00") for n in range(40)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from services.api import edi_parallel
+from services.api import edi_child, edi_parallel
 from services.api.edi_ingest import EdiIngest, EdiQuery
 from services.api.edi_parallel import Layout
 from services.api.ingest import EDI_X12
@@ -66,7 +66,7 @@ def _children() -> list[int]:
 def _no_child_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     before = set(_children())
     monkeypatch.setattr(edi_parallel, "default_layout", TINY)
-    monkeypatch.setattr(edi_parallel, "after_block", lambda pid, block: taken.append(block))
+    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
     taken.clear()
     yield
     assert set(_children()) <= before, "a mapping child outlived its file"
@@ -225,7 +225,7 @@ def test_a_child_killed_or_stopped_mid_file_changes_nothing(
     body = freight_210_file(2000, seed=8, carriers=3, sets_per_group=9)
     body = _with_set(body, 27, *SLOW)
     alone = _outcome(body, 1)
-    monkeypatch.setattr(edi_parallel, "after_block", _kill_at(2, how))
+    monkeypatch.setattr(edi_child, "after_block", _kill_at(2, how))
     assert _outcome(body, 2) == alone
     # The frames it wrote before are taken, then no more.
     assert taken[:2] == [0, 1] and len(taken) < 250
@@ -259,11 +259,11 @@ def test_a_request_stopped_early_leaves_no_child() -> None:
     entries.close()
 
 
-def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_parallel._Child:
+def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_child.Child:
     """A real child that writes ``frame`` and says it is at ``progress``, then waits."""
     shared = mmap.mmap(-1, 16)
-    edi_parallel._WORD.pack_into(shared, edi_parallel._PROGRESS, progress[0] << 32 | progress[1])
-    edi_parallel._WORD.pack_into(shared, edi_parallel._LIMIT, -1)
+    edi_child._WORD.pack_into(shared, edi_child._PROGRESS, progress[0] << 32 | progress[1])
+    edi_child._WORD.pack_into(shared, edi_child._LIMIT, -1)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -273,17 +273,17 @@ def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_parallel._Chi
         finally:
             os._exit(0)
     os.close(write)
-    return edi_parallel._Child(pid, read, shared)
+    return edi_child.Child(pid, read, shared)
 
 
 @pytest.mark.parametrize(
     "frame",
     [
         b"",  # gone before a word
-        edi_parallel._HEADER.pack(1000) + b"short",  # a frame cut short
-        edi_parallel._HEADER.pack(5) + b"\xc1garb",  # not msgpack
-        edi_parallel._HEADER.pack(3) + b"\x92\x01\x90",  # block 1 where 0 is due
-        edi_parallel._HEADER.pack(3) + b"\x92\x00\x90",  # block 0 of no set: short of 4
+        edi_child._HEADER.pack(1000) + b"short",  # a frame cut short
+        edi_child._HEADER.pack(5) + b"\xc1garb",  # not msgpack
+        edi_child._HEADER.pack(3) + b"\x92\x01\x90",  # block 1 where 0 is due
+        edi_child._HEADER.pack(3) + b"\x92\x00\x90",  # block 0 of no set: short of 4
     ],
 )
 def test_a_garbled_slow_or_short_child_is_dropped_and_reaped(frame: bytes) -> None:
