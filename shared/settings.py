@@ -47,6 +47,11 @@ class ProducerKey(BaseModel):
         return "*" in self.partitions or partition_key in self.partitions
 
 
+def _default_map_processes() -> int:
+    """Two where there are two cores and a fork (a child maps half a file's sets)."""
+    return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SETTLEQ_", extra="ignore")
 
@@ -67,6 +72,10 @@ class Settings(BaseSettings):
     max_chunk_bytes: int = Field(default=45 * MiB, ge=1024)
     # Found best by the bench here (fairness and throughput): see README.
     max_chunk_lines: int = Field(default=5000, ge=1)
+
+    # Processes that map a large X12 210 file's sets (services/api/edi_parallel.py):
+    # the request's own and forked children; 1 maps in process.
+    x12_map_processes: int = Field(default_factory=lambda: _default_map_processes(), ge=1)
 
     task_timeout_s: int = 180
     max_attempts: int = Field(default=5, ge=1)

@@ -19,11 +19,13 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import msgspec
 
+from services.api import edi_parallel
 from services.api.edi_query import EdiQuery, query_applies
 from services.api.errors import ApiError
 from services.api.ingest import Ingest, Ingested
@@ -145,25 +147,28 @@ class EdiIngest(Ingest):
         as they are; any other document is encoded, then screened or modelled."""
         self.kind = KINDS[mapped.kind]
         kind_screen = self.kind.screen
-        refusal: list[Problem] | None = None
         # Exhausting the stream raises the mapping's refusal, which wins over a
         # document the kind refuses: it lists every set at fault, as the whole
         # file was mapped before either was known.
-        for document in mapped.entries:
-            if refusal is not None:
-                continue
-            self._line_no += 1
-            if isinstance(document, FastLine):
-                self._accept_fast(document)
-                continue
-            line = _encode(document)
-            screened = None if kind_screen is None else screen(kind_screen, line)
-            if screened is not None:
-                self._accept(screened, line)
-            else:
-                self._model(line)
-            if self.error is not None:
-                refusal = _unmappable(document, self.error, mapped.interchanges)
+        refusal: list[Problem] | None = None
+        # Closed whatever happens, so that no mapping child is left running
+        # (services/api/edi_parallel.py: a large 210 file is mapped on two cores).
+        with closing(edi_parallel.entries(mapped, self.settings.x12_map_processes)) as entries:
+            for document in entries:
+                if refusal is not None:
+                    continue
+                self._line_no += 1
+                if isinstance(document, FastLine):
+                    self._accept_fast(document)
+                    continue
+                line = _encode(document)
+                screened = None if kind_screen is None else screen(kind_screen, line)
+                if screened is not None:
+                    self._accept(screened, line)
+                else:
+                    self._model(line)
+                if self.error is not None:
+                    refusal = _unmappable(document, self.error, mapped.interchanges)
         if refusal is not None:
             raise EdiRefused(refusal, mapped.interchanges)
 

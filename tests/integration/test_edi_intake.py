@@ -10,6 +10,7 @@ chunk, no interchange, no message.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -23,7 +24,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from services.api import submission
+from services.api import edi_child, edi_parallel, submission
 from services.api.app import create_app
 from services.cli import app
 from services.client import Client
@@ -181,6 +182,47 @@ def test_a_210_file_settles_each_invoice_to_its_contract(
     ).text
     assert csv_text.splitlines()[0].endswith(",correlation_id")
     assert f"x12:CARRIERTEST:{isa13:09d}:1:0001" in csv_text
+
+
+def test_a_210_file_mapped_by_a_forked_child_settles_as_in_process(
+    backend_env: ServiceEnv, ctx: WorkerContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SETTLEQ_X12_MAP_PROCESSES=2 with blocks of a few sets: a forked child maps
+    some (services/api/edi_parallel.py); the job and its ledger are the file's,
+    the over-billed invoices in the child's blocks disputed, and no child is left."""
+    monkeypatch.setattr(
+        edi_parallel, "default_layout", edi_parallel.Layout(1, ours=2, theirs=3, min_cycles=1)
+    )
+    taken: list[int] = []
+    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
+    scac = carrier(ctx)
+    invoices = [
+        Freight(uid("F"), scac, linehaul="250.00" if n % 7 == 3 else "215.00") for n in range(40)
+    ]
+    settings = backend_env.settings(x12_map_processes=2)
+    with TestClient(create_app(settings)) as http:
+        api = Client("http://testserver", PRODUCER_ID, PRODUCER_SECRET, http=http)
+        response = submit_x12(api, freight_file(*invoices))
+    assert response.status_code == 202, response.text
+    assert taken, "no block came from a child"
+    accepted = response.json()
+    assert (accepted["documents"], accepted["lines"], accepted["skipped"]) == (40, 40, [])
+    settle(ctx, accepted["job_id"], "freight_audit")
+    rows = ledger(ctx, accepted["job_id"])
+    for n, invoice in enumerate(invoices):
+        outcome = "disputed" if n % 7 == 3 else "posted"
+        assert rows[invoice.invoice][:2] == (outcome, Decimal("290.00")), n
+        assert rows[invoice.invoice][2].endswith(f":1:{n + 1:04d}")
+    me = str(os.getpid())
+    children = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent_of(p) == me]
+    assert not children
+
+
+def _parent_of(process: Path) -> str | None:
+    try:
+        return (process / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    except OSError:
+        return None
 
 
 def test_an_810_file_settles_its_allowances(api: Client, ctx: WorkerContext) -> None:

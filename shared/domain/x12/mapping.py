@@ -21,7 +21,7 @@ the kind's model by construction, so not decoded again to be screened.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,10 @@ from shared.domain.x12.model import EdiRefused, Interchange, Mapped, Problem, Sk
 from shared.domain.x12.problems import Problems
 from shared.domain.x12.sets import Place, Query, correlation_prefix
 
+# A 210's fast-path answer, for each place in order: its ``FastLine``, or None where
+# ``fast_210_line`` does not vouch for it (``MappedStream.entries_answered``).
+Answers = Callable[[Iterator[Place]], Iterator["tuple[Place, FastLine | None]"]]
+Entries = Generator["dict[str, Any] | FastLine", None, None]
 Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | FastLine | Skipped | None"]
 _decode = msgspec.json.Decoder().decode
 
@@ -70,12 +74,12 @@ class MappedStream:
             yield _decode(entry.json) if isinstance(entry, FastLine) else entry
 
     @property
-    def entries(self) -> Iterator[dict[str, Any] | FastLine]:
+    def entries(self) -> Entries:
         """``documents``, with a document of the 210 fast path as its ``FastLine``: its
         JSON bytes, valid for its kind's model by construction (``freight_fast``)."""
         return self._entries()
 
-    def _entries(self) -> Iterator[dict[str, Any] | FastLine]:
+    def _entries(self) -> Entries:
         problems, query, skipped = self.problems, self.query, self.skipped
         mapped_any = False
         # The file is of one kind (map_stream refused it otherwise): one mapper for its
@@ -100,6 +104,60 @@ class MappedStream:
                         elif mapped is not None:
                             mapped_any = True
                             yield mapped
+        self._refuse(mapped_any)
+
+    def set_count(self) -> int:
+        """How many sets the file holds."""
+        return sum(len(g.sets) for ic in self.interchanges for g in ic.groups)
+
+    def places(self, spans: Iterable[tuple[int, int]] | None = None) -> Iterator[Place]:
+        """The file's sets in order, each with its envelopes; with ``spans`` (sorted,
+        disjoint ``(start, stop)`` set indices) only those. A skipped set is not even
+        touched (its object's reference count is left alone), so a mapper in a forked
+        process copies no page of the sets it does not map."""
+        wanted = iter(((0, 1 << 62),) if spans is None else spans)
+        span = next(wanted, None)
+        at = 0
+        for interchange in self.interchanges:
+            for group in interchange.groups:
+                if span is None:
+                    return
+                sets = group.sets
+                end = at + len(sets)
+                prefix = None
+                while span is not None and span[0] < end:
+                    low, high = max(span[0], at), min(span[1], end)
+                    if low < high:
+                        if prefix is None:
+                            prefix = correlation_prefix(interchange, group)
+                        for transaction_set in sets[low - at : high - at]:
+                            yield Place(interchange, group, transaction_set, prefix)
+                    if span[1] > end:
+                        break  # it goes on in the next group
+                    span = next(wanted, None)
+                at = end
+
+    def entries_answered(self, answers: Answers) -> Entries:
+        """``entries`` of a 210 file whose fast-path answers ``answers`` gives: one
+        ``(place, FastLine | None)`` for each place of ``places()``, in order, as
+        ``fast_210_line`` answers (services/api/edi_parallel.py has another process
+        answer some). A None is mapped here by ``map_210``, so the documents, the
+        problems, their order and the skipped sets are those of ``entries``."""
+        if self.kind != "freight_audit":
+            yield from self._entries()
+            return
+        problems, query = self.problems, self.query
+        mapped_any = False
+        with collector_paused():
+            for place, line in answers(self.places()):
+                if line is not None:
+                    mapped_any = True
+                    yield line
+                    continue
+                mapped = map_210(place, query, problems)
+                if mapped is not None:
+                    mapped_any = True
+                    yield mapped
         self._refuse(mapped_any)
 
     def _refuse(self, mapped_any: bool) -> None:

@@ -1,0 +1,316 @@
+"""A 210 file mapped by a forked child too (services/api/edi_parallel.py): its
+chunks, counts, skipped sets, 997 and refusals must be those of the in-process
+path in every case, whatever becomes of the child, and no child may outlive
+the request. The blocks are made a few sets long, so that small files span
+many of them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import mmap
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.api import edi_child, edi_parallel
+from services.api.edi_ingest import EdiIngest, EdiQuery
+from services.api.edi_parallel import Layout
+from services.api.ingest import EDI_X12
+from shared.domain.x12 import EdiRefused
+from shared.domain.x12.ack import acknowledge
+from shared.domain.x12.mapping import map_stream
+from shared.domain.x12.reader import read_file
+from shared.domain.x12.synthetic import freight_210_file
+from shared.settings import ProducerKey, Settings
+from tests.unit.x12.build import DATA, REALDATA
+
+NOW = dt.datetime(2026, 3, 15, 12, 0, tzinfo=dt.UTC)
+KEY = ProducerKey(key_id="k", secrets=["s"], partitions=["*"])
+TINY = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5)
+# The parent waits for each of the child's blocks: the child maps every set of them.
+WAITING = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5, share=False)
+taken: list[int] = []  # the blocks taken from a child, in the current test
+
+
+def _settings(processes: int) -> Settings:
+    # Small chunks, so that the cuts between chunks are compared too.
+    return Settings(
+        database_url="sqlite://",
+        max_chunk_documents=7,
+        max_chunk_lines=11,
+        x12_map_processes=processes,
+    )
+
+
+def _children() -> list[int]:
+    """This process's child processes (from /proc)."""
+    me, found = str(os.getpid()), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    before = set(_children())
+    monkeypatch.setattr(edi_parallel, "default_layout", TINY)
+    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
+    taken.clear()
+    yield
+    assert set(_children()) <= before, "a mapping child outlived its file"
+
+
+def _outcome(body: bytes, processes: int) -> Any:
+    """Everything the front door makes of a file: its chunks' bytes and counts,
+    partitions, skipped sets and 997, or its refusal's problems."""
+    ingest = EdiIngest(
+        _settings(processes),
+        KEY,
+        EDI_X12,
+        query=EdiQuery(2),
+        acknowledge=lambda ics, problems: acknowledge(
+            ics, problems, control_numbers=[1] * len(ics), now=NOW
+        ),
+    )
+    ingest.feed(body)
+    try:
+        batch = ingest.finish()
+    except EdiRefused as exc:
+        return ("refused", repr(exc.problems), len(exc.interchanges))
+    assert batch.edi is not None
+    chunks = [(c.documents, c.lines, c.payload) for c in batch.chunks]
+    edi = (batch.edi.skipped, batch.edi.acknowledgement, batch.edi.senders)
+    return (chunks, batch.documents, batch.lines, sorted(batch.partitions), edi)
+
+
+def _same(body: bytes, layout: Layout = TINY) -> Any:
+    """The outcome in process, checked to be the outcome forked."""
+    alone = _outcome(body, 1)
+    edi_parallel.default_layout = layout  # put back by the fixture's monkeypatch
+    forked = _outcome(body, layout.children + 1)
+    assert forked == alone
+    return alone
+
+
+def _real_files() -> list[tuple[str, bytes]]:
+    real = sorted(REALDATA.glob("x12_210/*")) or [DATA / "210-MGCTLYST-SAMPLE.EDI"]
+    return [(p.name, p.read_bytes()) for p in real if p.is_file()]
+
+
+def _with_set(body: bytes, index: int, pattern: str, replacement: str) -> bytes:
+    """``body`` with set ``index`` (0-based, in file order) changed: the first
+    match of ``pattern`` replaced, and its SE count kept right."""
+    text = body.decode("ascii")
+    starts = [m.start() for m in re.finditer(r"ST\*210\*", text)]
+    start = starts[index]
+    end = text.index("~", text.index("SE*", start)) + 1
+    changed = re.sub(pattern, replacement, text[start:end], count=1)
+    added = changed.count("~") - text[start:end].count("~")
+    changed = re.sub(r"SE\*(\d+)\*", lambda m: f"SE*{int(m[1]) + added}*", changed)
+    return (text[:start] + changed + text[end:]).encode("ascii")
+
+
+QUERY = map_stream(
+    read_file(freight_210_file(1, seed=1, carriers=1)),
+    contract_version=2,
+    partition_key=None,
+    period=None,
+).query
+SLOW = (r"C3\*USD~", "B2A*00~C3*USD~")  # valid, not for the fast path: map_210 maps it
+BAD = (r"(L3\*[^~]*\*)(\d+)~", r"\1X\2~")  # a charge that does not read: a problem
+
+
+def _name(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+@pytest.mark.parametrize(("name", "body"), _real_files(), ids=_name)
+def test_a_real_file_is_the_same_forked(name: str, body: bytes) -> None:
+    _same(body, Layout(children=1, ours=1, theirs=1, min_cycles=1, share=False))
+    taken.clear()
+    _same(body, Layout(children=1, ours=1, theirs=3, min_cycles=1))
+    try:
+        sets = sum(len(g.sets) for ic in read_file(body) for g in ic.groups)
+    except EdiRefused:  # refused as read, before any set is mapped
+        sets = 0
+    assert taken or sets < 2  # a set mapped by the child, if it has two
+
+
+def test_a_small_file_stays_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(edi_parallel, "default_layout", Layout(children=1))
+    forks: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    _same(freight_210_file(200, seed=1, carriers=3), Layout(children=1))
+    assert not forks
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        TINY,
+        WAITING,
+        Layout(children=2, ours=2, theirs=3, min_cycles=1),
+        Layout(children=1, ours=0, theirs=16, min_cycles=1),
+    ],
+)
+def test_a_file_of_many_blocks_is_the_same_forked(layout: Layout) -> None:
+    body = freight_210_file(300, seed=5, carriers=4, sets_per_group=7, groups_per_interchange=3)
+    chunks = _same(body, layout)[0]
+    assert sum(documents for documents, _, _ in chunks) == 300
+    assert len(taken) == sum(len(layout.spans(child, 300)) for child in range(layout.children))
+
+
+def test_a_block_mapped_from_both_ends_is_the_same() -> None:
+    """Blocks of 64 sets: the child maps each from its front, the parent from its end."""
+    body = freight_210_file(2000, seed=4, carriers=4, sets_per_group=50)
+    for index in range(1000, 1064, 3):
+        body = _with_set(body, index, *SLOW)
+    layout = Layout(children=1, ours=0, theirs=64, min_cycles=1)
+    _same(body, layout)
+    # Each block came from the child, in whatever share: it was never dropped.
+    blocks = list(range(len(layout.spans(0, 2000))))
+    assert taken == blocks
+
+
+@pytest.mark.parametrize("layout", [TINY, WAITING])
+def test_slow_sets_in_the_childs_blocks_are_mapped_by_the_parent(layout: Layout) -> None:
+    body = freight_210_file(120, seed=6, carriers=3, sets_per_group=11)
+    for index in (3, 4, 7, 11, 12, 60, 119):  # the child's blocks are sets 3-7, 11-15, ...
+        body = _with_set(body, index, *SLOW)
+    chunks = _same(body, layout)[0]
+    assert sum(documents for documents, _, _ in chunks) == 120
+    assert taken
+
+
+@pytest.mark.parametrize("layout", [TINY, WAITING])
+def test_a_refusal_lists_the_same_problems_in_the_same_order(layout: Layout) -> None:
+    body = freight_210_file(120, seed=7, carriers=3, sets_per_group=13)
+    for index in (0, 3, 5, 9, 13, 14, 77, 118):  # in both processes' blocks
+        body = _with_set(body, index, *BAD)
+    for index in (4, 15):
+        body = _with_set(body, index, *SLOW)
+    refused = _same(body, layout)
+    assert refused[0] == "refused"
+    assert refused[1].count("edi_bad_number") == 8
+    assert taken
+
+
+def _kill_at(number: int, how: signal.Signals) -> Any:
+    def hook(pid: int, block: int) -> None:
+        taken.append(block)
+        if len(taken) == number:
+            os.kill(pid, how)
+
+    return hook
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_child_killed_or_stopped_mid_file_changes_nothing(
+    how: signal.Signals, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its 250 blocks of 5 sets do not fit in the pipe: it cannot be done before it is stopped.
+    body = freight_210_file(2000, seed=8, carriers=3, sets_per_group=9)
+    body = _with_set(body, 27, *SLOW)
+    alone = _outcome(body, 1)
+    monkeypatch.setattr(edi_child, "after_block", _kill_at(2, how))
+    assert _outcome(body, 2) == alone
+    # The frames it wrote before are taken, then no more.
+    assert taken[:2] == [0, 1] and len(taken) < 250
+    taken.clear()
+    refused = _with_set(body, 1990, *BAD)
+    alone = _outcome(refused, 1)
+    assert alone[0] == "refused"
+    assert _outcome(refused, 2) == alone
+    assert taken[:2] == [0, 1] and len(taken) < 250
+
+
+def test_a_fork_refused_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = freight_210_file(100, seed=9, carriers=3)
+    alone = _outcome(body, 1)
+
+    def refused() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    assert _outcome(body, 2) == alone
+
+
+def test_a_request_stopped_early_leaves_no_child() -> None:
+    """A consumer that stops (an exception, a closed generator) kills and reaps
+    the child: the fixture finds none left."""
+    body = freight_210_file(200, seed=10, carriers=3)
+    stream = map_stream(read_file(body), contract_version=2, partition_key=None, period=None)
+    entries = edi_parallel.entries(stream, 2)
+    taken = [next(entries) for _ in range(20)]
+    assert len(taken) == 20 and _children()
+    entries.close()
+
+
+def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_child.Child:
+    """A real child that writes ``frame`` and says it is at ``progress``, then waits."""
+    shared = mmap.mmap(-1, 16)
+    edi_child._WORD.pack_into(shared, edi_child._PROGRESS, progress[0] << 32 | progress[1])
+    edi_child._WORD.pack_into(shared, edi_child._LIMIT, -1)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, frame)
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    os.close(write)
+    return edi_child.Child(pid, read, shared)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"",  # gone before a word
+        edi_child._HEADER.pack(1000) + b"short",  # a frame cut short
+        edi_child._HEADER.pack(5) + b"\xc1garb",  # not msgpack
+        edi_child._HEADER.pack(3) + b"\x92\x01\x90",  # block 1 where 0 is due
+        edi_child._HEADER.pack(3) + b"\x92\x00\x90",  # block 0 of no set: short of 4
+    ],
+)
+def test_a_garbled_slow_or_short_child_is_dropped_and_reaped(frame: bytes) -> None:
+    child = _child_writing(frame, (1, 0))  # past its block 0: the parent waits for it
+    places = list(
+        map_stream(
+            read_file(freight_210_file(4, seed=1, carriers=1)),
+            contract_version=2,
+            partition_key=None,
+            period=None,
+        ).places()
+    )
+    assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
+    assert not child.alive
+
+
+def test_a_child_that_does_not_start_leaves_its_block_to_the_parent() -> None:
+    """A child that never gets to its block (a busy machine): the parent maps it
+    all from its end, then waits for the child's word that it stopped."""
+    child = _child_writing(b"", (0, 0))
+    places = list(
+        map_stream(
+            read_file(freight_210_file(4, seed=1, carriers=1)),
+            contract_version=2,
+            partition_key=None,
+            period=None,
+        ).places()
+    )
+    assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
+    assert not child.alive and child.shared.closed
