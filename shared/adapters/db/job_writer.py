@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, update
 from sqlalchemy.exc import IntegrityError
 
 from shared.adapters.db import edi
-from shared.adapters.db.jobs import chunk_row, partition_rows
+from shared.adapters.db.jobs import chunk_row, job_row, partition_rows
 from shared.adapters.db.tables import chunks, job_partitions, jobs
 from shared.domain.chunking import NewChunk
 
@@ -72,19 +72,8 @@ class JobWriter:
         head, now = self.head, self._now
         self._conn = self.engine.connect()
         self._conn.begin()
-        row = {
-            "id": head.id,
-            "key_id": head.key_id,
-            "idempotency_key": head.idempotency_key,
-            "body_sha256": head.body_sha256,
-            "kind": head.kind,
-            "state": "receiving",
-            "documents": 0,
-            "lines": 0,
-            "chunks_total": 0,
-            "created_at": now,
-            "source_format": head.source_format,
-        }
+        # No chunk yet: the totals are written by ``commit``.
+        row = job_row(head, now, documents=0, lines=0, chunks_total=0)
         with _raced():
             self._conn.execute(jobs.insert().values(**row))
             if head.senders:

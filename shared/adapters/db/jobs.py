@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.exc import IntegrityError
@@ -69,7 +70,27 @@ def job_by_id(engine: Engine, job_id: str) -> ExistingJob | None:
     return None if row is None else ExistingJob(**row._mapping)
 
 
-def job_row(job: NewJob, now: dt.datetime) -> dict[str, object]:
+class JobIdentity(Protocol):
+    """What names a new job before its totals: a ``NewJob``, or the head of
+    one written while its chunks are built (``job_writer.JobHead``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def key_id(self) -> str: ...
+    @property
+    def idempotency_key(self) -> str: ...
+    @property
+    def body_sha256(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def source_format(self) -> str: ...
+
+
+def job_row(
+    job: JobIdentity, now: dt.datetime, *, documents: int, lines: int, chunks_total: int
+) -> dict[str, object]:
     """The jobs row of a new job, ``receiving``."""
     return {
         "id": job.id,
@@ -78,9 +99,9 @@ def job_row(job: NewJob, now: dt.datetime) -> dict[str, object]:
         "body_sha256": job.body_sha256,
         "kind": job.kind,
         "state": "receiving",
-        "documents": job.documents,
-        "lines": job.lines,
-        "chunks_total": len(job.chunks),
+        "documents": documents,
+        "lines": lines,
+        "chunks_total": chunks_total,
         "created_at": now,
         "source_format": job.source_format,
     }
@@ -112,7 +133,10 @@ def create_job(engine: Engine, job: NewJob) -> bool:
     now = dt.datetime.now(dt.UTC)
     try:
         with engine.begin() as conn:
-            conn.execute(jobs.insert().values(**job_row(job, now)))
+            row = job_row(
+                job, now, documents=job.documents, lines=job.lines, chunks_total=len(job.chunks)
+            )
+            conn.execute(jobs.insert().values(**row))
             conn.execute(job_partitions.insert(), partition_rows(job.id, job.partition_keys))
             conn.execute(chunks.insert(), [chunk_row(job.id, job.kind, c, now) for c in job.chunks])
             if job.edi is not None:
