@@ -1,8 +1,8 @@
 """An ``application/edi-x12`` body (docs/api.md#edi-intake): one partner file,
 read whole once received, then one batch of one kind.
 
-The file's bytes are only collected while they stream in (and hashed and
-signed as any body); ``read`` reads them with ``read_file`` (what a repeat is
+The file's bytes are only spooled while they stream in (and hashed and signed as
+any body; ``edi_spool.py``); ``read`` reads them with ``read_file`` (what a repeat is
 known by: its interchanges), then ``finish`` maps them with ``map_stream``
 (pure, ``shared/domain/x12``), taking each mapped document as it comes as an
 NDJSON line would be taken: screened or validated by its kind's model, its
@@ -17,16 +17,16 @@ same invoice sent as JSON. Anything refused about the file's content is
 from __future__ import annotations
 
 import hashlib
-import io
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
 from services.api import edi_parallel
 from services.api.edi_query import EdiQuery, query_applies
+from services.api.edi_spool import Spool
 from services.api.errors import ApiError
 from services.api.ingest import Ingest, Ingested
 from shared.adapters.db.edi import Sender
@@ -80,21 +80,21 @@ Acknowledge = Callable[[tuple[Interchange, ...], list[Problem]], bytes]
 class EdiIngest(Ingest):
     query: EdiQuery = field(default_factory=lambda: EdiQuery(1))
     acknowledge: Acknowledge | None = None
-    # The file as it arrives: read whole, once complete. Written into one
-    # buffer, not joined from its parts at the end: joining holds the file twice.
-    _file: io.BytesIO = field(default_factory=io.BytesIO)
+    # The file as it arrives, spooled (``edi_spool.py``): read whole once complete,
+    # from its mapped pages.
+    _spool: Spool = field(default_factory=Spool)
     _read: tuple[tuple[Interchange, ...], EdiFile] | None = None
 
     def _parse(self, data: bytes) -> None:
-        self._file.write(data)
+        self._spool.write(data)
 
     def read(self) -> EdiFile:
         """Read the received file (``EdiRefused``): what a repeat of it is known
         by, before anything is mapped. Once; ``finish`` reads it if not yet."""
         if self._read is None:
-            body = self._file.getvalue()  # the buffer itself, not a copy
-            self._file = io.BytesIO()
-            interchanges = read_file(body)
+            body = self._spool.mapped()
+            # ``bytes`` to the reader, which also reads a spooled file's pages.
+            interchanges = read_file(cast(bytes, body))
             del body  # the interchanges hold it while they live
             file_sha256 = self.sha.hexdigest()
             file = EdiFile(

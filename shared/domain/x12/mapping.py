@@ -31,7 +31,16 @@ from shared.domain.x12.freight_210 import map_210
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.invoice_810 import map_810
-from shared.domain.x12.model import EdiRefused, Interchange, Mapped, Problem, Skipped
+from shared.domain.x12.lazy import lazy_bytes
+from shared.domain.x12.model import (
+    EdiRefused,
+    Interchange,
+    Mapped,
+    Problem,
+    Skipped,
+    TransactionSet,
+)
+from shared.domain.x12.pages import Behind
 from shared.domain.x12.problems import Problems
 from shared.domain.x12.sets import Place, Query, correlation_prefix
 
@@ -41,6 +50,7 @@ Answers = Callable[[Iterator[Place]], Iterator["tuple[Place, FastLine | None]"]]
 Entries = Generator["dict[str, Any] | FastLine", None, None]
 Mapper = Callable[[Place, Query, Problems], "dict[str, Any] | FastLine | Skipped | None"]
 _decode = msgspec.json.Decoder().decode
+_STEP = 1024  # sets mapped between two looks at the file's pages (``_Behind``)
 
 
 def _freight(place: Place, query: Query, problems: Problems) -> dict[str, Any] | FastLine | None:
@@ -86,12 +96,13 @@ class MappedStream:
         # sets, and for 210s the fast path first (as ``_freight``, without its call).
         fast = self.kind == "freight_audit"
         mapper = map_210 if fast else _MAPPERS.get(self.kind)
+        behind = _Behind()
         with collector_paused():
             # Each set's correlation id starts with its group's: made once, not per set.
             for interchange in self.interchanges:
                 for group in interchange.groups:
                     prefix = correlation_prefix(interchange, group)
-                    for transaction_set in group.sets:
+                    for transaction_set in _letting_go(group.sets, behind):
                         place = Place(interchange, group, transaction_set, prefix)
                         line = fast_210_line(place, query) if fast else None
                         if line is not None:
@@ -104,6 +115,7 @@ class MappedStream:
                         elif mapped is not None:
                             mapped_any = True
                             yield mapped
+        behind.finished()
         self._refuse(mapped_any)
 
     def set_count(self) -> int:
@@ -117,6 +129,15 @@ class MappedStream:
         process copies no page of the sets it does not map."""
         wanted = iter(((0, 1 << 62),) if spans is None else spans)
         span = next(wanted, None)
+        behind = _Behind()
+        try:
+            yield from self._places(wanted, span, behind)
+        finally:
+            behind.finished()
+
+    def _places(
+        self, wanted: Iterator[tuple[int, int]], span: tuple[int, int] | None, behind: _Behind
+    ) -> Iterator[Place]:
         at = 0
         for interchange in self.interchanges:
             for group in interchange.groups:
@@ -130,7 +151,7 @@ class MappedStream:
                     if low < high:
                         if prefix is None:
                             prefix = correlation_prefix(interchange, group)
-                        for transaction_set in sets[low - at : high - at]:
+                        for transaction_set in _letting_go(sets[low - at : high - at], behind):
                             yield Place(interchange, group, transaction_set, prefix)
                     if span[1] > end:
                         break  # it goes on in the next group
@@ -170,6 +191,38 @@ class MappedStream:
             why = f"{len(skipped)} invoice{plural} without an allowance" if skipped else "no set"
             problem = Problem("edi_no_documents", f"nothing to settle: {why}")
             raise EdiRefused([problem], self.interchanges)
+
+
+class _Behind:
+    """A pass over the sets' file in order, letting its pages go a window behind
+    the set it is at (``shared.domain.x12.pages``): each interchange's sets are
+    read from its own text."""
+
+    __slots__ = ("behind", "buf")
+
+    def __init__(self) -> None:
+        self.buf: object = None
+        self.behind = Behind(b"")
+
+    def at(self, transaction_set: TransactionSet) -> None:
+        found = lazy_bytes(transaction_set)
+        if found is None:
+            return
+        text, start, _ = found
+        if text.buf is not self.buf:
+            self.buf, self.behind = text.buf, Behind(text.buf)
+        self.behind.passed(start)
+
+    def finished(self) -> None:
+        if self.buf is not None:
+            self.behind.finished(len(self.buf))  # type: ignore[arg-type]
+
+
+def _letting_go(sets: Sequence[TransactionSet], behind: _Behind) -> Iterator[TransactionSet]:
+    """``sets`` in order, looking every ``_STEP`` sets at how far the pass is."""
+    for low in range(0, len(sets), _STEP):
+        behind.at(sets[low])
+        yield from sets[low : low + _STEP]
 
 
 def map_stream(

@@ -24,6 +24,7 @@ import re
 from shared.domain.x12.envelope import Fatal, Header, first_isa, read_isa, skip_space
 from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.model import EdiRefused, Interchange, Problem
+from shared.domain.x12.pages import windows
 from shared.domain.x12.problems import Problems
 from shared.domain.x12.scan import (
     Region,
@@ -41,13 +42,17 @@ _END_OF_FILE = re.compile(rb"[ \t\r\n\x00\x1a]*+\Z")  # NUL or DOS EOF padding a
 def read_file(data: bytes, *, fast: bool = True) -> tuple[Interchange, ...]:
     """The file's interchanges, their sets' body segments read when first asked for.
 
+    ``data`` is ``bytes`` or a spooled file's mapped pages, which the interchanges
+    then read their sets from (``shared.domain.x12.pages``).
+
     Raises ``EdiRefused(problems)`` when the envelopes cannot be read, or
     ``EdiRefused(problems, interchanges)`` when they were read but a count, a
     control number or a duplicate is wrong (so a rejecting 997 can be written).
     ``fast=False`` reads every interchange the general way only, which the fast
     ways must agree with (tests compare them).
     """
-    data = bytes(data)
+    if isinstance(data, bytearray | memoryview):
+        data = bytes(data)
     problems = Problems()
     interchanges: list[Interchange] = []
     try:
@@ -63,7 +68,8 @@ def read_file(data: bytes, *, fast: bool = True) -> tuple[Interchange, ...]:
 
 def _read(data: bytes, problems: Problems, interchanges: list[Interchange], fast: bool) -> None:
     start, position = first_isa(data), 1
-    all_ascii = data.isascii()  # then no byte of any interchange can fail to be UTF-8
+    # Then no byte of any interchange can fail to be UTF-8.
+    all_ascii = all(data[a:b].isascii() for a, b in windows(data, 0, len(data)))
     while True:
         header = read_isa(data, start, position)
         read = _in_one_scan(data, header, problems, all_ascii) if fast else None

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from shared.domain.x12.envelope import Fatal, Header
 from shared.domain.x12.model import Problem, Segment, segment
+from shared.domain.x12.pages import Behind, windows
 
 ENVELOPE_TAGS = (b"ISA", b"IEA", b"GS", b"GE", b"ST", b"SE")
 _MIN_WRAP = 60  # columns: a hard wrap is at least this wide (X12 tools wrap at 80)
@@ -154,20 +155,38 @@ def _break_rules(terminator: bytes) -> tuple[re.Pattern[bytes], ...]:
 
 
 def line_break_inside(data: bytes, lead: int, stop: int, terminator: bytes) -> int | None:
-    """The first line break that falls inside a segment (not after its terminator)."""
+    """The first line break that falls inside a segment (not after its terminator).
+
+    A window at a time (``pages.windows``), each ending right after a terminator: a
+    run of blank space never spans two, and a rule's lookbehind sees across."""
     first: int | None = None
     for rule in _break_rules(terminator):
         checked = lead + 1  # everything before ends at a segment boundary, then blank
-        for match in rule.finditer(data, lead + 1, stop):
-            at = match.start()
-            if first is not None and at > first:
+        for start, end in windows(data, lead + 1, stop, terminator):
+            if first is not None and start > first:
                 break
-            before = data[checked:at].rstrip(b" \t\r\n")
-            if before and before[-1:] != terminator:
+            at = _break_in(data, rule, start, end, terminator, checked)
+            if isinstance(at, tuple):
+                checked = at[0]
+                continue
+            if first is None or at < first:
                 first = at
-                break
-            checked = match.end()
+            break
     return first
+
+
+def _break_in(
+    data: bytes, rule: re.Pattern[bytes], start: int, stop: int, terminator: bytes, checked: int
+) -> int | tuple[int]:
+    """The first line break of ``rule`` in ``data[start:stop]`` inside a segment, or
+    (as a 1-tuple) where the next window's check begins if there is none."""
+    for match in rule.finditer(data, start, stop):
+        at = match.start()
+        before = data[checked:at].rstrip(b" \t\r\n")
+        if before and before[-1:] != terminator:
+            return at
+        checked = match.end()
+    return (checked,)
 
 
 def _hard_wrapped(data: bytes, isa_start: int, stop: int) -> bool:
@@ -228,7 +247,9 @@ def not_utf8(region: Region, first: int, limit: int) -> list[Problem]:
     buf, t = region.text.buf, region.text.terminator
     found: list[Problem] = []
     start = region.lead
+    behind = Behind(buf)  # a spooled file's pages go behind the check
     while start < region.stop and len(found) < limit:
+        behind.passed(start)
         # Chunks end at a terminator, which no multi-byte character contains.
         cut = buf.rfind(t, start, start + _CHUNK) if start + _CHUNK < region.stop else -1
         stop = region.stop if cut <= start else cut + 1
@@ -249,4 +270,5 @@ def not_utf8(region: Region, first: int, limit: int) -> list[Problem]:
                 )
                 stop = buf.find(t, bad) + 1 or region.stop
         start = stop
+    behind.finished(region.stop)
     return found

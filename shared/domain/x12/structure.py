@@ -1,8 +1,7 @@
 """One interchange's envelopes: ISA > GS > ST..SE > GE > IEA, their counts and controls.
 
-Only envelope segments are looked at one by one; the body segments between
-two of them are counted (``bytes.count`` of terminators), which is all the
-nesting, SE01 and the positions need.
+Only envelope segments are looked at one by one; the body segments between two
+are counted (``bytes.count`` of terminators): all the nesting, SE01 and positions need.
 
 Two of them per transaction set, ST and SE, are nearly all of a large file's:
 an ST and an SE as nearly every file writes them (their elements letters and
@@ -27,6 +26,7 @@ from shared.domain.x12.model import (
     Segment,
     TransactionSet,
 )
+from shared.domain.x12.pages import Behind
 from shared.domain.x12.problems import Problems
 from shared.domain.x12.scan import ENVELOPE_TAGS, Region, envelope_scan
 
@@ -63,6 +63,12 @@ class EnvelopeReader:
 
     def read(self) -> tuple[Interchange | None, int]:
         """The interchange (None when its envelopes do not nest) and its IEA's position."""
+        try:
+            return self._scan()
+        finally:
+            Behind(self.text.buf).finished(self.region.stop)
+
+    def _scan(self) -> tuple[Interchange | None, int]:
         text, problems = self.text, self.problems
         buf, t, stop = text.buf, text.terminator, self.region.stop
         isa = self.header.isa
@@ -81,6 +87,8 @@ class EnvelopeReader:
         last_position, last_tag, last_end = self.last_position, self.last_tag, self.last_end
         # ``position`` is that of the segment whose tag starts at ``counted``.
         counted, position = self.region.lead, isa.position
+        behind = Behind(buf)
+        due = behind.due
         for match in scan.finditer(buf, self.region.lead, stop):
             kind = match.lastindex  # 2: a regular ST, 4: a regular SE (``envelope_scan``)
             if kind == 4 and open_set is not None:
@@ -96,6 +104,8 @@ class EnvelopeReader:
                     made += 1
                     open_set = None
                     last_position, last_tag, last_end = position, "SE", end
+                    if end >= due:  # a spooled file's pages go behind the scan
+                        due = behind.passed(end)
                     continue
             elif kind == 2 and open_set is None and group and match.start() == last_end:
                 # Right after the last envelope segment's terminator: no stray segment.
