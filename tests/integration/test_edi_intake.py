@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -468,6 +469,17 @@ def test_a_file_above_the_body_limit_is_413(api: Client, trace: Trace) -> None:
     assert len(body) > 64 * 1024
     response = submit_x12(api, body)
     assert (response.status_code, error(response)["code"]) == (413, "payload_too_large")
+    assert trace.unchanged()
+
+
+def test_a_file_that_cannot_be_spooled_is_503_and_stores_nothing(
+    api: Client, trace: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spool's disk full or missing is the server's trouble: a 503 to retry,
+    never a 500, and nothing stored (services/api/edi_spool.py)."""
+    monkeypatch.setattr(tempfile, "tempdir", "/nonexistent/settleq-spool")
+    response = submit_x12(api, freight_file(Freight(uid("F"), uid("C").upper())))
+    assert (response.status_code, error(response)["code"]) == (503, "spool_unavailable")
     assert trace.unchanged()
 
 
