@@ -140,7 +140,7 @@ def _shared_key(key_sets: list[set[str]]) -> bool:
 # parameters (one parse per chunk, not one timestamp parse per line).
 STAGE_TABLE = """
 CREATE TEMP TABLE IF NOT EXISTS settle_rows (
-    seq integer, position bigint, first boolean, reconciliation_key varchar(64),
+    seq integer, position bigint, first boolean, reconciliation_key varchar(64) COLLATE "C",
     contract_version integer,
     partition_key varchar(128), document_id varchar(128), line_ref varchar(128),
     outcome varchar(16), note varchar(64), amount numeric(20,4),

@@ -21,7 +21,7 @@ from sqlalchemy import (
     text,
 )
 
-from shared.adapters.db.types import BigId, money_column_type, total_column_type
+from shared.adapters.db.types import BigId, byte_ordered, money_column_type, total_column_type
 
 metadata = MetaData(
     naming_convention={
@@ -37,6 +37,8 @@ metadata = MetaData(
 IDENTITY_OUTCOMES = ("posted", "disputed")
 
 KEY = String(64)  # lower-case hex SHA-256
+# The ledger's and the outcomes' indexed identifiers, compared byte by byte.
+RECONCILIATION_KEY, JOB_ID, OUTCOME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
 ID = String(128)
 TS = DateTime(timezone=True)
 
@@ -128,14 +130,14 @@ ledger_entries = Table(
     "ledger_entries",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("reconciliation_key", KEY, nullable=False),
+    Column("reconciliation_key", RECONCILIATION_KEY, nullable=False),
     Column("contract_version", Integer, nullable=False),
     Column("kind", String(32), nullable=False),
     Column("partition_key", ID, nullable=False),
     Column("document_id", ID, nullable=False),
     Column("line_ref", ID, nullable=False),
-    Column("job_id", String(32), nullable=False),
-    Column("outcome", String(16), nullable=False),
+    Column("job_id", JOB_ID, nullable=False),
+    Column("outcome", OUTCOME, nullable=False),
     Column("amount", money_column_type(), nullable=False),
     Column("claimed_amount", money_column_type(), nullable=True),
     Column("delta", money_column_type(), nullable=False),
@@ -194,16 +196,16 @@ line_outcomes = Table(
     "line_outcomes",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("job_id", String(32), nullable=False),
+    Column("job_id", JOB_ID, nullable=False),
     Column("chunk_id", String(32), nullable=False),
     Column("document_id", ID, nullable=False),
     Column("line_ref", ID, nullable=False),
-    Column("outcome", String(16), nullable=False),
+    Column("outcome", OUTCOME, nullable=False),
     Column("reason", String(64), nullable=True),
     Column("amount", money_column_type(), nullable=True),
     Column("claimed_amount", money_column_type(), nullable=True),
     Column("delta", money_column_type(), nullable=True),
-    Column("reconciliation_key", KEY, nullable=True),
+    Column("reconciliation_key", RECONCILIATION_KEY, nullable=True),
     Column("contract_version", Integer, nullable=False),
     # The dead letter a dead-lettered line belongs to: a requeue replaces these rows.
     Column("dead_letter_id", BigId, nullable=True),

@@ -47,6 +47,16 @@ def total_column_type() -> Any:
     return Numeric(TOTAL_PRECISION, 4, asdecimal=True).with_variant(DecimalText(), "sqlite")
 
 
+def byte_ordered(width: int) -> Any:
+    """``VARCHAR(width) COLLATE "C"`` on PostgreSQL, for identifiers we mint or hash
+    (ASCII: hex keys, job ids, outcomes), so that their B-tree indexes compare
+    bytes. Under the database's locale (``C.UTF-8`` here, ``en_US.UTF-8`` often)
+    every comparison goes through ``strcoll``, and abbreviated sort keys are off:
+    about a microsecond of the server's CPU per ledger row (migration 0015). For
+    ASCII both orders agree. SQLite already compares bytes."""
+    return String(width).with_variant(String(width, collation="C"), "postgresql")
+
+
 # SQLite only autoincrements an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
