@@ -23,6 +23,7 @@ from services.worker.stage_log import note_documents
 from shared.adapters.broker import enqueue
 from shared.adapters.leases import Claim, LeaseKeeper
 from shared.domain.kinds import KINDS
+from shared.domain.leasing import leases_by_version
 from shared.domain.messages import COMPUTE_HEAVY, MAX_PRIORITY, SETTLE_ACTOR
 from shared.domain.settlement import plan_chunk, plan_failure, unreadable
 from shared.domain.units import ChunkOutcome
@@ -95,7 +96,8 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
     plan = plan_chunk(kind, decoded.documents, contracts, unit.start)
     plan.failed_documents += decoded.failures
     plan = unit.restrict(plan)
-    claim = ctx.claims.claim(ctx.claims.keys(kind.name, plan.claim_keys_by_version()))
+    leases = leases_by_version(plan, kind.keys_name_document)
+    claim = ctx.claims.claim(ctx.claims.keys(kind.name, leases))
     if claim.contended:
         ctx.claims.release(claim)
         raise TransientError(

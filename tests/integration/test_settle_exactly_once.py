@@ -20,6 +20,7 @@ from shared.adapters.db.job_queries import job_status
 from shared.adapters.db.jobs import discard_unaccepted, mark_accepted
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoDocument
+from shared.domain.leasing import document_lease
 from shared.errors import TransientError
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.ledger import chunk_results, dead_letters, identity_counts, ledger_rows
@@ -120,11 +121,14 @@ def test_concurrent_deliveries_of_one_chunk_settle_once(ctx, vendor):
     assert len(chunk_results(ctx.engine, job_id)) == 1
 
 
-def test_key_leased_by_another_live_worker_is_retried_not_dropped(ctx, vendor, redis_client):
-    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")])]
+def test_a_document_leased_by_another_live_worker_is_retried_not_dropped(ctx, vendor, redis_client):
+    # A promo line's key starts with its document's partition and id: the attempt
+    # leases the document once (shared/domain/leasing.py), and another attempt
+    # at any of its lines needs that same lease.
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "8", "1.00")])]
     job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
-    [key] = keys_of(docs)
-    lease_key = ctx.claims.key("promo_accrual", key, 1)
+    lease = document_lease(vendor, docs[0]["document_id"])
+    lease_key = ctx.claims.key("promo_accrual", lease, 1)
     redis_client.set(lease_key, "another-workers-token", px=60_000)
     with pytest.raises(TransientError) as err:
         settle_chunk(ctx, message, 1)
@@ -132,8 +136,10 @@ def test_key_leased_by_another_live_worker_is_retried_not_dropped(ctx, vendor, r
     assert chunk_results(ctx.engine, job_id) == []  # not marked: it will be retried
     redis_client.delete(lease_key)  # that worker died; its lease is gone
     outcome = settle_chunk(ctx, message, 2)
-    assert outcome is not None and outcome.posted == 1
+    assert outcome is not None and outcome.posted == 2
     assert ctx.claims.live_leases([lease_key]) == []  # finished: free for the next claim
+    # One lease for the document's two lines; none of a line's own key.
+    assert not redis_client.exists(*(ctx.claims.key("promo_accrual", k, 1) for k in keys_of(docs)))
 
 
 def test_business_errors_dead_letter_their_lines_with_reasons(ctx, vendor):

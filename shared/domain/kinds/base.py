@@ -124,6 +124,11 @@ class Kind(Generic[D, C]):
     contract_model: type[C]
     batch_model: type[WireModel]
     delta_basis: ClassVar[DeltaBasis] = "key_versions"
+    # Whether every line's reconciliation key starts with its document's partition
+    # and id: then an attempt leases the document once, not each line's key
+    # (``leasing.document_lease``). A recipe's key is its content's, which two
+    # requests can share: it leases each key.
+    keys_name_document: ClassVar[bool] = False
     # Optional: a decoder of a strict subset of ``document_model`` (see
     # ``shared.domain.kinds.screen``), tried first at the front door.
     screen: ClassVar[Any] = None

@@ -166,6 +166,7 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     contract_model = FreightContract
     batch_model = FreightBatch
     screen = FREIGHT_SCREEN
+    keys_name_document = True  # partition|document_id|... (``shared.domain.keys``)
 
     def repeated_line(
         self, document: FreightDocument | ScreenFreightDocument

@@ -153,6 +153,7 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     batch_model = PromoBatch
     screen = Screen.of(_ScreenDocument, _plain_amounts)
     settle_decoder = staticmethod(_settle_documents)
+    keys_name_document = True  # partition|document_id|... (``shared.domain.keys``)
 
     def repeated_line(self, document: PromoDocument | _ScreenDocument) -> RepeatedLine | None:
         lines = document.lines
