@@ -112,7 +112,9 @@ def api(
     import uvicorn
 
     from services.api.app import create_app
+    from services.malloc import pin_mmap_threshold
 
+    pin_mmap_threshold()  # a batch's large buffers go back to the system once freed
     settings = load_settings("api")
     preflight.warn_missing(settings)
     if not checked:
