@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from shared.domain.kinds import KINDS
 from shared.domain.leasing import document_lease, leases_by_version
 from shared.domain.settlement import ChunkPlan, PlannedLine
-from tests.unit.test_settle_fast_paths import settled_lines
+from tests.unit.test_settle_fast_paths import settled_lines, with_dead_lines
 
 FAST = settings(max_examples=150, deadline=None, database=None)
 
@@ -22,10 +22,7 @@ FAST = settings(max_examples=150, deadline=None, database=None)
 def test_a_plan_leases_each_document_with_a_line_that_may_post(
     settled: list[PlannedLine], dead: list[bool]
 ) -> None:
-    lines = [
-        PlannedLine(p.document, p.line, None, "negative_quantity") if gone else p
-        for p, gone in zip(settled, dead + [False] * len(settled), strict=False)
-    ]
+    lines = with_dead_lines(settled, dead)
     plan = ChunkPlan(lines=lines)
     wanted: dict[int, set[str]] = {}
     for p in lines:

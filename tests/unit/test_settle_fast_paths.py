@@ -110,15 +110,20 @@ def test_claim_keys_per_version_are_the_sorted_identities_keys(
     assert store.keys("promo_accrual", by_version) == expected
 
 
+def with_dead_lines(settled: list[PlannedLine], dead: list[bool]) -> list[PlannedLine]:
+    """``settled`` with the lines ``dead`` flags dead-lettered (no settlement)."""
+    return [
+        PlannedLine(p.document, p.line, None, "negative_quantity") if gone else p
+        for p, gone in zip(settled, dead + [False] * len(settled), strict=False)
+    ]
+
+
 @FAST
 @given(settled=settled_lines(), dead=st.lists(st.booleans(), max_size=80))
 def test_claim_keys_by_version_hold_every_line_that_may_post(
     settled: list[PlannedLine], dead: list[bool]
 ) -> None:
-    lines = [
-        PlannedLine(p.document, p.line, None, "negative_quantity") if gone else p
-        for p, gone in zip(settled, dead + [False] * len(settled), strict=False)
-    ]
+    lines = with_dead_lines(settled, dead)
     plan = ChunkPlan(lines=lines)
     wanted: dict[int, set[str]] = {}
     for p in lines:
