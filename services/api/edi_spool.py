@@ -7,8 +7,9 @@ to an unnamed temporary file (``tempfile.TemporaryFile``: no name on disk, gone
 when closed or the process dies), which is then mapped read-only. The reader
 and the mapping let its pages go behind them (``shared.domain.x12.pages``), so
 the process holds a few windows of the file at a time, and the kernel keeps the
-rest in its page cache, which it may drop and read back: a partner's file costs
-a few MiB of memory while it is read, whatever its size.
+rest in its page cache, which it may drop and read back: a partner's file's bytes
+cost the API a few MiB while they are read, whatever their size (what grows with
+the file is its sets' offsets: 20 MiB for 100,000 sets).
 
 ``TMPDIR`` says where the file goes. It should be a disk: a ``tmpfs`` keeps the
 file in memory (as shared memory, not the API's own).

@@ -8,8 +8,8 @@ is a ``memcmp``, and the insert's sort by key gets abbreviated keys: about a
 microsecond of the server's CPU per ledger row. For ASCII the two orders are
 the same, so no answer changes. PostgreSQL only (SQLite compares bytes
 already). The table is not rewritten, but each index on these columns is
-rebuilt: minutes for a ledger of tens of millions of rows, during which the
-tables are locked (docs/operations.md#migration-0015-byte-ordered-identifiers).
+rebuilt, in time that grows with the ledger, while the tables are locked
+(docs/operations.md#migration-0015-byte-ordered-identifiers).
 
 Revision ID: 0015
 Revises: 0014
