@@ -32,9 +32,11 @@ def _files() -> list[tuple[str, bytes]]:
     return files
 
 
-def _chunks(body: bytes) -> list[tuple[int, int, bytes]] | str:
-    ingest = EdiIngest(
-        SETTINGS,
+def x12_ingest(settings: Settings) -> EdiIngest:
+    """The front door's ingest of an X12 body under contract version 2, its 997
+    numbered 1 (no database)."""
+    return EdiIngest(
+        settings,
         KEY,
         EDI_X12,
         query=EdiQuery(2),
@@ -42,6 +44,10 @@ def _chunks(body: bytes) -> list[tuple[int, int, bytes]] | str:
             ics, problems, control_numbers=[1] * len(ics), now=NOW
         ),
     )
+
+
+def _chunks(body: bytes) -> list[tuple[int, int, bytes]] | str:
+    ingest = x12_ingest(SETTINGS)
     ingest.feed(body)
     try:
         batch = ingest.finish()

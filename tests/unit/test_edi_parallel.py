@@ -6,7 +6,6 @@ many of them."""
 
 from __future__ import annotations
 
-import datetime as dt
 import mmap
 import os
 import re
@@ -19,19 +18,15 @@ from typing import Any
 import pytest
 
 from services.api import edi_child, edi_parallel
-from services.api.edi_ingest import EdiIngest, EdiQuery
 from services.api.edi_parallel import Layout
-from services.api.ingest import EDI_X12
 from shared.domain.x12 import EdiRefused
-from shared.domain.x12.ack import acknowledge
 from shared.domain.x12.mapping import map_stream
 from shared.domain.x12.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file
-from shared.settings import ProducerKey, Settings
+from shared.settings import Settings
+from tests.unit.test_edi_fast_route import x12_ingest
 from tests.unit.x12.build import DATA, REALDATA
 
-NOW = dt.datetime(2026, 3, 15, 12, 0, tzinfo=dt.UTC)
-KEY = ProducerKey(key_id="k", secrets=["s"], partitions=["*"])
 TINY = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5)
 # The parent waits for each of the child's blocks: the child maps every set of them.
 WAITING = Layout(children=1, ours=3, theirs=5, min_cycles=1, timeout_s=0.5, share=False)
@@ -75,15 +70,7 @@ def _no_child_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def _outcome(body: bytes, processes: int) -> Any:
     """Everything the front door makes of a file: its chunks' bytes and counts,
     partitions, skipped sets and 997, or its refusal's problems."""
-    ingest = EdiIngest(
-        _settings(processes),
-        KEY,
-        EDI_X12,
-        query=EdiQuery(2),
-        acknowledge=lambda ics, problems: acknowledge(
-            ics, problems, control_numbers=[1] * len(ics), now=NOW
-        ),
-    )
+    ingest = x12_ingest(_settings(processes))
     ingest.feed(body)
     try:
         batch = ingest.finish()
@@ -276,6 +263,17 @@ def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_child.Child:
     return edi_child.Child(pid, read, shared)
 
 
+def _four_places() -> list[Any]:
+    """The places of a 4-set 210 file, for a child's block 0."""
+    stream = map_stream(
+        read_file(freight_210_file(4, seed=1, carriers=1)),
+        contract_version=2,
+        partition_key=None,
+        period=None,
+    )
+    return list(stream.places())
+
+
 @pytest.mark.parametrize(
     "frame",
     [
@@ -288,14 +286,7 @@ def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_child.Child:
 )
 def test_a_garbled_slow_or_short_child_is_dropped_and_reaped(frame: bytes) -> None:
     child = _child_writing(frame, (1, 0))  # past its block 0: the parent waits for it
-    places = list(
-        map_stream(
-            read_file(freight_210_file(4, seed=1, carriers=1)),
-            contract_version=2,
-            partition_key=None,
-            period=None,
-        ).places()
-    )
+    places = _four_places()
     assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
     assert not child.alive
 
@@ -304,13 +295,6 @@ def test_a_child_that_does_not_start_leaves_its_block_to_the_parent() -> None:
     """A child that never gets to its block (a busy machine): the parent maps it
     all from its end, then waits for the child's word that it stopped."""
     child = _child_writing(b"", (0, 0))
-    places = list(
-        map_stream(
-            read_file(freight_210_file(4, seed=1, carriers=1)),
-            contract_version=2,
-            partition_key=None,
-            period=None,
-        ).places()
-    )
+    places = _four_places()
     assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
     assert not child.alive and child.shared.closed
