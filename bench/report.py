@@ -89,16 +89,18 @@ def print_claims(claims: Sequence[Measured]) -> None:
         " (peak RSS so far, read once each claim's events were published):"
     )
     print(
-        "| claim | accept | end to end | lines/s | last event after completion | "
-        + " | ".join(names)
-        + " | verified |"
+        "| claim | accept | end to end | lines/s | last event after completion |"
+        " settleq CPU µs/line | PostgreSQL µs/line | " + " | ".join(names) + " | verified |"
     )
-    print("|---|---|---|---|---|" + "---|" * len(names) + "---|")
+    print("|---|---|---|---|---|---|---|" + "---|" * len(names) + "---|")
     for k, m in enumerate(claims, 1):
         rss = " | ".join(f"{m.peak_after[name]:.0f} MiB" for name in names)
+        settleq = sum(cpu for _, cpu in m.stats.values()) / m.lines * 1e6
+        postgres = m.services["postgres"] / m.lines * 1e6
         print(
             f"| {k} | {m.accept_s:.2f} s | {m.e2e_s:.2f} s | {m.rate:,.0f} |"
-            f" {m.events_s - m.e2e_s:.2f} s | {rss} | {'OK' if m.ok else 'FAILED'} |"
+            f" {m.events_s - m.e2e_s:.2f} s | {settleq:.1f} | {postgres:.1f} |"
+            f" {rss} | {'OK' if m.ok else 'FAILED'} |"
         )
     print(f"\nthe last claim's figures (claim {len(claims)}):")
 
@@ -139,3 +141,15 @@ def compare_ledgers(empty: Session, filled: Session) -> None:
         f" {'ok' if kept >= KEPT_RATE else 'MISSED'}; the ledger grows"
         f" {f.mib_per_million():.1f} MiB on disk per million rows; filled at {f.rate:,.0f} rows/s"
     )
+
+
+def compare_servers(sessions: dict[str, Session]) -> None:
+    """--postgres both: the last claim of each, on PostgreSQL's defaults and tuned."""
+    print("\nPostgreSQL's defaults against docker/compose.yaml's server settings (last claim):")
+    print("| server | lines/s | end to end | PostgreSQL µs/line | lines/s, last claim to first |")
+    print("|---|---|---|---|---|")
+    for kind, session in sessions.items():
+        first, last = session.claims[0], session.claims[-1]
+        drift = f"{last.rate / first.rate - 1:+.1%}" if len(session.claims) > 1 else ""
+        postgres = last.services["postgres"] / last.lines * 1e6
+        print(f"| {kind} | {last.rate:,.0f} | {last.e2e_s:.2f} s | {postgres:.1f} | {drift} |")

@@ -15,6 +15,12 @@ and the latency of small batches sent by another vendor during the run.
         # (bench/ledger_fill.py), and how their lines/s and the ledger's size compare
     python -m bench.run --repeat 10     # sustained load: 10 claims back to back,
         # each verified; lines/s and every process's peak RSS claim by claim
+    python -m bench.run --postgres both  # PostgreSQL's defaults, then the server
+        # settings of docker/compose.yaml, compared (bench/server.py)
+
+PostgreSQL is a durable cluster of the bench's own (initdb under TMPDIR),
+started with docker/compose.yaml's server settings; --postgres stock starts it
+with PostgreSQL's defaults, --postgres machine uses the machine's server.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ from bench.procstats import (  # noqa: F401
     process_stats,
     service_cpu,
 )
-from bench.report import Session, compare_ledgers, report
+from bench.report import Session, compare_ledgers, compare_servers, report
+from bench.server import SERVERS, describe, server, servers
 from shared.faults import Faults
 from tests.support.infra import ServiceEnv, isolated_env
 from tests.support.stack import Stack
@@ -92,6 +99,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--repeat", type=int, default=1, metavar="K", help="K claims back to back, each verified"
     )
+    parser.add_argument(
+        "--postgres",
+        choices=SERVERS,
+        default="tuned",
+        help="tuned: a private cluster with docker/compose.yaml's server settings;"
+        " stock: with PostgreSQL's defaults; both: stock then tuned, compared;"
+        " machine: the machine's server",
+    )
     return parser.parse_args()
 
 
@@ -105,26 +120,41 @@ def main() -> int:
         f"generated {total} lines, {len(body) / 1e6:.1f} MB NDJSON in "
         f"{time.monotonic() - started_gen:.1f} s"
     )
-    sessions = []
-    if args.ledger_rows and not args.no_baseline:
-        print("\n## empty ledger")
-        sessions.append(run_session(args, data, body, total, "empty ledger", 0))
+    kinds = servers(args.postgres)
+    by_server: dict[str, list[Session]] = {}
+    for kind in kinds:
+        if len(kinds) > 1:
+            print(f"\n# PostgreSQL: {kind}")
+        sessions = by_server[kind] = []
+        if args.ledger_rows and not args.no_baseline:
+            print("\n## empty ledger")
+            sessions.append(run_session(args, data, body, total, "empty ledger", 0, kind))
+            report(sessions[-1])
+        if args.ledger_rows:
+            print(f"\n## ledger holding {args.ledger_rows:,} rows of earlier quarters")
+        label = f"{args.ledger_rows:,} rows of history" if args.ledger_rows else "run"
+        sessions.append(run_session(args, data, body, total, label, args.ledger_rows, kind))
         report(sessions[-1])
-    if args.ledger_rows:
-        print(f"\n## ledger holding {args.ledger_rows:,} rows of earlier quarters")
-    label = f"{args.ledger_rows:,} rows of history" if args.ledger_rows else "run"
-    sessions.append(run_session(args, data, body, total, label, args.ledger_rows))
-    report(sessions[-1])
-    if len(sessions) == 2:
-        compare_ledgers(*sessions)
-    return 0 if all(m.ok for s in sessions for m in s.claims) else 1
+        if len(sessions) == 2:
+            compare_ledgers(*sessions)
+    if len(kinds) > 1:
+        compare_servers({kind: sessions[-1] for kind, sessions in by_server.items()})
+    return 0 if all(m.ok for ss in by_server.values() for s in ss for m in s.claims) else 1
 
 
 def run_session(
-    args: argparse.Namespace, data: Generated, body: bytes, total: int, label: str, rows: int
+    args: argparse.Namespace,
+    data: Generated,
+    body: bytes,
+    total: int,
+    label: str,
+    rows: int,
+    kind: str,
 ) -> Session:
-    """Fill the ledger with ``rows`` of history, start a stack, post the claims."""
-    with isolated_env("bench") as env:
+    """On a server of ``kind``: fill the ledger with ``rows`` of history, start a
+    stack, post the claims."""
+    with server(kind) as admin, isolated_env("bench", admin) as env:
+        print(describe(kind, admin))
         # Before the stack starts: nothing of the run is in the ledger yet.
         filled = fill(env.database_url, rows, args.fill_format) if rows else None
         if filled:

@@ -61,14 +61,15 @@ def check_services() -> None:
         )
 
 
-def create_database(name: str) -> str:
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+def create_database(name: str, admin: str = PG_ADMIN) -> str:
+    """Create ``name`` on the server of ``admin`` (the machine's by default): its URL."""
+    with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return f"postgresql://postgres@{PG_HOST}:5432/{name}"
+    return f"{admin.rsplit('/', 1)[0]}/{name}"
 
 
-def drop_database(name: str) -> None:
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+def drop_database(name: str, admin: str = PG_ADMIN) -> None:
+    with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
         )
@@ -215,16 +216,18 @@ class ServiceEnv:
 
 
 @contextmanager
-def isolated_env(tag: str) -> Iterator[ServiceEnv]:
+def isolated_env(tag: str, admin: str = PG_ADMIN) -> Iterator[ServiceEnv]:
+    """A database of its own (on the server of ``admin``, the machine's by
+    default), queues and Redis keys under a prefix of its own."""
     check_services()
     prefix = new_prefix()
     db_name = f"settleq_test_{tag}_{prefix[1:]}"
-    url = create_database(db_name)
+    url = create_database(db_name, admin)
     try:
         migrate(url)
         yield ServiceEnv(database_url=url, queue_prefix=prefix)
     finally:
-        drop_database(db_name)
+        drop_database(db_name, admin)
         delete_queues(prefix)
         delete_redis_keys(prefix)
 

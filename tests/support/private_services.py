@@ -8,11 +8,12 @@ Both are removed at the end: the cluster's data directory and the Redis process.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +44,23 @@ def _as_owner(args: list[str]) -> list[str]:
     return args
 
 
-class PrivatePostgres:
-    """One throw-away cluster (``initdb`` into a temporary directory, ``pg_ctl``)."""
+# A server setting's value as pg_ctl passes it on through a shell: one word.
+_SETTING_VALUE = re.compile(r"[A-Za-z0-9._-]+")
 
-    def __init__(self) -> None:
+
+class PrivatePostgres:
+    """One throw-away cluster (``initdb`` into a temporary directory, ``pg_ctl``).
+
+    ``durable`` keeps PostgreSQL's fsync (a benchmark's server writes as a
+    production one does); tests turn it off, as a crashed server (not machine)
+    loses nothing by it. ``settings`` are more server settings (``-c``)."""
+
+    def __init__(self, settings: Mapping[str, str] | None = None, durable: bool = False) -> None:
+        self.settings = dict(settings or {})
+        for name, value in self.settings.items():
+            if not (_SETTING_VALUE.fullmatch(name) and _SETTING_VALUE.fullmatch(value)):
+                raise ValueError(f"server setting {name}={value!r}: one word each, no spaces")
+        self.durable = durable
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="settleq-pg-"))
         self.data = self.root / "data"
@@ -65,11 +79,15 @@ class PrivatePostgres:
     def init(self) -> None:
         initdb = [_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust"]
         subprocess.run(_as_owner([*initdb, "-E", "UTF8"]), check=True, capture_output=True)
-        # fsync off: a restarted or crashed server (not machine) loses nothing by it.
-        options = (
-            f"-c port={self.port} -c listen_addresses=127.0.0.1 "
-            f"-c unix_socket_directories={self.root} -c fsync=off -c max_connections=200"
-        )
+        settings = {
+            "port": str(self.port),
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": str(self.root),
+            "max_connections": "200",
+            **({} if self.durable else {"fsync": "off"}),
+            **self.settings,
+        }
+        options = " ".join(f"-c {name}={value}" for name, value in settings.items())
         self._pg_ctl("-o", options, "start")
 
     def restart(self, mode: str = "fast") -> None:

@@ -376,3 +376,21 @@ def test_keys_and_tokens_are_docker_secrets_not_environment(services: dict[str, 
         assert env["SETTLEQ_SECRETS_DIR"] == "/run/secrets", name
         assert not {"SETTLEQ_PRODUCER_KEYS", "SETTLEQ_OPERATOR_TOKENS"} & set(env), name
         assert names <= set(service["secrets"]), name
+
+
+def test_postgres_runs_with_the_bench_settings_and_keeps_its_durability(
+    services: dict[str, Any],
+) -> None:
+    # bench.run starts its cluster with exactly these (bench/server.py reads them here).
+    from bench.server import production_settings
+
+    command = services["postgres"]["command"]
+    assert command[0] == "postgres"
+    settings = production_settings(COMPOSE)
+    assert command[1:] == [
+        arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")
+    ]
+    assert {"shared_buffers", "max_wal_size", "checkpoint_timeout"} <= set(settings)
+    # No speed bought with durability (issue 17): these keep PostgreSQL's defaults.
+    for name in ("fsync", "synchronous_commit", "full_page_writes", "wal_level"):
+        assert name not in settings, name
