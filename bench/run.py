@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -229,5 +230,16 @@ def start_stack(args: argparse.Namespace, env: ServiceEnv) -> Stack:
     return stack
 
 
+def _stop_on_sigterm() -> None:
+    """A SIGTERM (``kill``, ``timeout``) unwinds like Ctrl-C: the stack stops and
+    the private PostgreSQL cluster and its data directory go."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 if __name__ == "__main__":
+    _stop_on_sigterm()
     sys.exit(main())

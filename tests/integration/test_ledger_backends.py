@@ -140,3 +140,33 @@ def test_the_relay_reads_a_units_events_alike_on_both_backends(engine: Engine) -
         "2": ("disputed", "1.0000", "5.0000", "1.0000"),
         "3": ("posted", "2.0000", "2.0000", "2.0000"),
     }
+
+
+def test_the_relay_publishes_an_outbox_row_of_the_older_one_event_form(engine: Engine) -> None:
+    # A row written before migration 0006 (one event per row, its JSON kept), still
+    # unpublished at the upgrade: the relay must send it as it was written.
+    while True:  # what other tests left unpublished goes first
+        with engine.begin() as conn:
+            published = outbox.next_batch(conn, 1000, 1000).outbox_ids
+            outbox.mark_published(conn, published)
+        if not published:
+            break
+    vendor = uid("V-")
+    body = json.dumps({"event_id": "e" * 32, "job_id": "j1", "correlation_id": "c1"})
+    with engine.begin() as conn:
+        conn.execute(
+            tables.outbox.insert().values(
+                event_id="e" * 32,
+                routing_key="settlement.posted.promo_accrual",
+                partition_key=vendor,
+                body=body,
+                created_at=func.now(),
+            )
+        )
+    with engine.begin() as conn:
+        batch = outbox.next_batch(conn, 1000, 1000)
+        outbox.mark_published(conn, batch.outbox_ids)
+    [message] = batch.messages
+    assert json.loads(message.body) == {"events": [json.loads(body)]}
+    [unit] = batch.units
+    assert (unit.events, unit.partition_keys, unit.correlation_ids) == (1, {vendor}, {"c1"})

@@ -60,6 +60,7 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int) -> Batch:
             outbox.c.id,
             outbox.c.event_id,
             outbox.c.routing_key,
+            outbox.c.partition_key,
             outbox.c.body,
             outbox.c.created_at,
             outbox.c.ledger_entry_id,

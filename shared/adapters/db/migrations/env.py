@@ -17,12 +17,14 @@ if context.is_offline_mode():
         context.run_migrations()
 else:
     engine = make_engine(url)
-    with engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=metadata,
-            render_as_batch=connection.dialect.name == "sqlite",
-        )
-        with context.begin_transaction():
-            context.run_migrations()
-    engine.dispose()
+    try:
+        with engine.connect() as connection:
+            context.configure(
+                connection=connection,
+                target_metadata=metadata,
+                render_as_batch=connection.dialect.name == "sqlite",
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:  # a migration that refuses (0016's downgrade) leaves no connection behind
+        engine.dispose()
