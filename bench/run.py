@@ -58,7 +58,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--lines", type=int, default=500_000)
     parser.add_argument("--vendors", type=int, default=50)
-    parser.add_argument("--small-batches", type=int, default=10)
+    parser.add_argument("--small-batches", type=int, default=20)
     parser.add_argument("--flush-redis-at", type=float, default=None)
     parser.add_argument(
         "--workers",
