@@ -152,7 +152,7 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
 _PG_EVENT_SELECT = str(
     select(*_PG_EVENT_COLUMNS)
     .where(ledger_entries.c.id == any_(bindparam("ids", type_=NullType())))
-    .compile(dialect=postgresql.dialect(paramstyle="pyformat"))
+    .compile(dialect=postgresql.dialect(paramstyle="pyformat"))  # type: ignore[no-untyped-call]
 )
 
 
