@@ -191,3 +191,19 @@ def test_a_relay_stopped_before_marking_is_followed_by_the_same_messages(
     assert len(first) + len(second) == expected_messages(engine) + len(first)
     assert set(distinct(first + second)) == set(ledger)
     assert len(ledger) == 200
+
+
+def test_a_connection_lost_in_the_relays_ledger_read_is_an_error_the_relay_pauses_on(
+    settled: tuple[Settings, Engine],
+) -> None:
+    # The read goes to the driver's cursor for its tuples; a lost connection must
+    # still reach the relay as SQLAlchemy's error, which it pauses and retries on.
+    from services.relay.session import _DB_ERRORS
+
+    _, engine = settled
+    with engine.connect() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with engine.connect() as other:
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+        with pytest.raises(_DB_ERRORS):
+            outbox._ledger_rows(conn, [1, 2, 3])

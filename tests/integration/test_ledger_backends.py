@@ -108,16 +108,20 @@ def test_migrations_build_exactly_the_declared_schema(engine: Engine) -> None:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
 
 
-def test_the_relay_reads_a_units_events_alike_on_both_backends(engine: Engine) -> None:
-    # PostgreSQL hands the relay amounts as NUMERIC text, SQLite as Decimals from
-    # their stored text: the messages must not tell the backends apart.
-
-    while True:  # what other tests left unpublished goes first
+def _publish_what_waits(engine: Engine) -> None:
+    while True:
         with engine.begin() as conn:
             published = outbox.next_batch(conn, 1000, 1000).outbox_ids
             outbox.mark_published(conn, published)
         if not published:
-            break
+            return
+
+
+def test_the_relay_reads_a_units_events_alike_on_both_backends(engine: Engine) -> None:
+    # PostgreSQL hands the relay amounts as NUMERIC text, SQLite as Decimals from
+    # their stored text: the messages must not tell the backends apart.
+
+    _publish_what_waits(engine)  # what other tests left unpublished goes first
     vendor = uid("V-")
     lines = [promo_line(1, "3", "0.38"), promo_line(2, "8", "5.00"), promo_line(3, "16", "2.00")]
     ref, docs = _chunk(engine, [promo_doc(vendor, lines)])
@@ -145,12 +149,7 @@ def test_the_relay_reads_a_units_events_alike_on_both_backends(engine: Engine) -
 def test_the_relay_publishes_an_outbox_row_of_the_older_one_event_form(engine: Engine) -> None:
     # A row written before migration 0006 (one event per row, its JSON kept), still
     # unpublished at the upgrade: the relay must send it as it was written.
-    while True:  # what other tests left unpublished goes first
-        with engine.begin() as conn:
-            published = outbox.next_batch(conn, 1000, 1000).outbox_ids
-            outbox.mark_published(conn, published)
-        if not published:
-            break
+    _publish_what_waits(engine)  # what other tests left unpublished goes first
     vendor = uid("V-")
     body = json.dumps({"event_id": "e" * 32, "job_id": "j1", "correlation_id": "c1"})
     with engine.begin() as conn:

@@ -145,10 +145,12 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     return found
 
 
-# The relay's read of its events' ledger rows on PostgreSQL, through the driver's
-# own cursor: its tuples are all ``event`` needs, and SQLAlchemy's result rows
-# cost about as much again as the fetch (~1.5 µs an event, measured with
-# bench.stages --profile relay). Amounts as NUMERIC text (see _PG_EVENT_COLUMNS).
+# The relay's read of its events' ledger rows on PostgreSQL: executed by
+# SQLAlchemy (its errors wrapped, a lost connection invalidated, as the relay's
+# handlers expect), fetched as the driver's tuples, which are all ``event``
+# reads: SQLAlchemy's result rows cost about as much again as the fetch
+# (~1.5 µs an event, measured with bench.stages --profile relay). Amounts as
+# NUMERIC text (see _PG_EVENT_COLUMNS).
 _PG_EVENT_SELECT = str(
     select(*_PG_EVENT_COLUMNS)
     .where(ledger_entries.c.id == any_(bindparam("ids", type_=NullType())))
@@ -162,12 +164,12 @@ def _pg_ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     # (psycopg sends a str as "unknown"), so PostgreSQL reads it as the bigint[]
     # that ``id = ANY(...)`` wants (the plan of a typed array), without the ~2 µs
     # an element the driver spends adapting a list of ints.
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    result = conn.exec_driver_sql(_PG_EVENT_SELECT, {"ids": "{" + ",".join(map(str, ids)) + "}"})
     try:
-        cursor.execute(_PG_EVENT_SELECT, {"ids": "{" + ",".join(map(str, ids)) + "}"})
-        return {row[_ID]: row for row in cursor.fetchall()}
+        # psycopg has the whole result once executed: fetching only converts it.
+        return {row[_ID]: row for row in result.cursor.fetchall()}
     finally:
-        cursor.close()
+        result.close()
 
 
 def mark_published(conn: Connection, ids: Sequence[int]) -> None:
