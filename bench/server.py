@@ -13,7 +13,9 @@ The cluster's data directory is under ``TMPDIR`` and removed at the end.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,15 +39,23 @@ SHOWN = (
 )
 
 
-def production_settings(compose: Path = COMPOSE) -> dict[str, str]:
-    """The ``-c name=value`` settings of the compose file's PostgreSQL command."""
+# Compose's interpolation of a variable with a default: ${NAME:-default}.
+_VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*):-([^}]*)\}")
+
+
+def production_settings(
+    compose: Path = COMPOSE, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The ``-c name=value`` settings of the compose file's PostgreSQL command,
+    its variables resolved as compose resolves them (from ``environ``, else
+    their defaults)."""
     command = yaml.safe_load(compose.read_text())["services"]["postgres"]["command"]
     settings: dict[str, str] = {}
     for flag, setting in zip(command[1::2], command[2::2], strict=True):
         if flag != "-c":
             raise ValueError(f"{compose}: the postgres command takes -c name=value, not {flag}")
         name, value = setting.split("=", 1)
-        settings[name] = value
+        settings[name] = _VARIABLE.sub(lambda m: environ.get(m[1]) or m[2], value)
     return settings
 
 

@@ -29,3 +29,8 @@ def test_a_private_clusters_setting_is_one_word(value: str) -> None:
     # pg_ctl hands its options to a shell: anything but one word is refused.
     with pytest.raises(ValueError, match="one word each"):
         PrivatePostgres({"shared_buffers": value})
+
+
+def test_a_compose_variable_resolves_to_the_environment_or_its_default() -> None:
+    assert production_settings(environ={})["shared_buffers"] == "4GB"
+    assert production_settings(environ={"PG_SHARED_BUFFERS": "1GB"})["shared_buffers"] == "1GB"
