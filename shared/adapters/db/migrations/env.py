@@ -26,5 +26,5 @@ else:
             )
             with context.begin_transaction():
                 context.run_migrations()
-    finally:  # a migration that refuses (0016's downgrade) leaves no connection behind
+    finally:  # a migration that raises (one refusing to go down) leaves no connection behind
         engine.dispose()
