@@ -196,8 +196,8 @@ def test_a_relay_stopped_before_marking_is_followed_by_the_same_messages(
 def test_a_connection_lost_in_the_relays_ledger_read_is_an_error_the_relay_pauses_on(
     settled: tuple[Settings, Engine],
 ) -> None:
-    # The read goes to the driver's cursor for its tuples; a lost connection must
-    # still reach the relay as SQLAlchemy's error, which it pauses and retries on.
+    # The read is fetched as the driver's tuples; a lost connection must still
+    # reach the relay as SQLAlchemy's error, which it pauses and retries on.
     from services.relay.session import _DB_ERRORS
 
     _, engine = settled
