@@ -23,7 +23,7 @@ from shared.domain.settlement import PlannedLine
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
-def _field(value: Any) -> str:
+def field(value: Any) -> str:
     if value is None:
         return "\\N"
     if isinstance(value, str):
@@ -46,7 +46,7 @@ def copy_rows(
         conn,
         table,
         columns,
-        "".join("\t".join(_field(row[c]) for c in columns) + "\n" for row in rows),
+        "".join("\t".join(field(row[c]) for c in columns) + "\n" for row in rows),
     )
 
 
@@ -102,8 +102,8 @@ def staged(settled: Sequence[PlannedLine]) -> tuple[str, bool]:
             doc = p.document
             version = doc.contract_version
             seen = seen_by_version.setdefault(version, set())
-            middle = f"\t{version}\t{_field(doc.partition_key)}\t{_field(doc.document_id)}\t"
-            tail = f"\t{_field(doc.correlation_id)}\n"
+            middle = f"\t{version}\t{field(doc.partition_key)}\t{field(doc.document_id)}\t"
+            tail = f"\t{field(doc.correlation_id)}\n"
         s = p.settlement
         assert s is not None
         line = p.line
@@ -115,8 +115,8 @@ def staged(settled: Sequence[PlannedLine]) -> tuple[str, bool]:
             seen.add(key)
         ref = line.line_ref
         if "\\" in ref:
-            ref = _field(ref)
-        note = "\\N" if s.note is None else _field(s.note)  # per line: no call for the usual None
+            ref = field(ref)
+        note = "\\N" if s.note is None else field(s.note)  # per line: no call for the usual None
         claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
         # str(), not the f-string's format(): the same text for every Decimal, a third the cost.
         amount = str(s.amount)

@@ -9,24 +9,36 @@ from decimal import Decimal
 
 from sqlalchemy import Connection
 
-from shared.adapters.db import bulk
+from shared.adapters.db import bulk, bulk_copy
 from shared.adapters.db.bulk import STAGE_COLUMNS, STAGE_TABLE, copy_text
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.units import ChunkRef
+
+Delta = tuple[str, int]  # a line's identity: (reconciliation key, contract version)
 
 
 def settle_in_bulk(
     conn: Connection,
     chunk: ChunkRef,
     settled: list[PlannedLine],
-    stage: str,
     now: dt.datetime,
     repriced: set[str],
-) -> tuple[list[PlannedLine], list[bool], list[PlannedLine]]:
-    """PostgreSQL: ledger rows, outbox events and outcome rows in one statement.
-    Returns the lines it settled, whether each was new, and the lines whose delta
-    did not fit the ledger."""
+) -> tuple[list[PlannedLine], list[bool], list[PlannedLine], dict[Delta, Decimal] | None] | None:
+    """PostgreSQL: ledger rows and outbox events by COPY where no line can have
+    an earlier row (bulk_copy), else ledger rows, outbox events and outcome rows
+    in one statement. Returns the lines it settled, whether each was new, the
+    lines whose delta did not fit the ledger, and the noted lines' deltas when
+    their outcome rows are still to write (the COPY path); None where the
+    portable path must run instead."""
+    if bulk_copy.can_copy(conn, chunk.kind, settled, repriced):
+        copied = bulk_copy.settle_by_copy(conn, chunk.kind, chunk.job_id, settled, now)
+        if copied is not None:
+            flags, deltas = copied
+            return settled, flags, [], deltas
+    stage = stage_for_bulk(conn, chunk.kind, settled)
+    if stage is None:
+        return None
     duplicates, too_large = settle_lines(
         conn,
         stage,
@@ -38,10 +50,10 @@ def settle_in_bulk(
         repriced=repriced,
     )
     if not too_large:
-        return settled, [seq not in duplicates for seq in range(len(settled))], []
+        return settled, [seq not in duplicates for seq in range(len(settled))], [], None
     kept = [p for seq, p in enumerate(settled) if seq not in too_large]
     flags = [seq not in duplicates for seq in range(len(settled)) if seq not in too_large]
-    return kept, flags, [settled[seq] for seq in sorted(too_large)]
+    return kept, flags, [settled[seq] for seq in sorted(too_large)], None
 
 
 def stage_for_bulk(conn: Connection, kind: str, settled: list[PlannedLine]) -> str | None:

@@ -17,7 +17,7 @@ import datetime as dt
 from sqlalchemy import Connection, delete, update
 
 from shared.adapters.db import priors
-from shared.adapters.db.bulk_settle import settle_in_bulk, stage_for_bulk
+from shared.adapters.db.bulk_settle import settle_in_bulk
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.inserts import first_new, insert_ledger, insert_rows
 from shared.adapters.db.rows import outbox_rows
@@ -79,10 +79,10 @@ def commit_plan(
         # Before any prior is read: a concurrent chunk writing the same lineage
         # commits first, and its rows are then read (READ COMMITTED).
         priors.lock_lineages(conn, chunk.kind, priors.lock_groups(chunk.kind, settled, repriced))
-    stage = stage_for_bulk(conn, chunk.kind, settled)
-    if stage is not None:
-        settled, flags, out_of_range = settle_in_bulk(conn, chunk, settled, stage, now, repriced)
-        rows = settled_outcomes(chunk, settled, flags, outcome, None)
+    bulk = settle_in_bulk(conn, chunk, settled, now, repriced)
+    if bulk is not None:
+        settled, flags, out_of_range, deltas = bulk
+        rows = settled_outcomes(chunk, settled, flags, outcome, deltas)
     else:
         new = insert_ledger(conn, chunk, settled, now, out_of_range)
         if out_of_range:

@@ -1,0 +1,181 @@
+"""The settlement's COPY path (shared/adapters/db/bulk_copy.py) on PostgreSQL:
+it writes what the one settle statement writes, it copies no line its probes
+find in the ledger, and a line there that they miss sends the chunk, with
+nothing written, to the statement."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select
+
+from shared.adapters.db import bulk_copy, bulk_settle, tables
+from shared.adapters.db.ledger import commit_plan
+from shared.domain.kinds import get_kind
+from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
+from shared.domain.settlement import plan_chunk
+from shared.domain.units import ChunkOutcome, ChunkRef
+from shared.settings import Settings
+from tests.support.factories import promo_doc, promo_line, store_job, uid
+
+KIND = get_kind("promo_accrual")
+CONTRACT = PromoContract.model_validate({"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"})
+
+
+@pytest.fixture
+def copies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables the COPY path streamed rows into, and "statement" where the
+    one settle statement ran, in order."""
+    seen: list[str] = []
+    real_copy, real_statement = bulk_copy.copy_text, bulk_settle.settle_lines
+
+    def copy_spy(conn: Any, table: str, columns: Any, text: str) -> None:
+        seen.append(table)
+        real_copy(conn, table, columns, text)
+
+    def statement_spy(*args: Any, **kwargs: Any) -> tuple[set[int], set[int]]:
+        seen.append("statement")
+        return real_statement(*args, **kwargs)
+
+    monkeypatch.setattr(bulk_copy, "copy_text", copy_spy)
+    monkeypatch.setattr(bulk_settle, "settle_lines", statement_spy)
+    return seen
+
+
+def _settle(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, ChunkOutcome]:
+    job_id, [message] = store_job(engine, Settings(), b"k", docs)
+    parsed = [PromoDocument.model_validate(d) for d in docs]
+    ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", sum(len(d.lines) for d in parsed))
+    contracts = {(d.partition_key, 1): CONTRACT for d in parsed}
+    with engine.begin() as conn:
+        outcome = commit_plan(conn, ref, plan_chunk(KIND, parsed, contracts, 0), 1)
+    assert outcome is not None
+    return ref, outcome
+
+
+def _written(engine: Engine, job_id: str) -> dict[str, Any]:
+    """What a chunk wrote, without what names its vendor or the time."""
+    ledger, outcomes, outbox = tables.ledger_entries, tables.line_outcomes, tables.outbox
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(ledger).where(ledger.c.job_id == job_id).order_by(ledger.c.position)
+        ).all()
+        noted = conn.execute(
+            select(outcomes).where(outcomes.c.job_id == job_id).order_by(outcomes.c.id)
+        ).all()
+        units = conn.execute(select(outbox.c.ledger_entry_ids)).scalars().all()
+    ids = {str(r.id) for r in rows}
+    listing = [u for u in units if u and set(u.split(",")) & ids]
+    keep = ("contract_version", "kind", "line_ref", "outcome", "amount", "claimed_amount")
+    return {
+        "ledger": [
+            (*(getattr(r, c) for c in keep), r.delta, r.supersedes_id, r.position) for r in rows
+        ],
+        "outcomes": [
+            (r.line_ref, r.outcome, r.reason, r.amount, r.claimed_amount, r.delta, r.position)
+            for r in noted
+        ],
+        # One outbox row lists every new row of the chunk, ascending.
+        "outbox": [
+            sorted(u.split(","), key=int) == u.split(",") and set(u.split(",")) == ids
+            for u in listing
+        ],
+    }
+
+
+def _documents(vendor: str) -> list[dict[str, Any]]:
+    posted = promo_doc(
+        vendor, [promo_line(1, "3", "0.38"), promo_line(2, "8", "1.00")], document_id="INV-A"
+    )
+    disputed = promo_doc(vendor, [promo_line(1, "8", "9.00")], document_id="INV-B")
+    return [posted, disputed, dict(posted)]  # the last repeats the first: duplicates
+
+
+def test_the_copy_path_writes_what_the_statement_writes(
+    engine: Engine, copies: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    by_copy, by_copy_outcome = _settle(engine, _documents(uid("V-")))
+    assert copies == ["ledger_entries"]
+    monkeypatch.setattr(bulk_copy, "can_copy", lambda *args: False)
+    by_statement, by_statement_outcome = _settle(engine, _documents(uid("V-")))
+    assert copies == ["ledger_entries", "statement"]
+    assert by_copy_outcome == by_statement_outcome
+    assert (by_copy_outcome.posted, by_copy_outcome.disputed, by_copy_outcome.duplicate) == (
+        2,
+        1,
+        2,
+    )
+    assert by_copy_outcome.amount_posted == Decimal("1.38")
+    written = _written(engine, by_copy.job_id)
+    assert written == _written(engine, by_statement.job_id)
+    assert len(written["ledger"]) == 3 and written["outbox"] == [True]
+    assert [o[1] for o in written["outcomes"]].count("duplicate") == 2
+
+
+def test_a_resent_document_is_found_before_anything_is_copied(
+    engine: Engine, copies: list[str]
+) -> None:
+    docs = _documents(uid("V-"))
+    _settle(engine, docs)
+    copies.clear()
+    ref, outcome = _settle(engine, docs)
+    assert copies == []  # every line is found in the ledger: nothing to copy
+    assert (outcome.posted, outcome.disputed, outcome.duplicate) == (0, 0, 5)
+    assert _written(engine, ref.job_id)["ledger"] == []
+
+
+def test_a_line_already_posted_that_the_probe_misses_sends_the_chunk_to_the_statement(
+    engine: Engine, copies: list[str]
+) -> None:
+    vendor = uid("V-")
+    _settle(engine, [promo_doc(vendor, [promo_line(2, "8", "1.00")], document_id="INV-C")])
+    # The same document again with a new first line: the probe asks only for that
+    # one, so the COPY runs and meets line 2 in the identity's unique index.
+    again = promo_doc(
+        vendor, [promo_line(3, "4", "0.50"), promo_line(2, "8", "1.00")], document_id="INV-C"
+    )
+    copies.clear()
+    ref, outcome = _settle(engine, [again])
+    assert copies == ["ledger_entries", "statement"]
+    assert (outcome.posted, outcome.duplicate) == (1, 1)
+    ledger = tables.ledger_entries
+    with engine.connect() as conn:
+        rows = (
+            conn.execute(
+                select(ledger.c.line_ref)
+                .where(ledger.c.partition_key == vendor)
+                .order_by(ledger.c.id)
+            )
+            .scalars()
+            .all()
+        )
+    assert rows == ["2", "3"]  # the COPY's rows were rolled back with its savepoint
+    written = _written(engine, ref.job_id)
+    assert [r[2] for r in written["ledger"]] == ["3"] and written["outbox"] == [True]
+    assert [o[1] for o in written["outcomes"]] == ["duplicate"]
+
+
+def test_a_resent_document_among_new_ones_is_duplicates_and_the_rest_is_copied(
+    engine: Engine, copies: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vendor = uid("V-")
+    resent = promo_doc(vendor, [promo_line(1, "4", "0.50"), promo_line(2, "8", "1.00")])
+    _settle(engine, [resent])
+    fresh = [promo_doc(vendor, [promo_line(1, "8", "1.00")]) for _ in range(2)]
+    copies.clear()
+    ref, outcome = _settle(engine, [fresh[0], resent, fresh[1]])
+    assert copies == ["ledger_entries"]
+    assert (outcome.posted, outcome.duplicate) == (2, 2)
+    written = _written(engine, ref.job_id)
+    assert [r[-1] for r in written["ledger"]] == [0, 3]  # batch positions of the new lines
+    assert written["outbox"] == [True]
+    assert [(o[1], o[-1]) for o in written["outcomes"]] == [("duplicate", 1), ("duplicate", 2)]
+    # What the statement writes for the same chunk of another vendor.
+    monkeypatch.setattr(bulk_copy, "can_copy", lambda *args: False)
+    other = uid("V-")
+    _settle(engine, [{**resent, "partition_key": other}])
+    fresh = [{**d, "partition_key": other} for d in fresh]
+    by_statement, _ = _settle(engine, [fresh[0], {**resent, "partition_key": other}, fresh[1]])
+    assert _written(engine, by_statement.job_id) == written
