@@ -15,7 +15,7 @@ from shared.domain.kinds import KINDS
 from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.units import ChunkRef
 
-Delta = tuple[str, int]  # a line's identity: (reconciliation key, contract version)
+Identity = tuple[str, int]  # (reconciliation key, contract version)
 
 
 def settle_in_bulk(
@@ -24,7 +24,7 @@ def settle_in_bulk(
     settled: list[PlannedLine],
     now: dt.datetime,
     repriced: set[str],
-) -> tuple[list[PlannedLine], list[bool], list[PlannedLine], dict[Delta, Decimal] | None] | None:
+) -> tuple[list[PlannedLine], list[bool], list[PlannedLine], dict[Identity, Decimal] | None] | None:
     """PostgreSQL: ledger rows and outbox events by COPY where no line can have
     an earlier row (bulk_copy), else ledger rows, outbox events and outcome rows
     in one statement. Returns the lines it settled, whether each was new, the

@@ -5,7 +5,8 @@ See docs/architecture.md#the-settlement-transaction.
 In order: the unit's processed marker (a redelivered chunk stops here), the
 ledger rows (``ON CONFLICT DO NOTHING`` on ``(reconciliation_key,
 contract_version)`` of the posted and disputed rows, the partial unique index
-``uq_ledger_entries_identity``: the source of truth for exactly-once), dead letters,
+``uq_ledger_entries_identity``: the source of truth for exactly-once; or a
+``COPY`` that index turns back to that insert, bulk_copy.py), dead letters,
 per-line outcomes, and the unit's counter increments. A unit is a chunk, or a
 requeued dead letter whose lines move from ``dead_lettered`` to their new outcome.
 """
