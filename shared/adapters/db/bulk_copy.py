@@ -28,27 +28,12 @@ import psycopg
 from sqlalchemy import Connection
 
 from shared.adapters.db.bulk import copy_text, field
+from shared.adapters.db.tables import ledger_entries
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import PlannedLine
 
-_COLUMNS = (
-    "id",
-    "reconciliation_key",
-    "contract_version",
-    "kind",
-    "partition_key",
-    "document_id",
-    "line_ref",
-    "job_id",
-    "outcome",
-    "amount",
-    "claimed_amount",
-    "delta",
-    "supersedes_id",
-    "correlation_id",
-    "created_at",
-    "position",
-)
+# Every column of the ledger, in the table's order, which _ledger_text follows.
+_COLUMNS = tuple(column.name for column in ledger_entries.columns)
 
 # Which of these keys have a posted or disputed row at version 1? LATERAL ...
 # LIMIT 1 keeps it one probe of the identity's partial unique index a key (as a
