@@ -5,11 +5,13 @@ nothing written, to the statement."""
 
 from __future__ import annotations
 
+import threading
+import time
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
 
 from shared.adapters.db import bulk_copy, bulk_settle, tables
 from shared.adapters.db.ledger import commit_plan
@@ -179,3 +181,57 @@ def test_a_resent_document_among_new_ones_is_duplicates_and_the_rest_is_copied(
     fresh = [{**d, "partition_key": other} for d in fresh]
     by_statement, _ = _settle(engine, [fresh[0], {**resent, "partition_key": other}, fresh[1]])
     assert _written(engine, by_statement.job_id) == written
+
+
+@pytest.mark.parametrize("first_commits", [True, False])
+def test_a_copy_racing_another_chunks_uncommitted_rows_posts_each_line_once(
+    engine: Engine, copies: list[str], first_commits: bool
+) -> None:
+    # Two jobs carry one document (a resend, with Redis's leases lost, so both
+    # settle at once). The second's probes cannot see the first's uncommitted
+    # rows: its COPY waits on them in the identity's index, then meets them
+    # (the first commits: duplicates, by the statement) or takes them (it rolls back).
+    vendor = uid("V-")
+    doc = promo_doc(vendor, [promo_line(1, "4", "0.50"), promo_line(2, "8", "1.00")])
+    first, [first_message] = store_job(engine, Settings(), b"k", [doc])
+    parsed = [PromoDocument.model_validate(doc)]
+    plan = plan_chunk(KIND, parsed, {(vendor, 1): CONTRACT}, 0)
+    conn = engine.connect()
+    transaction = conn.begin()
+    try:
+        commit_plan(conn, ChunkRef(first_message["chunk_id"], first, "promo_accrual", 2), plan, 1)
+        result: dict[str, Any] = {}
+        racer = threading.Thread(target=lambda: result.update(settled=_settle(engine, [doc])))
+        racer.start()
+        with engine.connect() as watch:  # until the racer waits on the first's rows
+            deadline = time.monotonic() + 10
+            while not watch.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+            ).scalar_one():
+                watch.rollback()
+                assert time.monotonic() < deadline and racer.is_alive()
+                time.sleep(0.02)
+        (transaction.commit if first_commits else transaction.rollback)()
+    finally:
+        conn.close()
+    racer.join(10)
+    _, outcome = result["settled"]
+    if first_commits:
+        assert (outcome.posted, outcome.duplicate) == (0, 2)
+        assert copies == ["ledger_entries", "ledger_entries", "statement"]
+    else:
+        assert (outcome.posted, outcome.duplicate) == (2, 0)
+        assert copies == ["ledger_entries", "ledger_entries"]
+    ledger = tables.ledger_entries
+    with engine.connect() as conn:
+        keys = (
+            conn.execute(
+                select(ledger.c.reconciliation_key).where(ledger.c.partition_key == vendor)
+            )
+            .scalars()
+            .all()
+        )
+    assert len(keys) == len(set(keys)) == 2

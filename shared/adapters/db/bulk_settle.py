@@ -11,11 +11,10 @@ from sqlalchemy import Connection
 
 from shared.adapters.db import bulk, bulk_copy
 from shared.adapters.db.bulk import STAGE_COLUMNS, STAGE_TABLE, copy_text
+from shared.adapters.db.bulk_copy import Identity
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.units import ChunkRef
-
-Identity = tuple[str, int]  # (reconciliation key, contract version)
 
 
 def settle_in_bulk(
