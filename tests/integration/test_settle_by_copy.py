@@ -116,6 +116,39 @@ def test_the_copy_path_writes_what_the_statement_writes(
     assert [o[1] for o in written["outcomes"]].count("duplicate") == 2
 
 
+@pytest.mark.parametrize("path", ["copy", "statement"])
+def test_every_row_of_a_unit_carries_its_transactions_time(
+    engine: Engine, copies: list[str], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """A COPY'd row leaves created_at to the column's default, now(): it must be
+    the one time its unit's marker and outbox rows carry, the server's."""
+    if path == "statement":
+        monkeypatch.setattr(bulk_copy, "can_copy", lambda *args: False)
+    with engine.connect() as conn:
+        before = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+    ref, _ = _settle(engine, _documents(uid("V-")))
+    assert copies == (["ledger_entries"] if path == "copy" else ["statement"])
+    ledger, results = tables.ledger_entries, tables.chunk_results
+    with engine.connect() as conn:
+        stamps = set(conn.execute(select(ledger.c.created_at).where(ledger.c.job_id == ref.job_id)))
+        stamps |= set(
+            conn.execute(select(results.c.created_at).where(results.c.job_id == ref.job_id))
+        )
+        ids = conn.execute(select(ledger.c.id).where(ledger.c.job_id == ref.job_id)).scalars()
+        wanted = ",".join(map(str, sorted(ids)))
+        stamps |= set(
+            conn.execute(
+                select(tables.outbox.c.created_at).where(
+                    tables.outbox.c.ledger_entry_ids == wanted
+                )
+            )
+        )
+        after = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+    assert len(stamps) == 1
+    [(stamp,)] = stamps
+    assert before <= stamp <= after
+
+
 def test_a_resent_document_is_found_before_anything_is_copied(
     engine: Engine, copies: list[str]
 ) -> None:

@@ -14,8 +14,9 @@ requeued dead letter whose lines move from ``dead_lettered`` to their new outcom
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
-from sqlalchemy import Connection, delete, update
+from sqlalchemy import Connection, delete, func, update
 
 from shared.adapters.db import priors
 from shared.adapters.db.bulk_settle import settle_in_bulk
@@ -29,8 +30,16 @@ from shared.domain.settlement import ChunkPlan, PlannedLine
 from shared.domain.units import ChunkOutcome, ChunkRef
 
 
-def _claim_marker(conn: Connection, chunk: ChunkRef, now: dt.datetime) -> bool:
-    """Insert the processed marker; False when another delivery already did."""
+def _claim_marker(conn: Connection, chunk: ChunkRef) -> dt.datetime | None:
+    """Insert the processed marker; its time, which stamps every row of the unit,
+    or None when another delivery already did.
+
+    On PostgreSQL the time is the server's, the transaction's own ``now()``:
+    the ledger's rows then carry one clock whichever host settled them, and a
+    row ``COPY``'d into the ledger takes it as the column's default, with no
+    timestamp text to parse a row (bulk_copy.py)."""
+    server = conn.dialect.name == "postgresql"
+    stamp: Any = func.now() if server else dt.datetime.now(dt.UTC)
     row = conn.execute(
         insert_ignoring_conflicts(conn, chunk_results)
         .values(
@@ -43,11 +52,15 @@ def _claim_marker(conn: Connection, chunk: ChunkRef, now: dt.datetime) -> bool:
             dead_lettered=0,
             amount_posted=ZERO,
             amount_disputed=ZERO,
-            created_at=now,
+            created_at=stamp,
         )
-        .returning(chunk_results.c.chunk_id)
+        .returning(chunk_results.c.created_at)
     ).first()
-    return row is not None
+    if row is None:
+        return None
+    # SQLite would give it back without its zone.
+    when: dt.datetime = row[0] if server else stamp
+    return when
 
 
 def _store_counts(conn: Connection, chunk: ChunkRef, outcome: ChunkOutcome) -> None:
@@ -69,8 +82,8 @@ def commit_plan(
     conn: Connection, chunk: ChunkRef, plan: ChunkPlan, attempts: int
 ) -> ChunkOutcome | None:
     """Record a planned unit of work; None when it was already processed."""
-    now = dt.datetime.now(dt.UTC)
-    if not _claim_marker(conn, chunk, now):
+    now = _claim_marker(conn, chunk)
+    if now is None:
         return None
     settled = [p for p in plan.lines if p.settlement is not None]
     outcome = ChunkOutcome()

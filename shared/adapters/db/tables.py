@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    func,
     text,
 )
 
@@ -143,7 +144,9 @@ ledger_entries = Table(
     Column("delta", money_column_type(), nullable=False),
     Column("supersedes_id", BigId, ForeignKey("ledger_entries.id"), nullable=True),
     Column("correlation_id", ID, nullable=True),
-    Column("created_at", TS, nullable=False),
+    # The unit's time: a row COPY'd into the ledger takes the transaction's
+    # now() by default (migration 0016, PostgreSQL), every other row is given it.
+    Column("created_at", TS, nullable=False, server_default=func.now()),
     # The line's batch position (shared/domain/units.py::chunk_start); null for a
     # ``resolved`` row (not a line) and for rows written before migration 0013.
     Column("position", BigInteger, nullable=True),
