@@ -100,6 +100,11 @@ def broker_sockets(pid: int) -> dict[str, str]:
     return found
 
 
+# What a relay logs once its start-up checks passed, and how long it may take.
+RELAY_STARTED = "relay publishing to"
+RELAY_START_S = 60.0
+
+
 def broker_dropped(pid: int, timeout: float) -> bool:
     """Wait until RabbitMQ has closed a connection of this (stopped) process: it
     resets a connection that missed its heartbeats, so the socket leaves ESTAB."""
@@ -151,9 +156,23 @@ class Chaos:
         postgres_refuses(self.services.postgres.admin_url, self.services.database, 3)
 
     def relay_kill(self) -> None:
+        started = self._relay_starts()
         self.stack.kill("relay")
         time.sleep(self.rng.uniform(0.2, 1.0))
         self.stack._spawn("relay", ["relay"])
+        # Up before the next fault strikes: on a slow host the new relay's
+        # start-up checks met the PostgreSQL crash planned after it, so it
+        # exited (as a relay that cannot reach its database at start does), and
+        # no supervisor here starts it again. Faults come one at a time.
+        deadline = time.monotonic() + RELAY_START_S
+        while self._relay_starts() == started:
+            if self.stack.processes["relay"].poll() is not None:
+                raise RuntimeError(f"the relay did not start:\n{self.stack.log('relay')}")
+            assert time.monotonic() < deadline, "the relay did not start in time"
+            time.sleep(0.1)
+
+    def _relay_starts(self) -> int:
+        return self.stack.log("relay", tail=None).count(RELAY_STARTED)
 
     def sigstop_past_lease(self) -> None:
         """A compute_heavy worker stops (SIGSTOP) for longer than its claim lease
