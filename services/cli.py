@@ -26,7 +26,7 @@ from services.commands import (
 )
 from services.commands.help import default
 from services.commands.options import console
-from services.preflight import BROKER, DATABASE, REDIS, load_settings
+from services.preflight import BROKER, DATABASE, QUEUES, REDIS, load_settings
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
@@ -118,7 +118,7 @@ def api(
     settings = load_settings("api")
     preflight.warn_missing(settings)
     if not checked:
-        preflight.check("api", settings, (DATABASE, BROKER, REDIS))
+        preflight.check("api", settings, (DATABASE, BROKER, REDIS, QUEUES))
     uvicorn.run(
         create_app(settings),
         host=host or settings.api_host,
@@ -172,7 +172,7 @@ def worker(
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if not checked:
         preflight.warn_metrics_token(settings, port)
-        preflight.check("worker", settings, (DATABASE, BROKER, REDIS))
+        preflight.check("worker", settings, (DATABASE, BROKER, REDIS, QUEUES))
     threads = threads or settings.worker_threads
     tiers = [q.strip() for q in queues.split(",") if q.strip()]
     if count > 1:
@@ -265,7 +265,7 @@ def up(
         _migrate(settings)  # the embedded default needs no separate step
     # Every child would die on a missing service, be restarted and die again
     # until the supervisor gave up, each time with a traceback: refuse in one line.
-    preflight.check("up", settings, (DATABASE, BROKER, REDIS))
+    preflight.check("up", settings, (DATABASE, BROKER, REDIS, QUEUES))
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
         children = stack_children(settings, settings.api_port if port is None else port)

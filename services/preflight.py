@@ -19,6 +19,7 @@ from shared.settings_errors import explain
 log = logging.getLogger("settleq.preflight")
 
 DATABASE, BROKER, REDIS = "database", "broker", "redis"
+QUEUES = "queues"  # after BROKER: the prefix's queues are of the configured type
 TIMEOUT_S = 3.0
 
 
@@ -83,6 +84,7 @@ def check(command: str, settings: Settings, needs: Iterable[str]) -> None:
         DATABASE: database_problem,
         BROKER: broker_problem,
         REDIS: redis_problem,
+        QUEUES: queues_problem,
     }
     for need in needs:
         problem = probes[need](settings)
@@ -120,11 +122,12 @@ def broker_problem(settings: Settings) -> str | None:
     import pika
     import pika.exceptions as pe
 
+    from shared.adapters.broker import connection_parameters
+
     where = without_password(settings.broker_url)
-    params = pika.URLParameters(settings.broker_url)
-    params.connection_attempts = 1
-    params.socket_timeout = TIMEOUT_S
-    params.blocked_connection_timeout = TIMEOUT_S
+    params = connection_parameters(settings.broker_url, TIMEOUT_S)
+    for node in params:
+        node.blocked_connection_timeout = TIMEOUT_S
     pika_log = logging.getLogger("pika")
     level = pika_log.level
     pika_log.setLevel(logging.CRITICAL + 1)  # its errors carry a traceback: the line says it
@@ -147,6 +150,36 @@ def broker_problem(settings: Settings) -> str | None:
         )
     finally:
         pika_log.setLevel(level)
+    return None
+
+
+def queues_problem(settings: Settings) -> str | None:
+    """Queues of another type under this prefix, or one of ours declared otherwise.
+
+    Declares the stack's queues (what its first publish or consumer would do),
+    so that a mismatch is this one line rather than a worker's endless retries."""
+    import pika
+
+    from shared.adapters.broker import close_broker, connection_parameters, make_broker
+    from shared.adapters.queue_declare import QueueMismatch, foreign_message, foreign_queues
+    from shared.domain.queues import FAMILIES
+
+    connection = pika.BlockingConnection(connection_parameters(settings.broker_url, TIMEOUT_S))
+    try:
+        found = foreign_queues(connection.channel, settings.queue_prefix, settings.queue_type)
+    finally:
+        connection.close()
+    if found:
+        return foreign_message(found, settings.queue_type)
+    broker = make_broker(settings)
+    try:
+        for family in FAMILIES:
+            for name in settings.queues_of(family):
+                broker.declare_queue(name, ensure=True)
+    except QueueMismatch as exc:
+        return str(exc)
+    finally:
+        close_broker(broker)
     return None
 
 
@@ -176,6 +209,8 @@ def redis_problem(settings: Settings) -> str | None:
 
 def without_password(url: str) -> str:
     """The URL to show: its password, if any, as ***."""
+    if ";" in url:  # a cluster's nodes
+        return ";".join(without_password(node) for node in url.split(";"))
     parts = urlsplit(url)
     if parts.password is None:
         return url

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from shared.domain.events import EVENT_BATCH_LIMIT
+from shared.domain.queues import QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
 from shared.settings_files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
 
@@ -60,6 +61,9 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     queue_prefix: str = Field(default="settleq", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     max_queue_depth: int = 5000
+    # quorum: replicated queues for a RabbitMQ cluster, one lane per job size
+    # (shared/domain/queues.py). A prefix holds queues of one type only.
+    queue_type: QueueType = "classic"
 
     producer_keys: list[ProducerKey] = Field(default_factory=list)
     viewer_tokens: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -79,6 +83,9 @@ class Settings(BaseSettings):
 
     task_timeout_s: int = 180
     max_attempts: int = Field(default=5, ge=1)
+    # Deliveries of one quorum-queue message (a worker died holding it, or its
+    # node went away) before RabbitMQ dead-letters it; at least max_attempts.
+    queue_delivery_limit: int = Field(default=20, ge=1)
     backoff_base_ms: int = Field(default=500, ge=1)
     backoff_max_ms: int = 60_000
     # Messages of a job whose submission never finished (no 202) are dropped
@@ -142,6 +149,17 @@ class Settings(BaseSettings):
 
     # Fault injection is no setting (neither this object nor a config file turns
     # it on): the tests and the bench set SETTLEQ_FAULT_* (shared/faults.py).
+
+    @field_validator("queue_delivery_limit")
+    @classmethod
+    def _covers_attempts(cls, value: int, info: ValidationInfo) -> int:
+        attempts = info.data.get("max_attempts")
+        if isinstance(attempts, int) and value < attempts:
+            raise ValueError(
+                f"must be at least SETTLEQ_MAX_ATTEMPTS ({attempts}): RabbitMQ would"
+                " dead-letter a message before settleq had tried it that often"
+            )
+        return value
 
     @field_validator("viewer_tokens", "operator_tokens", mode="before")
     @classmethod
@@ -224,4 +242,13 @@ class Settings(BaseSettings):
         return found
 
     def queue_name(self, family: str) -> str:
+        """``<prefix>.<family>``: a classic tier's queue, the events exchange."""
         return f"{self.queue_prefix}.{family}"
+
+    def queues_of(self, family: str) -> tuple[str, ...]:
+        """The queues a tier's workers consume: one, or a quorum tier's lanes."""
+        return family_queues(self.queue_prefix, family, self.queue_type)
+
+    def queue_for(self, family: str, priority: int) -> str:
+        """Where a chunk of a job of this priority is published in this tier."""
+        return queue_for(self.queue_prefix, family, self.queue_type, priority)

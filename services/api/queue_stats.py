@@ -3,9 +3,10 @@
 Depth is RabbitMQ's count of ready messages, read with passive declares on a
 short-lived connection at most every ``refresh_s``. Backpressure (docs/api.md#submitting-a-batch,
 docs/operations.md#intake-and-chunking) compares the ``fast_path`` and ``compute_heavy`` queues
-together with ``SETTLEQ_MAX_QUEUE_DEPTH``: a 429 costs a producer a retry, never a lost or
-half-accepted batch. The delay queues (``.DQ``: retries waiting for their
-backoff) are shown too but do not count towards it.
+(every lane of a quorum tier) together with ``SETTLEQ_MAX_QUEUE_DEPTH``: a 429
+costs a producer a retry, never a lost or half-accepted batch. The delay queues
+(``.DQ``: retries waiting for their backoff) are shown too but do not count
+towards it.
 
 Oldest-message age: AMQP does not expose it. The proxy is the age of the
 oldest accepted chunk that has no processed marker yet (stored when its
@@ -26,6 +27,7 @@ import pika
 import pika.exceptions
 from sqlalchemy import Engine
 
+from shared.adapters.broker import connection_parameters
 from shared.adapters.db.stats import oldest_unsettled_chunk
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
@@ -52,8 +54,9 @@ class QueueStats:
         self._read_at = -float("inf")
         self._depths: dict[str, int] = {}
         self._names = [
-            (family, delayed, settings.queue_name(family) + (DELAY_SUFFIX if delayed else ""))
+            (family, delayed, queue + (DELAY_SUFFIX if delayed else ""))
             for family in (FAST_PATH, COMPUTE_HEAVY)
+            for queue in settings.queues_of(family)
             for delayed in (False, True)
         ]
 
@@ -91,10 +94,7 @@ class QueueStats:
         return 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
 
     def _read(self) -> dict[str, int]:
-        params = pika.URLParameters(self._settings.broker_url)
-        params.connection_attempts = 1
-        params.socket_timeout = 2
-        connection = pika.BlockingConnection(params)
+        connection = pika.BlockingConnection(connection_parameters(self._settings.broker_url, 2))
         try:
             depths = {}
             for _, _, name in self._names:

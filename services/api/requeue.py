@@ -13,7 +13,7 @@ from services.api.context import ApiContext
 from shared.adapters.broker import enqueue
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db.stored_chunk import chunk_digest
-from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
+from shared.domain.messages import FAST_PATH, MAX_PRIORITY, VALIDATE_ACTOR, ChunkMessage
 
 
 def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:
@@ -39,7 +39,7 @@ def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:
         ctx.publishers.submit(
             enqueue,
             ctx.broker,
-            ctx.settings.queue_name(FAST_PATH),
+            ctx.settings.queue_for(FAST_PATH, MAX_PRIORITY),
             VALIDATE_ACTOR,
             message.signed(ctx.internal_key),
         ).result()

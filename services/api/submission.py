@@ -42,8 +42,8 @@ class Submitted:
 def publish_job(ctx: ApiContext, job_id: str, kind_name: str, lines: int) -> None:
     """Enqueue every stored chunk of a job with publisher confirms, then accept it."""
     key = ctx.internal_key
-    queue = ctx.settings.queue_name(FAST_PATH)
     priority = priority_for(lines)
+    queue = ctx.settings.queue_for(FAST_PATH, priority)
 
     def publish(chunk: tuple[str, str]) -> None:
         message = ChunkMessage(chunk[0], job_id, kind_name, chunk[1], priority=priority)

@@ -19,6 +19,7 @@ import typer
 
 from services.commands.help import default
 from services.commands.money import money
+from shared.adapters.broker import connection_parameters
 from shared.settings import Settings
 
 app = typer.Typer(help="Watch outcome events as they are published (RabbitMQ, no token).")
@@ -59,7 +60,7 @@ def _json(event: dict[str, Any]) -> str:
 
 def _connect(broker_url: str) -> pika.BlockingConnection:
     try:
-        return pika.BlockingConnection(pika.URLParameters(broker_url))
+        return pika.BlockingConnection(connection_parameters(broker_url))
     except pika.exceptions.ProbableAuthenticationError:
         cause = "the broker refused the login: check the user and password in SETTLEQ_BROKER_URL"
     except pika.exceptions.AMQPError as exc:

@@ -42,11 +42,14 @@ class Relay:
         self.faults = Faults() if faults is None else faults
 
     def run(self, stop: threading.Event) -> None:
+        node = 0  # which of the broker URL's nodes the next session connects to
         while not stop.is_set():
-            failure = Session(self.settings, self.engine, stop, self.faults).run()
+            failure = Session(self.settings, self.engine, stop, self.faults, node).run()
             if failure is not None and not stop.is_set():
-                # Unmarked events stay in the outbox; try again after a pause.
+                # Unmarked events stay in the outbox; try again after a pause,
+                # on the cluster's next node (its first when there is one).
                 log.warning("relay paused: %s", failure)
+                node += 1
                 stop.wait(1.0)
 
 

@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 
 from services.relay.confirms import Confirms
 from services.relay.publish_log import log_published
+from shared.adapters.broker import connection_parameters
 from shared.adapters.db import outbox
 from shared.domain.events import COUNT_HEADER, Message
 from shared.faults import Faults
@@ -59,7 +60,9 @@ class Session:
         engine: Engine,
         stop: threading.Event,
         faults: Faults,
+        node: int = 0,
     ) -> None:
+        """``node``: which node of the broker URL to connect to, counted round the list."""
         self.settings = settings
         self.batch_pause_s = faults.relay_batch_pause_s  # 0 but in the failure tests
         self.engine = engine
@@ -71,9 +74,8 @@ class Session:
         self.inflight: _InFlight | None = None
         self.channel: Any = None
         self.closing = False
-        params = pika.URLParameters(settings.broker_url)
-        params.connection_attempts = 1
-        params.socket_timeout = 5
+        nodes = connection_parameters(settings.broker_url, timeout_s=5)
+        params = nodes[node % len(nodes)]
         self.connection = pika.SelectConnection(
             params,
             on_open_callback=self._on_open,

@@ -28,6 +28,7 @@ from services.worker.metrics import WorkerMetrics
 from services.worker.stage_log import UnitEvents, outcome_fields, unit_events
 from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
 from shared.adapters.broker import make_broker
+from shared.adapters.queue_declare import RETURNS
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
 from shared.errors import TransientError
 from shared.settings import Settings
@@ -65,6 +66,12 @@ def current_attempt() -> int:
     return int(retries) + 1
 
 
+def current_returns() -> int:
+    """Times this delivery's message came back unacknowledged (quorum queues count)."""
+    message = CurrentMessage.get_current_message()
+    return int(message.options.get(RETURNS, 0)) if message is not None else 0
+
+
 def run_stage(ctx: WorkerContext, name: str, stage: Stage, raw: Any) -> None:
     """Run a stage; map its failure onto retry or dead letter. Never loses a chunk.
 
@@ -73,6 +80,22 @@ def run_stage(ctx: WorkerContext, name: str, stage: Stage, raw: Any) -> None:
     attempt = current_attempt()
     with unit_events(raw, attempt) as events:
         started = stage_log.now()
+        returns = current_returns()
+        if returns >= ctx.settings.queue_delivery_limit:
+            # RabbitMQ's last delivery of a message whose workers died holding it
+            # (killed, out of memory): record it where an operator sees it and
+            # can requeue it, rather than let RabbitMQ move it to the .XQ queue.
+            events.emit(name, started, logging.ERROR, status="failed", reason="redelivery_limit")
+            _dead_letter(
+                ctx,
+                raw,
+                attempt,
+                events,
+                reason="redelivery_limit",
+                error_class="WorkerLost",
+                message=f"delivered {returns + 1} times without an acknowledgement",
+            )
+            return
         try:
             result = stage(ctx, raw, attempt)
         except Exception as exc:
@@ -104,20 +127,30 @@ def _failed(
         log.exception("stage %s failed unexpectedly", name)
         events.emit(name, started, logging.ERROR, status="failed", reason=type(exc).__name__)
         reason, error_class = "internal_error", type(exc).__name__
+    _dead_letter(
+        ctx, raw, attempt, events, reason=reason, error_class=error_class, message=str(exc)[:2000]
+    )
+
+
+def _dead_letter(
+    ctx: WorkerContext,
+    raw: Any,
+    attempt: int,
+    events: UnitEvents,
+    *,
+    reason: str,
+    error_class: str,
+    message: str,
+) -> None:
     recording = stage_log.now()
     try:
         dead_letter_chunk(
-            ctx,
-            raw,
-            reason=reason,
-            error_class=error_class,
-            message=str(exc)[:2000],
-            attempts=attempt,
+            ctx, raw, reason=reason, error_class=error_class, message=message, attempts=attempt
         )
     except Exception as record_exc:
         events.emit("dead_letter", recording, logging.ERROR, status="failed", reason=reason)
         # Recording failed too (database down?): retry the message rather than drop it.
-        raise TransientError("dead_letter_unrecorded", str(record_exc)) from exc
+        raise TransientError("dead_letter_unrecorded", str(record_exc)) from record_exc
     events.emit("dead_letter", recording, logging.WARNING, status="ok", reason=reason)
 
 
@@ -138,8 +171,8 @@ def register_actors(
             run_stage(ctx, "settle", timed_settle, message)
 
     dramatiq.actor(
-        actor_name=VALIDATE_ACTOR, queue_name=settings.queue_name(FAST_PATH), broker=broker
+        actor_name=VALIDATE_ACTOR, queue_name=settings.queues_of(FAST_PATH)[0], broker=broker
     )(validate)
     dramatiq.actor(
-        actor_name=SETTLE_ACTOR, queue_name=settings.queue_name(COMPUTE_HEAVY), broker=broker
+        actor_name=SETTLE_ACTOR, queue_name=settings.queues_of(COMPUTE_HEAVY)[0], broker=broker
     )(settle)

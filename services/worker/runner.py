@@ -37,7 +37,7 @@ def run_worker(
     metrics = WorkerMetrics(settings)
     register_actors(broker, ctx, metrics)
     server = metrics.serve(settings.worker_metrics_host, metrics_port) if metrics_port else None
-    queues = {settings.queue_name(tier) for tier in tiers}
+    queues = {queue for tier in tiers for queue in settings.queues_of(tier)}
     for queue in queues:
         broker.declare_queue(queue)
     # What start-up loaded (~100k objects: libraries, models, contracts) lives as

@@ -70,13 +70,13 @@ def validate_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> None:
             len(missing),
             unreadable_documents,
         )
-    priority = unit.message.priority
+    priority = MAX_PRIORITY if unit.message.priority is None else unit.message.priority
     enqueue(
         ctx.broker,
-        ctx.settings.queue_name(COMPUTE_HEAVY),
+        ctx.settings.queue_for(COMPUTE_HEAVY, priority),
         SETTLE_ACTOR,
         unit.message.signed(ctx.internal_key),
-        MAX_PRIORITY if priority is None else priority,
+        priority,
     )
 
 

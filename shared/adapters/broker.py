@@ -2,6 +2,10 @@
 
 ``RabbitmqBroker`` defaults to ``confirm_delivery=False``: then ``enqueue`` can
 return before RabbitMQ holds the message, and our 202 would be a lie.
+
+``SETTLEQ_BROKER_URL`` may list a cluster's nodes, separated by ``;`` (as
+Dramatiq reads it): every connection tries them in turn, so a client whose
+node went away reconnects to one that is still up.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
 
+import pika
 import pika.exceptions
 from dramatiq import Middleware
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.message import Message
 
 from shared.adapters.broker_logs import expected_connection_loss, quiet_connection_loss
+from shared.adapters.queue_declare import SettleqBroker
 from shared.domain.messages import MAX_PRIORITY
 from shared.settings import Settings
 
@@ -28,11 +34,13 @@ def make_broker(
     settings: Settings, middleware: Sequence[Middleware] | None = None
 ) -> RabbitmqBroker:
     quiet_connection_loss()  # also where no process-wide logging was configured
-    broker = RabbitmqBroker(
-        url=settings.broker_url,
+    broker = SettleqBroker(
+        url=broker_urls(settings.broker_url),
         confirm_delivery=True,
         middleware=list(middleware) if middleware is not None else [],
         max_priority=MAX_PRIORITY,
+        queue_type=settings.queue_type,
+        delivery_limit=settings.queue_delivery_limit,
     )
     params = broker.parameters if isinstance(broker.parameters, list) else [broker.parameters]
     for p in params:
@@ -41,6 +49,24 @@ def make_broker(
         p.socket_timeout = 5
         p.blocked_connection_timeout = 30
     return broker
+
+
+def broker_urls(url: str) -> list[str]:
+    """The nodes ``SETTLEQ_BROKER_URL`` names, in the order they are tried."""
+    return [part.strip() for part in url.split(";") if part.strip()]
+
+
+def connection_parameters(url: str, timeout_s: float | None = None) -> list[pika.URLParameters]:
+    """pika's parameters for each node (``pika.BlockingConnection`` takes the
+    list and connects to the first that answers), each tried once."""
+    found = []
+    for node in broker_urls(url):
+        params = pika.URLParameters(node)
+        params.connection_attempts = 1
+        if timeout_s is not None:
+            params.socket_timeout = timeout_s
+        found.append(params)
+    return found
 
 
 def enqueue(

@@ -23,6 +23,7 @@ import redis
 
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import ensure_internal_key, upgrade
+from shared.domain.queues import QUEUE_TYPES, every_queue
 from shared.domain.signing import token_digest
 from shared.faults import Faults
 from shared.settings import ProducerKey, Settings
@@ -84,11 +85,8 @@ def migrate(url: str) -> None:
 
 
 def queue_names(prefix: str) -> list[str]:
-    names = []
-    for family in ("fast_path", "compute_heavy"):
-        base = f"{prefix}.{family}"
-        names += [base, f"{base}.DQ", f"{base}.XQ"]
-    return names
+    """Every queue a stack of either queue type declares under ``prefix``."""
+    return [name for kind in QUEUE_TYPES for name in every_queue(prefix, kind)]
 
 
 # Every queue prefix this run handed out: at the end of the session nothing

@@ -14,6 +14,7 @@ from sqlalchemy import text
 from services.api.auth import Ctx, Viewer
 from services.api.context import ApiContext
 from services.api.schemas import Health
+from shared.adapters.broker import connection_parameters
 
 router = APIRouter(tags=["operations"])
 
@@ -39,10 +40,7 @@ def _checks(ctx: ApiContext) -> dict[str, str]:
     except Exception as exc:
         checks["redis"] = f"unavailable ({type(exc).__name__})"
     try:
-        params = pika.URLParameters(ctx.settings.broker_url)
-        params.socket_timeout = 2
-        params.connection_attempts = 1
-        pika.BlockingConnection(params).close()
+        pika.BlockingConnection(connection_parameters(ctx.settings.broker_url, 2)).close()
         checks["broker"] = "ok"
     except Exception as exc:
         checks["broker"] = f"unavailable ({type(exc).__name__})"
