@@ -28,6 +28,7 @@ import pika.exceptions
 from sqlalchemy import Engine
 
 from shared.adapters.broker import connection_parameters
+from shared.adapters.broker_logs import probing_for_queues
 from shared.adapters.db.stats import oldest_unsettled_chunk
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.settings import Settings
@@ -96,6 +97,12 @@ class QueueStats:
     def _read(self) -> dict[str, int]:
         connection = pika.BlockingConnection(connection_parameters(self._settings.broker_url, 2))
         try:
+            return self._depths_on(connection)
+        finally:
+            connection.close()
+
+    def _depths_on(self, connection: pika.BlockingConnection) -> dict[str, int]:
+        with probing_for_queues():
             depths = {}
             for _, _, name in self._names:
                 channel = connection.channel()
@@ -108,5 +115,3 @@ class QueueStats:
                     if channel.is_open:
                         channel.close()
             return depths
-        finally:
-            connection.close()

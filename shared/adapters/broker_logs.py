@@ -6,6 +6,11 @@ routine: RabbitMQ drops an idle connection and whoever uses it next
 reconnects. An outage that matters is reported by the code that meets it (the
 API's 503 warning, Dramatiq's consumer errors, the relay's retries). So a loss
 becomes one info line, and nothing during a shutdown that expects it.
+
+With a cluster's node list, a connection tries each node in turn: pika logs
+three error records for every node that does not answer, even when the next
+one does. A node that is down becomes one info line per attempt; when none
+answers, pika's errors about the whole attempt are kept.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from contextvars import ContextVar
 
 _PIKA_IO = (
     "pika.adapters.utils.io_services_utils",
+    "pika.adapters.utils.connection_workflow",
     "pika.adapters.base_connection",
     "pika.adapters.blocking_connection",
 )
@@ -28,7 +34,11 @@ _LOST = (
     "Socket EOF",
     "Transport indicated EOF",
     "called on closed connection",
+    "CONNECTION_FORCED",  # a node shutting down closes its clients' connections
 )
+_NODE_DOWN_LINE = "TCP Connection attempt failed: "  # the one record kept, naming the node
+# A node's own attempt; the workflow's failure (no node answered) stays an error.
+_NODE_DOWN = (_NODE_DOWN_LINE, "Socket failed to connect", "AMQPConnector - reporting failure")
 _LOST_LINE = "connection_lost: "  # pika's one record of the loss that is kept
 _expected_loss: ContextVar[bool] = ContextVar("expected_connection_loss", default=False)
 
@@ -38,6 +48,8 @@ class QuietConnectionLoss(logging.Filter):
         if record.levelno < logging.WARNING:
             return True
         text = record.getMessage()
+        if any(marker in text for marker in _NODE_DOWN):
+            return _one_line_per_node(record, text)
         if not any(marker in text for marker in _LOST):
             return True
         if _expected_loss.get() or not text.startswith(_LOST_LINE):
@@ -47,6 +59,16 @@ class QuietConnectionLoss(logging.Filter):
         record.args = (text.removeprefix(_LOST_LINE),)
         record.exc_info, record.exc_text, record.stack_info = None, None, None
         return True
+
+
+def _one_line_per_node(record: logging.LogRecord, text: str) -> bool:
+    if not text.startswith(_NODE_DOWN_LINE):
+        return False
+    record.levelno, record.levelname = logging.INFO, "INFO"
+    record.msg = "broker node did not answer, trying the next one listed: %s"
+    record.args = (text.removeprefix(_NODE_DOWN_LINE),)
+    record.exc_info, record.exc_text, record.stack_info = None, None, None
+    return True
 
 
 def quiet_connection_loss() -> None:
@@ -66,3 +88,27 @@ def expected_connection_loss() -> Iterator[None]:
         yield
     finally:
         _expected_loss.reset(token)
+
+
+_probing: ContextVar[bool] = ContextVar("probing_for_queues", default=False)
+
+
+class QuietQueueProbe(logging.Filter):
+    """A passive declare of a queue that does not exist is how one asks whether
+    it does: RabbitMQ answers by closing the channel, which pika logs as a warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_probing.get() and "NOT_FOUND - no queue" in record.getMessage())
+
+
+@contextmanager
+def probing_for_queues() -> Iterator[None]:
+    """In this block (this thread), a queue found missing is not logged."""
+    logger = logging.getLogger("pika.channel")
+    if not any(isinstance(f, QuietQueueProbe) for f in logger.filters):
+        logger.addFilter(QuietQueueProbe())
+    token = _probing.set(True)
+    try:
+        yield
+    finally:
+        _probing.reset(token)

@@ -18,9 +18,10 @@ from typing import Any
 
 import pika
 import pika.exceptions
-from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, _RabbitmqConsumer
 from dramatiq.broker import MessageProxy
+from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, _RabbitmqConsumer
 
+from shared.adapters.broker_logs import probing_for_queues
 from shared.domain.queues import (
     QUEUE_TYPES,
     QueueType,
@@ -124,6 +125,13 @@ def foreign_queues(
     """Queues under ``prefix`` that a stack of another queue type declares, with
     their ready messages: a stack must not start beside them, or what they hold
     would wait for ever for a consumer that never comes."""
+    with probing_for_queues():
+        return _found(channel_for, prefix, queue_type)
+
+
+def _found(
+    channel_for: Callable[[], Any], prefix: str, queue_type: QueueType
+) -> list[tuple[str, int]]:
     found = []
     for other in QUEUE_TYPES:
         if other == queue_type:

@@ -28,7 +28,6 @@ what survived, also written to tests/artifacts/chaos-<mode>.md.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -193,16 +192,5 @@ def report(
     total = sum(chaos.injected.values())
     rows.append(f"| **total** ({len(chaos.injected)} classes) | {total} | |")
     rows += ["", "Work in flight: " + "; ".join(f"{k}: {v}" for k, v in MID_WORK.items()) + "."]
-    facts = {
-        "lines accepted": f"{census.job['lines']:,}",
-        "lines lost": f"{lines - census.terminal:,}",
-        "identities duplicated in the ledger": f"{census.doubled:,}",
-        "counters exact": "yes" if exact else "no",
-        "job outcomes": json.dumps(census.job["outcomes"]),
-        "events committed and published (ledger rows; outbox left 0)": f"{census.ledger_rows:,}",
-        "events delivered (distinct ids)": f"{delivered:,}",
-        "wall time": f"{elapsed:.0f} s",
-    }
-    rows += ["", "| total | value |", "|---|---:|"]
-    rows += [f"| {name} | {value} |" for name, value in facts.items()]
+    rows += ["", *census.totals(lines, exact, delivered, elapsed)]
     return "\n".join(rows) + "\n"

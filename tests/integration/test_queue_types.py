@@ -6,6 +6,7 @@ broker URL naming several nodes reaches one that is up."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from services.worker.actors import build_broker
 from services.worker.context import make_context
 from services.worker.stages import validate_chunk
 from shared.adapters.broker import close_broker, connection_parameters, enqueue, make_broker
+from shared.adapters.broker_logs import quiet_connection_loss
 from shared.adapters.db.engine import make_engine
 from shared.domain.messages import ChunkMessage, priority_for
 from shared.domain.queues import FAMILIES, every_queue
@@ -209,3 +211,26 @@ def test_a_jobs_lane_travels_from_the_fast_path_to_settlement(
     finally:
         ctx.engine.dispose()
         close_broker(broker)
+
+
+def test_the_checks_log_no_warning_for_queues_not_declared_yet(
+    test_env: ServiceEnv, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asking whether the other type's queues exist is a passive declare, which
+    RabbitMQ answers by closing the channel: a newcomer's first start must not
+    read as a page of warnings."""
+    caplog.set_level(logging.DEBUG)
+    assert queues_problem(settings_for(test_env, prefix, queue_type="quorum")) is None
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_node_that_does_not_answer_is_one_info_line_not_a_page_of_errors(
+    test_env: ServiceEnv, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    quiet_connection_loss()  # as every settleq process installs it
+    settings = settings_for(test_env, prefix, broker_url=f"{DEAD_NODE};{BROKER_URL}")
+    pika.BlockingConnection(connection_parameters(settings.broker_url)).close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    [line] = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert "127.0.0.1', 1)" in line and "ConnectionRefusedError" in line

@@ -14,6 +14,7 @@ from typing import Any
 import pika
 from sqlalchemy import Engine, func, select
 
+from shared.adapters.broker import connection_parameters
 from shared.adapters.db import tables
 from tests.support.events import distinct, drain
 from tests.support.infra import BROKER_URL
@@ -99,6 +100,20 @@ class Census:
     def terminal(self) -> int:
         return sum(self.job["outcomes"].values())
 
+    def totals(self, lines: int, exact: bool, delivered: int, elapsed: float) -> list[str]:
+        """The table under the faults' in a ``chaos:`` report: what survived them."""
+        facts = {
+            "lines accepted": f"{self.job['lines']:,}",
+            "lines lost": f"{lines - self.terminal:,}",
+            "identities duplicated in the ledger": f"{self.doubled:,}",
+            "counters exact": "yes" if exact else "no",
+            "job outcomes": json.dumps(self.job["outcomes"]),
+            "events committed and published (ledger rows; outbox left 0)": f"{self.ledger_rows:,}",
+            "events delivered (distinct ids)": f"{delivered:,}",
+            "wall time": f"{elapsed:.0f} s",
+        }
+        return ["| total | value |", "|---|---:|", *(f"| {k} | {v} |" for k, v in facts.items())]
+
     def counters_exact(self, lines: int, expect: Expectation) -> bool:
         """The job's counters and sums equal the expectation and the ledger's rows."""
         job, zero = self.job, (0, Decimal(0), Decimal(0))
@@ -118,26 +133,31 @@ class EventsQueue:
     """A consumer's durable queue bound to every settlement event (it survives
     the RabbitMQ restart)."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(
+        self, prefix: str, broker_url: str = BROKER_URL, arguments: dict[str, Any] | None = None
+    ) -> None:
+        """``broker_url`` may list a cluster's nodes; ``arguments`` declare the
+        queue (``{"x-queue-type": "quorum"}`` to outlive a node)."""
         self.exchange = f"{prefix}.events"
         self.queue = f"{prefix}.chaos-consumer"
-        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        self.nodes = connection_parameters(broker_url)
+        connection = pika.BlockingConnection(self.nodes)
         channel = connection.channel()
         channel.exchange_declare(self.exchange, exchange_type="topic", durable=True)
-        channel.queue_declare(self.queue, durable=True)
+        channel.queue_declare(self.queue, durable=True, arguments=arguments)
         channel.queue_bind(self.queue, self.exchange, routing_key="settlement.#")
         connection.close()
 
     def drain(self) -> set[str]:
         """The distinct event ids delivered: each message carries a batch of them."""
-        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        connection = pika.BlockingConnection(self.nodes)
         try:
             return set(distinct(drain(connection.channel(), self.queue)))
         finally:
             connection.close()
 
     def close(self) -> None:
-        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        connection = pika.BlockingConnection(self.nodes)
         channel = connection.channel()
         channel.queue_delete(self.queue)
         channel.exchange_delete(self.exchange)

@@ -44,11 +44,13 @@ class Stack:
         cwd: Path = ROOT,
         omit: Collection[str] = (),
         faults: Faults | None = None,
+        api_address: str = "127.0.0.1",
         **overrides: Any,
     ) -> None:
         """``overrides`` are settings; ``omit`` names settings left unset (their
         defaults apply); ``faults`` is the fault injection of every process (none
-        by default); processes run in ``cwd``."""
+        by default); processes run in ``cwd``. The API listens on ``api_address``
+        (a network namespace's, for the cluster tests)."""
         self.env = env
         self.logs = logs
         self.cwd = cwd
@@ -56,7 +58,8 @@ class Stack:
         self.faults = faults
         self.overrides = overrides
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.api_address = api_address
+        self.url = f"http://{api_address}:{self.port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[Any] = []
         self._clients: list[Client] = []
@@ -64,9 +67,16 @@ class Stack:
         self.metrics_ports: dict[str, int] = {}
 
     def _spawn(
-        self, name: str, args: list[str], faults: Faults | None = None, **overrides: Any
+        self,
+        name: str,
+        args: list[str],
+        faults: Faults | None = None,
+        netns: str | None = None,
+        **overrides: Any,
     ) -> subprocess.Popen[bytes]:
-        """``faults``, when given, replace the stack's for this process."""
+        """``faults``, when given, replace the stack's for this process; ``netns``
+        names the network namespace it runs in (``ip netns exec`` execs it, so
+        the process is still the one a signal reaches)."""
         faults = self.faults if faults is None else faults
         environ = self.env.environ(self.omit, faults, **{**self.overrides, **overrides})
         # `python -m services.cli` finds this tree from any working directory.
@@ -79,7 +89,8 @@ class Stack:
         log = open(self.logs / f"{name}.log", mode)  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", *args],
+            [*(("ip", "netns", "exec", netns) if netns else ()), sys.executable, "-m"]
+            + ["services.cli", *args],
             cwd=self.cwd,
             env=environ,
             stdout=log,
@@ -88,8 +99,9 @@ class Stack:
         self.processes[name] = process
         return process
 
-    def start_api(self) -> None:
-        self._spawn("api", ["api", "--port", str(self.port)])
+    def start_api(self, netns: str | None = None) -> None:
+        args = ["api", "--host", self.api_address, "--port", str(self.port)]
+        self._spawn("api", args, netns=netns)
         try:
             wait_ready(self.url, timeout=30)
         except RuntimeError:
@@ -104,14 +116,19 @@ class Stack:
             raise RuntimeError(f"settleq up did not start:\n{self.log('up')}") from None
 
     def start_worker(
-        self, tier: str, name: str | None = None, faults: Faults | None = None, **overrides: Any
+        self,
+        tier: str,
+        name: str | None = None,
+        faults: Faults | None = None,
+        netns: str | None = None,
+        **overrides: Any,
     ) -> subprocess.Popen[bytes]:
         """One worker process (not a supervisor of several: killing it kills the
         worker), serving its metrics on a port of its own."""
         name = name or tier
         self.metrics_ports[name] = port = free_port()
         args = ["worker", "--queues", tier, "--processes", "1", "--metrics-port", str(port)]
-        return self._spawn(name, args, faults, **overrides)
+        return self._spawn(name, args, faults, netns, **overrides)
 
     def scrape(self, name: str, token: str | None = VIEWER_TOKEN) -> httpx.Response:
         """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""

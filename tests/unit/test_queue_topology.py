@@ -83,7 +83,9 @@ def test_a_delivery_limit_below_the_attempts_is_refused_by_name() -> None:
     with pytest.raises(ValueError) as refused:
         Settings(max_attempts=6, queue_delivery_limit=5)
     line = explain(refused.value)
-    assert line.startswith("SETTLEQ_QUEUE_DELIVERY_LIMIT: must be at least SETTLEQ_MAX_ATTEMPTS (6)")
+    assert line.startswith(
+        "SETTLEQ_QUEUE_DELIVERY_LIMIT: must be at least SETTLEQ_MAX_ATTEMPTS (6)"
+    )
     assert Settings(max_attempts=6, queue_delivery_limit=6).queue_delivery_limit == 6
 
 

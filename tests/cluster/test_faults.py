@@ -1,0 +1,276 @@
+"""Past one machine, with real hosts and a real cluster: a 200,000-line batch
+drains across worker hosts (network namespaces, each with a fast_path and a
+compute_heavy worker) on quorum queues of a three-node RabbitMQ cluster, while
+
+- (a) the node that leads the queues stops (``stop_app``) and comes back;
+- (b) a worker host is cut off the network mid-chunk past its leases and
+  RabbitMQ's heartbeat, so another host takes its work, then plugged back in:
+  its stale attempt must post nothing;
+- (c) a third worker host joins mid-batch;
+- (d) every worker on one host is SIGKILLed.
+
+After each fault and at the end: no identity twice in the ledger, the job's
+counters match its ledger rows, nothing dead-lettered; at the end every line
+posted exactly once with the generator's sums, and every event delivered. The
+table is the chaos suite's (docs/architecture.md#exactly-once-effect).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from shared.adapters.db import tables
+from shared.adapters.db.engine import make_engine
+from shared.faults import Faults
+from tests.support.chaos_checks import (
+    Census,
+    EventsQueue,
+    publish_contracts,
+    submit_documents,
+    unpublished,
+    wait_for,
+)
+from tests.support.infra import ServiceEnv, migrate, new_prefix
+from tests.support.netns import Namespace, Topology
+from tests.support.service_host import ServiceHost
+from tests.support.stack import Stack, log_events
+from tests.support.workload import generate, ndjson
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
+
+LINES = 200_000
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+HEARTBEAT_S = 5  # RabbitMQ gives up on a silent connection after two of them
+CUT_S = 25  # past the leases (3 s) and the heartbeat (~10 s); another host settles meanwhile
+NODE_DOWN_S = 15
+# The fault, and the job's progress it waits for before it strikes.
+PLAN = (
+    ("leader_node_stop", 0.10),
+    ("host_cut_off", 0.30),
+    ("host_added", 0.50),
+    ("host_workers_sigkill", 0.70),
+)
+FLIGHT = {
+    "leader_node_stop": "messages unacknowledged across the cluster when the node stopped",
+    "host_cut_off": "messages the host held unacknowledged when it was cut off",
+    "host_added": "-",
+    "host_workers_sigkill": "messages the host's workers held unacknowledged when killed",
+}
+
+
+def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
+    cluster_topology: Topology, cluster_services: ServiceHost
+) -> None:
+    topology, services = cluster_topology, cluster_services
+    migrate(services.database_url)
+    env = ServiceEnv(database_url=services.database_url, queue_prefix=new_prefix())
+    logs = ARTIFACTS / "logs" / "cluster"
+    shutil.rmtree(logs, ignore_errors=True)  # this run's logs only, for a failure to read
+    logs.mkdir(parents=True)
+    nodes = ";".join(f"{url}?heartbeat={HEARTBEAT_S}" for url in services.broker_urls)
+    stack = Stack(
+        env,
+        logs,
+        api_address=services.address,
+        # Chunks in flight long enough to be struck, and a drain (~100 s of pauses
+        # over two hosts) that outlasts the faults.
+        faults=Faults(settle_pause_s=1.0),
+        broker_url=nodes,
+        redis_url=services.redis_url,
+        queue_type="quorum",
+        max_chunk_lines=500,
+        claim_lease_ms=3000,
+        max_attempts=50,
+        queue_delivery_limit=50,
+        backoff_base_ms=200,
+        backoff_max_ms=3000,
+        relay_batch=2,
+    )
+    data = generate(LINES, vendors=25, seed=78)
+    engine = make_engine(services.database_url)
+    events: EventsQueue | None = None
+    flight: dict[str, int] = {}
+    struck_at: dict[str, float] = {}
+    started = time.monotonic()
+    try:
+        stack.start_api(netns=services.namespace.name)
+        stack._spawn("relay", ["relay"], netns=services.namespace.name)
+        for host in topology.hosts[:2]:
+            start_host(stack, host)
+        events = EventsQueue(env.queue_prefix, services.broker_url, {"x-queue-type": "quorum"})
+        publish_contracts(stack, data.documents + data.earlier)
+        producer = stack.producer()
+        producer.wait(submit_documents(stack, data.earlier), timeout=300)
+        response = producer.submit(ndjson(data.documents), content_type="application/x-ndjson")
+        assert response.status_code == 202, response.text
+        job_id = response.json()["job_id"]
+
+        def progress() -> float:
+            return float(producer.job(job_id)["progress"])
+
+        strike: dict[str, Callable[[], int]] = {
+            "leader_node_stop": lambda: stop_the_leader(services, env.queue_prefix),
+            "host_cut_off": lambda: cut_off(topology, services, topology.hosts[0]),
+            "host_added": lambda: start_host(stack, topology.hosts[2]) or 0,
+            "host_workers_sigkill": lambda: kill_host(stack, services, topology.hosts[1]),
+        }
+        for fault, at in PLAN:
+            wait_for(progress, lambda p, at=at: p >= at, 600)  # type: ignore[misc]
+            struck_at[fault] = progress()
+            flight[fault] = strike[fault]()
+            print(f"\nchaos: {fault} at progress {struck_at[fault]:.2f}, {flight[fault]} in flight")
+            assert_consistent(engine, producer.job, job_id)
+
+        job = wait_for(lambda: producer.job(job_id), lambda j: j["state"] == "completed", 900)
+        wait_for(lambda: unpublished(engine), lambda n: n == 0, 300)
+        delivered = events.drain()
+        census = Census.take(engine, job)
+        settled_on = Counter(
+            host.name for host in topology.hosts if settled_anything(stack, f"heavy-{host.name}")
+        )
+    finally:
+        stack.stop()
+        if events is not None:
+            events.close()
+        engine.dispose()
+    elapsed = time.monotonic() - started
+
+    exact = census.counters_exact(LINES, data.expect)
+    table = report(struck_at, flight, census, exact, len(delivered), elapsed)
+    print("\n" + table)
+    (ARTIFACTS / "chaos-cluster.md").write_text(table)
+    assert all(p < 1 for p in struck_at.values()), struck_at  # they struck while it drained
+    assert flight["host_cut_off"] >= 1 and flight["host_workers_sigkill"] >= 1, flight
+    assert topology.hosts[2].name in settled_on, "the host added mid-batch settled nothing"
+    assert LINES - census.terminal == 0 and census.doubled == 0
+    assert exact, (census.job, census.outcomes, data.expect)
+    assert len(delivered) == census.ledger_rows
+
+
+def start_host(stack: Stack, host: Namespace) -> None:
+    """A worker host: one worker of each tier, in the host's namespace."""
+    stack.start_worker("fast_path", name=f"fast-{host.name}", netns=host.name)
+    stack.start_worker("compute_heavy", name=f"heavy-{host.name}", netns=host.name)
+
+
+def stop_the_leader(services: ServiceHost, prefix: str) -> int:
+    """Stop the node leading the big job's settlement lane; start it again."""
+    listing = json.loads(
+        services.rabbitmqctl(
+            1,
+            "-q",
+            "list_queues",
+            "name",
+            "leader",
+            "messages_unacknowledged",
+            "--formatter",
+            "json",
+        )
+    )
+    ours = [q for q in listing if q["name"].startswith(f"{prefix}.")]
+    [lane] = [q for q in ours if q["name"] == f"{prefix}.compute_heavy.large"]
+    node = services.node_names.index(lane["leader"]) + 1
+    in_flight = sum(int(q["messages_unacknowledged"]) for q in ours)
+    services.cluster("stop-node", str(node))
+    time.sleep(NODE_DOWN_S)
+    done = services.cluster("start-node", str(node))
+    assert done.returncode == 0, done.stderr
+    return in_flight
+
+
+def unacked_by_address(services: ServiceHost) -> Counter[str]:
+    """Messages held unacknowledged, by the client address of their connection."""
+    connections = json.loads(
+        services.rabbitmqctl(1, "-q", "list_connections", "pid", "peer_host", "--formatter", "json")
+    )
+    # An address comes as its octets: [10, 231, 41, 11].
+    address = {c["pid"]: ".".join(map(str, c["peer_host"])) for c in connections}
+    channels = json.loads(
+        services.rabbitmqctl(
+            1, "-q", "list_channels", "connection", "messages_unacknowledged", "--formatter", "json"
+        )
+    )
+    held: Counter[str] = Counter()
+    for channel in channels:
+        held[address.get(channel["connection"], "?")] += int(channel["messages_unacknowledged"])
+    return held
+
+
+def cut_off(topology: Topology, services: ServiceHost, host: Namespace) -> int:
+    held = unacked_by_address(services)[host.address]
+    topology.cut(host)
+    time.sleep(CUT_S)
+    topology.restore(host)
+    return held
+
+
+def kill_host(stack: Stack, services: ServiceHost, host: Namespace) -> int:
+    held = unacked_by_address(services)[host.address]
+    for tier in ("fast", "heavy"):
+        stack.kill(f"{tier}-{host.name}")
+    return held
+
+
+def assert_consistent(engine: Engine, job: Callable[[str], dict], job_id: str) -> None:
+    """Mid-batch: no identity twice, nothing dead-lettered, and the job's
+    counters neither ahead of nor behind its ledger rows (read between two
+    readings of the counters, which only grow)."""
+    before = job(job_id)["outcomes"]
+    ledger = tables.ledger_entries
+    with engine.connect() as conn:
+        rows = dict(
+            conn.execute(
+                select(ledger.c.outcome, func.count())
+                .where(ledger.c.job_id == job_id)
+                .group_by(ledger.c.outcome)
+            ).all()
+        )
+        doubled = conn.execute(
+            select(func.count()).select_from(
+                select(ledger.c.reconciliation_key)
+                .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
+                .having(func.count() > 1)
+                .subquery()
+            )
+        ).scalar_one()
+    after = job(job_id)["outcomes"]
+    assert doubled == 0
+    assert before["dead_lettered"] == after["dead_lettered"] == 0, after
+    for outcome in ("posted", "disputed"):
+        assert before[outcome] <= rows.get(outcome, 0) <= after[outcome], (outcome, rows, after)
+
+
+def settled_anything(stack: Stack, worker: str) -> bool:
+    return any(
+        e.get("stage") == "settle" and e.get("status") == "ok" and e.get("posted")
+        for e in log_events(stack.log(worker, tail=None))
+    )
+
+
+def report(
+    struck_at: dict[str, float],
+    flight: dict[str, int],
+    census: Census,
+    exact: bool,
+    delivered: int,
+    elapsed: float,
+) -> str:
+    rows = ["| fault class | injected | struck work in flight |", "|---|---:|---:|"]
+    for fault, _ in PLAN:
+        hits = str(flight[fault]) if FLIGHT[fault] != "-" else "-"
+        rows.append(f"| {fault} (at progress {struck_at[fault]:.2f}) | 1 | {hits} |")
+    rows.append(f"| **total** ({len(PLAN)} classes) | {len(PLAN)} | |")
+    rows += [
+        "",
+        "Work in flight: " + "; ".join(f"{k}: {v}" for k, v in FLIGHT.items() if v != "-") + ".",
+    ]
+    rows += ["", *census.totals(LINES, exact, delivered, elapsed)]
+    return "\n".join(rows) + "\n"
