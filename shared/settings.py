@@ -21,7 +21,7 @@ from pydantic_settings import (
 )
 
 from shared.domain.events import EVENT_BATCH_LIMIT
-from shared.domain.queues import QueueType, family_queues, queue_for
+from shared.domain.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
 from shared.settings_files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
 
@@ -84,8 +84,9 @@ class Settings(BaseSettings):
     task_timeout_s: int = 180
     max_attempts: int = Field(default=5, ge=1)
     # Deliveries of one quorum-queue message (a worker died holding it, or its
-    # node went away) before RabbitMQ dead-letters it; at least max_attempts.
-    queue_delivery_limit: int = Field(default=20, ge=1)
+    # node went away) before it is dead-lettered: at least max_attempts. Unset:
+    # DELIVERY_LIMIT, or max_attempts where that is higher (delivery_limit()).
+    queue_delivery_limit: int | None = Field(default=None, ge=1)
     backoff_base_ms: int = Field(default=500, ge=1)
     backoff_max_ms: int = 60_000
     # Messages of a job whose submission never finished (no 202) are dropped
@@ -152,9 +153,9 @@ class Settings(BaseSettings):
 
     @field_validator("queue_delivery_limit")
     @classmethod
-    def _covers_attempts(cls, value: int, info: ValidationInfo) -> int:
+    def _covers_attempts(cls, value: int | None, info: ValidationInfo) -> int | None:
         attempts = info.data.get("max_attempts")
-        if isinstance(attempts, int) and value < attempts:
+        if value is not None and isinstance(attempts, int) and value < attempts:
             raise ValueError(
                 f"must be at least SETTLEQ_MAX_ATTEMPTS ({attempts}): RabbitMQ would"
                 " dead-letter a message before settleq had tried it that often"
@@ -244,6 +245,12 @@ class Settings(BaseSettings):
     def queue_name(self, family: str) -> str:
         """``<prefix>.<family>``: a classic tier's queue, the events exchange."""
         return f"{self.queue_prefix}.{family}"
+
+    def delivery_limit(self) -> int:
+        """The ``x-delivery-limit`` of a quorum queue (``queue_delivery_limit``)."""
+        if self.queue_delivery_limit is not None:
+            return self.queue_delivery_limit
+        return max(DELIVERY_LIMIT, self.max_attempts)
 
     def queues_of(self, family: str) -> tuple[str, ...]:
         """The queues a tier's workers consume: one, or a quorum tier's lanes."""

@@ -81,7 +81,7 @@ def run_stage(ctx: WorkerContext, name: str, stage: Stage, raw: Any) -> None:
     with unit_events(raw, attempt) as events:
         started = stage_log.now()
         returns = current_returns()
-        if returns >= ctx.settings.queue_delivery_limit:
+        if returns >= ctx.settings.delivery_limit():
             # RabbitMQ's last delivery of a message whose workers died holding it
             # (killed, out of memory): record it where an operator sees it and
             # can requeue it, rather than let RabbitMQ move it to the .XQ queue.

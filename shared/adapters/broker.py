@@ -40,7 +40,7 @@ def make_broker(
         middleware=list(middleware) if middleware is not None else [],
         max_priority=MAX_PRIORITY,
         queue_type=settings.queue_type,
-        delivery_limit=settings.queue_delivery_limit,
+        delivery_limit=settings.delivery_limit(),
     )
     params = broker.parameters if isinstance(broker.parameters, list) else [broker.parameters]
     for p in params:

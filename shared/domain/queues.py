@@ -21,6 +21,7 @@ from shared.domain.messages import MAX_PRIORITY
 QueueType = Literal["classic", "quorum"]
 QUEUE_TYPES: tuple[QueueType, ...] = ("classic", "quorum")
 FAMILIES = ("fast_path", "compute_heavy")
+DELIVERY_LIMIT = 20  # deliveries of one quorum-queue message, unless configured
 DELAY_SUFFIX, DEAD_SUFFIX = ".DQ", ".XQ"  # Dramatiq's delay and dead-letter queues
 
 # Lowest priority each lane takes (priority_for gives 9, 5 or 1), highest first.

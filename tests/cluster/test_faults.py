@@ -89,7 +89,6 @@ def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
         max_chunk_lines=500,
         claim_lease_ms=3000,
         max_attempts=50,
-        queue_delivery_limit=50,
         backoff_base_ms=200,
         backoff_max_ms=3000,
         relay_batch=2,

@@ -86,7 +86,14 @@ def test_a_delivery_limit_below_the_attempts_is_refused_by_name() -> None:
     assert line.startswith(
         "SETTLEQ_QUEUE_DELIVERY_LIMIT: must be at least SETTLEQ_MAX_ATTEMPTS (6)"
     )
-    assert Settings(max_attempts=6, queue_delivery_limit=6).queue_delivery_limit == 6
+    assert Settings(max_attempts=6, queue_delivery_limit=6).delivery_limit() == 6
+
+
+def test_an_unset_delivery_limit_is_20_or_the_attempts_where_more() -> None:
+    """Raising SETTLEQ_MAX_ATTEMPTS alone must not stop a stack (classic or quorum)."""
+    assert Settings().delivery_limit() == 20
+    assert Settings(max_attempts=50).delivery_limit() == 50
+    assert Settings(max_attempts=50, queue_delivery_limit=60).delivery_limit() == 60
 
 
 def test_an_unknown_queue_type_is_refused_by_name() -> None:
