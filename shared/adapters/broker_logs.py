@@ -54,19 +54,22 @@ class QuietConnectionLoss(logging.Filter):
             return True
         if _expected_loss.get() or not text.startswith(_LOST_LINE):
             return False
-        record.levelno, record.levelname = logging.INFO, "INFO"
-        record.msg = "broker connection lost, reopened when next used: %s"
-        record.args = (text.removeprefix(_LOST_LINE),)
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        return True
+        return _as_info(record, "broker connection lost, reopened when next used: %s", _LOST_LINE)
 
 
 def _one_line_per_node(record: logging.LogRecord, text: str) -> bool:
     if not text.startswith(_NODE_DOWN_LINE):
         return False
+    return _as_info(
+        record, "broker node did not answer, trying the next one listed: %s", _NODE_DOWN_LINE
+    )
+
+
+def _as_info(record: logging.LogRecord, msg: str, drop: str) -> bool:
+    """The record as one info line: ``msg`` with pika's text after ``drop``."""
+    text = record.getMessage()
     record.levelno, record.levelname = logging.INFO, "INFO"
-    record.msg = "broker node did not answer, trying the next one listed: %s"
-    record.args = (text.removeprefix(_NODE_DOWN_LINE),)
+    record.msg, record.args = msg, (text.removeprefix(drop),)
     record.exc_info, record.exc_text, record.stack_info = None, None, None
     return True
 

@@ -40,15 +40,14 @@ from tests.e2e.conftest import ARTIFACTS
 from tests.support.chaos_checks import (
     Census,
     EventsQueue,
-    publish_contracts,
-    submit_documents,
+    submit_claim,
     unpublished,
     wait_for,
 )
 from tests.support.faults import CLASSES, Chaos
 from tests.support.private_services import PrivateServices, private_env
 from tests.support.stack import Stack
-from tests.support.workload import generate, ndjson
+from tests.support.workload import generate
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -139,13 +138,8 @@ def test_faults_lose_and_double_nothing(
         for name in ("fast-0", "heavy-0", "heavy-1"):
             chaos.start_worker(name)
         stack._spawn("relay", ["relay"])
-        publish_contracts(stack, data.documents + data.earlier)
+        job_id = submit_claim(stack, data)
         producer = stack.producer()
-        producer.wait(submit_documents(stack, data.earlier), timeout=300)
-
-        response = producer.submit(ndjson(data.documents), content_type="application/x-ndjson")
-        assert response.status_code == 202, response.text
-        job_id = response.json()["job_id"]
 
         def progress() -> float:
             return float(producer.job(job_id)["progress"])

@@ -26,13 +26,13 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
-from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
 from shared.domain.signing import sign_request
 from shared.faults import Faults
 from tests.e2e.conftest import ARTIFACTS
+from tests.support.chaos_checks import DOUBLED
 from tests.support.infra import (
     PRODUCER_ID,
     PRODUCER_SECRET,
@@ -144,18 +144,8 @@ def submit_contracts(stack: Stack, data: Generated) -> None:
 
 
 def ledger_duplicates(engine: Engine) -> int:
-    ledger = tables.ledger_entries
     with engine.connect() as conn:
-        return int(
-            conn.execute(
-                select(func.count()).select_from(
-                    select(ledger.c.reconciliation_key)
-                    .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
-                    .having(func.count() > 1)
-                    .subquery()
-                )
-            ).scalar_one()
-        )
+        return int(conn.execute(DOUBLED).scalar_one())
 
 
 def assert_exact(job: dict[str, Any], data: Generated, duplicate: int) -> None:

@@ -31,10 +31,10 @@ from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
 from shared.faults import Faults
 from tests.support.chaos_checks import (
+    DOUBLED,
     Census,
     EventsQueue,
-    publish_contracts,
-    submit_documents,
+    submit_claim,
     unpublished,
     wait_for,
 )
@@ -42,7 +42,7 @@ from tests.support.infra import ServiceEnv, migrate, new_prefix
 from tests.support.netns import Namespace, Topology
 from tests.support.service_host import ServiceHost
 from tests.support.stack import Stack, log_events
-from tests.support.workload import generate, ndjson
+from tests.support.workload import generate
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
 
@@ -105,12 +105,8 @@ def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
         for host in topology.hosts[:2]:
             start_host(stack, host)
         events = EventsQueue(env.queue_prefix, services.broker_url, {"x-queue-type": "quorum"})
-        publish_contracts(stack, data.documents + data.earlier)
+        job_id = submit_claim(stack, data)
         producer = stack.producer()
-        producer.wait(submit_documents(stack, data.earlier), timeout=300)
-        response = producer.submit(ndjson(data.documents), content_type="application/x-ndjson")
-        assert response.status_code == 202, response.text
-        job_id = response.json()["job_id"]
 
         def progress() -> float:
             return float(producer.job(job_id)["progress"])
@@ -232,14 +228,7 @@ def assert_consistent(engine: Engine, job: Callable[[str], dict], job_id: str) -
                 .group_by(ledger.c.outcome)
             ).all()
         )
-        doubled = conn.execute(
-            select(func.count()).select_from(
-                select(ledger.c.reconciliation_key)
-                .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
-                .having(func.count() > 1)
-                .subquery()
-            )
-        ).scalar_one()
+        doubled = conn.execute(DOUBLED).scalar_one()
     after = job(job_id)["outcomes"]
     assert doubled == 0
     assert before["dead_lettered"] == after["dead_lettered"] == 0, after

@@ -19,7 +19,7 @@ from shared.adapters.db import tables
 from tests.support.events import distinct, drain
 from tests.support.infra import BROKER_URL
 from tests.support.stack import Stack
-from tests.support.workload import CONTRACT, Expectation
+from tests.support.workload import CONTRACT, Expectation, Generated, ndjson
 
 ledger = tables.ledger_entries
 
@@ -45,6 +45,15 @@ def unpublished(engine: Engine) -> int:
         )
 
 
+# (reconciliation_key, contract_version) pairs with more than one ledger row.
+DOUBLED = select(func.count()).select_from(
+    select(ledger.c.reconciliation_key)
+    .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
+    .having(func.count() > 1)
+    .subquery()
+)
+
+
 def publish_contracts(stack: Stack, documents: Iterable[dict[str, Any]]) -> None:
     operator = stack.operator()
     for vendor in sorted({d["partition_key"] for d in documents}):
@@ -55,6 +64,17 @@ def publish_contracts(stack: Stack, documents: Iterable[dict[str, Any]]) -> None
 def submit_documents(stack: Stack, documents: list[dict[str, Any]]) -> str:
     body = json.dumps({"kind": "promo_accrual", "documents": documents}).encode()
     response = stack.producer().submit(body)
+    assert response.status_code == 202, response.text
+    return str(response.json()["job_id"])
+
+
+def submit_claim(stack: Stack, data: Generated) -> str:
+    """The workload's contracts, its earlier quarter settled, then the claim
+    itself accepted as NDJSON (not waited for): the claim's job id."""
+    publish_contracts(stack, data.documents + data.earlier)
+    producer = stack.producer()
+    producer.wait(submit_documents(stack, data.earlier), timeout=300)
+    response = producer.submit(ndjson(data.documents), content_type="application/x-ndjson")
     assert response.status_code == 202, response.text
     return str(response.json()["job_id"])
 
@@ -79,14 +99,7 @@ class Census:
                 .where(ledger.c.job_id == job["job_id"])
                 .group_by(ledger.c.outcome)
             ).all()
-            doubled = conn.execute(
-                select(func.count()).select_from(
-                    select(ledger.c.reconciliation_key)
-                    .group_by(ledger.c.reconciliation_key, ledger.c.contract_version)
-                    .having(func.count() > 1)
-                    .subquery()
-                )
-            ).scalar_one()
+            doubled = conn.execute(DOUBLED).scalar_one()
             ledger_rows = conn.execute(select(func.count()).select_from(ledger)).scalar_one()
             result_rows = conn.execute(
                 select(func.count()).where(
