@@ -30,11 +30,10 @@ from sqlalchemy import Engine
 from shared.adapters.broker import connection_parameters
 from shared.adapters.broker_logs import probing_for_queues
 from shared.adapters.db.stats import oldest_unsettled_chunk
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
+from shared.domain.queues import DELAY_SUFFIX, FAMILIES
 from shared.settings import Settings
 
 AGE_LOOKBACK = dt.timedelta(hours=1)
-DELAY_SUFFIX = ".DQ"  # Dramatiq's delay queue of a queue
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class QueueStats:
         self._depths: dict[str, int] = {}
         self._names = [
             (family, delayed, queue + (DELAY_SUFFIX if delayed else ""))
-            for family in (FAST_PATH, COMPUTE_HEAVY)
+            for family in FAMILIES
             for queue in settings.queues_of(family)
             for delayed in (False, True)
         ]

@@ -125,29 +125,19 @@ def foreign_queues(
     """Queues under ``prefix`` that a stack of another queue type declares, with
     their ready messages: a stack must not start beside them, or what they hold
     would wait for ever for a consumer that never comes."""
-    with probing_for_queues():
-        return _found(channel_for, prefix, queue_type)
-
-
-def _found(
-    channel_for: Callable[[], Any], prefix: str, queue_type: QueueType
-) -> list[tuple[str, int]]:
     found = []
-    for other in QUEUE_TYPES:
-        if other == queue_type:
-            continue
-        mine = set(every_queue(prefix, queue_type))
-        for name in every_queue(prefix, other):
-            if name in mine:
-                continue
+    others = [
+        name for kind in QUEUE_TYPES if kind != queue_type for name in every_queue(prefix, kind)
+    ]
+    with probing_for_queues():
+        for name in others:
             channel = channel_for()
             try:
                 frame = channel.queue_declare(name, passive=True)
             except pika.exceptions.ChannelClosedByBroker:
-                continue  # no such queue
+                continue  # no such queue (RabbitMQ closed the channel)
             found.append((name, int(frame.method.message_count)))
-            if channel.is_open:
-                channel.close()
+            channel.close()
     return found
 
 

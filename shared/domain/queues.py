@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from shared.domain.messages import MAX_PRIORITY
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, MAX_PRIORITY
 
 QueueType = Literal["classic", "quorum"]
 QUEUE_TYPES: tuple[QueueType, ...] = ("classic", "quorum")
-FAMILIES = ("fast_path", "compute_heavy")
+FAMILIES = (FAST_PATH, COMPUTE_HEAVY)
 DELIVERY_LIMIT = 20  # deliveries of one quorum-queue message, unless configured
 DELAY_SUFFIX, DEAD_SUFFIX = ".DQ", ".XQ"  # Dramatiq's delay and dead-letter queues
 
