@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from fastapi import Query
 
 from services.api.errors import ApiError
-from services.api.timefmt import iso, parse_iso
+from services.api.timefmt import iso, parse_instant
 
 # The query parameter of every paged endpoint (its cursors are far shorter).
 CursorQuery = Annotated[
@@ -102,6 +102,6 @@ def job_cursor(cursor: str | None) -> tuple[dt.datetime, str] | None:
     if not _JOB_ID.fullmatch(job_id):
         raise _invalid()
     try:
-        return parse_iso(created_at), job_id
+        return parse_instant(created_at), job_id
     except ValueError:
         raise _invalid() from None

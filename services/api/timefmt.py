@@ -23,5 +23,16 @@ ISO_TIME = (
 )
 
 
-def parse_iso(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+def parse_instant(text: str) -> dt.datetime:
+    """``text`` as an aware UTC instant (a time without an offset is read as UTC,
+    like every time on the wire). Raises ``ValueError`` for text that is not a
+    time, and for a time whose instant a ``datetime`` cannot hold once in UTC:
+    ``0001-01-01T00:00+01:00`` is in year 0, ``9999-12-31T23:59-01:00`` in 10000.
+    """
+    value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:
+        raise ValueError(f"{text} is outside the years 0001-9999 in UTC") from None

@@ -11,6 +11,8 @@ import io
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.requests import Request
 
 from services.api import dispute_csv
@@ -246,6 +248,25 @@ def test_opened_before_that_is_not_a_time_is_422(text: str) -> None:
     with pytest.raises(ApiError) as refused:
         _opened_before(text)
     assert (refused.value.status, refused.value.code) == (422, "invalid_datetime")
+
+
+@given(
+    local=st.datetimes(min_value=dt.datetime.min, max_value=dt.datetime.max),
+    minutes=st.integers(min_value=-(24 * 60 - 1), max_value=24 * 60 - 1),
+)
+def test_opened_before_is_the_same_instant_or_422_over_the_whole_calendar(
+    local: dt.datetime, minutes: int
+) -> None:
+    zone = dt.timezone(dt.timedelta(minutes=minutes))
+    try:
+        read = _opened_before(local.replace(tzinfo=zone).isoformat())
+    except ApiError as refused:
+        # Only an instant outside 0001-9999 once in UTC is refused.
+        assert (refused.status, refused.code) == (422, "invalid_datetime")
+        with pytest.raises(OverflowError):
+            local.replace(tzinfo=zone).astimezone(dt.UTC)
+        return
+    assert read == local.replace(tzinfo=zone) and read is not None and read.tzinfo == dt.UTC
 
 
 @pytest.mark.parametrize(

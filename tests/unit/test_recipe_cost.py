@@ -9,12 +9,15 @@ without a price fails the whole request with ``missing_price``
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import json
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from shared.domain.kinds import BATCH, KINDS, get_kind
@@ -550,3 +553,21 @@ def test_negative_zero_price_is_the_same_price_as_zero() -> None:
     assert request_fingerprint(negative) == request_fingerprint(
         _doc(pricing_snapshot={**USDA_2022, "X": "0"})
     )
+
+
+@given(
+    local=st.datetimes(min_value=dt.datetime.min, max_value=dt.datetime.max),
+    minutes=st.integers(min_value=-(24 * 60 - 1), max_value=24 * 60 - 1),
+)
+def test_effective_at_over_the_whole_calendar_is_read_or_refused_never_an_error(
+    local: dt.datetime, minutes: int
+) -> None:
+    # Issue 29 (G1): a time near either end of the calendar must not overflow
+    # once converted to UTC; only UTC is taken, so nothing here can.
+    text = local.replace(tzinfo=dt.timezone(dt.timedelta(minutes=minutes))).isoformat()
+    if minutes:
+        assert _doc_errors(effective_at=text) == ["datetime_invalid"]
+        return
+    doc = RecipeDocument.model_validate_json(json.dumps(_doc_dict(effective_at=text)))
+    assert doc.effective_at == local.replace(tzinfo=dt.UTC)
+    assert len(request_fingerprint(doc)) == 64

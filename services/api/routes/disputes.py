@@ -16,7 +16,7 @@ from services.api import dispute_schemas as wire
 from services.api.auth import Ctx, Operator, Viewer
 from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
-from services.api.timefmt import ISO_TIME, parse_iso
+from services.api.timefmt import ISO_TIME, parse_instant
 from shared.adapters.db import disputes as db
 from shared.domain.disputes import DecidedAmountOutOfRange, DisputeConflict, ResolveRequest
 from shared.domain.money import Money
@@ -47,16 +47,14 @@ def _opened_before(text: str | None) -> dt.datetime | None:
     if text is None:
         return None
     try:
-        value = parse_iso(text)
+        return parse_instant(text)
     except ValueError:
         raise ApiError(
             422,
             "invalid_datetime",
-            "opened_before must be an ISO-8601 time, e.g. 2026-01-31T00:00:00Z",
+            "opened_before must be an ISO-8601 time in the years 0001-9999 UTC,"
+            " e.g. 2026-01-31T00:00:00Z",
         ) from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)  # read as UTC, like every time on the wire
-    return value.astimezone(dt.UTC)
 
 
 def _wants_csv(request: Request) -> bool:
