@@ -167,6 +167,14 @@ def quantize(value: Decimal, quantum: Decimal) -> Decimal:
     return _quantize(value, quantum)
 
 
+def at_quantum(value: Decimal, quantum: Decimal) -> Decimal:
+    """``value`` with its kind's places for a person to read (``-2.5000`` is
+    ``-2.50`` at a cent), never rounded: one with more places than the quantum
+    keeps them (``1.2345`` stays)."""
+    shown = _ROUND.quantize(value, quantum)
+    return shown if shown == value else value.normalize(_ROUND)
+
+
 def _validator(places: int, what: str) -> Any:
     plain = PLAIN_DECIMAL[places].fullmatch
 

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from services.api import dispute_csv
+from services.api import csv_export
 from services.api.app import create_app
 from services.api.dispute_csv import HEADER
 from services.client import Client
@@ -184,7 +184,7 @@ def test_csv_chunks_from_one_cursor_across_threads(
     viewer: Client, job: Disputed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each chunk is made in a worker thread, from the same database cursor."""
-    monkeypatch.setattr(dispute_csv, "ROWS_PER_CHUNK", 1)
+    monkeypatch.setattr(csv_export, "ROWS_PER_CHUNK", 1)
     with viewer.bearer_stream(f"/v1/disputes?job_id={job.job_id}", "text/csv") as r:
         chunks = list(r.iter_text())
     text = "".join(chunks)

@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.requests import Request
 
-from services.api import dispute_csv
+from services.api import csv_export, dispute_csv
 from services.api import dispute_schemas as wire
 from services.api.errors import ApiError
-from services.api.routes.disputes import _opened_before, _request, _wants_csv
+from services.api.routes.disputes import _opened_before, _request
 from shared.adapters.db.disputes import Dispute, Resolution, Stats, Totals
 
 OPENED = dt.datetime(2026, 11, 30, 9, 15, 0, 123456)  # naive, as SQLite returns it
@@ -112,7 +112,8 @@ def test_csv_rows_quote_times_and_amounts() -> None:
     row = dict(zip(header, open_row, strict=True))
     assert row["document_id"] == 'INV-"1", with comma'
     assert '"INV-""1"", with comma"' in text
-    assert row["claimed_amount"] == "1000" and row["model_amount"] == "999.0000"
+    # At the kind's quantum, as everywhere amounts are shown (promo: 0.01).
+    assert row["claimed_amount"] == "1000.00" and row["model_amount"] == "999.00"
     assert row["opened_at"] == "2026-11-30T09:15:00.123456Z"
     assert all(row[c] == "" for c in dispute_csv.HEADER[13:])
     done = dict(zip(header, resolved_row, strict=True))
@@ -149,7 +150,7 @@ def test_the_async_stream_closes_its_source() -> None:
             closed.append(True)
 
     async def take_one() -> str:
-        stream = dispute_csv.in_threads(source())  # type: ignore[arg-type]
+        stream = csv_export.in_threads(source())  # type: ignore[arg-type]
         first = await stream.__anext__()
         await stream.aclose()  # the client went away
         return first
@@ -283,4 +284,4 @@ def test_opened_before_is_the_same_instant_or_422_over_the_whole_calendar(
 def test_csv_is_asked_for_by_accept(accept: str, csv_wanted: bool) -> None:
     headers = [(b"accept", accept.encode())] if accept else []
     request = Request({"type": "http", "headers": headers, "method": "GET", "path": "/"})
-    assert _wants_csv(request) is csv_wanted
+    assert csv_export.wanted(request) is csv_wanted

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from shared.domain.kinds import BATCH, KINDS, get_kind
 from shared.domain.kinds.promo_accrual import PromoAccrual, PromoBatch
+from shared.domain.synthetic import freight_batch, promo_batch, recipe_batch
 
 SPEC_BATCH: dict[str, Any] = {
     "kind": "promo_accrual",
@@ -224,3 +225,36 @@ def test_a_repeated_line_reference_is_found_in_every_kind_and_in_the_promo_scree
     assert (repeated.loc, repeated.value) == (("location_ids", "2"), "LOC-2")
     promo["lines"][2]["line_no"] = 3
     assert kind.repeated_line(kind.document_model.model_validate(promo)) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("promo_accrual", promo_batch),
+        ("recipe_cost", recipe_batch),
+        ("freight_audit", freight_batch),
+    ],
+)
+def test_each_kind_gives_its_csv_columns_for_every_line_in_line_order(name: str, make: Any) -> None:
+    kind = KINDS[name]
+    batch = BATCH.validate_python(make(40))
+    for document in batch.documents:
+        cells = kind.line_cells(document)
+        assert len(cells) == kind.line_count(document) == len(kind.lines(document))
+        assert all(len(c) == len(kind.line_columns) for c in cells)
+        assert all(v is None or isinstance(v, str | Decimal) for c in cells for v in c)
+
+
+def test_a_promo_lines_csv_cells_are_its_fields() -> None:
+    [document] = BATCH.validate_json(_batch()).documents
+    assert KINDS["promo_accrual"].line_cells(document) == [
+        ("2026-Q3", "SKU-48213", "T2", Decimal("37"), None, None)
+    ]
+
+
+def test_every_kind_has_a_quantum_its_settlement_rounds_to() -> None:
+    assert {name: kind.quantum for name, kind in KINDS.items()} == {
+        "promo_accrual": Decimal("0.01"),
+        "freight_audit": Decimal("0.01"),
+        "recipe_cost": Decimal("0.0001"),
+    }

@@ -17,6 +17,7 @@ from shared.domain.money import (
     DecimalOutOfRange,
     Money,
     Quantity,
+    at_quantum,
     exact_arithmetic,
     exact_product,
     parse_decimal,
@@ -341,3 +342,20 @@ def test_json_schema_advertises_a_string_with_a_pattern() -> None:
     assert units["type"] == "string"
     assert "{1,4}" in amount["pattern"]
     assert "{1,6}" in units["pattern"]
+
+
+@pytest.mark.parametrize(
+    ("value", "quantum", "shown"),
+    [
+        ("-2.5000", "0.01", "-2.50"),
+        ("1000", "0.01", "1000.00"),
+        ("1.2345", "0.01", "1.2345"),  # more places than the quantum: kept, never rounded
+        ("1.2340", "0.01", "1.234"),
+        ("7.5", "0.0001", "7.5000"),
+        ("999999999999.9999", "0.01", "999999999999.9999"),
+    ],
+)
+def test_an_amount_is_shown_at_its_quantum_and_never_rounded(
+    value: str, quantum: str, shown: str
+) -> None:
+    assert str(at_quantum(Decimal(value), Decimal(quantum))) == shown

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Path, Query
+from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.api import csv_export
 from services.api.auth import Ctx, Operator
+from services.api.csv_export import Cell
 from services.api.errors import ApiError, ErrorBody
 from services.api.letter_excerpt import excerpt
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
@@ -57,8 +60,56 @@ def _payload(text: str) -> Any:
         return text  # an unreadable chunk: shown as it was stored
 
 
-@router.get("/admin/dead-letters", operation_id="listDeadLetters", responses=ERRORS)
+# The CSV of dead letters (``Accept: text/csv``): columns only ever added at the end.
+CSV_HEADER = (
+    "id",
+    "job_id",
+    "kind",
+    "partition_key",
+    "document_id",
+    "line_ref",
+    "reason",
+    "error_class",
+    "message",
+    "attempts",
+    "status",
+    "lines",
+    "first_failed_at",
+    "last_failed_at",
+    "requeues",
+    "note",
+)
+
+
+def _csv_row(r: Any) -> list[Cell]:
+    return [
+        r.id,
+        r.job_id,
+        r.kind,
+        r.partition_key,
+        r.document_id,
+        r.line_ref,
+        r.reason,
+        r.error_class,
+        r.message,
+        r.attempts,
+        r.status,
+        r.lines,
+        iso(r.first_failed_at),
+        iso(r.last_failed_at),
+        r.requeues,
+        r.note,
+    ]
+
+
+@router.get(
+    "/admin/dead-letters",
+    operation_id="listDeadLetters",
+    response_model=DeadLetterPage,
+    responses={**ERRORS, **csv_export.RESPONSE},
+)
 async def list_dead_letters(
+    request: Request,
     ctx: Ctx,
     _: Operator,
     reason: Text = None,
@@ -68,8 +119,13 @@ async def list_dead_letters(
     status: Status | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: CursorQuery = None,
-) -> DeadLetterPage:
+) -> Any:
+    """Newest first; with `Accept: text/csv`, every matching one as CSV."""
     where = dl_db.Filter(reason, kind, partition_key, job_id, status)
+    if csv_export.wanted(request):
+        text = csv_export.chunks(CSV_HEADER, map(_csv_row, dl_db.stream(ctx.engine, where)))
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        return await csv_export.response(text, f"dead-letters-{stamp}.csv")
     rows = await run_in_threadpool(
         dl_db.page, ctx.engine, where, before_id=id_cursor(cursor), limit=limit
     )

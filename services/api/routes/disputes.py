@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from services.api import dispute_csv
+from services.api import csv_export, dispute_csv
 from services.api import dispute_schemas as wire
 from services.api.auth import Ctx, Operator, Viewer
 from services.api.errors import ApiError, ErrorBody
@@ -33,14 +32,6 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
 }
 IdPath = Annotated[int, Path(ge=1, le=2**62, description="The disputed ledger row's id.")]
 Text = Annotated[str | None, Query(max_length=128)]
-CSV_MEDIA = "text/csv"
-CSV_RESPONSE: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "A page of disputes; with `Accept: text/csv`, every matching "
-        "dispute as CSV (header row first), streamed.",
-        "content": {CSV_MEDIA: {"schema": {"type": "string"}}},
-    }
-}
 
 
 def _opened_before(text: str | None) -> dt.datetime | None:
@@ -57,42 +48,21 @@ def _opened_before(text: str | None) -> dt.datetime | None:
         ) from None
 
 
-def _wants_csv(request: Request) -> bool:
-    accept = request.headers.get("accept", "")
-    return any(part.split(";")[0].strip().lower() == CSV_MEDIA for part in accept.split(","))
-
-
 def _not_found() -> ApiError:
     return ApiError(404, "dispute_not_found", "no such dispute")
 
 
 async def _csv(ctx: Any, where: db.Filter) -> StreamingResponse:
-    source = dispute_csv.chunks(db.stream(ctx.engine, where), dispute_csv.ROWS_PER_CHUNK)
-    # The first chunk is read before the answer starts: a database that is down
-    # is still a 503, not a 200 cut short.
-    first = await run_in_threadpool(next, source)
-
-    async def body() -> AsyncIterator[str]:
-        try:
-            yield first
-            async for chunk in dispute_csv.in_threads(source):
-                yield chunk
-        finally:  # also when the client left before the second chunk
-            await run_in_threadpool(source.close)
-
+    source = dispute_csv.chunks(db.stream(ctx.engine, where))
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return StreamingResponse(
-        body(),
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="disputes-{stamp}.csv"'},
-    )
+    return await csv_export.response(source, f"disputes-{stamp}.csv")
 
 
 @router.get(
     "/v1/disputes",
     operation_id="listDisputes",
     response_model=wire.DisputePage,
-    responses={**UNAUTHENTICATED, **CSV_RESPONSE},
+    responses={**UNAUTHENTICATED, **csv_export.RESPONSE},
 )
 async def list_disputes(
     request: Request,
@@ -126,7 +96,7 @@ async def list_disputes(
         opened_before=_opened_before(opened_before),
     )
     after = id_cursor(cursor)
-    if _wants_csv(request):
+    if csv_export.wanted(request):
         return await _csv(ctx, where)
     rows = await run_in_threadpool(db.page, ctx.engine, where, after_id=after, limit=limit)
     return wire.DisputePage(

@@ -7,41 +7,22 @@ own jobs).
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import AsyncIterator, Iterator
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
+from services.api import csv_export, job_csv
 from services.api.auth import Ctx, Reader
-from services.api.dispute_csv import in_threads
 from services.api.routes.jobs import ERRORS, _visible_job
 from services.api.timefmt import iso
-from shared.adapters.db import disputes as disputes_db
 from shared.adapters.db import job_detail
-from shared.adapters.db.outcomes import list_lines
 from shared.domain.money import to_wire
 
 router = APIRouter(tags=["jobs"])
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
-LINES_PER_CHUNK = 1000
-CSV_HEADER = (
-    "document_id",
-    "line_ref",
-    "outcome",
-    "reason",
-    "amount",
-    "claimed_amount",
-    "delta",
-    "reconciliation_key",
-    "contract_version",
-    "dispute_status",
-    "correlation_id",
-)
 
 
 class ChunkPoint(BaseModel):
@@ -106,32 +87,6 @@ async def job_timeline(job_id: str, ctx: Ctx, who: Reader) -> JobTimeline:
     return await run_in_threadpool(load)
 
 
-def _csv_chunks(ctx: Any, job_id: str, outcome: Outcome | None) -> Iterator[str]:
-    """The header row, then the job's lines, ``LINES_PER_CHUNK`` per text chunk."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)  # RFC 4180 quoting, CRLF, as the disputes CSV
-    writer.writerow(CSV_HEADER)
-    after = None
-    while True:
-        rows = list_lines(ctx.engine, job_id, outcome=outcome, after=after, limit=LINES_PER_CHUNK)
-        disputed = [r.id for r in rows if r.source == "ledger" and r.outcome == "disputed"]
-        status = disputes_db.statuses(ctx.engine, disputed) if disputed else {}
-        for r in rows:
-            amounts = (to_wire(v) or "" for v in (r.amount, r.claimed_amount, r.delta))
-            dispute = status.get(r.id, "") if r.source == "ledger" else ""
-            writer.writerow(
-                [r.document_id, r.line_ref, r.outcome, r.reason or "", *amounts]
-                + [r.reconciliation_key or "", str(r.contract_version), dispute]
-                + [r.correlation_id or ""]
-            )
-        yield buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-        if len(rows) < LINES_PER_CHUNK:
-            return
-        after = rows[-1].cursor
-
-
 @router.get(
     "/v1/jobs/{job_id}/lines.csv",
     operation_id="exportJobLines",
@@ -148,18 +103,7 @@ def _csv_chunks(ctx: Any, job_id: str, outcome: Outcome | None) -> Iterator[str]
 async def job_lines_csv(
     job_id: str, ctx: Ctx, who: Reader, outcome: Outcome | None = None
 ) -> StreamingResponse:
-    await run_in_threadpool(_visible_job, ctx, who, job_id)
-    source = _csv_chunks(ctx, job_id, outcome)
-    first = await run_in_threadpool(next, source)  # a database that is down: 503, not a cut 200
-
-    async def body() -> AsyncIterator[str]:
-        yield first
-        async for chunk in in_threads(source):
-            yield chunk
-
+    status = await run_in_threadpool(_visible_job, ctx, who, job_id)
+    source = job_csv.chunks(ctx.engine, job_id, status.kind, outcome)
     suffix = f"-{outcome}" if outcome else ""
-    return StreamingResponse(
-        body(),
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="job-{job_id}{suffix}.csv"'},
-    )
+    return await csv_export.response(source, f"job-{job_id}{suffix}.csv")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,26 @@ def page(engine: Engine, where: Filter, *, before_id: int | None, limit: int) ->
         query = query.where(dead_letters.c.id < before_id)
     with engine.connect() as conn:
         return list(conn.execute(query.order_by(dead_letters.c.id.desc()).limit(limit)).all())
+
+
+# Everything listed but the payload (a chunk's documents): what an export shows.
+_LISTED = [column for column in dead_letters.c if column.name != "payload"]
+
+
+def stream(engine: Engine, where: Filter, *, batch: int = 1000) -> Iterator[Any]:
+    """Every matching dead letter without its payload, newest first, ``batch``
+    a short transaction (on SQLite a long one would hold the write lock)."""
+    before_id: int | None = None
+    while True:
+        query = where.apply(select(*_LISTED))
+        if before_id is not None:
+            query = query.where(dead_letters.c.id < before_id)
+        with engine.connect() as conn:
+            rows = conn.execute(query.order_by(dead_letters.c.id.desc()).limit(batch)).all()
+        yield from rows
+        if len(rows) < batch:
+            return
+        before_id = rows[-1].id
 
 
 def stats(engine: Engine) -> list[Any]:

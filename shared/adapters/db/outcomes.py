@@ -19,6 +19,8 @@ the job's rows. A cursor is the last line's (position, source, id).
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
@@ -188,3 +190,27 @@ def list_lines(
             rows += _stream(conn, job_id, name, after, limit)
     rows.sort(key=_order)
     return rows[:limit]
+
+
+def stream_lines(
+    engine: Engine, job_id: str, *, outcome: str | None, batch: int = 1000
+) -> Iterator[LineRow]:
+    """Every line of a job (or of one outcome) in batch order, for an export.
+
+    Each outcome is paged on its own, ``batch`` rows a short transaction (on
+    SQLite a long one would hold the write lock from settlement), and the pages
+    are merged: every row is read once, where a ``list_lines`` page reads up to
+    ``limit`` rows of each outcome to keep ``limit`` of them."""
+
+    def pages(name: str) -> Iterator[LineRow]:
+        after: After | None = None
+        while True:
+            with engine.connect() as conn:
+                rows = _stream(conn, job_id, name, after, batch)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].cursor
+
+    names = STREAMS if outcome is None else (outcome,)
+    return heapq.merge(*(pages(name) for name in names), key=_order)

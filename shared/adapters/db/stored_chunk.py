@@ -4,9 +4,10 @@ signed, whether it was processed, and its job's stored state."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Engine, select
 
 from shared.adapters.db.tables import chunk_results, chunks, jobs
 
@@ -80,3 +81,21 @@ def chunk_processed(conn: Connection, chunk_id: str) -> bool:
         ).first()
         is not None
     )
+
+
+def job_payloads(engine: Engine, job_id: str) -> Iterator[StoredChunk]:
+    """A job's stored chunks in batch order (by ``seq``), each read in a short
+    transaction of its own: a chunk can hold tens of megabytes."""
+    with engine.connect() as conn:
+        ids = (
+            conn.execute(
+                select(chunks.c.id).where(chunks.c.job_id == job_id).order_by(chunks.c.seq)
+            )
+            .scalars()
+            .all()
+        )
+    for chunk_id in ids:
+        with engine.connect() as conn:
+            chunk = load_chunk(conn, chunk_id)
+        if chunk is not None:
+            yield chunk

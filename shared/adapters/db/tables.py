@@ -24,7 +24,7 @@ from sqlalchemy import (
 
 from shared.adapters.db.types import BigId, byte_ordered, money_column_type, total_column_type
 
-metadata = MetaData(
+metadata: MetaData = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
         "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -41,7 +41,7 @@ KEY = String(64)  # lower-case hex SHA-256
 # The ledger's and the outcomes' indexed identifiers, compared byte by byte.
 RECONCILIATION_KEY, JOB_ID, OUTCOME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
 ID = String(128)
-TS = DateTime(timezone=True)
+TS: DateTime = DateTime(timezone=True)
 
 meta = Table(
     "settleq_meta",

@@ -23,6 +23,7 @@ Identifier = Annotated[
 ]
 
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
+LineCell = str | Decimal | None  # a cell of ``Kind.line_cells``
 
 
 def _whole(value: Any) -> Any:
@@ -124,6 +125,9 @@ class Kind(Generic[D, C]):
     contract_model: type[C]
     batch_model: type[WireModel]
     delta_basis: ClassVar[DeltaBasis] = "key_versions"
+    # What a line's amount is rounded to, once (docs/architecture.md#exact-money),
+    # and the places every amount of the kind is shown with.
+    quantum: ClassVar[Decimal]
     # Whether every line's reconciliation key starts with its document's partition
     # and id: then an attempt leases the document once, not each line's key
     # (``leasing.document_lease``). A recipe's key is its content's, which two
@@ -156,3 +160,12 @@ class Kind(Generic[D, C]):
 
     def line_count(self, document: D) -> int:
         return len(self.lines(document))
+
+    # A line's business fields as a CSV of a job's lines shows them, after the
+    # columns every kind shares (docs/api.md#jobs), named as on the wire.
+    line_columns: ClassVar[tuple[str, ...]] = ()
+
+    def line_cells(self, document: D) -> list[tuple[LineCell, ...]]:
+        """``line_columns``' values for each line of ``document``, in line order
+        (the order of ``lines``): text, or a number as a ``Decimal``."""
+        return [() for _ in range(self.line_count(document))]

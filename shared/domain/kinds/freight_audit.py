@@ -25,6 +25,7 @@ from shared.domain.kinds.base import (
     Identifier,
     Kind,
     Line,
+    LineCell,
     Ordinal,
     RepeatedLine,
     Settlement,
@@ -162,6 +163,7 @@ def sniff_document_type(raw: bytes) -> DocumentType | None:
 
 class FreightAudit(Kind[FreightDocument, FreightContract]):
     name: ClassVar[str] = "freight_audit"
+    quantum: ClassVar[Decimal] = CENT
     document_model = FreightDocument
     contract_model = FreightContract
     batch_model = FreightBatch
@@ -190,12 +192,27 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     def line_count(self, document: FreightDocument | ScreenFreightDocument) -> int:
         return len(document.legs)
 
+    # The leg is the line's line_ref; the billed amount its claimed_amount.
+    line_columns = ("document_type", "miles", "rate_basis", "rated_quantity", "accessorials")
+
+    def line_cells(self, document: FreightDocument) -> list[tuple[LineCell, ...]]:
+        return [
+            (
+                document.document_type,
+                leg.miles,
+                leg.rate_basis,
+                leg.rated_quantity,
+                " ".join(leg.accessorials) or None,
+            )
+            for leg in document.legs
+        ]
+
     def settle(
         self, document: FreightDocument, line: Line, contract: FreightContract
     ) -> Settlement:
         leg: Leg = line.raw
         with exact_arithmetic():
-            model = quantize(leg_charge(leg, contract), CENT)
+            model = quantize(leg_charge(leg, contract), self.quantum)
         within = exact_distance(leg.billed_amount, model) <= contract.tolerance
         return Settlement(
             outcome="posted" if within else "disputed",

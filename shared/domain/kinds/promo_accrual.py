@@ -20,6 +20,7 @@ from shared.domain.kinds.base import (
     Identifier,
     Kind,
     Line,
+    LineCell,
     Ordinal,
     RepeatedLine,
     Settlement,
@@ -148,6 +149,7 @@ def _settle_documents(payload: bytes) -> list[_SettleDocument] | None:
 
 class PromoAccrual(Kind[PromoDocument, PromoContract]):
     name: ClassVar[str] = "promo_accrual"
+    quantum: ClassVar[Decimal] = CENT
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch
@@ -178,6 +180,29 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     def line_count(self, document: PromoDocument) -> int:
         return len(document.lines)
 
+    line_columns = (
+        "period",
+        "sku",
+        "promo_tier",
+        "qualifying_units",
+        "store_id",
+        "transaction_date",
+    )
+
+    def line_cells(self, document: PromoDocument) -> list[tuple[LineCell, ...]]:
+        period = document.period
+        return [
+            (
+                period,
+                line.sku,
+                line.promo_tier,
+                line.qualifying_units,
+                line.store_id,
+                line.transaction_date.isoformat() if line.transaction_date else None,
+            )
+            for line in document.lines
+        ]
+
     def settle(self, document: PromoDocument, line: Line, contract: PromoContract) -> Settlement:
         promo: PromoLine = line.raw
         units = promo.qualifying_units
@@ -188,7 +213,7 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
             raise BusinessError(
                 "unknown_promo_tier", f"line {promo.line_no}: tier {promo.promo_tier!r}"
             )
-        model = exact_product(units, rate, CENT)
+        model = exact_product(units, rate, self.quantum)
         claimed = promo.claimed_amount
         within = exact_distance(claimed, model) <= contract.tolerance
         return Settlement("posted" if within else "disputed", model, claimed)

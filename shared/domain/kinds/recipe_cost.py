@@ -24,15 +24,15 @@ from shared.domain.kinds.base import (
     Identifier,
     Kind,
     Line,
+    LineCell,
     RepeatedLine,
     Settlement,
     WireModel,
 )
 from shared.domain.kinds.dates import UtcDateTime
-from shared.domain.money import Quantity, exact_arithmetic, quantize
+from shared.domain.money import BASIS, Quantity, exact_arithmetic, quantize
 from shared.errors import BusinessError
 
-QUANTUM = Decimal("0.0001")
 Trigger = Literal["vendor_rate", "yield_edit", "spec_change", "bulk_import"]
 
 
@@ -87,6 +87,7 @@ def request_fingerprint(document: RecipeDocument) -> str:
 
 class RecipeCost(Kind[RecipeDocument, RecipeContract]):
     name: ClassVar[str] = "recipe_cost"
+    quantum: ClassVar[Decimal] = BASIS
     document_model = RecipeDocument
     contract_model = RecipeContract
     batch_model = RecipeBatch
@@ -111,6 +112,13 @@ class RecipeCost(Kind[RecipeDocument, RecipeContract]):
     def line_count(self, document: RecipeDocument) -> int:
         return len(document.location_ids)
 
+    # The location is the line's line_ref; these are what priced it.
+    line_columns = ("effective_at", "trigger")
+
+    def line_cells(self, document: RecipeDocument) -> list[tuple[LineCell, ...]]:
+        effective = document.effective_at.isoformat().replace("+00:00", "Z")
+        return [(effective, document.trigger)] * len(document.location_ids)
+
     def check_document(self, document: RecipeDocument, contract: RecipeContract) -> None:
         missing = sorted(set(contract.bom) - set(document.pricing_snapshot))
         if missing:
@@ -123,5 +131,5 @@ class RecipeCost(Kind[RecipeDocument, RecipeContract]):
                 (qty * document.pricing_snapshot[sku] for sku, qty in contract.bom.items()),
                 Decimal(0),
             )
-            amount = quantize(cost, QUANTUM)
+            amount = quantize(cost, self.quantum)
         return Settlement(outcome="posted", amount=amount, claimed_amount=None)
