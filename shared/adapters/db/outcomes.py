@@ -86,11 +86,31 @@ def _line(source: Source, r: Any, reason: str | None) -> LineRow:
     )
 
 
+# What a line shows of its row (the ledger's other columns, its time above all,
+# would only cost their decoding).
+_COLUMNS = (
+    "id",
+    "position",
+    "document_id",
+    "line_ref",
+    "outcome",
+    "amount",
+    "claimed_amount",
+    "delta",
+    "reconciliation_key",
+    "contract_version",
+    "correlation_id",
+)
+
+
 def _select(job_id: str, outcome: str) -> tuple[Source, Any, Select[Any]]:
     """One outcome's rows of the job: its source, that table's columns, the query."""
     source = STREAMS[outcome]
     table = ledger_entries if source == "ledger" else line_outcomes
-    query = select(table).where(table.c.job_id == job_id, outcome_in(table.c.outcome, outcome))
+    wanted = _COLUMNS + (("reason",) if source == "other" else ())
+    query = select(*(table.c[name] for name in wanted)).where(
+        table.c.job_id == job_id, outcome_in(table.c.outcome, outcome)
+    )
     return source, table.c, query
 
 
@@ -98,14 +118,16 @@ def _notes(
     conn: Connection, job_id: str, outcome: str, rows: list[Any]
 ) -> dict[tuple[int | None, str, int], str | None]:
     """The notes of a page's posted or disputed rows, by (position, key, version):
-    a noted line's outcome row has its ledger row's position, so they are index
-    probes of the job's notes (by key among rows from before positions)."""
+    a noted line's outcome row has its ledger row's position, so they are one
+    range of the job's notes, from the page's first position to its last (notes
+    are rare: the range holds few rows, where a list of the page's positions
+    would cost a thousand parameters); by key among rows from before positions."""
     c = line_outcomes.c
-    placed = sorted({r.position for r in rows if r.position is not None})
+    placed = [r.position for r in rows if r.position is not None]
     unplaced = sorted({r.reconciliation_key for r in rows if r.position is None})
     wanted: list[ColumnElement[bool]] = []
     if placed:
-        wanted.append(c.position.in_(placed))
+        wanted.append(c.position.between(min(placed), max(placed)))
     if unplaced:
         wanted.append(and_(c.position.is_(None), c.reconciliation_key.in_(unplaced)))
     notes = {}
