@@ -12,6 +12,7 @@ identity's deltas still add up to its amount now.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from typing import Literal
@@ -27,6 +28,21 @@ Status = Literal["open", "resolved", "superseded"]
 STATUSES: tuple[Status, ...] = ("open", "resolved", "superseded")
 
 NOTE_MAX_CHARS = 2000
+# Characters that show nothing: controls, Unicode format characters (U+200B
+# ZERO WIDTH SPACE, U+2060 WORD JOINER, U+FEFF) and separators; with the rest
+# of str.isspace, they do not make a note say anything.
+_BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+
+
+def says_something(note: str) -> bool:
+    """Whether an operator's note (a resolution's, a discard's) holds at least
+    one visible character: whitespace and Unicode format characters alone do
+    not count (docs/api.md#disputes)."""
+    return any(
+        not ch.isspace() and unicodedata.category(ch) not in _BLANK_CATEGORIES for ch in note
+    )
+
+
 BULK_LIMIT_MAX = 10_000
 
 LEDGER_SCALE = Decimal("0.0001")  # the ledger's 4 places
@@ -79,8 +95,8 @@ class ResolveRequest:
             raise ValueError(f"unknown decision {self.decision!r}")
         if (self.amount is None) != (self.decision != "settle_at"):
             raise ValueError("settle_at takes an amount; the other decisions take none")
-        if not 1 <= len(self.note) <= NOTE_MAX_CHARS:
-            raise ValueError(f"a note is 1 to {NOTE_MAX_CHARS} characters")
+        if not 1 <= len(self.note) <= NOTE_MAX_CHARS or not says_something(self.note):
+            raise ValueError(f"a note is 1 to {NOTE_MAX_CHARS} characters, one of them visible")
 
 
 def decided_amount(request: ResolveRequest, claimed: Decimal, model: Decimal) -> Decimal:

@@ -30,6 +30,7 @@ from services.api.schemas import (
 )
 from services.api.timefmt import iso
 from shared.adapters.db import dead_letters as dl_db
+from shared.domain.disputes import says_something
 from shared.domain.kinds.base import Identifier
 
 router = APIRouter(tags=["dead letters"])
@@ -213,8 +214,13 @@ class DiscardNote(BaseModel):
 async def discard_dead_letter(
     dead_letter_id: IdPath, body: Annotated[DiscardNote, Body()], ctx: Ctx, who: Operator
 ) -> Discarded:
-    if not body.note.strip():
-        raise ApiError(422, "note_required", "a discard needs a note saying why")
+    if not says_something(body.note):
+        raise ApiError(
+            422,
+            "note_required",
+            "a discard needs a note saying why (whitespace and invisible characters alone"
+            " do not count)",
+        )
 
     def run() -> bool:
         with ctx.engine.begin() as conn:

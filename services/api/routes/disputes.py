@@ -17,7 +17,12 @@ from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
 from services.api.timefmt import ISO_TIME, parse_instant
 from shared.adapters.db import disputes as db
-from shared.domain.disputes import DecidedAmountOutOfRange, DisputeConflict, ResolveRequest
+from shared.domain.disputes import (
+    DecidedAmountOutOfRange,
+    DisputeConflict,
+    ResolveRequest,
+    says_something,
+)
 from shared.domain.money import Money
 
 router = APIRouter(tags=["disputes"])
@@ -119,8 +124,13 @@ async def get_dispute(dispute_id: IdPath, ctx: Ctx, _: Viewer) -> wire.Dispute:
 
 
 def _request(decision: str, note: str, amount: Any = None) -> ResolveRequest:
-    if not note.strip():
-        raise ApiError(422, "note_required", "a resolution needs a note saying why")
+    if not says_something(note):
+        raise ApiError(
+            422,
+            "note_required",
+            "a resolution needs a note saying why (whitespace and invisible characters alone"
+            " do not count)",
+        )
     if decision == "settle_at" and amount is None:
         raise ApiError(422, "amount_required", "settle_at needs the amount to settle at")
     if decision != "settle_at" and amount is not None:
