@@ -33,15 +33,20 @@ def accepted_before(ctx: ApiContext, key: ProducerKey, file: EdiFile) -> jobs_db
             return job
     same_bytes = all(r.file_sha256 == file.file_sha256 for r in found)
     why = "with other query parameters or from another key" if same_bytes else "in another file"
+    # The job that holds it is what the partner (or its operator) looks up next.
+    holders = sorted(jobs)
+    held = f"job {holders[0]}" if len(holders) == 1 else f"jobs {', '.join(holders[:5])}"
     raise ApiError(
         409,
         "edi_duplicate_interchange",
-        f"{len(found)} interchange(s) of this file were accepted before {why}",
+        f"{len(found)} interchange(s) of this file were accepted before {why}, in {held}"
+        + (f" and {len(holders) - 5} more" if len(holders) > 5 else ""),
         [
             {
                 "sender_qualifier": r.sender.qualifier,
                 "sender_id": r.sender.id,
                 "control_number": r.sender.control_number,
+                "job_id": r.job_id,
             }
             for r in found[:100]
         ],

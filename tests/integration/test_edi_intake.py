@@ -300,16 +300,40 @@ def test_the_same_bytes_again_are_the_same_job(api: Client, trace: Trace) -> Non
     assert trace.snapshot() == after_first
 
 
-def test_a_reused_control_number_with_other_bytes_is_409(api: Client, trace: Trace) -> None:
+@pytest.mark.regression
+def test_a_reused_control_number_with_other_bytes_is_409_naming_the_job_that_holds_it(
+    api: Client, trace: Trace
+) -> None:
     scac, isa13 = uid("C").upper(), next_control_number()
-    assert submit_x12(api, freight_file(Freight(uid("F"), scac), isa13=isa13)).status_code == 202
+    first = submit_x12(api, freight_file(Freight(uid("F"), scac), isa13=isa13))
+    assert first.status_code == 202
+    job_id = first.json()["job_id"]
     before = trace.snapshot()
     other = submit_x12(api, freight_file(Freight(uid("F"), scac), isa13=isa13))
     assert other.status_code == 409 and error(other)["code"] == "edi_duplicate_interchange"
+    # Before (issue 29, G7): neither the details nor the message named the job.
     assert error(other)["details"] == [
-        {"sender_qualifier": "ZZ", "sender_id": "CARRIERTEST", "control_number": f"{isa13:09d}"}
+        {
+            "sender_qualifier": "ZZ",
+            "sender_id": "CARRIERTEST",
+            "control_number": f"{isa13:09d}",
+            "job_id": job_id,
+        }
     ]
+    assert f"in job {job_id}" in error(other)["message"]
     assert trace.snapshot() == before
+
+
+def test_the_same_control_number_from_a_sender_of_another_qualifier_is_another_interchange(
+    api: Client,
+) -> None:
+    """X12 names a sender by ISA05 and ISA06 together: ZZ/CARRIERTEST and
+    01/CARRIERTEST are two senders, whose control numbers never collide."""
+    scac, isa13 = uid("C").upper(), next_control_number()
+    assert submit_x12(api, freight_file(Freight(uid("F"), scac), isa13=isa13)).status_code == 202
+    other = freight_file(Freight(uid("F"), scac), isa13=isa13).replace(b"*ZZ*", b"*01*", 1)
+    assert b"*00*          *01*CARRIERTEST" in other  # ISA05 changed, nothing else
+    assert submit_x12(api, other).status_code == 202
 
 
 def test_the_same_file_under_another_contract_version_is_409(api: Client) -> None:
