@@ -13,15 +13,17 @@ import dramatiq.errors
 import pika.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import RepeatedLine
 
 log = logging.getLogger("settleq.api")
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left first
 
 
 class ErrorDetail(BaseModel):
@@ -160,6 +162,14 @@ def install_handlers(app: FastAPI) -> None:
         # Keep the exception's headers: a 405 carries its Allow (RFC 9110 15.5.6).
         headers = dict(exc.headers) if exc.headers else None
         return error_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_left(request: Request, _: ClientDisconnect) -> Response:
+        # The client hung up before its body was read (Ctrl-C during an upload):
+        # nothing was stored, nobody hears the answer, and it is no server error.
+        # 499 is nginx's status for it: what /metrics counts, never a 500.
+        log.info("client closed the connection during %s %s", request.method, request.url.path)
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
 
     @app.exception_handler(sa_exc.DataError)
     async def _data(_: Request, exc: sa_exc.DataError) -> JSONResponse:
