@@ -62,6 +62,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Exactly-once settlement pipeline for financial batch data",
         lifespan=lifespan,
         dependencies=[Depends(refuse_unknown_query)],
+        # Swagger UI and ReDoc would load from a public CDN: /docs is our own
+        # page instead (routes/dashboard.py), linking /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     install_handlers(app)
     # Outside the routes: FastAPI parses a body before it runs the auth dependency.

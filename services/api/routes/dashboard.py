@@ -68,6 +68,13 @@ async def dashboard() -> FileResponse:
     return FileResponse(STATIC / "dashboard.html", media_type="text/html", headers=PAGE_HEADERS)
 
 
+@router.get("/docs", include_in_schema=False, response_class=FileResponse)
+async def api_reference() -> FileResponse:
+    """Where the API is described, served from the package: FastAPI's own /docs
+    loads Swagger UI from a public CDN, which a site without internet cannot."""
+    return FileResponse(STATIC / "docs.html", media_type="text/html", headers=PAGE_HEADERS)
+
+
 def _queues(ctx: ApiContext) -> tuple[list[QueueState], str | None]:
     try:
         readings = ctx.queue_depth.readings()
