@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -28,11 +29,19 @@ from shared.settings_files import ConfigError, FileSettingsSource, env_name, sec
 MiB = 1024 * 1024
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
+# The retired settings a supervisor (`settleq up`, `settleq worker --processes N`) read.
+RETIRED_SUPERVISION = ("restart_give_up_deaths", "restart_give_up_window_s")
 # Settings that are gone, and what took their place (docs/operations.md#upgrade-notes).
 RETIRED = {
     "relay_defer_max_s": (
         "outcome events are batched and the relay publishes them as their units commit,"
         " so it no longer holds them back on a busy host; remove it"
+    ),
+    **dict.fromkeys(
+        RETIRED_SUPERVISION,
+        "a supervisor no longer gives up on a child that keeps dying, nor stops the stack"
+        " for it: the child is restarted at the capped backoff and reported crash-looping"
+        " (docs/operations.md#a-component-keeps-restarting); remove it",
     ),
 }
 
@@ -119,19 +128,18 @@ class Settings(BaseSettings):
     # Supervision by `settleq up` and `settleq worker --processes N`
     # (docs/operations.md#supervision, services/supervisor): a child that exits unexpectedly is
     # restarted after restart_backoff_initial_s, doubling up to restart_backoff_max_s; the delay
-    # starts over once a child stayed up restart_reset_after_s. A child that dies
-    # restart_give_up_deaths times within restart_give_up_window_s is not
-    # restarted: the supervisor stops the rest and exits 1. On SIGTERM/SIGINT the
+    # starts over once a child stayed up restart_reset_after_s. A child that keeps dying is
+    # crash-looping (services/supervisor/policy.py): still restarted, every
+    # restart_backoff_max_s, never a reason to stop the rest. On SIGTERM/SIGINT the
     # children get shutdown_grace_s to stop, then what is left is killed (exit 1).
     restart_backoff_initial_s: float = Field(default=1.0, gt=0)
     restart_backoff_max_s: float = Field(default=30.0, gt=0)
     restart_reset_after_s: float = Field(default=60.0, gt=0)
-    restart_give_up_deaths: int = Field(default=5, ge=1)
-    restart_give_up_window_s: float = Field(default=60.0, gt=0)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
-    # The JSON file where `settleq up` keeps its restart counts, for the API's
-    # settleq_process_restarts_total. `up` sets it for its children (a file of
-    # its own in a temporary directory unless set here); unset: no such metric.
+    # The JSON file where `settleq up` keeps its restart counts and crash-looping
+    # components, for the API's metrics and /readyz. `up` sets it for its children
+    # (a file of its own in a temporary directory unless set here); unset: no such
+    # metric.
     supervisor_counts_file: str | None = None
 
     api_host: str = "127.0.0.1"
@@ -208,17 +216,18 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     @staticmethod
-    def retired_in_use() -> list[str]:
-        """One sentence for each retired setting (``RETIRED``) still set, in the
-        environment or the YAML file: it is accepted and ignored, so that an
-        upgrade does not stop a process over it, and the process warns."""
-        names = {name for name in RETIRED if env_name(name) in os.environ}
+    def retired_in_use(among: Collection[str] = tuple(RETIRED)) -> list[str]:
+        """One sentence for each retired setting (``RETIRED``, or those of them
+        ``among``) still set, in the environment or the YAML file: it is accepted
+        and ignored, so that an upgrade does not stop a process over it, and the
+        process warns."""
+        names = {name for name in among if env_name(name) in os.environ}
         config_file = os.environ.get("SETTLEQ_CONFIG")
         if config_file and os.path.isfile(config_file):
             with open(config_file, encoding="utf-8") as text:
                 loaded = yaml.safe_load(text)
             if isinstance(loaded, dict):
-                names |= {name for name in RETIRED if name in loaded}
+                names |= {name for name in among if name in loaded}
         return [f"{env_name(name)} is no longer read: {RETIRED[name]}" for name in sorted(names)]
 
     def producer_key(self, key_id: str) -> ProducerKey | None:

@@ -18,6 +18,9 @@
   ``settleq up``, read at scrape time from the counts file it keeps (the API is
   one of its children: a count in this process would restart with it). No
   supervisor, no series.
+- ``settleq_process_crash_looping{component}``: 1 while the supervisor reports
+  the component crash-looping (services/supervisor/policy.py), 0 otherwise;
+  from the same file, for the same reason.
 
 Lines by kind and outcome, dead letters as they happen and settle latency are
 counted where they happen: in the workers (:mod:`services.worker.metrics`).
@@ -60,6 +63,9 @@ QUEUE_AGE = "settleq_queue_oldest_message_age_seconds"
 DEAD_LETTERS_STORED = "settleq_dead_letters_stored"
 SOURCE_UP = "settleq_stats_source_up"
 PROCESS_RESTARTS = "settleq_process_restarts"  # exposed with the counter's _total
+PROCESS_CRASH_LOOPING = "settleq_process_crash_looping"
+# Served only under a supervisor (`settleq up`), so not among API_METRICS.
+SUPERVISOR_METRICS = (PROCESS_RESTARTS, PROCESS_CRASH_LOOPING)
 API_METRICS = (
     HTTP_REQUESTS,
     QUEUE_DEPTH,
@@ -121,7 +127,8 @@ class PipelineCollector(Collector):
 
 
 class RestartCollector(Collector):
-    """``settleq_process_restarts_total{component}`` from the supervisor's counts file."""
+    """``settleq_process_restarts_total{component}`` and
+    ``settleq_process_crash_looping{component}`` from the supervisor's counts file."""
 
     def __init__(self, counts_file: str | None) -> None:
         self._path = Path(counts_file) if counts_file else None
@@ -141,9 +148,16 @@ class RestartCollector(Collector):
             "Restarts of a supervised process that exited unexpectedly, by component",
             labels=["component"],
         )
-        for component, count in sorted(counts.items()):
+        looping = GaugeMetricFamily(
+            PROCESS_CRASH_LOOPING,
+            "1 while a supervised component keeps dying (restarted at the capped backoff)",
+            labels=["component"],
+        )
+        for component, count in sorted(counts.restarts.items()):
             restarts.add_metric([component], count)
+            looping.add_metric([component], int(component in counts.crash_looping))
         yield restarts
+        yield looping
 
 
 def _read(up: GaugeMetricFamily, source: str, read: Callable[[], T]) -> T | None:

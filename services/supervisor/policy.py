@@ -1,16 +1,24 @@
-"""When a child that exited unexpectedly is restarted, and when to give up.
+"""When a child that exited unexpectedly is restarted, and when it is crash-looping.
 
 Pure: times are plain seconds from a monotonic clock, the caller owns the
 processes. A child's restarts back off exponentially (``backoff_initial_s``
 doubling up to ``backoff_max_s``); a child that stayed up ``reset_after_s``
-before it died starts again from the first delay. A child that died
-``give_up_deaths`` times within ``give_up_window_s`` is not restarted: it will
-not get better by itself, and a supervisor that spins forever hides that.
+before it died starts again from the first delay.
+
+A child that died more than ``crash_loop_deaths`` times within
+``crash_loop_window_s`` is *crash-looping*: it is still restarted, at the
+capped delay, for as long as the stack runs. Stopping it, or the stack, would
+turn one broken component into an outage of all of them
+(docs/architecture.md#one-failure-stays-one-failure); the state is reported
+instead (``/readyz``, a gauge, an alert) for an operator to act on. It stays
+crash-looping until it stays up ``reset_after_s``: restarted at the capped
+delay, a child that dies at once each time no longer dies often enough within
+the window to be counted in again, and is as broken.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shared.settings import Settings
 
@@ -20,8 +28,8 @@ class RestartPolicy:
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 30.0
     reset_after_s: float = 60.0
-    give_up_deaths: int = 5
-    give_up_window_s: float = 60.0
+    crash_loop_deaths: int = 5  # more deaths than this within the window: crash-looping
+    crash_loop_window_s: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RestartPolicy:
@@ -29,8 +37,6 @@ class RestartPolicy:
             backoff_initial_s=settings.restart_backoff_initial_s,
             backoff_max_s=settings.restart_backoff_max_s,
             reset_after_s=settings.restart_reset_after_s,
-            give_up_deaths=settings.restart_give_up_deaths,
-            give_up_window_s=settings.restart_give_up_window_s,
         )
 
     def backoff(self, streak: int) -> float:
@@ -45,34 +51,36 @@ class RestartPolicy:
 class History:
     """One child's deaths as the policy remembers them."""
 
-    deaths: tuple[float, ...] = ()  # when it died, within the give-up window
+    deaths: tuple[float, ...] = ()  # when it died, within the crash-loop window
     streak: int = 0  # deaths since it last stayed up reset_after_s
+    crash_looping: bool = False
 
 
 @dataclass(frozen=True)
 class Restart:
     delay_s: float
-
-
-@dataclass(frozen=True)
-class GiveUp:
-    deaths: int  # within the window
-    window_s: float
-
-
-Decision = Restart | GiveUp
+    crash_looping: bool
+    deaths: int  # within the crash-loop window, this one included
 
 
 def after_death(
     policy: RestartPolicy, history: History, *, started_at: float, died_at: float
-) -> tuple[History, Decision]:
-    """What to do about a child started at ``started_at`` that died at ``died_at``,
-    and the history to remember for its next death."""
+) -> tuple[History, Restart]:
+    """When to restart a child started at ``started_at`` that died at ``died_at``,
+    and the history to remember for its next death. Always a restart."""
     healthy = died_at - started_at >= policy.reset_after_s
     streak = 0 if healthy else history.streak
-    recent = tuple(t for t in history.deaths if died_at - t < policy.give_up_window_s)
+    recent = tuple(t for t in history.deaths if died_at - t < policy.crash_loop_window_s)
     deaths = (*recent, died_at)
-    remembered = History(deaths=deaths, streak=streak + 1)
-    if len(deaths) >= policy.give_up_deaths:
-        return remembered, GiveUp(deaths=len(deaths), window_s=policy.give_up_window_s)
-    return remembered, Restart(delay_s=policy.backoff(streak))
+    looping = len(deaths) > policy.crash_loop_deaths or (history.crash_looping and not healthy)
+    delay = policy.backoff_max_s if looping else policy.backoff(streak)
+    remembered = History(deaths=deaths, streak=streak + 1, crash_looping=looping)
+    return remembered, Restart(delay_s=delay, crash_looping=looping, deaths=len(deaths))
+
+
+def while_up(policy: RestartPolicy, history: History, *, started_at: float, now: float) -> History:
+    """The history of a child started at ``started_at`` and still up at ``now``:
+    once it stayed up ``reset_after_s`` it is no longer crash-looping."""
+    if history.crash_looping and now - started_at >= policy.reset_after_s:
+        return replace(history, crash_looping=False)
+    return history

@@ -1,9 +1,9 @@
 """Start children, restart the ones that die, stop them all on SIGTERM/SIGINT.
 
-The decisions (delays, giving up) are :mod:`.policy`'s; this module owns the
-processes. Exit codes of :meth:`Supervisor.run`: 0 after a requested stop in
-which every child stopped within the grace; 1 when a child had to be killed
-at the end of the grace, or when one kept dying and the supervisor gave up.
+The decisions (delays, crash-looping) are :mod:`.policy`'s; this module owns
+the processes. However often a child dies, it is restarted: only SIGTERM or
+SIGINT ends :meth:`Supervisor.run`, with exit code 0 when every child stopped
+within the grace and 1 when one had to be killed at the end of it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.supervisor.counts import write_counts
-from services.supervisor.policy import GiveUp, History, RestartPolicy, after_death
+from services.supervisor.policy import History, RestartPolicy, after_death, while_up
 
 log = logging.getLogger("settleq.supervisor")
 
@@ -89,19 +89,18 @@ class Supervisor:
         self.restarts = {spec.component: 0 for spec in specs}
         self._stop_signal: int | None = None  # set by the SIGTERM/SIGINT handler
 
-    def run(self) -> int:
-        """Supervise until SIGTERM/SIGINT or until giving up; the exit code."""
+    def run(self, started: Callable[[], None] | None = None) -> int:
+        """Supervise until SIGTERM/SIGINT; the exit code. ``started`` is called
+        once every child has been started."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._request_stop)
         self._publish()
         for child in self.children:
             self._start(child)
+        if started is not None:
+            started()
         while self._stop_signal is None:
-            given_up = self._tend()
-            if given_up is not None:
-                self._give_up(*given_up)
-                self._stop()
-                return 1
+            self._tend()
             time.sleep(POLL_S)
         log.info("stopping on %s", signal.Signals(self._stop_signal).name)
         return 1 if self._stop() else 0
@@ -112,9 +111,14 @@ class Supervisor:
         if self._stop_signal is None:
             self._stop_signal = signum
 
-    def _tend(self) -> tuple[_Child, GiveUp] | None:
-        """Notice deaths and start what is due; the child given up on, if any."""
+    def crash_looping(self) -> set[str]:
+        """The components of which a child is crash-looping."""
+        return {c.spec.component for c in self.children if c.history.crash_looping}
+
+    def _tend(self) -> None:
+        """Notice deaths and recoveries, and start what is due."""
         now = self.clock()
+        looping = self.crash_looping()
         for child in self.children:
             if child.restart_at is not None:
                 if now >= child.restart_at:
@@ -123,25 +127,47 @@ class Supervisor:
             assert child.process is not None
             code = child.process.poll()
             if code is None:
-                continue
-            child.history, decision = after_death(
-                self.policy, child.history, started_at=child.started_at, died_at=now
-            )
-            if isinstance(decision, GiveUp):
-                return child, decision
-            child.restart_at = now + decision.delay_s
-            log.warning(
-                "%s exited: restarting in %.1f s",
+                history = while_up(self.policy, child.history, started_at=child.started_at, now=now)
+                if history != child.history:
+                    log.info(
+                        "%s stayed up %.0f s: no longer crash-looping",
+                        child.spec.name,
+                        self.policy.reset_after_s,
+                        extra=_fields(child),
+                    )
+                child.history = history
+            else:
+                self._died(child, code, now)
+        if self.crash_looping() != looping:
+            self._publish()
+
+    def _died(self, child: _Child, code: int, now: float) -> None:
+        was_looping = child.history.crash_looping
+        child.history, decision = after_death(
+            self.policy, child.history, started_at=child.started_at, died_at=now
+        )
+        child.restart_at = now + decision.delay_s
+        fields = _fields(
+            child,
+            **exit_fields(code),
+            restart_count=self.restarts[child.spec.component] + 1,
+            delay_s=decision.delay_s,
+        )
+        log.warning(
+            "%s exited: restarting in %.1f s", child.spec.name, decision.delay_s, extra=fields
+        )
+        if decision.crash_looping and not was_looping:
+            # Once per episode: the warnings above go on for each death.
+            log.error(
+                "%s died %d times within %.0f s: crash-looping, restarted every %.0f s"
+                " until it stays up %.0f s; the rest of the stack goes on",
                 child.spec.name,
-                decision.delay_s,
-                extra=_fields(
-                    child,
-                    **exit_fields(code),
-                    restart_count=self.restarts[child.spec.component] + 1,
-                    delay_s=decision.delay_s,
-                ),
+                decision.deaths,
+                self.policy.crash_loop_window_s,
+                self.policy.backoff_max_s,
+                self.policy.reset_after_s,
+                extra={**fields, "deaths": decision.deaths},
             )
-        return None
 
     def _start(self, child: _Child) -> None:
         preexec = _die_with_parent if sys.platform == "linux" else None
@@ -166,19 +192,9 @@ class Supervisor:
         if self.counts_file is None:
             return
         try:
-            write_counts(self.counts_file, self.restarts)
-        except OSError as exc:  # the counts are for metrics: never stop the stack for them
+            write_counts(self.counts_file, self.restarts, self.crash_looping())
+        except OSError as exc:  # for metrics and /readyz: never stop the stack for them
             log.warning("restart counts not written to %s (%s)", self.counts_file, exc)
-
-    def _give_up(self, child: _Child, decision: GiveUp) -> None:
-        assert child.process is not None
-        log.error(
-            "%s died %d times within %.0f s: giving up, stopping the rest",
-            child.spec.name,
-            decision.deaths,
-            decision.window_s,
-            extra=_fields(child, **exit_fields(child.process.returncode), deaths=decision.deaths),
-        )
 
     def _stop(self) -> bool:
         """SIGTERM every live child, SIGKILL what is left after the grace; True

@@ -7,19 +7,18 @@ supervisor restarts each (a new PID), counts it in
 ``settleq_process_restarts_total``, and the front door's ``/healthz`` (polled
 every 100 ms the whole time) never fails while a worker or the relay is down.
 At the end every line is terminal exactly once and nothing is in the ledger
-twice. Also: a child that keeps dying stops the stack with exit 1, and SIGTERM
-stops a stack whose broker refuses its login within the grace.
+twice. Also: SIGTERM stops the stack within the grace, even with a stuck
+child. A child that keeps dying is tests/e2e/test_crash_loop.py's.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -36,11 +35,11 @@ from tests.support.chaos_checks import DOUBLED
 from tests.support.infra import (
     PRODUCER_ID,
     PRODUCER_SECRET,
-    VIEWER_TOKEN,
     ServiceEnv,
     isolated_env,
 )
 from tests.support.stack import Stack, fault_warnings, log_events, up_children
+from tests.support.supervision import HealthPoller, kill_and_wait_back, restarts, wait_for
 from tests.support.workload import CONTRACT, Generated, generate, ndjson
 
 pytestmark = pytest.mark.timeout(400)
@@ -64,76 +63,6 @@ def logs(request: pytest.FixtureRequest) -> Path:
     path: Path = ARTIFACTS / "logs" / "supervised" / str(request.node.name)
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-class HealthPoller:
-    """GET /healthz every 100 ms on a thread; remembers when each poll failed."""
-
-    def __init__(self, url: str) -> None:
-        self.url = f"{url}/healthz"
-        self.polls = 0
-        self.failures: list[float] = []  # when each failed poll started (monotonic)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> HealthPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        with httpx.Client(timeout=1.0) as client:
-            while not self._stop.is_set():
-                started = time.monotonic()
-                try:
-                    ok = client.get(self.url).status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                self.polls += 1
-                if not ok:
-                    self.failures.append(started)
-                self._stop.wait(max(0.0, 0.1 - (time.monotonic() - started)))
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except (httpx.HTTPError, OSError):
-            value = None
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-def restarts(stack: Stack) -> dict[str, float]:
-    text = httpx.get(
-        f"{stack.url}/metrics", headers={"Authorization": f"Bearer {VIEWER_TOKEN}"}, timeout=10
-    ).text
-    found = re.findall(r'^settleq_process_restarts_total\{component="(\w+)"\} (\S+)$', text, re.M)
-    return {component: float(value) for component, value in found}
-
-
-def kill_and_wait_back(stack: Stack, role: str) -> tuple[int, int]:
-    """SIGKILL one child of ``role``; wait for the supervisor to start its
-    replacement. The killed PID and the new one."""
-    up = stack.processes["up"]
-    before = up_children(up)[role]
-    victim = before[0]
-    subprocess.run(["kill", "-KILL", str(victim)], check=True)
-
-    def replaced() -> list[int] | None:
-        now = up_children(up).get(role, [])
-        return now if len(now) == len(before) and victim not in now else None
-
-    after = wait_for(f"{role} to be restarted", replaced, timeout=30)
-    [new] = set(after) - set(before)
-    return victim, new
 
 
 def submit_contracts(stack: Stack, data: Generated) -> None:
@@ -289,27 +218,6 @@ def test_each_component_killed_under_up_is_restarted_and_nothing_is_lost_or_doub
     finally:
         stack.stop()
         engine.dispose()
-
-
-@pytest.mark.regression
-def test_a_child_that_keeps_dying_stops_the_stack_with_exit_1(env: ServiceEnv, logs: Path) -> None:
-    stack = Stack(env, logs, **SUPERVISION)
-    try:
-        stack.start_up()
-        up = stack.processes["up"]
-        others = [pid for role, pids in up_children(up).items() if role != "relay" for pid in pids]
-        for _ in range(4):  # four deaths: restarted each time
-            kill_and_wait_back(stack, "relay")
-        [relay] = up_children(up)["relay"]
-        subprocess.run(["kill", "-KILL", str(relay)], check=True)  # the fifth within 60 s
-        assert up.wait(timeout=30) == 1
-        assert up_children(up) == {}
-        assert not [pid for pid in others if Path(f"/proc/{pid}").exists()]
-        [gave_up] = [e for e in log_events(stack.log("up", tail=None)) if e["level"] == "error"]
-        assert gave_up["component"] == "relay" and gave_up["signal"] == "SIGKILL"
-        assert gave_up["deaths"] == 5
-    finally:
-        stack.stop()
 
 
 @pytest.mark.parametrize(

@@ -130,7 +130,7 @@ def test_a_missing_database_is_unreachable_not_a_traceback(command: str) -> None
 def test_supervised_children_leave_the_checks_to_their_parent() -> None:
     """`up` (and `worker --processes N`) checked before starting them: a child
     restarted during a short outage retries as before instead of exiting 1
-    again and again until the supervisor gives up."""
+    again and again until the supervisor reports it crash-looping."""
     from services.cli import CHECKED, _worker_argv, stack_children
     from shared.settings import Settings
 

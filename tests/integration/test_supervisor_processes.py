@@ -1,6 +1,7 @@
 """The supervisor's process loop with small real children (services/supervisor):
-restarts logged with the exit, counted in the counts file, giving up, and the
-grace on SIGTERM."""
+restarts logged with the exit, counted in the counts file, a child that keeps
+dying reported crash-looping (and no longer once it stays up) while the others
+run on, and the grace on SIGTERM."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from services.supervisor.counts import read_counts
+from services.supervisor.counts import Counts, read_counts
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
 
@@ -40,8 +42,33 @@ def sigterm_me_in(seconds: float) -> None:
     threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM)).start()
 
 
+class CountsWatcher:
+    """Reads the counts file every 20 ms on a thread; remembers each distinct
+    crash-looping set it saw, in order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen: list[frozenset[str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CountsWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            counts = read_counts(self.path)
+            if counts is not None and (not self.seen or self.seen[-1] != counts.crash_looping):
+                self.seen.append(counts.crash_looping)
+
+
 @pytest.mark.usefixtures("handlers")
-def test_a_child_that_keeps_failing_is_restarted_counted_then_given_up_on(
+def test_a_child_that_keeps_failing_is_restarted_counted_and_crash_looping_never_given_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     counts = tmp_path / "restarts.json"
@@ -49,17 +76,56 @@ def test_a_child_that_keeps_failing_is_restarted_counted_then_given_up_on(
         ChildSpec("broken", "broken", python("import sys; sys.exit(3)")),
         ChildSpec("sleeper", "sleeper", python("import time; time.sleep(60)")),
     ]
+    supervisor = Supervisor(specs, FAST, grace_s=5, counts_file=counts)
+    sigterm_me_in(4.0)  # long past the sixth death: the loop goes on until then
     with caplog.at_level(logging.INFO, logger="settleq.supervisor"):
-        code = Supervisor(specs, FAST, grace_s=5, counts_file=counts).run()
-    assert code == 1
-    # Four restarts, then the fifth death within the window gives up.
-    assert read_counts(counts) == {"broken": 4, "sleeper": 0}
+        code = supervisor.run()
+    assert code == 0
+    published = read_counts(counts)
+    assert published is not None and published.crash_looping == {"broken"}
+    assert published.restarts["sleeper"] == 0 and published.restarts["broken"] >= 8
     exits = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert [r.__dict__["restart_count"] for r in exits] == [1, 2, 3, 4]
+    assert [r.__dict__["restart_count"] for r in exits[:7]] == [1, 2, 3, 4, 5, 6, 7]
     assert {r.__dict__["exit_code"] for r in exits} == {3}
-    assert [r.__dict__["delay_s"] for r in exits] == [0.05, 0.1, 0.2, 0.2]
-    [gave_up] = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert gave_up.__dict__["component"] == "broken" and gave_up.__dict__["exit_code"] == 3
+    # Doubling, then the cap from the sixth death on (crash-looping).
+    assert [r.__dict__["delay_s"] for r in exits[:7]] == [0.05, 0.1, 0.2, 0.2, 0.2, 0.2, 0.2]
+    [looping] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert looping.__dict__["component"] == "broken" and looping.__dict__["deaths"] == 6
+    assert "crash-looping" in looping.getMessage()
+    assert looping.__dict__["restart_count"] == 6
+    [sleeper] = [c for c in supervisor.children if c.spec.name == "sleeper"]
+    assert sleeper.process is not None and sleeper.process.returncode == -signal.SIGTERM
+
+
+@pytest.mark.usefixtures("handlers")
+def test_a_crash_looping_child_that_stays_up_is_no_longer_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    counts = tmp_path / "restarts.json"
+    starts = tmp_path / "starts"
+    # Dies at once on its first six starts, then stays up.
+    flaky = (
+        "import pathlib, sys, time\n"
+        f"p = pathlib.Path({str(starts)!r})\n"
+        "n = int(p.read_text()) if p.exists() else 0\n"
+        "p.write_text(str(n + 1))\n"
+        "sys.exit(3) if n < 6 else time.sleep(60)\n"
+    )
+    specs = [ChildSpec("flaky", "flaky", python(flaky))]
+    policy = RestartPolicy(backoff_initial_s=0.05, backoff_max_s=0.2, reset_after_s=1.0)
+    sigterm_me_in(5.0)
+    with (
+        caplog.at_level(logging.INFO, logger="settleq.supervisor"),
+        CountsWatcher(counts) as watcher,
+    ):
+        started = time.monotonic()
+        assert Supervisor(specs, policy, grace_s=5, counts_file=counts).run() == 0
+    assert time.monotonic() - started >= 4.5  # only the SIGTERM stopped it
+    assert watcher.seen == [frozenset(), frozenset({"flaky"}), frozenset()]
+    assert read_counts(counts) == Counts({"flaky": 6}, frozenset())
+    assert [r.getMessage() for r in caplog.records if "no longer" in r.getMessage()] == [
+        "flaky stayed up 1 s: no longer crash-looping"
+    ]
 
 
 @pytest.mark.usefixtures("handlers")

@@ -6,6 +6,7 @@ checker; without it they are parsed and checked here.
 
 from __future__ import annotations
 
+import operator
 import re
 import shutil
 import subprocess
@@ -15,7 +16,13 @@ from typing import Any
 import yaml
 
 from services.api.dispute_metrics import DISPUTES_OLDEST_AGE
-from services.api.metrics import API_METRICS
+from services.api.metrics import (
+    API_METRICS,
+    PROCESS_CRASH_LOOPING,
+    SUPERVISOR_METRICS,
+    RestartCollector,
+)
+from services.supervisor.counts import write_counts
 from services.worker.metrics import WORKER_METRICS
 from shared.settings import Settings
 
@@ -46,7 +53,7 @@ def test_promtool_loads_the_rules_when_installed() -> None:
 
 
 def test_rules_use_only_metrics_settleq_serves() -> None:
-    served = set(API_METRICS) | set(WORKER_METRICS)
+    served = set(API_METRICS) | set(SUPERVISOR_METRICS) | set(WORKER_METRICS)
     for name, rule in rules().items():
         used = set(re.findall(r"\bsettleq_[a-z_]+", rule["expr"]))
         assert used, name
@@ -82,3 +89,37 @@ def test_a_dispute_open_over_14_days_alerts_from_a_gauge_the_api_serves() -> Non
     assert (days, day_s) == (14, 86400)  # 14 days, written so a reader sees it
     assert DISPUTES_OLDEST_AGE in API_METRICS  # the API serves it (every kind, 0 when none)
     assert rule["labels"]["severity"] == "warning"
+
+
+def test_a_crash_looping_component_alerts_from_the_gauge_its_supervisor_reports(
+    tmp_path: Path,
+) -> None:
+    # Issue 29 item 4: a component that keeps dying no longer stops the stack,
+    # so this alert is how an operator hears of it.
+    rule = rules()["SettleqComponentCrashLooping"]
+    found = re.fullmatch(r"\s*(settleq_[a-z_]+)\s*(==|>=|>)\s*(\d+)\s*", rule["expr"])
+    assert found, rule["expr"]
+    metric, comparison, bound = found.group(1), found.group(2), int(found.group(3))
+    assert metric == PROCESS_CRASH_LOOPING
+    assert "for" not in rule  # the first evaluation that sees it fires
+    assert rule["labels"]["severity"] == "critical"
+    assert "{{ $labels.component }}" in rule["annotations"]["summary"]
+    compare = {"==": operator.eq, ">=": operator.ge, ">": operator.gt}[comparison]
+    counts = tmp_path / "restarts.json"
+    restarts = {"api": 0, "fast_path": 6, "compute_heavy": 2, "relay": 0}
+
+    def firing() -> set[str]:
+        """The components the rule fires for, on what the API serves of the file."""
+        values = {
+            sample.labels["component"]: sample.value
+            for family in RestartCollector(str(counts)).collect()
+            if family.name == metric
+            for sample in family.samples
+        }
+        assert set(values) == set(restarts)  # every component, 0 or 1
+        return {component for component, value in values.items() if compare(value, bound)}
+
+    write_counts(counts, restarts, ["fast_path"])
+    assert firing() == {"fast_path"}
+    write_counts(counts, restarts)  # it stayed up: restarts are no reason to page
+    assert firing() == set()

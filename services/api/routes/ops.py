@@ -3,6 +3,8 @@ token."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pika
 import redis
 from fastapi import APIRouter, Request, Response
@@ -14,6 +16,7 @@ from sqlalchemy import text
 from services.api.auth import Ctx, Viewer
 from services.api.context import ApiContext
 from services.api.schemas import Health
+from services.supervisor.counts import read_counts
 from shared.adapters.broker import connection_parameters
 
 router = APIRouter(tags=["operations"])
@@ -44,7 +47,27 @@ def _checks(ctx: ApiContext) -> dict[str, str]:
         checks["broker"] = "ok"
     except Exception as exc:
         checks["broker"] = f"unavailable ({type(exc).__name__})"
-    return checks
+    return checks | _components(ctx)
+
+
+def _components(ctx: ApiContext) -> dict[str, str]:
+    """Under `settleq up`, each supervised component: ``ok``, or ``crash_looping``
+    (docs/operations.md#a-component-keeps-restarting: restarted at the capped
+    backoff, the stack not ready until it stays up), as the supervisor's counts
+    file says. No supervisor, or a file that holds no counts (the metrics log
+    that): no such check."""
+    if not ctx.settings.supervisor_counts_file:
+        return {}
+    try:
+        counts = read_counts(Path(ctx.settings.supervisor_counts_file))
+    except (OSError, ValueError):
+        return {}
+    if counts is None:
+        return {}
+    return {
+        component: "crash_looping" if component in counts.crash_looping else "ok"
+        for component in sorted(counts.restarts)
+    }
 
 
 @router.get("/readyz", operation_id="readyz", responses={503: {"model": Health}})
