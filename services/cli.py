@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -30,7 +31,7 @@ from services.preflight import BROKER, DATABASE, QUEUES, REDIS, load_settings
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
-from shared.settings import Settings
+from shared.settings import RETIRED_SUPERVISION, Settings
 
 _ME = [sys.executable, "-m", "services.cli"]
 # A supervisor's children: their parent checked the services, and a child
@@ -116,13 +117,16 @@ def api(
 
     pin_mmap_threshold()  # a batch's large buffers go back to the system once freed
     settings = load_settings("api")
+    host, port = host or settings.api_host, port or settings.api_port
     preflight.warn_missing(settings)
+    # Checked under `up` too: a restarted API may find its port taken since.
+    _port_free("api", host, port)
     if not checked:
         preflight.check("api", settings, (DATABASE, BROKER, REDIS, QUEUES))
     uvicorn.run(
         create_app(settings),
-        host=host or settings.api_host,
-        port=port or settings.api_port,
+        host=host,
+        port=port,
         log_level="warning",
         log_config=None,  # uvicorn's records go through settleq's formatter
     )
@@ -177,6 +181,7 @@ def worker(
     tiers = [q.strip() for q in queues.split(",") if q.strip()]
     if count > 1:
         # One process of each; a process that dies is restarted (services/supervisor).
+        preflight.warn_retired(RETIRED_SUPERVISION)
         component = tiers[0] if len(tiers) == 1 else "worker"
         specs = [
             ChildSpec(
@@ -206,16 +211,30 @@ def relay(checked: CheckedOpt = False) -> None:
     from services.relay.relay import run_relay
 
     settings = load_settings("relay")
-    preflight.warn_retired()  # the relay's deferral setting went with batched events
+    preflight.warn_retired(["relay_defer_max_s"])  # went with batched events
     if not checked:
         preflight.check("relay", settings, (DATABASE, BROKER))
     run_relay(settings)
 
 
-def _supervise(settings: Settings, specs: list[ChildSpec], counts: Path | None = None) -> int:
+def _port_free(command: str, host: str, port: int) -> None:
+    """One line and exit 1 when ``host:port`` is taken."""
+    problem = preflight.port_problem(host, port)
+    if problem is not None:
+        typer.echo(f"settleq {command}: {problem}", err=True)
+        raise typer.Exit(1)
+
+
+def _supervise(
+    settings: Settings,
+    specs: list[ChildSpec],
+    counts: Path | None = None,
+    started: Callable[[], None] | None = None,
+) -> int:
     """Run these children under the supervision policy of ``settings``; the exit code.
-    With ``counts``, the restart counts are kept in that file, which the children
-    (the API) find in their settings."""
+    With ``counts``, the restart counts and crash-looping components are kept in
+    that file, which the children (the API) find in their settings. ``started``
+    is called once every child has been started."""
     supervisor = Supervisor(
         specs,
         RestartPolicy.from_settings(settings),
@@ -223,7 +242,7 @@ def _supervise(settings: Settings, specs: list[ChildSpec], counts: Path | None =
         counts_file=counts,
         env={"SETTLEQ_SUPERVISOR_COUNTS_FILE": str(counts)} if counts else None,
     )
-    return supervisor.run()
+    return supervisor.run(started)
 
 
 def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
@@ -255,21 +274,32 @@ def up(
     """Run the API, both worker tiers and the outbox relay on this machine, supervised.
 
     A process that dies is restarted (backoff 1 s doubling to 30 s); one that
-    keeps dying stops the stack with exit code 1. SIGTERM or SIGINT stops it:
+    keeps dying is crash-looping: restarted every 30 s and named by /readyz,
+    while the rest goes on. Only SIGTERM or SIGINT stops the stack:
     SETTLEQ_SHUTDOWN_GRACE_S (30 s) to stop, then what is left is killed (exit 1).
     With no SETTLEQ_DATABASE_URL the ledger is the SQLite file ./settleq.db,
     migrated here first; on PostgreSQL run `settleq migrate` before.
     """
     settings = load_settings("up")
+    preflight.warn_retired(RETIRED_SUPERVISION)
+    port = settings.api_port if port is None else port
+    # Before anything else: on a taken port the workers and relay would consume
+    # the live queues while the API died on its port, over and over.
+    _port_free("up", settings.api_host, port)
     if settings.database_url.startswith("sqlite"):
         _migrate(settings)  # the embedded default needs no separate step
-    # Every child would die on a missing service, be restarted and die again
-    # until the supervisor gave up, each time with a traceback: refuse in one line.
+    # Every child would die on a missing service, be restarted and die again,
+    # each time with a traceback: refuse in one line.
     preflight.check("up", settings, (DATABASE, BROKER, REDIS, QUEUES))
+    url = preflight.http_url(settings.api_host, port)
+
+    def started() -> None:
+        typer.echo(f"settleq: API on {url}, dashboard {url}/dashboard")
+
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
-        children = stack_children(settings, settings.api_port if port is None else port)
-        code = _supervise(settings, children, counts)
+        children = stack_children(settings, port)
+        code = _supervise(settings, children, counts, started)
     raise typer.Exit(code)
 
 

@@ -7,13 +7,14 @@ packages stay independent of one another: only services.cli runs this."""
 
 from __future__ import annotations
 
+import errno
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from shared.settings import Settings
+from shared.settings import RETIRED, Settings
 from shared.settings_errors import explain
 
 log = logging.getLogger("settleq.preflight")
@@ -72,10 +73,47 @@ def warn_missing(settings: Settings) -> None:
         log.warning(sentence)
 
 
-def warn_retired() -> None:
-    """A WARNING for each retired setting still set (accepted and ignored)."""
-    for sentence in Settings.retired_in_use():
+def warn_retired(among: Collection[str] = tuple(RETIRED)) -> None:
+    """A WARNING for each retired setting (of those ``among``) still set
+    (accepted and ignored)."""
+    for sentence in Settings.retired_in_use(among):
         log.warning(sentence)
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port``, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def http_url(host: str, port: int) -> str:
+    return f"http://{host_port(host, port)}"
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Whether the API could listen on ``host:port``, found by listening there
+    a moment: a server started on a taken port dies on it only once it runs."""
+    import socket
+
+    where = host_port(host, port)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As uvicorn binds: a port left in TIME_WAIT by a stopped server is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+            probe.listen()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return (
+                f"port_in_use: {where} is already in use (another settleq or another program"
+                " listens there); fix: stop it, or choose another --port or SETTLEQ_API_PORT"
+            )
+        return (
+            f"port_unavailable: cannot listen on {where} ({exc.strerror or exc});"
+            " fix: correct SETTLEQ_API_HOST, or choose another --port or SETTLEQ_API_PORT"
+        )
+    return None
 
 
 def check(command: str, settings: Settings, needs: Iterable[str]) -> None:

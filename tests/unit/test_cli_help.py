@@ -83,7 +83,7 @@ def test_up_serves_on_settleq_api_port_unless_told(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def supervise(settings: Any, specs: list[Any], counts: Any = None) -> int:
+    def supervise(settings: Any, specs: list[Any], counts: Any = None, started: Any = None) -> int:
         seen["api"] = next(s.argv for s in specs if s.name == "api")
         return 0
 
@@ -91,6 +91,7 @@ def test_up_serves_on_settleq_api_port_unless_told(
     monkeypatch.setattr(services.cli, "_migrate", lambda settings: None)
     # Which port, not whether the services are up (tests/e2e/test_startup_checks.py).
     monkeypatch.setattr(services.cli.preflight, "check", lambda *args: None)
+    monkeypatch.setattr(services.cli.preflight, "port_problem", lambda *args: None)
     env = {"SETTLEQ_API_PORT": "8123", "SETTLEQ_DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}
     result = runner.invoke(app, ["up", *argv], env=env)
     assert result.exit_code == 0, result.output
