@@ -94,6 +94,7 @@ def test_up_says_where_the_api_and_the_dashboard_are(stack_env: ServiceEnv) -> N
         stack.stop()
 
 
+@pytest.mark.regression
 def test_retired_restart_settings_are_a_warning_each_not_a_refusal(
     stack_env: ServiceEnv,
 ) -> None:
