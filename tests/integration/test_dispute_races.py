@@ -31,6 +31,7 @@ from tests.support.disputes import (
     settle,
 )
 from tests.support.infra import ServiceEnv
+from tests.support.races import race
 
 
 @pytest.fixture(scope="module")
@@ -39,27 +40,6 @@ def wide_engine(backend_env: ServiceEnv) -> Iterator[Engine]:
     engine = make_engine(backend_env.database_url, pool_size=12)
     yield engine
     engine.dispose()
-
-
-def race(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run the calls in threads released together; each one's result or exception."""
-    results: list[Any] = [None] * len(calls)
-    start = threading.Barrier(len(calls))
-
-    def run(n: int) -> None:
-        start.wait()
-        try:
-            results[n] = calls[n]()
-        except Exception as exc:  # the race's losers answer with one
-            results[n] = exc
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads)
-    return results
 
 
 @pytest.mark.both_backends
