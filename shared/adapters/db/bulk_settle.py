@@ -9,10 +9,11 @@ from decimal import Decimal
 
 from sqlalchemy import Connection
 
-from shared.adapters.db import bulk, bulk_copy
+from shared.adapters.db import bulk, bulk_copy, priors
 from shared.adapters.db.bulk import STAGE_COLUMNS, STAGE_TABLE, copy_text
 from shared.adapters.db.bulk_copy import Identity
 from shared.domain.kinds import KINDS
+from shared.domain.lineage import NEWER_VERSION_SETTLED
 from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.units import ChunkRef
 
@@ -70,14 +71,16 @@ def _latest(line: str) -> str:
     """The latest row of the staged line ``line``'s lineage (same key, kind and
     partition): its latest posted or disputed row (found through the identity's
     partial unique index, whose predicate the probe repeats), or that row's
-    resolution when it has one (a resolution only ever follows the latest)."""
+    resolution when it has one (a resolution only ever follows the latest), with
+    the disputed row's version."""
     # The resolution probe runs for a disputed row only (a one-time filter, so a
     # posted prior costs nothing more), by the resolution index's key (LIMIT
     # keeps the planner from flattening it into a scan of that index).
     return f"""
-            SELECT COALESCE(r.id, l.id) AS id, COALESCE(r.amount, l.amount) AS amount
+            SELECT COALESCE(r.id, l.id) AS id, COALESCE(r.amount, l.amount) AS amount,
+                   l.contract_version
             FROM (
-                SELECT l.id, l.amount, l.outcome FROM ledger_entries l
+                SELECT l.id, l.amount, l.outcome, l.contract_version FROM ledger_entries l
                 WHERE l.reconciliation_key = {line}.reconciliation_key
                   AND l.outcome IN ('posted', 'disputed')
                   AND l.kind = %(kind)s AND l.partition_key = {line}.partition_key
@@ -98,9 +101,10 @@ def _latest(line: str) -> str:
 # lock, so that is the row committed just before, and sends a chunk holding a
 # key under two versions down the portable path, which chains them), one
 # outbox row listing them, and the outcome rows of the lines the ledger does
-# not describe: duplicates (an identity that was not new), and posted or
-# disputed lines carrying a note. A posted or disputed line's outcome is its
-# ledger row (docs/architecture.md#ledger-schema keeps job_id), so the common case writes one row
+# not describe: duplicates (an identity that was not new, or a line older than
+# its key's newest row: late, ``newer_version_settled``), and posted or
+# disputed lines carrying a note. A posted or disputed line's outcome is its ledger
+# row (docs/architecture.md#ledger-schema keeps job_id), so the common case writes one row
 # per line, not two. A row whose delta would not fit the ledger column is not
 # inserted. It returns the stage numbers (seq) of the duplicates (false) and of
 # the rows whose delta does not fit (true).
@@ -128,6 +132,7 @@ WITH ins AS (
         LEFT JOIN LATERAL ({latest}) p ON true
         WHERE s.first
           AND (s.contract_version > 1 OR s.partition_key = ANY(CAST(%(repriced)s AS text[])))
+          AND NOT {older}
           AND abs(s.amount - COALESCE(p.amount, 0)) < %(limit)s
     ) u
     ORDER BY u.reconciliation_key, u.contract_version
@@ -141,22 +146,28 @@ WITH ins AS (
     HAVING count(*) > 0
 ), missed AS (
     -- First occurrences the insert did not take (usually none): an identity
-    -- already in the ledger, or a delta too large for the column.
-    SELECT s.seq, s.amount, s.reconciliation_key, s.partition_key FROM settle_rows s
+    -- already in the ledger, a line older than its key's newest row, or a
+    -- delta too large for the column.
+    SELECT s.seq, s.amount, s.reconciliation_key, s.contract_version, s.partition_key
+    FROM settle_rows s
     WHERE s.first AND NOT EXISTS (
         SELECT 1 FROM ins i
         WHERE i.reconciliation_key = s.reconciliation_key
           AND i.contract_version = s.contract_version)
-), too_large AS (
-    -- The statement's snapshot: the same prior the insert measured from.
-    SELECT m.seq FROM missed m
+), judged AS (
+    -- The statement's snapshot: the same prior the insert measured from. A late
+    -- line changes nothing, so no delta of it is too large.
+    SELECT m.seq, m.reconciliation_key, m.contract_version, {older_missed} AS late,
+           abs(m.amount - COALESCE(p.amount, 0)) >= %(limit)s AS too_large
+    FROM missed m
     LEFT JOIN LATERAL ({latest_missed}) p ON true
-    WHERE abs(m.amount - COALESCE(p.amount, 0)) >= %(limit)s
+), too_large AS (
+    SELECT j.seq FROM judged j WHERE j.too_large AND NOT j.late
 ), duplicates AS (
-    -- A repeat within the chunk, or an identity already in the ledger.
+    -- A repeat within the chunk, or an identity already in the ledger, or late.
     SELECT s.seq FROM settle_rows s WHERE NOT s.first
     UNION ALL
-    SELECT m.seq FROM missed m WHERE m.seq NOT IN (SELECT seq FROM too_large)
+    SELECT j.seq FROM judged j WHERE j.late OR NOT j.too_large
 ), outcomes AS (
     INSERT INTO line_outcomes (
         job_id, chunk_id, document_id, line_ref, outcome, reason, amount, claimed_amount,
@@ -165,7 +176,13 @@ WITH ins AS (
            o.amount, o.claimed_amount, o.delta, o.reconciliation_key, o.contract_version,
            o.position, o.correlation_id
     FROM (
-        SELECT s.seq, s.document_id, s.line_ref, 'duplicate' AS outcome, NULL AS reason,
+        -- A repeat of a late line within the chunk is late too.
+        SELECT s.seq, s.document_id, s.line_ref, 'duplicate' AS outcome,
+               CASE WHEN EXISTS (
+                   SELECT 1 FROM judged j
+                   WHERE j.late AND j.reconciliation_key = s.reconciliation_key
+                     AND j.contract_version = s.contract_version
+               ) THEN %(late_reason)s END AS reason,
                s.amount, s.claimed_amount, NULL::numeric AS delta, s.reconciliation_key,
                s.contract_version, s.position, s.correlation_id
         FROM settle_rows s JOIN duplicates d ON d.seq = s.seq
@@ -182,7 +199,12 @@ WITH ins AS (
 SELECT seq, false FROM duplicates
 UNION ALL
 SELECT seq, true FROM too_large
-""".format(latest=_latest("s"), latest_missed=_latest("m"))
+""".format(
+    latest=_latest("s"),
+    latest_missed=_latest("m"),
+    older=priors.older_than_newest_sql("s", "p"),
+    older_missed=priors.older_than_newest_sql("m", "p"),
+)
 
 
 def settle_lines(
@@ -213,7 +235,15 @@ def settle_lines(
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         params = {"kind": kind, "job_id": job_id, "chunk_id": chunk_id, "now": now}
-        cursor.execute(_SETTLE, {**params, "limit": limit, "repriced": sorted(repriced)})
+        cursor.execute(
+            _SETTLE,
+            {
+                **params,
+                "limit": limit,
+                "repriced": sorted(repriced),
+                "late_reason": NEWER_VERSION_SETTLED,
+            },
+        )
         duplicates: set[int] = set()
         too_large: set[int] = set()
         for seq, out_of_range in cursor.fetchall():

@@ -33,14 +33,20 @@ def _insert_round(
     lines: Sequence[PlannedLine],
     now: dt.datetime,
     out_of_range: list[PlannedLine],
+    late: set[tuple[str, int]],
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """Insert one round of new rows (at most one per lineage), each measured from
-    its lineage's latest row, including one an earlier round just wrote."""
+    its lineage's latest row, including one an earlier round just wrote; a line
+    older than that row is late, and written nowhere."""
     basis = KINDS[chunk.kind].delta_basis
     latest = priors.latest_rows(conn, chunk.kind, basis, lines)
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for p in lines:
-        row = ledger_row(p, chunk, latest.get(priors.lineage(basis, p)), now)
+        newest = latest.get(priors.lineage(basis, p))
+        if priors.older_than_newest(basis, p, newest):
+            late.add((p.line.reconciliation_key, p.document.contract_version))
+            continue
+        row = ledger_row(p, chunk, newest, now)
         if abs(row["delta"]) >= LEDGER_LIMIT:
             out_of_range.append(p)  # its amount fits; its change from the last one does not
         else:
@@ -77,15 +83,17 @@ def insert_ledger(
     settled: Sequence[PlannedLine],
     now: dt.datetime,
     out_of_range: list[PlannedLine],
+    late: set[tuple[str, int]],
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """Insert the first occurrence of every identity, round by round (see
-    ``shared.adapters.db.priors``); return the rows that were new (with their ids). The
-    portable path: SQLite, line-history kinds, and chunks holding two versions
-    of one key."""
+    ``shared.adapters.db.priors``); return the rows that were new (with their
+    ids). The identities older than their lineage's newest row are added to
+    ``late``. The portable path: SQLite, line-history kinds, and chunks holding
+    two versions of one key."""
     first = _first_occurrences(settled)
     new: dict[tuple[str, int], dict[str, Any]] = {}
     for lines in priors.rounds(KINDS[chunk.kind].delta_basis, list(first.values())):
-        new.update(_insert_round(conn, chunk, lines, now, out_of_range))
+        new.update(_insert_round(conn, chunk, lines, now, out_of_range, late))
     return new
 
 

@@ -6,9 +6,11 @@ In order: the unit's processed marker (a redelivered chunk stops here), the
 ledger rows (``ON CONFLICT DO NOTHING`` on ``(reconciliation_key,
 contract_version)`` of the posted and disputed rows, the partial unique index
 ``uq_ledger_entries_identity``: the source of truth for exactly-once; or a
-``COPY`` that index turns back to that insert, bulk_copy.py), dead letters,
-per-line outcomes, and the unit's counter increments. A unit is a chunk, or a
-requeued dead letter whose lines move from ``dead_lettered`` to their new outcome.
+``COPY`` that index turns back to that insert, bulk_copy.py; none for a line
+older than its lineage's newest row, a duplicate ``newer_version_settled``:
+priors.py), dead letters, per-line outcomes, and the unit's counter
+increments. A unit is a chunk, or a requeued dead letter whose lines move from
+``dead_lettered`` to their new outcome.
 """
 
 from __future__ import annotations
@@ -98,14 +100,16 @@ def commit_plan(
         settled, flags, out_of_range, deltas = bulk
         rows = settled_outcomes(chunk, settled, flags, outcome, deltas)
     else:
-        new = insert_ledger(conn, chunk, settled, now, out_of_range)
+        late: set[tuple[str, int]] = set()
+        new = insert_ledger(conn, chunk, settled, now, out_of_range, late)
         if out_of_range:
             dropped = {id(p) for p in out_of_range}
             settled = [p for p in settled if id(p) not in dropped]
         # An event id is its ledger row's identity, new exactly once: no conflicts.
         insert_rows(conn, outbox, outbox_rows(new.values(), now))
         deltas = {k: v["delta"] for k, v in new.items()}
-        rows = settled_outcomes(chunk, settled, first_new(settled, new), outcome, deltas)
+        flags = first_new(settled, new)
+        rows = settled_outcomes(chunk, settled, flags, outcome, deltas, late)
     if out_of_range:
         plan = _with_dead_lettered(plan, out_of_range)
     rows += insert_dead_letters(conn, chunk, plan, attempts, now, outcome)

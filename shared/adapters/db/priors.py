@@ -13,6 +13,10 @@ transaction lock before reading, so ids follow commit order within a lineage;
 a promo or freight chunk locks only the documents that can have a lineage
 (a version above 1, or a partition re-priced), so first versions settle in
 parallel, and publishing a version above 1 waits for those (``repriced_partitions``).
+
+The newest row of a lineage is also what a document is judged against: one
+older than it (``Standing.older_than``) writes nothing, and its lines are
+duplicates, ``newer_version_settled``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, and_, select, text, tuple_
 
@@ -29,17 +33,28 @@ from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, contracts, ledger_entries
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import DeltaBasis
+from shared.domain.lineage import Standing
 from shared.domain.settlement import PlannedLine
 
 Lineage = tuple[str, str]  # (partition_key, reconciliation key or line_ref)
-Prior = tuple[int, Decimal] | None  # (id, amount) of the row a new one supersedes
+
+
+class Newest(NamedTuple):
+    """A lineage's newest row: the one a new row supersedes (its id, and the
+    amount its delta is measured from), and where it stands."""
+
+    id: int
+    amount: Decimal
+    standing: Standing
+
+
+Prior = Newest | None
 
 # PostgreSQL keeps every advisory lock in one shared table (64 per connection
 # by default, for all of them): a chunk takes at most this many, lineages
 # hashed onto them. Two chunks sharing a bucket wait for each other needlessly,
 # never wrongly.
 LOCK_BUCKETS = 256
-_EPOCH = dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
 def lineage(basis: DeltaBasis, p: PlannedLine) -> Lineage:
@@ -165,13 +180,22 @@ def lock_groups(kind: str, settled: Sequence[PlannedLine], repriced: set[str]) -
     return groups
 
 
+def older_than_newest(basis: DeltaBasis, p: PlannedLine, newest: Prior) -> bool:
+    """Is the line's document older than its lineage's newest row (``Standing.older_than``)?"""
+    return newest is not None and Standing.of(p.document).older_than(newest.standing, basis)
+
+
+def older_than_newest_sql(line: str, newest: str) -> str:
+    """``older_than_newest`` of a ``key_versions`` line in SQL, for a statement
+    that reads its newest row itself (bulk_settle.py): ``line`` and ``newest``
+    name relations with a ``contract_version``; no newest row (null) is not newer."""
+    return f"COALESCE({line}.contract_version < {newest}.contract_version, false)"
+
+
 def _chain_position(basis: DeltaBasis, index: int, p: PlannedLine) -> tuple[Any, ...]:
-    """Where a line stands in its lineage among the chunk's new rows: by contract
-    version (promo, freight), by ``effective_at`` (a recipe request's cost
-    applies from then), then by position in the chunk."""
-    if basis == "line_history":
-        return (getattr(p.document, "effective_at", None) or _EPOCH, index)
-    return (p.document.contract_version, index)
+    """Where a line stands in its lineage among the chunk's new rows
+    (``Standing.key``), then by position in the chunk."""
+    return (Standing.of(p.document).key(basis), index)
 
 
 def rounds(basis: DeltaBasis, lines: Sequence[PlannedLine]) -> list[list[PlannedLine]]:
@@ -192,7 +216,7 @@ def rounds(basis: DeltaBasis, lines: Sequence[PlannedLine]) -> list[list[Planned
 
 def latest_rows(
     conn: Connection, kind: str, basis: DeltaBasis, lines: Sequence[PlannedLine]
-) -> dict[Lineage, tuple[int, Decimal]]:
+) -> dict[Lineage, Newest]:
     """The latest committed row (highest id) of each line's lineage."""
     wanted = sorted({lineage(basis, p) for p in lines})
     if basis == "line_history":
@@ -207,7 +231,7 @@ def latest_rows(
         def where(batch: list[Lineage]) -> Any:
             return column.in_([ref for _, ref in batch])
 
-    latest: dict[Lineage, tuple[int, Decimal]] = {}
+    latest: dict[Lineage, Any] = {}
     resolved: dict[int, tuple[int, Decimal]] = {}
     wanted_set = set(wanted)
     for start in range(0, len(wanted), 2000):
@@ -216,17 +240,29 @@ def latest_rows(
             column.label("ref"),
             ledger_entries.c.id,
             ledger_entries.c.amount,
+            ledger_entries.c.contract_version,
+            ledger_entries.c.effective_at,
         ).where(ledger_entries.c.kind == kind, where(wanted[start : start + 2000]))
         if basis == "key_versions":
             query = _with_resolutions(query)
         for r in conn.execute(query).all():
             key = (r.partition_key, r.ref)
-            if key in wanted_set and (key not in latest or r.id > latest[key][0]):
-                latest[key] = (r.id, r.amount)
+            if key in wanted_set and (key not in latest or r.id > latest[key].id):
+                latest[key] = r
             if basis == "key_versions" and r.resolution_id is not None:
                 resolved[r.id] = (r.resolution_id, r.resolution_amount)
-    # A row resolved since is followed by its resolution (the amount decided).
-    return {key: resolved.get(row[0], row) for key, row in latest.items()}
+    newest = {}
+    for key, r in latest.items():
+        # A row resolved since is followed by its resolution (the amount decided,
+        # under the disputed row's version).
+        row_id, amount = resolved.get(r.id, (r.id, r.amount))
+        newest[key] = Newest(row_id, amount, Standing(r.contract_version, _utc(r.effective_at)))
+    return newest
+
+
+def _utc(when: dt.datetime | None) -> dt.datetime | None:
+    """A time as written, in UTC (SQLite gives it back without its zone)."""
+    return when.replace(tzinfo=dt.UTC) if when is not None and when.tzinfo is None else when
 
 
 def _with_resolutions(query: Any) -> Any:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared.adapters.db.priors import Prior
+from shared.domain.lineage import Standing
 from shared.domain.settlement import DocumentFailure, PlannedLine, document_json
 from shared.domain.units import ChunkRef
 
@@ -16,6 +17,7 @@ from shared.domain.units import ChunkRef
 def ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) -> dict[str, Any]:
     assert p.settlement is not None
     amount = p.settlement.amount
+    standing = Standing.of(p.document)
     return {
         "reconciliation_key": p.line.reconciliation_key,
         "contract_version": p.document.contract_version,
@@ -27,11 +29,12 @@ def ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) 
         "outcome": p.settlement.outcome,
         "amount": amount,
         "claimed_amount": p.settlement.claimed_amount,
-        "delta": amount - prior[1] if prior else amount,
-        "supersedes_id": prior[0] if prior else None,
+        "delta": amount - prior.amount if prior else amount,
+        "supersedes_id": prior.id if prior else None,
         "correlation_id": p.document.correlation_id,
         "created_at": now,
         "position": p.position,
+        "effective_at": standing.effective_at,
     }
 
 

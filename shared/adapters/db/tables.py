@@ -150,6 +150,11 @@ ledger_entries = Table(
     # The line's batch position (shared/domain/units.py::chunk_start); null for a
     # ``resolved`` row (not a line) and for rows written before migration 0013.
     Column("position", BigInteger, nullable=True),
+    # A recipe row's request's effective_at: where it stands in its (recipe,
+    # location)'s lineage, so that a request effective earlier writes nothing
+    # (priors.py). Null for the other kinds (their rows stand by contract
+    # version) and for rows written before migration 0017.
+    Column("effective_at", TS, nullable=True),
     # Exactly-once effect: one posted or disputed row per identity and version
     # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats
     # its disputed row's key and version. Settlement inserts name this index as

@@ -5,7 +5,7 @@ dead-lettered lines, linked to the dead letters inserted here)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from decimal import Decimal, localcontext
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 from shared.adapters.db.rows import document_dead_letter, line_dead_letter, outcome_row
 from shared.adapters.db.tables import dead_letters
 from shared.adapters.db.types import EXACT_SUMS
+from shared.domain.lineage import NEWER_VERSION_SETTLED
 from shared.domain.money import ZERO
 from shared.domain.settlement import ChunkPlan, PlannedLine
 from shared.domain.units import ChunkOutcome, ChunkRef
@@ -25,11 +26,13 @@ def settled_outcomes(
     new_flags: Iterable[bool],
     outcome: ChunkOutcome,
     deltas: dict[tuple[str, int], Decimal] | None,
+    late: Collection[tuple[str, int]] = (),
 ) -> list[dict[str, Any]]:
     """Count the settled lines' outcomes (posted or disputed when new, else a
     duplicate). With ``deltas``, also build the outcome rows the ledger does not
-    describe: duplicates and noted lines (a posted or disputed line's outcome is
-    its ledger row); without, the database already wrote them."""
+    describe: duplicates (``newer_version_settled`` for an identity in
+    ``late``) and noted lines (a posted or disputed line's outcome is its ledger
+    row); without, the database already wrote them."""
     rows = []
     # The chunk's sums, exact: the default 28 digits could round a large total.
     with localcontext(EXACT_SUMS):
@@ -49,7 +52,9 @@ def settled_outcomes(
             else:
                 outcome.duplicate += 1
                 if deltas is not None:
-                    rows.append(outcome_row(chunk, p, "duplicate", None))
+                    ident = (p.line.reconciliation_key, p.document.contract_version)
+                    reason = NEWER_VERSION_SETTLED if ident in late else None
+                    rows.append(outcome_row(chunk, p, "duplicate", None, reason))
     return rows
 
 
