@@ -21,6 +21,39 @@ class NoCredentials(RuntimeError):
     """A signed request without a producer key id and secret."""
 
 
+class BadApiUrl(ValueError):
+    """An API URL that names no HTTP server (``localhost:8000``, ``ftp://x``)."""
+
+
+def api_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as the API's base URL, or None. Said before any
+    request: httpx would refuse it only as ``UnsupportedProtocol`` at ``://``."""
+    shown = _without_userinfo(url)
+    where = "(--url or SETTLEQ_URL)"
+    if "://" not in url:
+        return f"the API URL {shown!r} has no scheme: write http://{shown.lstrip('/')} {where}"
+    example = f"e.g. http://127.0.0.1:8000 {where}"
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"the API URL {shown!r} is not a URL ({exc}); {example}"
+    if parsed.scheme not in ("http", "https"):
+        return f"the API URL {shown!r} is not http:// or https://; {example}"
+    if not parsed.host:
+        return f"the API URL {shown!r} names no host; {example}"
+    return None
+
+
+def _without_userinfo(url: str) -> str:
+    """A URL to show: a user and password in it (never needed: requests carry
+    their credentials in headers) as ``***``."""
+    scheme, sep, rest = url.rpartition("://")
+    netloc, slash, path = rest.partition("/")
+    if "@" not in netloc:
+        return url
+    return f"{scheme}{sep}***@{netloc.rsplit('@', 1)[1]}{slash}{path}"
+
+
 @dataclass
 class Client:
     base_url: str
@@ -32,6 +65,9 @@ class Client:
 
     def __post_init__(self) -> None:
         if self.http is None:
+            problem = api_url_problem(self.base_url)
+            if problem is not None:
+                raise BadApiUrl(problem)
             self.http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
 
     def close(self) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
+from urllib.parse import urlencode
 
 import typer
 
@@ -19,10 +21,13 @@ from services.commands.options import (
     TokenOpt,
     UrlOpt,
     console,
+    kind_name,
     make_client,
+    partition_key_option,
     print_job,
     wait_with_progress,
 )
+from shared.domain.kinds import KINDS
 from shared.domain.synthetic import GENERATORS
 from shared.domain.x12.synthetic import GENERATORS as X12_GENERATORS
 
@@ -65,9 +70,8 @@ def submit(
     ] = None,
     partition_key: Annotated[
         str | None,
-        typer.Option(
-            help="X12 810s: the vendor." + default("REF*IA, REF*VN or the vendor's N1"),
-            show_default=False,
+        partition_key_option(
+            "X12 810s: the vendor." + default("REF*IA, REF*VN or the vendor's N1")
         ),
     ] = None,
     period: Annotated[
@@ -86,7 +90,10 @@ def submit(
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option(help="With --wait: give up (exit 1) after this many seconds.")
+        float,
+        typer.Option(
+            help="With --wait: give up (exit 1) after this many seconds; the job goes on."
+        ),
     ] = 3600,
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
@@ -98,8 +105,10 @@ def submit(
 ) -> None:
     """Sign and submit a batch; with --wait, follow it to its outcome table.
 
-    An X12 file (docs/api.md#edi-intake) also prints its 997 acknowledgement;
-    a refused one prints each problem and the 997 rejecting it (exit 1).
+    With --wait, exit 3 when lines were dead-lettered (their reasons and counts
+    printed), 130 on Ctrl-C (the job goes on). An X12 file
+    (docs/api.md#edi-intake) also prints its 997 acknowledgement; a refused one
+    prints each problem and the 997 the refusal carries (exit 1).
     """
     stdin = str(file) == "-"
     body = sys.stdin.buffer.read() if stdin else file.read_bytes()
@@ -118,15 +127,68 @@ def submit(
         console.print(f"already submitted as job {accepted['job_id']}: {accepted['lines']} lines")
     else:
         console.print(f"accepted job {accepted['job_id']}: {accepted['lines']} lines")
+    job_id = accepted["job_id"]
     job = None
     if wait if wait is not None else x12:
-        job = wait_with_progress(client, accepted["job_id"], timeout=timeout)
+        try:
+            job = wait_with_progress(client, job_id, timeout=timeout)
+        except KeyboardInterrupt:
+            # Only the waiting stops: the batch is accepted and settles regardless.
+            typer.echo(
+                f"settleq: interrupted: job {job_id} goes on; follow it with"
+                f" `settleq status {job_id}`",
+                err=True,
+            )
+            raise typer.Exit(130) from None
         print_job(job)
     if x12:
         edi.print_accepted(client, accepted)
-    if job is not None and job["state"] != "completed":
+    if job is None:
+        return
+    if job["state"] != "completed":
         console.print(f"[red]not completed after {timeout:g} s[/red]")
         raise typer.Exit(1)
+    if job["outcomes"]["dead_lettered"]:
+        print_dead_lettered(
+            job_id, job["outcomes"]["dead_lettered"], dead_letter_reasons(client, job_id)
+        )
+        raise typer.Exit(3)
+
+
+# Lines read to count a job's dead-letter reasons: a job whose every line was
+# dead-lettered may have hundreds of thousands, all with one or two reasons.
+REASONS_READ = 100_000
+_PAGE = 1000  # the most GET /v1/jobs/{id}/lines gives at once
+
+
+def dead_letter_reasons(client: Any, job_id: str, most: int = REASONS_READ) -> Counter[str]:
+    """How many of the job's dead-lettered lines (the first ``most``) each reason
+    holds, from what its producer (or a viewer) may read: the job's lines."""
+    reasons: Counter[str] = Counter()
+    cursor = None
+    while sum(reasons.values()) < most:
+        query = {
+            "outcome": "dead_lettered",
+            "limit": _PAGE,
+            **({"cursor": cursor} if cursor else {}),
+        }
+        page = answer(client.get(f"/v1/jobs/{job_id}/lines?{urlencode(query)}"))
+        reasons.update(line["reason"] or "no reason recorded" for line in page["items"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    return reasons
+
+
+def print_dead_lettered(job_id: str, lines: int, reasons: Counter[str]) -> None:
+    """Why a job's lines were dead-lettered, most frequent reason first, and where to see them."""
+    counted = sum(reasons.values())
+    of = "" if counted >= lines else f" (reasons of the first {counted:,})"
+    typer.echo(f"dead-lettered: {lines:,} line(s){of}")
+    width = max((len(reason) for reason in reasons), default=0)
+    for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0])):
+        typer.echo(f"  {reason:<{width}}  {count:>,}")
+    typer.echo(f"see them: settleq dlq list --job-id {job_id}   (operator token)")
 
 
 def _content_type(body: bytes, ndjson: bool | None, file: Path | None) -> str:
@@ -162,15 +224,19 @@ def is_ndjson(body: bytes) -> bool:
         return False
 
 
-# The kinds shared.domain.synthetic generates (a unit test keeps the two equal).
-KindName = Literal["promo_accrual", "recipe_cost", "freight_audit"]
 FormatName = Literal["json", "ndjson", "x12"]
 _PARTITIONS = {"promo_accrual": "vendors", "recipe_cost": "recipes", "freight_audit": "carriers"}
 
 
 @app.command()
 def gen(
-    kind: Annotated[KindName, typer.Option(help="Settlement kind of the batch.")] = "promo_accrual",
+    kind: Annotated[
+        str,
+        typer.Option(
+            callback=kind_name,
+            help="Settlement kind of the batch: " + ", ".join(KINDS) + ".",
+        ),
+    ] = "promo_accrual",
     lines: Annotated[
         int,
         typer.Option(

@@ -17,13 +17,17 @@ from services.commands.options import (
     OperatorTokenOpt,
     UrlOpt,
     console,
+    kind_name,
     make_client,
     show,
 )
+from shared.domain.kinds import KINDS
 
 app = typer.Typer(help="Publish, read and list contract versions (operator token).")
 
-KindArg = Annotated[str, typer.Argument(help="Settlement kind: promo_accrual, recipe_cost, ...")]
+KindArg = Annotated[
+    str, typer.Argument(callback=kind_name, help="Settlement kind: " + ", ".join(KINDS) + ".")
+]
 PartitionArg = Annotated[str, typer.Argument(help="Vendor, recipe or carrier id.")]
 VersionArg = Annotated[int, typer.Argument(min=1, help="Contract version (1, 2, ...).")]
 

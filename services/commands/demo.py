@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from services.commands.errors import answer, refused
 from services.commands.options import (
     DEFAULT_URL,
     KeyOpt,
@@ -92,13 +93,12 @@ def run_demo(url: str, key_id: str, secret: str, token: str, lines: int) -> list
         for partition in sorted({d["partition_key"] for d in batch["documents"]}):
             path = f"/v1/contracts/{kind}/{partition}/1"
             response = client.bearer("PUT", path, make_contract())
-            if response.status_code not in (200, 201, 409):
-                raise RuntimeError(f"contract PUT failed: {response.status_code} {response.text}")
+            if response.status_code not in (200, 201, 409):  # 409: an earlier demo's
+                raise refused(response)
         response = client.submit(json.dumps(batch).encode())
-        if response.status_code not in (200, 202):
-            raise RuntimeError(f"submit failed: {response.status_code} {response.text}")
-        job_id = response.json()["job_id"]
-        console.print(f"submitted {kind} job {job_id}: {response.json()['lines']} lines")
+        accepted = answer(response)
+        job_id = accepted["job_id"]
+        console.print(f"submitted {kind} job {job_id}: {accepted['lines']} lines")
         job = wait_with_progress(client, job_id, timeout=300)
         print_job(job)
         jobs.append(job)
@@ -181,4 +181,7 @@ def _wait_for_stack(url: str, stack: subprocess.Popen[bytes], timeout: float = 6
             return
         except RuntimeError:
             pass
-    raise RuntimeError(f"the stack at {url} did not become ready; see {DEMO_LOG}")
+    console.print(
+        f"[red]the stack at {url} did not become ready in {timeout:g} s[/red]: see {DEMO_LOG}"
+    )
+    raise typer.Exit(1)

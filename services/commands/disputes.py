@@ -24,7 +24,10 @@ from services.commands.options import (
     UrlOpt,
     amount_column,
     console,
+    job_id_option,
+    kind_name,
     make_client,
+    partition_key_option,
     print_more,
     show,
 )
@@ -35,11 +38,11 @@ app = typer.Typer(
 )
 
 StatusOpt = Annotated[str, typer.Option(help="open, resolved, superseded or all.")]
-KindOpt = Annotated[str | None, typer.Option(help="Only this settlement kind.")]
+KindOpt = Annotated[str | None, typer.Option(callback=kind_name, help="Only this settlement kind.")]
 PartitionOpt = Annotated[
-    str | None, typer.Option("--partition", help="Only this partition (vendor, carrier, recipe).")
+    str | None, partition_key_option("Only this partition (vendor, carrier, recipe).")
 ]
-JobOpt = Annotated[str | None, typer.Option("--job", help="Only this job's.")]
+JobOpt = Annotated[str | None, job_id_option("Only this job's.")]
 DecisionOpt = Annotated[
     str, typer.Option(help="accept_claim, accept_model or settle_at (one dispute only).")
 ]
@@ -81,8 +84,8 @@ def disputes_list(
     token: TokenOpt = None,
     status: StatusOpt = "open",
     kind: KindOpt = None,
-    partition: PartitionOpt = None,
-    job: JobOpt = None,
+    partition_key: PartitionOpt = None,
+    job_id: JobOpt = None,
     min_abs_variance: Annotated[
         str | None, typer.Option(help="Only disputes with abs(variance) >= this amount.")
     ] = None,
@@ -103,8 +106,8 @@ def disputes_list(
     filters = {
         "status": status,
         "kind": kind,
-        "partition_key": partition,
-        "job_id": job,
+        "partition_key": partition_key,
+        "job_id": job_id,
         "min_abs_variance": min_abs_variance,
         "opened_before": opened_before,
     }
@@ -199,8 +202,8 @@ def disputes_resolve(
         ),
     ] = False,
     kind: KindOpt = None,
-    partition: PartitionOpt = None,
-    job: JobOpt = None,
+    partition_key: PartitionOpt = None,
+    job_id: JobOpt = None,
     max_abs_variance: Annotated[
         str | None, typer.Option(help="Bulk: only disputes with abs(variance) <= this amount.")
     ] = None,
@@ -234,8 +237,8 @@ def disputes_resolve(
         "decision": decision,
         "note": note,
         "kind": kind,
-        "partition_key": partition,
-        "job_id": job,
+        "partition_key": partition_key,
+        "job_id": job_id,
         "max_abs_variance": max_abs_variance,
         "limit": limit,
     }

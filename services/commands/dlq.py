@@ -14,7 +14,10 @@ from services.commands.options import (
     OperatorTokenOpt,
     UrlOpt,
     console,
+    job_id_option,
+    kind_name,
     make_client,
+    partition_key_option,
     print_more,
     show,
 )
@@ -34,9 +37,11 @@ def dlq_list(
     token: OperatorTokenOpt = None,
     reason: Annotated[str | None, typer.Option(help="Only this reason code.")] = None,
     status: Annotated[str | None, typer.Option(help="dead, requeued or discarded.")] = "dead",
-    kind: Annotated[str | None, typer.Option(help="Only this settlement kind's.")] = None,
-    job_id: Annotated[str | None, typer.Option(help="Only this job's.")] = None,
-    partition_key: Annotated[str | None, typer.Option(help="Only this partition's.")] = None,
+    kind: Annotated[
+        str | None, typer.Option(callback=kind_name, help="Only this settlement kind's.")
+    ] = None,
+    job_id: Annotated[str | None, job_id_option("Only this job's.")] = None,
+    partition_key: Annotated[str | None, partition_key_option("Only this partition's.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many (one page).")] = 50,
     cursor: Annotated[str | None, typer.Option(help="The next page's cursor.")] = None,
 ) -> None:
@@ -90,9 +95,11 @@ def dlq_requeue(
     url: UrlOpt = DEFAULT_URL,
     token: OperatorTokenOpt = None,
     reason: Annotated[str | None, typer.Option(help="Filter: reason code.")] = None,
-    job_id: Annotated[str | None, typer.Option(help="Filter: job id.")] = None,
-    partition_key: Annotated[str | None, typer.Option(help="Filter: partition key.")] = None,
-    kind: Annotated[str | None, typer.Option(help="Filter: settlement kind.")] = None,
+    job_id: Annotated[str | None, job_id_option("Filter: job id.")] = None,
+    partition_key: Annotated[str | None, partition_key_option("Filter: partition key.")] = None,
+    kind: Annotated[
+        str | None, typer.Option(callback=kind_name, help="Filter: settlement kind.")
+    ] = None,
     limit: Annotated[int, typer.Option(help="Filter: requeue at most this many.")] = 1000,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="With no filter: requeue without asking.")

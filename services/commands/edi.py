@@ -1,6 +1,8 @@
 """``settleq submit`` of an X12 file (docs/api.md#edi-intake): what is sent, and
 what is printed of the answer: the job, its outcomes, and its 997; or the
-refusal, one problem a line, and the 997 rejecting the file.
+refusal, one problem a line, and the 997 the refusal carries, headed by what it
+says (a file refused for what it holds, not its syntax, is acknowledged with
+every set accepted).
 
 The 997 is printed as the API stores it, without markup (an X12 element may
 hold ``[``); a refusal is printed on stderr, as every refusal is.
@@ -13,7 +15,7 @@ from typing import Any
 import httpx
 import typer
 
-from services.commands.errors import answer
+from services.commands.errors import answer, refused, say
 from services.commands.options import console
 
 EDI_X12 = "application/edi-x12"
@@ -26,45 +28,50 @@ def is_x12(body: bytes) -> bool:
     return head[:3] == b"ISA"
 
 
-def _where(problem: dict[str, Any]) -> str:
-    parts = []
-    if problem.get("segment") is not None:
-        tag = f" {problem['tag']}" if problem.get("tag") else ""
-        parts.append(f"segment {problem['segment']}{tag}")
-    if problem.get("element") is not None:
-        parts.append(f"element {problem['element']}")
-    if problem.get("control_number"):
-        parts.append(f"control number {problem['control_number']}")
-    return ", ".join(parts)
-
-
 def print_997(text: str, heading: str, err: bool = False) -> None:
     typer.echo(f"{heading}:", err=err)
     typer.echo(text if text.endswith("\n") else text + "\n", nl=False, err=err)
 
 
 def refuse(response: httpx.Response) -> None:
-    """Print an X12 refusal (its code, each problem, the 997) and exit 1; any
-    other refusal is left to the command line's one-line answer."""
+    """Print an X12 refusal (each problem, then the 997) and exit 1; any other
+    refusal is left to the command line's answer (services/commands/errors.py)."""
     try:
         error = response.json()["error"]
-        code = str(error["code"])
-    except (ValueError, KeyError, TypeError):
+        code, ack = str(error["code"]), error.get("acknowledgement")
+    except (ValueError, KeyError, TypeError, AttributeError):
         return
     if response.status_code != 422 or not code.startswith("edi_"):
         return
-    typer.echo(f"settleq: 422 {code}: {error.get('message', '')}", err=True)
-    for problem in error.get("details") or []:
-        where = _where(problem) if isinstance(problem, dict) else ""
-        what = problem.get("message", "") if isinstance(problem, dict) else str(problem)
-        code_of = problem.get("code", code) if isinstance(problem, dict) else code
-        typer.echo(f"  {code_of}: {what}" + (f" ({where})" if where else ""), err=True)
-    ack = error.get("acknowledgement")
+    say(str(refused(response)))
     if ack:
-        print_997(str(ack), "997 rejecting the file", err=True)
+        print_997(str(ack), verdict(str(ack)), err=True)
     else:
         typer.echo("no 997: the file's envelope could not be read", err=True)
     raise typer.Exit(1)
+
+
+def verdict(ack: str) -> str:
+    """A 997's heading, by what it says: its interchange rejected (a TA1 ``R``),
+    the sets it rejects (AK5 ``R``), or every set accepted. Its delimiters are
+    the ISA's, as X12 has it: the 4th character separates elements, and the
+    character after ISA16 ends segments."""
+    text = ack.strip()
+    isa = text.split(text[3:4] or "*", 16) if text.startswith("ISA") else []
+    if len(isa) < 17 or len(isa[16]) < 2:
+        return "997 acknowledgement"
+    element, terminator = text[3], isa[16][1]
+    segments = [seg.strip().split(element) for seg in text.split(terminator) if seg.strip()]
+    if any(seg[0] == "TA1" and seg[4:5] == ["R"] for seg in segments):
+        return "997 rejecting the interchange"
+    sets = [seg[1:2] for seg in segments if seg[0] == "AK5"]
+    if not sets:
+        return "997 acknowledgement"
+    rejected = sets.count(["R"])
+    if rejected:
+        return f"997 rejecting {rejected} of {len(sets)} set(s)"
+    # A 997 speaks of syntax only: the file was refused for what it holds.
+    return f"997 accepting all {len(sets)} set(s)"
 
 
 def print_accepted(client: Any, accepted: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from services.commands.options import (
     amount_column,
     console,
     make_client,
+    partition_key_option,
     print_more,
     show,
 )
@@ -49,8 +50,8 @@ def jobs_list(
     state: Annotated[
         str | None, typer.Option(help="Only jobs in this state: accepted, processing, completed.")
     ] = None,
-    partition: Annotated[
-        str | None, typer.Option("--partition", help="Only jobs with lines of this partition.")
+    partition_key: Annotated[
+        str | None, partition_key_option("Only jobs with lines of this partition.")
     ] = None,
     limit: LimitOpt = 50,
     cursor: CursorOpt = None,
@@ -60,7 +61,7 @@ def jobs_list(
         _reader(url, token),
         "/v1/jobs",
         state=state,
-        partition_key=partition,
+        partition_key=partition_key,
         limit=limit,
         cursor=cursor,
     )

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from services.commands.money import money
+from shared.domain.kinds import KINDS
 
 console = Console()
 WIDEST_TABLE = 240
@@ -42,6 +43,23 @@ OperatorTokenOpt = Annotated[
     ),
 ]
 DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def kind_name(value: str | None) -> str | None:
+    """A settlement kind the registry knows; else a usage error listing them."""
+    if value is None or value in KINDS:
+        return value
+    raise typer.BadParameter(f"{value!r} is not a settlement kind; the kinds: {', '.join(KINDS)}")
+
+
+def partition_key_option(help_text: str) -> Any:
+    """``--partition-key``, the API's name; ``--partition`` is kept as an alias."""
+    return typer.Option("--partition-key", "--partition", help=help_text, show_default=False)
+
+
+def job_id_option(help_text: str) -> Any:
+    """``--job-id``, the API's name; ``--job`` is kept as an alias."""
+    return typer.Option("--job-id", "--job", help=help_text, show_default=False)
 
 
 def make_client(url: str, key_id: str | None, secret: str | None, token: str | None) -> Any:

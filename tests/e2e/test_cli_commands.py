@@ -7,38 +7,23 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tests.support.cli import client_environ
 from tests.support.dispute_jobs import VARIANCES, promo_lines
 from tests.support.factories import promo_doc, uid
-from tests.support.infra import (
-    BROKER_URL,
-    OPERATOR_TOKEN,
-    PRODUCER_ID,
-    PRODUCER_SECRET,
-    VIEWER_TOKEN,
-    ServiceEnv,
-)
+from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
 from tests.support.stack import ROOT, Stack
 
 CONTRACT = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
 
 
 def environ(stack_env: ServiceEnv, token: str = VIEWER_TOKEN) -> dict[str, str]:
-    return {
-        "COLUMNS": "200",
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "SETTLEQ_CLIENT_TOKEN": token,
-        "SETTLEQ_CLIENT_KEY_ID": PRODUCER_ID,
-        "SETTLEQ_CLIENT_SECRET": PRODUCER_SECRET,
-        "SETTLEQ_BROKER_URL": BROKER_URL,
-        "SETTLEQ_QUEUE_PREFIX": stack_env.queue_prefix,
-    }
+    return client_environ(stack_env.queue_prefix, token)
 
 
 def settleq(

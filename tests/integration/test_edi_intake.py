@@ -587,8 +587,11 @@ def test_settleq_submit_prints_the_997_or_each_problem_of_a_refusal(
     )
     refused = CliRunner().invoke(app, ["submit", str(bad), "--contract-version", "1"])
     assert refused.exit_code == 1
-    # The CLI's own log lines (JSON, e.g. httpx's request) aside:
-    first, *rest = [line for line in refused.output.splitlines() if not line.startswith("{")]
-    assert first.startswith("settleq: 422 edi_")
-    assert any(line.startswith("  edi_") and "segment" in line for line in rest)
+    # The CLI's own log lines (JSON, e.g. httpx's request) aside: a line per
+    # problem, where it is (services/commands/errors.py), then the 997 it carries.
+    lines = [line for line in refused.output.splitlines() if not line.startswith("{")]
+    problems = [line for line in lines if line.startswith("settleq: 422 edi_")]
+    assert problems and lines[: len(problems)] == problems
+    assert any(": segment " in line for line in problems)
+    assert lines[len(problems)].startswith(("997 rejecting ", "no 997: "))
     assert "Traceback" not in refused.output

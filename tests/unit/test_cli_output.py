@@ -83,7 +83,6 @@ def settleq(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     ("args", "says"),
     [
         (["status", "j1", "--token", "t"], "cannot reach the API at http://127.0.0.1:"),
-        (["status", "j1"], "a producer key id and secret are needed"),
         (
             ["submit", "/nonexistent/batch.json", "--key-id", "k", "--secret", "s"],
             "cannot read /nonexistent/batch.json",
@@ -97,6 +96,15 @@ def test_a_client_failure_is_one_line_and_exit_1(args: list[str], says: str) -> 
     assert result.returncode == 1, result.stderr
     assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_missing_credentials_are_one_line_and_exit_2() -> None:
+    """A usage or configuration error (docs/operations.md#commands), as a missing token is."""
+    result = settleq("status", "j1", "--url", f"http://127.0.0.1:{free_port()}")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "a producer key id and secret are needed" in (
+        result.stderr
+    )
 
 
 def test_an_api_refusal_names_its_status_code_and_message() -> None:

@@ -274,12 +274,13 @@ def test_a_refused_file_prints_its_code_each_problem_and_the_997(
     )
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0] == "settleq: 422 edi_count_mismatch: SE01 says 8 (and 1 more problem(s))"
-    assert lines[1] == (
-        "  edi_count_mismatch: SE01 says 8, the set has 9 segments"
-        " (segment 9 SE, element 1, control number 0001)"
-    )
-    assert lines[2].startswith("  edi_bad_number: B3-07")
+    # A line per problem, where it is (services/commands/errors.py), then the 997.
+    assert lines[:2] == [
+        "settleq: 422 edi_count_mismatch: segment 9 SE, element 1, control number 0001:"
+        " SE01 says 8, the set has 9 segments",
+        "settleq: 422 edi_count_mismatch: segment 4 B3, element 7, control number 0001:"
+        " B3-07 holds a '.' (edi_bad_number)",
+    ]
     assert "ISA*00*...*AK5*R~" in lines[-1]
     assert "Traceback" not in result.output
 
