@@ -78,14 +78,20 @@ def _configure(ctx: typer.Context) -> None:
 @app.command()
 def migrate() -> None:
     """Apply the database migrations and create the internal signing key."""
+    _migrate_or_exit("migrate", load_settings("migrate"))
+    console.print("[green]migrated[/green]")
+
+
+def _migrate_or_exit(command: str, settings: Settings) -> None:
+    """Migrate; a database that cannot be reached is one line and exit 1 (a URL
+    no engine opens was refused with the settings; a bug keeps its traceback)."""
     from sqlalchemy.exc import OperationalError
 
     try:
-        _migrate(load_settings("migrate"))
-    except OperationalError as exc:  # only a connection's failure: a bug keeps its traceback
-        typer.echo(f"settleq migrate: {preflight.unreachable_database(exc)}", err=True)
+        _migrate(settings)
+    except OperationalError as exc:
+        typer.echo(f"settleq {command}: {preflight.unreachable_database(exc)}", err=True)
         raise typer.Exit(1) from None
-    console.print("[green]migrated[/green]")
 
 
 def _migrate(settings: Settings) -> None:
@@ -287,7 +293,7 @@ def up(
     # the live queues while the API died on its port, over and over.
     _port_free("up", settings.api_host, port)
     if settings.database_url.startswith("sqlite"):
-        _migrate(settings)  # the embedded default needs no separate step
+        _migrate_or_exit("up", settings)  # the embedded default needs no separate step
     # Every child would die on a missing service, be restarted and die again,
     # each time with a traceback: refuse in one line.
     preflight.check("up", settings, (DATABASE, BROKER, REDIS, QUEUES))

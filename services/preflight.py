@@ -10,10 +10,12 @@ from __future__ import annotations
 import errno
 import logging
 from collections.abc import Callable, Collection, Iterable
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
+from shared.logs import silenced
 from shared.settings import RETIRED, Settings
 from shared.settings_errors import explain
 
@@ -26,11 +28,35 @@ TIMEOUT_S = 3.0
 
 def load_settings(command: str) -> Settings:
     """The settings, or one line naming the variable that is wrong, and exit 2."""
+    problem: str | None
     try:
-        return Settings()
+        settings = Settings()
     except (ValueError, OSError) as exc:
-        typer.echo(f"settleq {command}: configuration error: {explain(exc)}", err=True)
-        raise typer.Exit(2) from None
+        problem = explain(exc)
+    else:
+        problem = ledger_file_problem(settings.database_url)
+        if problem is None:
+            return settings
+    typer.echo(f"settleq {command}: configuration error: {problem}", err=True)
+    raise typer.Exit(2)
+
+
+def ledger_file_problem(database_url: str) -> str | None:
+    """An SQLite ledger in a directory that does not exist: SQLite would say only
+    "unable to open database file", at the first connection."""
+    if not database_url.startswith("sqlite") or "://" not in database_url:
+        return None
+    path = database_url.split("://", 1)[1].removeprefix("/").split("?", 1)[0]
+    if not path or path == ":memory:":
+        return None
+    directory = Path(path).parent
+    if directory.is_dir():
+        return None
+    return (
+        f"SETTLEQ_DATABASE_URL: the SQLite file {path} cannot be created: its directory"
+        f" {directory} does not exist; fix: create it, or name a file in a directory that"
+        " exists (the default is sqlite:///./settleq.db)"
+    )
 
 
 def missing_credentials(settings: Settings) -> list[str]:
@@ -166,11 +192,9 @@ def broker_problem(settings: Settings) -> str | None:
     params = connection_parameters(settings.broker_url, TIMEOUT_S)
     for node in params:
         node.blocked_connection_timeout = TIMEOUT_S
-    pika_log = logging.getLogger("pika")
-    level = pika_log.level
-    pika_log.setLevel(logging.CRITICAL + 1)  # its errors carry a traceback: the line says it
     try:
-        pika.BlockingConnection(params).close()
+        with silenced("pika"):  # its errors carry a traceback: the line says it
+            pika.BlockingConnection(params).close()
     except (pe.ProbableAuthenticationError, pe.AuthenticationError):
         return (
             f"broker_auth_failed: RabbitMQ at {where} refused the login;"
@@ -186,8 +210,6 @@ def broker_problem(settings: Settings) -> str | None:
             f"broker_unreachable: cannot reach RabbitMQ at {where} ({type(exc).__name__});"
             " fix: start RabbitMQ or correct SETTLEQ_BROKER_URL"
         )
-    finally:
-        pika_log.setLevel(level)
     return None
 
 

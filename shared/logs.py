@@ -24,7 +24,8 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import IO, Any, Literal
 
 import structlog
@@ -194,6 +195,20 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
+
+
+@contextmanager
+def silenced(name: str) -> Iterator[None]:
+    """In this block, logger ``name`` and its children write nothing: for a
+    command that says in one line of its own why a connection failed, where
+    the library's records would come first with a traceback (pika's do)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _tty(stream: IO[str]) -> bool:

@@ -21,6 +21,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from shared.adapters.db.urls import database_url_problem
 from shared.domain.events import EVENT_BATCH_LIMIT
 from shared.domain.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
@@ -158,6 +159,14 @@ class Settings(BaseSettings):
 
     # Fault injection is no setting (neither this object nor a config file turns
     # it on): the tests and the bench set SETTLEQ_FAULT_* (shared/faults.py).
+
+    @field_validator("database_url")
+    @classmethod
+    def _ledger_url(cls, value: str) -> str:
+        problem = database_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("queue_delivery_limit")
     @classmethod

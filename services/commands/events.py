@@ -19,8 +19,9 @@ import typer
 
 from services.commands.help import default
 from services.commands.money import money
+from services.preflight import load_settings, without_password
 from shared.adapters.broker import connection_parameters
-from shared.settings import Settings
+from shared.logs import silenced
 
 app = typer.Typer(help="Watch outcome events as they are published (RabbitMQ, no token).")
 
@@ -60,11 +61,15 @@ def _json(event: dict[str, Any]) -> str:
 
 def _connect(broker_url: str) -> pika.BlockingConnection:
     try:
-        return pika.BlockingConnection(connection_parameters(broker_url))
+        with silenced("pika"):  # its records of a refused connection carry a traceback
+            return pika.BlockingConnection(connection_parameters(broker_url))
     except pika.exceptions.ProbableAuthenticationError:
         cause = "the broker refused the login: check the user and password in SETTLEQ_BROKER_URL"
-    except pika.exceptions.AMQPError as exc:
-        cause = f"cannot reach the broker (SETTLEQ_BROKER_URL): {type(exc).__name__}"
+    except (pika.exceptions.AMQPError, OSError) as exc:
+        cause = (
+            f"cannot reach the broker at {without_password(broker_url)} ({type(exc).__name__}):"
+            " start RabbitMQ or correct SETTLEQ_BROKER_URL"
+        )
     typer.echo(f"settleq events tail: {cause}", err=True)
     raise typer.Exit(1)
 
@@ -85,7 +90,7 @@ def events_tail(
     ] = None,
 ) -> None:
     """Print outcome events as they arrive, one line each (or --json), until Ctrl-C."""
-    settings = Settings()
+    settings = load_settings("events tail")
     exchange = f"{prefix or settings.queue_prefix}.events"
     connection = _connect(settings.broker_url)
     seen = 0
