@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,9 @@ SERVER_COMMANDS = [["api"], ["worker"], ["relay"], ["up"], ["migrate"], ["openap
 
 
 def _value(output: str, label: str) -> str:
-    line = next(line for line in output.splitlines() if line.startswith(label))
-    return line.removeprefix(label).split()[0]
+    """The value after ``label`` on its comment line (``# secret:  ...``)."""
+    line = next(line for line in output.splitlines() if line.startswith(f"# {label}"))
+    return line.removeprefix(f"# {label}").split()[0]
 
 
 def test_keys_create_prints_a_working_entry_once() -> None:
@@ -35,7 +37,7 @@ def test_keys_create_prints_a_working_entry_once() -> None:
     assert result.exit_code == 0, result.output
     secret = _value(result.output, "secret:")
     assert _value(result.output, "key id:") == "acme" and len(secret) >= 32
-    entry = json.loads(next(x for x in result.output.splitlines() if x.startswith("  {")))
+    entry = json.loads(next(x[1:] for x in result.output.splitlines() if x.startswith("#   {")))
     key = ProducerKey.model_validate(entry)
     assert key.key_id == "acme" and key.secrets == [secret] and key.partitions == ["A", "B"]
     # The one-key line is a valid SETTLEQ_PRODUCER_KEYS as it stands.
@@ -137,3 +139,70 @@ def test_a_worker_serving_metrics_without_tokens_says_so(
         warn_metrics_token(Settings(viewer_tokens=["a" * 64]), 9191)
     [record] = caplog.records
     assert "port 9191" in record.getMessage() and "--role viewer" in record.getMessage()
+
+
+def _readme_credential_commands() -> list[str]:
+    """The walk-through's credential commands, in the README's order."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [
+        line.split("#", 1)[0].strip()
+        for line in text.splitlines()
+        if line.startswith(("settleq keys create", "settleq tokens create"))
+    ]
+
+
+@pytest.mark.regression
+def test_the_readmes_credentials_pasted_in_order_leave_this_shell_an_operator() -> None:
+    """What each command prints, pasted (eval'd) in the README's order, is the
+    server's settings and a client that signs with the key and holds the
+    operator's token: the viewer's printed last must not take it (issue 29, 14)."""
+    commands = _readme_credential_commands()
+    assert (
+        [c.split()[1:3] for c in commands]
+        == [
+            ["keys", "create"],
+            ["tokens", "create"],
+            ["tokens", "create"],
+        ]
+        and commands[1].endswith("operator")
+        and commands[2].endswith("viewer")
+    ), commands
+    me = f"{shlex.quote(sys.executable)} -m services.cli"
+    script = "".join(
+        f'out=$({c.replace("settleq", me, 1)}) || exit 9; printf "%s\\n" "$out" >&2; eval "$out"\n'
+        for c in commands
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SETTLEQ_")}
+    done = subprocess.run(
+        ["bash", "-c", script + "env"],
+        env={**clean, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "command not found" not in done.stderr, done.stderr
+    printed = done.stderr
+    env = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.startswith("SET"))
+    settings = Settings(
+        producer_keys=json.loads(env["SETTLEQ_PRODUCER_KEYS"]),
+        operator_tokens=env["SETTLEQ_OPERATOR_TOKENS"].split(","),
+        viewer_tokens=env["SETTLEQ_VIEWER_TOKENS"].split(","),
+    )
+    assert settings.token_role(env["SETTLEQ_CLIENT_TOKEN"]) == "operator"
+    key = settings.producer_key(env["SETTLEQ_CLIENT_KEY_ID"])
+    assert key is not None and key.secrets == [env["SETTLEQ_CLIENT_SECRET"]]
+    # The viewer's token was printed, for the dashboard, and is a viewer's.
+    viewer = printed.split("give it to the viewer")[0].rsplit("# token:", 1)[1].split()[0]
+    assert settings.token_role(viewer) == "viewer"
+    # Every line printed for the shell is an export or a comment.
+    assert all(
+        line.startswith(("export SETTLEQ_", "#")) for line in printed.splitlines() if line
+    ), printed
+
+
+@pytest.mark.regression
+def test_the_demos_credentials_file_is_never_committed() -> None:
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "settleq-demo-credentials.env"], cwd=ROOT, check=False
+    )
+    assert ignored.returncode == 0
