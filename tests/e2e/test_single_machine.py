@@ -147,9 +147,11 @@ def test_submit_wait_shows_progress_and_prints_the_outcome_table(
     batch = home / "batch.json"
     batch.write_text(json.dumps({"kind": "promo_accrual", "documents": four_lines(vendor)}))
     done = cli(stack, "submit", str(batch), "--wait")
-    assert done.returncode == 0, done.stdout + done.stderr
+    # 3: a line was dead-lettered, and the command says why (docs/operations.md#commands).
+    assert done.returncode == 3, done.stdout + done.stderr
     out = plain(done.stdout)
     assert "settling" in out  # the progress bar's label
+    assert "dead-lettered: 1 line(s)" in out and "unknown_promo_tier  1" in out
     [job_id] = re.findall(r"accepted job ([0-9a-f]{32}): 4 lines", out)
     assert f"job {job_id} (promo_accrual): completed" in out
     assert f"job {job_id} (promo_accrual): completed, 4 lines" in out
