@@ -20,6 +20,7 @@ from services.commands.options import (
     UrlOpt,
     amount_column,
     console,
+    export_progress,
     make_client,
     partition_key_option,
     print_more,
@@ -94,17 +95,22 @@ def _output(target: str) -> AbstractContextManager[TextIO]:
 
 def export_csv(client: Any, job_id: str, outcome: str | None, target: str) -> int:
     """The server's streamed CSV of the job's lines into ``target`` (``-``:
-    stdout), chunk by chunk as it arrives; the number of lines."""
+    stdout), chunk by chunk as it arrives, with a progress bar on the terminal
+    (never in the file); the number of lines."""
+    job = answer(client.get(f"/v1/jobs/{job_id}"))
+    total = job["lines"] if outcome is None else job["outcomes"].get(outcome, 0)
     query = f"?{urlencode({'outcome': outcome})}" if outcome else ""
     lines = -1  # the header row
     with client.bearer_stream(f"/v1/jobs/{job_id}/lines.csv{query}", "text/csv") as response:
         if response.status_code >= 400:
             response.read()
             answer(response)
-        with _output(target) as out:
+        with _output(target) as out, export_progress(f"job {job_id} lines", total) as advance:
             for text in response.iter_text():
                 out.write(text)
-                lines += text.count("\n")  # a CSV row ends in CRLF; no field holds one
+                rows = text.count("\n")  # a CSV row ends in CRLF; no field holds one
+                lines += rows
+                advance(rows)
     return lines
 
 

@@ -1,14 +1,14 @@
 """Amounts as finance reads them: thousands separators, at the kind's quantum
-(0.01 for promo_accrual and freight_audit, 0.0001 for recipe_cost), never
-rounded: an amount with more places than its quantum keeps them all."""
+(``Kind.quantum``: 0.01 for promo_accrual and freight_audit, 0.0001 for
+recipe_cost), never rounded: an amount with more places than its quantum keeps
+them all (``shared.domain.money.at_quantum``)."""
 
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
-from shared.domain.money import BASIS, CENT
-
-QUANTA = {"promo_accrual": CENT, "freight_audit": CENT, "recipe_cost": BASIS}
+from shared.domain.kinds import KINDS
+from shared.domain.money import BASIS, at_quantum
 
 
 def money(amount: str | Decimal | None, kind: str | None = None) -> str:
@@ -21,7 +21,5 @@ def money(amount: str | Decimal | None, kind: str | None = None) -> str:
         return str(amount)  # not a number: shown as the API sent it
     if not value.is_finite():
         return str(amount)
-    quantum = QUANTA.get(kind or "", BASIS)
-    if value == value.quantize(quantum):
-        return f"{value.quantize(quantum):,}"
-    return f"{value.normalize():,f}"
+    known = KINDS.get(kind or "")
+    return f"{at_quantum(value, known.quantum if known else BASIS):,f}"

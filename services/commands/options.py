@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -120,6 +122,24 @@ def print_job(job: dict[str, Any]) -> None:
         amount = money(amounts[outcome], job["kind"]) if outcome in amounts else ""
         table.add_row(outcome, f"{outcomes[outcome]:,}", amount)
     show(table)
+
+
+@contextmanager
+def export_progress(what: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar of rows written, on stderr and only on a terminal (an
+    export to stdout stays the file alone); yields ``advance(rows)``."""
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn(f"[bold]{what}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.completed:,.0f} of {task.total:,.0f} rows"),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task("export", total=max(total, 1))
+        yield lambda rows: progress.advance(task, rows)
 
 
 def wait_with_progress(client: Any, job_id: str, timeout: float) -> dict[str, Any]:

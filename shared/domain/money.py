@@ -170,9 +170,11 @@ def quantize(value: Decimal, quantum: Decimal) -> Decimal:
 def at_quantum(value: Decimal, quantum: Decimal) -> Decimal:
     """``value`` with its kind's places for a person to read (``-2.5000`` is
     ``-2.50`` at a cent), never rounded: one with more places than the quantum
-    keeps them (``1.2345`` stays)."""
+    keeps them (``1.2345`` stays); never a negative zero."""
     shown = _ROUND.quantize(value, quantum)
-    return shown if shown == value else value.normalize(_ROUND)
+    if shown != value:
+        return value.normalize(_ROUND)
+    return shown.copy_abs() if shown.is_zero() else shown
 
 
 def _validator(places: int, what: str) -> Any:

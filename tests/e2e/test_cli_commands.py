@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -123,6 +124,21 @@ def test_the_operator_workflow_without_curl(
     assert all("," not in r["delta"] and r["outcome"] == "disputed" for r in rows)
     # The server's export (GET /v1/jobs/{id}/lines.csv), with each dispute's status.
     assert all(r["dispute_status"] == "open" for r in rows)
+    # On a terminal (script(1) gives it one) the export shows its progress in rows;
+    # the file holds the CSV alone (issue 29 item 15).
+    on_tty = tmp_path / "tty.csv"
+    command = [sys.executable, "-m", "services.cli", "jobs", "lines", job_id, "--url", stack.url]
+    shown = subprocess.run(
+        ["script", "-qec", shlex.join([*command, "--csv", str(on_tty)]), "/dev/null"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ(stack_env),
+    )
+    assert shown.returncode == 0, shown.stdout
+    assert f"job {job_id} lines" in shown.stdout and "rows" in shown.stdout, shown.stdout
+    assert on_tty.read_text().startswith("document_id,")
 
     dlq = settleq(stack, stack_env, "dlq", "list", "--kind", "promo_accrual", **op)
     assert "dead letters" in dlq

@@ -353,6 +353,9 @@ def test_json_schema_advertises_a_string_with_a_pattern() -> None:
         ("1.2340", "0.01", "1.234"),
         ("7.5", "0.0001", "7.5000"),
         ("999999999999.9999", "0.01", "999999999999.9999"),
+        ("-0.0000", "0.01", "0.00"),
+        ("0.001", "0.01", "0.001"),
+        ("-0.0049", "0.01", "-0.0049"),
     ],
 )
 def test_an_amount_is_shown_at_its_quantum_and_never_rounded(
