@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ SOURCE_FORMATS = {JSON: "json", NDJSON: "ndjson", EDI_X12: "x12"}
 # own thread parses, so that a large batch is accepted sooner.
 _HASHERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hash")
 _HASH_APART_BYTES = 256 * 1024
+_ONE_LINE = re.compile(r"at line 1 column (\d+)")
 
 
 def media_type(content_type: str) -> str:
@@ -224,6 +226,11 @@ class Ingest:
             err = validation_error(list(exc.errors()))
             for detail in err.details:
                 detail["loc"] = [f"line {self._line_no}", *detail["loc"]]
+                # The parser saw one document as a text of one line: its "line 1"
+                # is the body's NDJSON line, which the loc names.
+                detail["msg"] = _ONE_LINE.sub(r"at column \1", detail["msg"])
+            if err.details:
+                err.message = f"line {self._line_no}: {err.details[0]['msg']}"
             self.error = err
             return
         self._accept(document, line)

@@ -60,6 +60,8 @@ def test_a_refusal_says_where_each_problem_is(
     broken = f'{header}\n{good}\n{good[:-1]}, "x": }}\n'
     lines = refusal(settleq(stack, stack_env, "submit", "-", code=1, stdin=broken))
     assert len(lines) == 1 and lines[0].startswith("settleq: 422 json_invalid: line 3: "), lines
+    # ... and the API's message no longer contradicts it with its parser's "line 1".
+    assert "line 1 column" not in lines[0] and "at column " in lines[0], lines
 
     # An unknown field, in a JSON batch and on an NDJSON line: the field is named.
     doc = {**json.loads(good), "bogus": 1}
