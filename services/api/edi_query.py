@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from services.api.errors import ApiError
 from shared.domain.kinds.base import Identifier
+from shared.domain.kinds.ids import address_problem, refusal_message
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,11 @@ def _identifier(params: Mapping[str, str], name: str) -> str | None:
     value = params.get(name)
     if value is None:
         return None
+    if name == "partition_key":  # a partition's own rule, as a document's
+        problem = address_problem(value)
+        if problem is None:
+            return value
+        raise ApiError(422, "partition_key_invalid", refusal_message(name, value, problem))
     try:
         return _IDENTIFIER.validate_python(value)
     except ValidationError:

@@ -24,8 +24,9 @@ class RefuseControlCharacters:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            url = Request(scope).url
-            target = unquote(url.path + "?" + url.query)
+            # The path as the server decoded it, once: a partition holding "%00"
+            # (sent as %2500) is a "%" and two zeros, not a NUL. The query, decoded.
+            target = scope["path"] + "?" + unquote(Request(scope).url.query)
             if any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
                 response = error_response(
                     422, "invalid_characters", "control characters are not allowed in a URL"

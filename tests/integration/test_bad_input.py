@@ -456,15 +456,26 @@ ID_FIELDS: list[tuple[str, str, Callable[[Any], Mutation]]] = [
 ]
 
 
+# A partition_key or document_id breaks its own rule, one code whatever breaks it
+# (docs/api.md#document-shapes; tests/unit/test_addressable_ids.py holds the rule).
+ADDRESS_CODES = {
+    "document_id": "document_id_invalid",
+    "partition_key": "partition_key_invalid",
+    "recipe_id": "partition_key_invalid",  # the recipe is the partition
+    "carrier": "partition_key_invalid",
+}
+
+
 def _id_cases() -> list[Any]:
     cases = []
     for name, kind, mutation in ID_FIELDS:
+        rule = ADDRESS_CODES.get(name)
         values: list[tuple[str, Any, str, Any]] = [
-            ("empty", "", "string_too_short", ()),
-            ("129-chars", "I" * 129, "string_too_long", ()),
-            ("10000-chars", "I" * 10_000, "string_too_long", ()),
-            *[(label, v, "string_pattern_mismatch", ()) for label, v in CONTROLS],
-            *[(label, v, "string_pattern_mismatch", C1_CONTROLS) for label, v in C1],
+            ("empty", "", rule or "string_too_short", ()),
+            ("129-chars", "I" * 129, rule or "string_too_long", ()),
+            ("10000-chars", "I" * 10_000, rule or "string_too_long", ()),
+            *[(label, v, rule or "string_pattern_mismatch", ()) for label, v in CONTROLS],
+            *[(label, v, rule or "string_pattern_mismatch", C1_CONTROLS) for label, v in C1],
         ]
         if name != "pricing_sku":  # JSON object keys are always strings
             values.append(("number", 123, "string_type", ()))
@@ -1120,12 +1131,13 @@ def test_a_key_may_not_sign_for_a_look_alike_of_its_partition(
     http: TestClient, trace: Trace
 ) -> None:
     own = SCOPED_PARTITIONS[0]
-    for look_alike in (
-        own.replace("E", "\u0415"),  # Cyrillic capital IE
-        "\uff36" + own[1:],  # fullwidth V
-        own + "\u200b",  # zero-width space
-        own + " ",
-        own.lower(),
+    for look_alike, status, code in (
+        (own.replace("E", "\u0415"), 403, "partition_not_allowed"),  # Cyrillic capital IE
+        ("\uff36" + own[1:], 403, "partition_not_allowed"),  # fullwidth V
+        (own.lower(), 403, "partition_not_allowed"),
+        # Not even a partition: no contract route could address it.
+        (own + "\u200b", 422, "partition_key_invalid"),  # zero-width space
+        (own + " ", 422, "partition_key_invalid"),
     ):
         body = encode(PROMO, [promo(look_alike)], JSON)
         headers = {
@@ -1134,7 +1146,7 @@ def test_a_key_may_not_sign_for_a_look_alike_of_its_partition(
             "X-Signature": sign_request(SCOPED_SECRET, _now(), "POST", PATH, body),
         }
         response = post(http, body, headers)
-        assert_refused(response, 403, "partition_not_allowed", trace)
+        assert_refused(response, status, code, trace)
 
 
 # --- 6. what looks bad but is accepted ---------------------------------------------------
@@ -1281,7 +1293,8 @@ def test_look_alike_id_is_stored_exactly_or_refused(
     body = encode(PROMO, [doc], media)
     response = post(http, body, signed_headers(body, media))
     if response.status_code != 202:
-        assert_refused(response, 422, "string_pattern_mismatch", trace)
+        code = ADDRESS_CODES.get(field_name, "string_pattern_mismatch")
+        assert_refused(response, 422, code, trace)
         return
     (stored,) = assert_accepted(response, trace)
     assert stored["document_id"] == doc["document_id"]

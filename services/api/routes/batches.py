@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter
 
 from services.api.auth import Ctx, producer_verifier
 from services.api.context import ApiContext
@@ -21,6 +22,7 @@ from services.api.ingest import Ingest, Ingested, media_type
 from services.api.schemas import Accepted
 from services.api.submission import Submitted, response_body, submit, submit_file
 from shared.domain.kinds import BATCH
+from shared.domain.kinds.ids import PartitionKey
 from shared.domain.signing import SignatureError
 from shared.domain.x12 import EdiRefused
 from shared.logs import only, stage_event
@@ -101,7 +103,8 @@ _X12_QUERY = [
     ),
     _query_parameter(
         "partition_key",
-        _IDENTIFIER,
+        # As a document's partition_key (shared/domain/kinds/ids.py).
+        TypeAdapter(PartitionKey).json_schema(),
         "application/edi-x12, 810s: the vendor (else REF*IA, REF*VN or the N1 VN/SU/SE's id)",
     ),
     _query_parameter(

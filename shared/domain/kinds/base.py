@@ -15,6 +15,8 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 import msgspec
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from shared.domain.kinds.ids import DocumentId, PartitionKey
+
 # No control characters (C0, DEL, C1), and no "|": reconciliation keys join
 # fields with "|" (docs/architecture.md#reconciliation-keys), so an id holding one could make two
 # lines one.
@@ -45,8 +47,8 @@ class WireModel(BaseModel):
 
 
 class Document(WireModel):
-    document_id: Identifier
-    partition_key: Identifier
+    document_id: DocumentId
+    partition_key: PartitionKey
     contract_version: Ordinal
     correlation_id: Identifier | None = None
 

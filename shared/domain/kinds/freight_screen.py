@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from shared.domain.kinds.ids import sound_ids
 from shared.domain.kinds.screen import (
     Screen,
     ScreenDocument,
@@ -46,8 +47,10 @@ class ScreenFreightDocument(ScreenDocument):
 
 
 def _sound(document: ScreenFreightDocument) -> bool:
-    """What msgspec does not check: plain decimals in range, a cwt leg's
-    quantity (Leg._quantity_for_cwt) and the payload's base64."""
+    """What msgspec does not check: the ids' rule, plain decimals in range, a cwt
+    leg's quantity (Leg._quantity_for_cwt) and the payload's base64."""
+    if not sound_ids(document):
+        return False
     legs = document.legs
     if not all_plain_money([leg.billed_amount for leg in legs]):
         return False

@@ -27,6 +27,7 @@ from shared.domain.kinds.base import (
     WireModel,
 )
 from shared.domain.kinds.dates import IsoDate
+from shared.domain.kinds.ids import sound_ids
 from shared.domain.kinds.screen import (
     Screen,
     ScreenDocument,
@@ -83,7 +84,10 @@ class _ScreenDocument(ScreenDocument):
     correlation_id: ScreenId | None = None
 
 
-def _plain_amounts(document: _ScreenDocument) -> bool:
+def _sound(document: _ScreenDocument) -> bool:
+    """What msgspec does not check: the ids' rule, and plain decimals in range."""
+    if not sound_ids(document):
+        return False
     lines = document.lines
     return all_plain_quantity([line.qualifying_units for line in lines]) and all_plain_money(
         [line.claimed_amount for line in lines]
@@ -91,7 +95,7 @@ def _plain_amounts(document: _ScreenDocument) -> bool:
 
 
 _SCREEN_CHUNK = Screen.of(
-    list[_ScreenDocument], lambda documents: all(_plain_amounts(d) for d in documents)
+    list[_ScreenDocument], lambda documents: all(_sound(d) for d in documents)
 )
 
 
@@ -153,7 +157,7 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch
-    screen = Screen.of(_ScreenDocument, _plain_amounts)
+    screen = Screen.of(_ScreenDocument, _sound)
     settle_decoder = staticmethod(_settle_documents)
     keys_name_document = True  # partition|document_id|... (``shared.domain.keys``)
 

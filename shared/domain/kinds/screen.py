@@ -29,7 +29,8 @@ import msgspec
 from shared.domain.money import MONEY_PLACES, PLAIN_DECIMAL, QUANTITY_PLACES
 
 # shared.domain.kinds.base.Identifier's length rule; its character rule (no C0/C1
-# control, DEL or "|") is checked on the raw bytes by ``_clean``.
+# control, DEL or "|") is checked on the raw bytes by ``_clean`` (a document's ids,
+# by a kind's check: ``ids.sound_ids``).
 ScreenId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 ScreenVersion = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 

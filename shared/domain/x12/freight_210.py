@@ -44,8 +44,12 @@ def map_210(place: Place, query: Query, problems: Problems) -> dict[str, Any] | 
     b3 = _b3(by_tag["B3"], by_tag["B2A"], values)
     if b3 is None or not values.ok:
         return None
-    document_id = values.identifier(b3.get(2).strip(), "B3-02 (the invoice number)", b3, 2)
-    carrier = values.identifier(b3.get(11).strip().upper(), "B3-11 (the SCAC)", b3, 11)
+    document_id = values.address(
+        b3.get(2).strip(), "document_id", "B3-02 (the invoice number)", b3, 2
+    )
+    carrier = values.address(
+        b3.get(11).strip().upper(), "partition_key", "B3-11 (the SCAC)", b3, 11
+    )
     due = values.amount(b3, 7, "B3-07 (the net amount due)", required=True)
     charges = []
     for l1 in by_tag["L1"]:

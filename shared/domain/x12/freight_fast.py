@@ -13,8 +13,9 @@ the document ``map_210`` would make (same keys, same order), and the two
 fields the front door reads. The document is valid for ``FreightDocument`` by
 construction, so the front door stores the bytes without screening them:
 
-- ``document_id``, ``partition_key``, ``correlation_id`` and each accessorial
-  code pass ``numbers.is_identifier``, the ``Identifier`` rule;
+- ``document_id`` and ``partition_key`` pass ``ids.is_address``, their
+  rule; ``correlation_id`` and each accessorial code pass
+  ``numbers.is_identifier``, the ``Identifier`` rule;
 - ``contract_version`` is an int from 1 to 2**31 - 1 (``Ordinal``), else the
   set is left to ``map_210``;
 - ``document_type`` is ``"EDI"``; ``raw_payload`` is ``b2a_base64`` of the
@@ -45,6 +46,7 @@ from typing import Any
 import msgspec
 
 from shared.domain.kinds.freight_audit import MAX_RAW_PAYLOAD
+from shared.domain.kinds.ids import is_address
 from shared.domain.x12.freight_leg import Elements, Unsure, amount, leg_json
 from shared.domain.x12.lazy import lazy_bytes, raw_bytes
 from shared.domain.x12.numbers import is_identifier
@@ -97,9 +99,9 @@ def _line(place: Place, query: Query) -> FastLine:
     plain = body.isascii()
     b3, l0s, l1s, l3s = _segments(shape, body)
     leg = leg_json(l0s, l1s, l3s, amount(b3[7], plain), plain)
-    document_id = _identifier(b3[2].strip())
+    document_id = _address(b3[2].strip())
     # A file bills few carriers: one string each, not one per document.
-    carrier = _identifier(intern(b3[11].strip().upper()))
+    carrier = _address(intern(b3[11].strip().upper()))
     correlation = _correlation(place)
     raw = raw_bytes(transaction_set)  # there, as the set has its lazy bytes
     if raw is None or 4 * ((len(raw) + 2) // 3) > MAX_RAW_PAYLOAD:  # base64's length
@@ -166,8 +168,8 @@ def _pad(segments: list[Elements], width: int) -> None:
             segment += _PADS[len(segment)]
 
 
-def _identifier(value: str) -> str:
-    if not is_identifier(value):
+def _address(value: str) -> str:
+    if not is_address(value):
         raise Unsure
     return value
 

@@ -59,7 +59,9 @@ def map_810(place: Place, query: Query, problems: Problems) -> dict[str, Any] | 
     date = _date(big, values)
     lines = _lines(loops, header, date, values)
     document = {
-        "document_id": values.identifier(big.get(2).strip(), "BIG-02 (the invoice number)", big, 2),
+        "document_id": values.address(
+            big.get(2).strip(), "document_id", "BIG-02 (the invoice number)", big, 2
+        ),
         "partition_key": _vendor(query, header, values),
         "contract_version": query.contract_version,
         "correlation_id": values.identifier(place.correlation_id(), "the correlation id"),
@@ -198,15 +200,15 @@ def _date(big: Segment, values: SetValues) -> dt.date | None:
 def _vendor(query: Query, header: list[Segment], values: SetValues) -> str:
     """The query's partition_key, else REF*IA, REF*VN, or N1-04 of an N1 VN/SU/SE."""
     if query.partition_key is not None:
-        return values.identifier(query.partition_key, "the query's partition_key")
+        return values.address(query.partition_key, "partition_key", "the query's partition_key")
     refs = {s.get(1).strip(): s for s in reversed(header) if s.tag == "REF" and s.get(2).strip()}
     for qualifier in ("IA", "VN"):
         if qualifier in refs:
             ref = refs[qualifier]
-            return values.identifier(ref.get(2).strip(), f"REF*{qualifier}", ref, 2)
+            return values.address(ref.get(2).strip(), "partition_key", f"REF*{qualifier}", ref, 2)
     for n1 in header:
         if n1.tag == "N1" and n1.get(1).strip() in VENDOR_PARTIES and n1.get(4).strip():
-            return values.identifier(n1.get(4).strip(), "the vendor's N1-04", n1, 4)
+            return values.address(n1.get(4).strip(), "partition_key", "the vendor's N1-04", n1, 4)
     values.unmappable("no vendor: send partition_key, or REF*IA, REF*VN or N1*VN/SU/SE")
     return ""
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import Literal
 
+from shared.domain.kinds.ids import address_problem, refusal_message
 from shared.domain.money import (
     MONEY_PLACES,
     PLAIN_DECIMAL,
@@ -135,6 +137,25 @@ class SetValues:
                 segment,
                 element,
             )
+        return value
+
+    def address(
+        self,
+        value: str,
+        field: Literal["partition_key", "document_id"],
+        what: str,
+        segment: Segment | None = None,
+        element: int | None = None,
+    ) -> str:
+        """A partition_key or document_id: the rule a JSON document's follow
+        (``ids.address_problem``), refused here at its segment and element, its
+        message naming the JSON door's code."""
+        problem = address_problem(value) if value else None
+        if not value:
+            self.unmappable(f"{what} is empty", segment, element)
+        elif problem is not None:
+            why = refusal_message(field, value, problem)
+            self.unmappable(f"{what}: {why} ({field}_invalid)", segment, element)
         return value
 
     def money(self, value: Decimal, what: str, segment: Segment, element: int) -> str:
