@@ -467,8 +467,8 @@ def test_unknown_contract_version_dead_letters_every_leg() -> None:
 @pytest.mark.parametrize(
     ("body", "error_type"),
     [
-        ({"tolerance": "1.00"}, "value_error"),  # neither rate_per_mile nor rates
-        ({"rates": {}, "tolerance": "1.00"}, "value_error"),
+        ({"tolerance": "1.00"}, "contract_invalid"),  # neither rate_per_mile nor rates
+        ({"rates": {}, "tolerance": "1.00"}, "contract_invalid"),
         ({"rate_per_mile": "2.15", "rates": {"mile": "2.16"}, "tolerance": "1"}, "value_error"),
         ({"rates": {"km": "1.30"}, "tolerance": "1.00"}, "literal_error"),
         ({"rate_per_mile": 2.15, "tolerance": "1.00"}, "decimal_must_be_string"),

@@ -270,7 +270,7 @@ def test_contract_body_from_the_spec_parses() -> None:
         ('{"tier_rates": {"T1": "0.125"}, "tolerance": 0.05}', "decimal_must_be_string"),
         ('{"tier_rates": {"T1": "0.1234567"}, "tolerance": "0.05"}', "decimal_out_of_range"),
         ('{"tier_rates": {"T1": "0.125"}, "tolerance": "0.00001"}', "decimal_out_of_range"),
-        ('{"tier_rates": {}, "tolerance": "0.05"}', "too_short"),
+        ('{"tier_rates": {}, "tolerance": "0.05"}', "contract_invalid"),
         ('{"tier_rates": {"T1": "1"}, "tolerance": "0", "x": 1}', "extra_forbidden"),
     ],
 )

@@ -524,7 +524,7 @@ def test_one_bad_document_refuses_the_whole_batch() -> None:
 @pytest.mark.parametrize(
     ("body", "error_type"),
     [
-        ('{"bom": {}}', "too_short"),
+        ('{"bom": {}}', "contract_invalid"),
         ('{"bom": {"APPLES-FRESH": 0.5}}', "decimal_must_be_string"),
         ('{"bom": {"APPLES-FRESH": "0.1234567"}}', "decimal_out_of_range"),
         ('{"bom": {"APPLES-FRESH": "0.5"}, "tolerance": "0"}', "extra_forbidden"),

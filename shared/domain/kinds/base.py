@@ -13,9 +13,22 @@ from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import msgspec
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationInfo,
+    WithJsonSchema,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
 
 from shared.domain.kinds.ids import DocumentId, PartitionKey
+from shared.domain.money import MONEY_PLACES, QUANTITY_PLACES, Money, Quantity
 
 # No control characters (C0, DEL, C1), and no "|": reconciliation keys join
 # fields with "|" (docs/architecture.md#reconciliation-keys), so an id holding one could make two
@@ -51,6 +64,96 @@ class Document(WireModel):
     partition_key: PartitionKey
     contract_version: Ordinal
     correlation_id: Identifier | None = None
+
+
+# --- Contract bodies: what no contract can sensibly price with (docs/api.md#contracts) ---
+#
+# A negative rate, price, quantity, surcharge or tolerance, or a discount outside
+# [0, 1), is refused when a version is published (``Kind.contract_for_publication``),
+# not when a worker reads one back: a published version is immutable, and one
+# published before these checks settles the lines pinned to it as it always did.
+# Zero is sensible (a free tier, an exact match, no fuel). A table with no rate at
+# all is refused on any read, as it always was: none can be stored.
+_PUBLISHING: dict[str, bool] = {"publishing": True}
+
+
+def contract_invalid(message: str, **context: str) -> PydanticCustomError:
+    return PydanticCustomError("contract_invalid", message, context)
+
+
+def _publishing(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and info.context.get("publishing") is True
+
+
+def _not_negative(value: Decimal, info: ValidationInfo) -> Decimal:
+    # is_signed: "-0" is refused too, as the published pattern (no minus) says.
+    if value.is_signed() and _publishing(info):
+        raise contract_invalid(
+            "must not be negative: a contract cannot price with {value}", value=format(value, "f")
+        )
+    return value
+
+
+def _a_fraction(value: Decimal, info: ValidationInfo) -> Decimal:
+    if (value.is_signed() or value >= 1) and _publishing(info):
+        raise contract_invalid(
+            "must be a fraction from 0 up to, not including, 1 (0.80 is 80%), not {value}",
+            value=format(value, "f"),
+        )
+    return value
+
+
+def _not_empty(value: dict[Any, Any]) -> dict[Any, Any]:
+    if not value:
+        raise contract_invalid("is empty: a contract needs a rate to price with")
+    return value
+
+
+def _unsigned(places: int) -> WithJsonSchema:
+    # Money's and Quantity's published pattern without the minus sign.
+    return WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": rf"^[0-9]{{1,12}}(\.[0-9]{{1,{places}}})?$",
+            "examples": ["0.05"],
+        }
+    )
+
+
+Price = Annotated[Money, AfterValidator(_not_negative), _unsigned(MONEY_PLACES)]
+"""A contract's money (a tolerance, a flat charge): zero or more."""
+Rate = Annotated[Quantity, AfterValidator(_not_negative), _unsigned(QUANTITY_PLACES)]
+"""A contract's rate, quantity or surcharge fraction: zero or more."""
+Fraction = Annotated[
+    Quantity,
+    AfterValidator(_a_fraction),
+    WithJsonSchema(
+        {"type": "string", "pattern": r"^0{1,12}(\.[0-9]{1,6})?$", "examples": ["0.80"]}
+    ),
+]
+"""A share of a price, from 0 up to (not including) 1: a discount."""
+_PRICE: TypeAdapter[Decimal] = TypeAdapter(Price)
+
+
+def price_or(model: type[WireModel]) -> WrapValidator:
+    """For ``Price | model``: a flat price, or ``model`` (an object), told apart by
+    shape, so that a refusal names the one meant (``accessorials.ENS.rate``), never
+    both readings of the union (which still gives the schema and the serializer)."""
+
+    def read(value: Any, _: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, dict | model):
+            return model.model_validate(value, context=info.context)
+        return _PRICE.validate_python(value, context=info.context)
+
+    return WrapValidator(read)
+
+
+RateTable = Annotated[
+    dict[Identifier, Rate],
+    AfterValidator(_not_empty),
+    Field(json_schema_extra={"minProperties": 1}),
+]
+"""Rates (or quantities) by name, at least one."""
 
 
 # Made per line and kept alive until the chunk commits: outside the garbage
@@ -142,6 +245,12 @@ class Kind(Generic[D, C]):
     # C speed into objects with the model's field names and values (Decimal
     # money), never more leniently than the model; None: the model reads it.
     settle_decoder: ClassVar[Any] = None
+
+    def contract_for_publication(self, body: Any) -> C:
+        """``body`` as a version to publish: the contract model's checks and what no
+        contract can sensibly price with (``contract_invalid``, at the field's
+        path); raises ``pydantic.ValidationError``."""
+        return self.contract_model.model_validate(body, context=_PUBLISHING)
 
     def check_document(self, document: D, contract: C) -> None:
         """Refuse a whole document: raise ``BusinessError`` (e.g. ``missing_price``)."""

@@ -16,20 +16,25 @@ import binascii
 from decimal import Decimal
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from shared.domain.keys import sha256_hex
 from shared.domain.kinds.base import (
     Document,
+    Fraction,
     Identifier,
     Kind,
     Line,
     LineCell,
     Ordinal,
+    Price,
+    Rate,
     RepeatedLine,
     Settlement,
     WireModel,
+    contract_invalid,
+    price_or,
 )
 from shared.domain.kinds.freight_screen import FREIGHT_SCREEN, ScreenFreightDocument
 from shared.domain.money import CENT, Money, Quantity, exact_arithmetic, exact_distance, quantize
@@ -98,7 +103,10 @@ class FreightBatch(WireModel):
 
 class PerMile(WireModel):
     per: Literal["mile"]
-    rate: Quantity
+    rate: Rate
+
+
+Accessorial = Annotated[Price | PerMile, price_or(PerMile)]
 
 
 # _has_a_rate, as the published schema says it (openapi.yaml): a rate per mile
@@ -123,18 +131,25 @@ _A_RATE: JsonDict = {
 class FreightContract(WireModel):
     model_config = ConfigDict(json_schema_extra=_A_RATE)  # merged with WireModel's
 
-    rate_per_mile: Quantity | None = None
-    rates: dict[RateBasis, Quantity] = Field(default_factory=dict)
-    fuel_surcharge: Quantity = Decimal(0)
-    accessorials: dict[Identifier, Money | PerMile] = Field(default_factory=dict)
-    tolerance: Money
-    discount_pct: Quantity = Decimal(0)
+    rate_per_mile: Rate | None = None
+    # Validated when absent too, to refuse a contract with no rate at all.
+    rates: dict[RateBasis, Rate] = Field(default_factory=dict, validate_default=True)
+    fuel_surcharge: Rate = Decimal(0)
+    accessorials: dict[Identifier, Accessorial] = Field(default_factory=dict)
+    tolerance: Price
+    discount_pct: Fraction = Decimal(0)
     fuel_basis: Literal["net", "gross"] = "net"
 
+    @field_validator("rates")
+    @classmethod
+    def _has_a_rate(cls, rates: dict[str, Decimal], info: ValidationInfo) -> dict[str, Decimal]:
+        # A rate_per_mile that was refused is not in info.data: its own error says it.
+        if not rates and "rate_per_mile" in info.data and info.data["rate_per_mile"] is None:
+            raise contract_invalid("is empty, and there is no rate_per_mile to price with")
+        return rates
+
     @model_validator(mode="after")
-    def _has_a_rate(self) -> FreightContract:
-        if self.rate_per_mile is None and not self.rates:
-            raise ValueError("a freight contract needs rate_per_mile or rates")
+    def _rates_agree(self) -> FreightContract:
         if (
             self.rate_per_mile is not None
             and "mile" in self.rates

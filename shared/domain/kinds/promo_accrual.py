@@ -22,6 +22,8 @@ from shared.domain.kinds.base import (
     Line,
     LineCell,
     Ordinal,
+    Price,
+    RateTable,
     RepeatedLine,
     Settlement,
     WireModel,
@@ -63,8 +65,8 @@ class PromoBatch(WireModel):
 
 
 class PromoContract(WireModel):
-    tier_rates: dict[Identifier, Quantity] = Field(min_length=1)
-    tolerance: Money = Field()
+    tier_rates: RateTable
+    tolerance: Price
 
 
 class _ScreenLine(ScreenStruct):

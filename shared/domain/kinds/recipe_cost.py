@@ -14,7 +14,7 @@ import datetime as dt
 import hashlib
 import json
 from decimal import Decimal
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -25,6 +25,7 @@ from shared.domain.kinds.base import (
     Kind,
     Line,
     LineCell,
+    RateTable,
     RepeatedLine,
     Settlement,
     WireModel,
@@ -56,9 +57,11 @@ class RecipeBatch(WireModel):
 
 
 class RecipeContract(WireModel):
-    # At most as many skus as a snapshot may price (a bom sku without a price is
-    # missing_price): this also bounds the cost's sum (shared/domain/money.py, PRECISION).
-    bom: dict[Identifier, Quantity] = Field(min_length=1, max_length=100_000)
+    # Edible-portion quantities, none negative, at least one: an empty bill of
+    # materials costs every recipe nothing. At most as many skus as a snapshot may
+    # price (a bom sku without a price is missing_price): this also bounds the
+    # cost's sum (shared/domain/money.py, PRECISION).
+    bom: Annotated[RateTable, Field(max_length=100_000)]
 
 
 def _canonical_decimal(value: Decimal) -> str:
