@@ -105,3 +105,25 @@ def job_cursor(cursor: str | None) -> tuple[dt.datetime, str] | None:
         return parse_instant(created_at), job_id
     except ValueError:
         raise _invalid() from None
+
+
+_KIND = re.compile(r"[a-z0-9_]{1,32}")
+_DIGEST = re.compile(r"[0-9a-f]{16}")
+
+
+def encode_contract_cursor(created_at: dt.datetime, kind: str, version: int, digest: str) -> str:
+    return _encode(iso(created_at) or "", kind, str(version), digest)
+
+
+def contract_cursor(cursor: str | None) -> tuple[dt.datetime, str, int, str] | None:
+    """Contracts page oldest first: the last one shown, by its publication time,
+    kind, version and a digest of its partition (a partition is too long to carry)."""
+    if cursor is None:
+        return None
+    created_at, kind, version, digest = _decode(cursor, 4)
+    if not (_KIND.fullmatch(kind) and _DIGEST.fullmatch(digest)):
+        raise _invalid()
+    try:
+        return parse_instant(created_at), kind, _id(version), digest
+    except ValueError:
+        raise _invalid() from None

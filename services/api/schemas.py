@@ -107,6 +107,21 @@ class ContractList(BaseModel):
     items: list[ContractVersion]
 
 
+class ContractSummary(BaseModel):
+    kind: str
+    partition_key: str
+    version: int
+    body_sha256: str
+    created_at: str
+
+
+class ContractPage(BaseModel):
+    """Every published version, oldest first (docs/api.md#contracts)."""
+
+    items: list[ContractSummary]
+    next_cursor: str | None
+
+
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = {}

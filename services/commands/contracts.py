@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
 import typer
 from rich.table import Table
 
-from services.commands.errors import answer
+from services.commands.errors import Refused, answer
 from services.commands.options import (
     DEFAULT_URL,
     OperatorTokenOpt,
@@ -19,6 +21,7 @@ from services.commands.options import (
     console,
     kind_name,
     make_client,
+    print_more,
     show,
 )
 from shared.domain.kinds import KINDS
@@ -39,7 +42,8 @@ def _operator(url: str, token: str | None) -> Any:
 
 
 def _path(kind: str, partition: str, version: int | None = None) -> str:
-    path = f"/v1/contracts/{kind}/{partition}"
+    # The partition as one path segment, whatever it holds ("%", "?", "#", spaces).
+    path = f"/v1/contracts/{kind}/{quote(partition, safe='')}"
     return path if version is None else f"{path}/{version}"
 
 
@@ -63,9 +67,26 @@ def contracts_put(
 ) -> None:
     """Publish a contract version (the same content again is accepted, unchanged)."""
     response = _operator(url, token).bearer("PUT", _path(kind, partition, version), read_body(file))
-    answer(response)
+    try:
+        answer(response)
+    except Refused as refused:
+        _suggest_next_version(refused, kind, partition, file)
+        raise
     verb = "published" if response.status_code == 201 else "already published, identical:"
     console.print(f"{verb} {kind}/{partition} version {version}")
+
+
+def _suggest_next_version(refused: Refused, kind: str, partition: str, file: str) -> None:
+    """A version taken by other content: the command that publishes it as the
+    partition's next free version, which the API's 409 names."""
+    if refused.code != "contract_version_conflict":
+        return
+    found = [
+        d["next_version"] for d in refused.details if isinstance(d, dict) and "next_version" in d
+    ]
+    if found:
+        command = shlex.join(["settleq", "contracts", "put", kind, partition, str(found[0]), file])
+        console.print(f"to publish it as the next free version: {command}", soft_wrap=True)
 
 
 @app.command("get")
@@ -83,13 +104,24 @@ def contracts_get(
 
 @app.command("list")
 def contracts_list(
-    kind: KindArg,
-    partition: PartitionArg,
+    kind: Annotated[
+        str | None,
+        typer.Argument(callback=kind_name, help="Only this kind's (" + ", ".join(KINDS) + ")."),
+    ] = None,
+    partition: Annotated[
+        str | None, typer.Argument(help="Only this partition's versions (after a kind).")
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     token: OperatorTokenOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many (one page).")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="The next page's cursor.")] = None,
 ) -> None:
-    """List a partition's contract versions, oldest first (the API lists per partition)."""
-    page = answer(_operator(url, token).bearer("GET", _path(kind, partition)))
+    """List every contract version, oldest first; or a kind's; or one partition's."""
+    client = _operator(url, token)
+    if kind is None or partition is None:
+        _list_all(client, kind, limit, cursor)
+        return
+    page = answer(client.bearer("GET", _path(kind, partition)))
     table = Table(title=f"contracts {kind}/{partition}")
     for column in ("version", "created", "body sha-256"):
         table.add_column(column, no_wrap=True)
@@ -99,3 +131,21 @@ def contracts_list(
     if not page["items"]:
         hint = f"settleq contracts put {kind} {partition} 1 FILE"
         console.print(f"no versions: publish one with `{hint}`", soft_wrap=True)
+
+
+def _list_all(client: Any, kind: str | None, limit: int, cursor: str | None) -> None:
+    query = {"kind": kind, "limit": limit, "cursor": cursor}
+    params = urlencode({k: v for k, v in query.items() if v is not None})
+    page = answer(client.bearer("GET", f"/v1/contracts?{params}"))
+    table = Table(title=f"contracts {kind}" if kind else "contracts")
+    for column in ("kind", "partition", "version", "created", "body sha-256"):
+        table.add_column(column, no_wrap=column != "partition")
+    for c in page["items"]:
+        table.add_row(
+            c["kind"], c["partition_key"], str(c["version"]), c["created_at"], c["body_sha256"]
+        )
+    show(table)
+    print_more(page)
+    if not page["items"] and cursor is None:
+        hint = f"settleq contracts put {kind or 'KIND'} PARTITION 1 FILE"
+        console.print(f"no contracts: publish one with `{hint}`", soft_wrap=True)

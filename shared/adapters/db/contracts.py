@@ -6,9 +6,10 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, select, tuple_
+from sqlalchemy import Connection, Engine, func, select, tuple_
 
 from shared.adapters.db.dead_letters import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
@@ -17,7 +18,12 @@ from shared.adapters.db.tables import contracts
 
 
 class ContractConflict(Exception):
-    """A different body is already published under this version."""
+    """A different body is already published under this version; ``next_version``
+    is the partition's first version not published yet (its newest + 1)."""
+
+    def __init__(self, message: str, next_version: int) -> None:
+        super().__init__(message)
+        self.next_version = next_version
 
 
 def canonical_body(body: dict[str, Any]) -> str:
@@ -75,9 +81,16 @@ def put_contract(
                 contracts.c.version == version,
             )
         ).scalar_one()
-    if existing != digest:
-        raise ContractConflict(f"{kind}/{partition_key}/{version} is published with other content")
-    return "unchanged"
+        if existing == digest:
+            return "unchanged"
+        newest: int = conn.execute(
+            select(func.max(contracts.c.version)).where(
+                contracts.c.kind == kind, contracts.c.partition_key == partition_key
+            )
+        ).scalar_one()
+    raise ContractConflict(
+        f"{kind}/{partition_key}/{version} is published with other content", newest + 1
+    )
 
 
 def get_contract(
@@ -104,6 +117,62 @@ def list_versions(engine: Engine, kind: str, partition_key: str) -> list[dict[st
             .order_by(contracts.c.version)
         ).all()
     return [dict(r._mapping) for r in rows]
+
+
+@dataclass(frozen=True)
+class Position:
+    """The last contract a page of ``list_contracts`` showed. Its partition is
+    named by a digest: a cursor is short, a partition up to 128 characters."""
+
+    created_at: dt.datetime
+    kind: str
+    version: int
+    partition_digest: str
+
+
+class UnknownPosition(LookupError):
+    """A position that names no published contract (a cursor not issued here)."""
+
+
+def partition_digest(partition_key: str) -> str:
+    return hashlib.sha256(partition_key.encode()).hexdigest()[:16]
+
+
+def list_contracts(
+    engine: Engine,
+    *,
+    kind: str | None,
+    partition_key: str | None,
+    after: Position | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Published versions, oldest first (then by kind, partition and version), at
+    most ``limit``, after ``after``. Oldest first: a version published while a
+    client pages comes last, so paging never skips one. Raises ``UnknownPosition``."""
+    c = contracts.c
+    where = [c.kind == kind] if kind is not None else []
+    if partition_key is not None:
+        where.append(c.partition_key == partition_key)
+    columns = (c.kind, c.partition_key, c.version, c.body_sha256, c.created_at)
+    order = (c.created_at, c.kind, c.partition_key, c.version)
+    found: list[Any] = []
+    with engine.connect() as conn:
+        if after is not None:
+            # The versions published at that very instant (one, nearly always), in
+            # the page's order: the page goes on after the one the position names.
+            ties = conn.execute(
+                select(*columns).where(*where, c.created_at == after.created_at).order_by(*order)
+            ).all()
+            named = (after.kind, after.version, after.partition_digest)
+            seen = [(r.kind, r.version, partition_digest(r.partition_key)) for r in ties]
+            if named not in seen:
+                raise UnknownPosition(named)
+            found = list(ties[seen.index(named) + 1 :][:limit])
+            where.append(c.created_at > after.created_at)
+        if len(found) < limit:
+            rest = select(*columns).where(*where).order_by(*order).limit(limit - len(found))
+            found += conn.execute(rest).all()
+    return [dict(r._mapping) for r in found]
 
 
 def load_bodies(
