@@ -11,15 +11,22 @@ from pydantic.config import JsonDict
 
 from services.api.timefmt import iso
 from shared.adapters.db import disputes as db
-from shared.domain.disputes import BULK_LIMIT_MAX, NOTE_MAX_CHARS
+from shared.domain.disputes import BULK_LIMIT_MAX, NOTE_MAX_CHARS, NOTE_PATTERN
 from shared.domain.kinds.base import Identifier
 from shared.domain.money import Money
 
 DecisionName = Literal["accept_claim", "accept_model", "settle_at"]
 StatusName = Literal["open", "resolved", "superseded"]
-# A note is stored as text: PostgreSQL refuses a NUL in it.
+# A note is stored as text: PostgreSQL refuses a NUL in it. Published with the
+# visible character it needs (NOTE_PATTERN), which the route judges itself, so
+# that a note of only invisible characters is note_required, not a pattern error.
 Note = str
-NOTE = Field(min_length=1, max_length=NOTE_MAX_CHARS, pattern=r"^[^\x00]*$")
+NOTE = Field(
+    min_length=1,
+    max_length=NOTE_MAX_CHARS,
+    pattern=r"^[^\x00]*$",
+    json_schema_extra={"pattern": NOTE_PATTERN},
+)
 
 
 class DisputeResolution(BaseModel):

@@ -4,6 +4,7 @@ alone do not count (issue 29, G8)."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from services.api.errors import ApiError
 from services.api.routes.disputes import _request
-from shared.domain.disputes import ResolveRequest, says_something
+from shared.domain.disputes import BLANK_RANGES, NOTE_PATTERN, ResolveRequest, says_something
 
 INVISIBLE = ["\u200b", "\u200c\u200d", "\u2060", "\ufeff", "\u00ad", " \u200b\t", "\u3000", "\x01"]
 
@@ -49,3 +50,21 @@ def test_one_character_of_any_other_category_says_something(blank: str, visible:
         return
     assert unicodedata.category(visible) not in {"Cc", "Cf"}
     assert says_something(blank + visible + blank)
+
+
+def test_the_blank_ranges_are_unicodes_blank_characters() -> None:
+    """The list the published pattern and the check are made of is exactly the
+    characters that are whitespace, Cc, Cf, Zs, Zl or Zp to this Python's Unicode."""
+    listed = {c for lo, hi in BLANK_RANGES for c in range(lo, hi + 1)}
+    blank = {
+        c
+        for c in range(0x110000)
+        if chr(c).isspace() or unicodedata.category(chr(c)) in {"Cc", "Cf", "Zs", "Zl", "Zp"}
+    }
+    assert listed == blank, sorted(listed ^ blank)[:20]
+
+
+@given(st.text(max_size=30))
+def test_the_published_pattern_and_the_check_agree(note: str) -> None:
+    published = re.fullmatch(NOTE_PATTERN, note) is not None
+    assert published == (says_something(note) and "\x00" not in note)
