@@ -244,7 +244,9 @@ class Ingest:
         kind = KINDS.get(name) if isinstance(name, str) else None
         if kind is None:
             self.error = ApiError(
-                422, "unknown_kind", 'the first NDJSON line must be {"kind": "<kind>"}'
+                422,
+                "unknown_kind",
+                'the first NDJSON line must be {"kind": "<kind>"}, one of: ' + ", ".join(KINDS),
             )
         elif set(header) != {"kind"}:
             extra = sorted(set(header) - {"kind"})

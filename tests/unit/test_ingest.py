@@ -130,3 +130,20 @@ def test_a_repeated_line_no_is_duplicate_line_however_the_parts_fall(
     assert detail["document_id"] == documents[where]["document_id"]
     assert detail["value"] == str(documents[where]["lines"][1]["line_no"])
     assert documents[where]["document_id"] in error.message
+
+
+@pytest.mark.regression
+def test_an_unknown_kind_in_the_ndjson_header_lists_the_kinds() -> None:
+    # Before (issue 29 item 16): 'the first NDJSON line must be {"kind": "<kind>"}', no list.
+    refused = _ingest(b'{"kind": "promo"}\n{}\n', [])
+    assert isinstance(refused, ApiError) and refused.code == "unknown_kind"
+    assert refused.message.endswith("one of: promo_accrual, recipe_cost, freight_audit")
+
+
+@pytest.mark.regression
+def test_an_ndjson_line_that_is_not_json_is_named_by_its_line_in_the_body() -> None:
+    # Before (issue 29 item 9): "... at line 1 column 2", the parser's one-line text.
+    refused = _ingest(BODY.split(b"\n")[0] + b"\n" + LINES[0] + b"\n{x\n", [])
+    assert isinstance(refused, ApiError) and refused.code == "json_invalid"
+    assert refused.message.startswith("line 3: ") and "line 1" not in refused.message
+    assert refused.details[0]["loc"][0] == "line 3" and "at column 2" in refused.details[0]["msg"]
