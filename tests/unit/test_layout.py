@@ -1,4 +1,9 @@
-"""The layout stays readable: no production module over 300 lines, median at most 120.
+"""The layout stays readable: the median production module is at most 120 lines.
+
+There is no cap on one module's length: a line count is a reason to look, never
+a reason to split (STYLE 8). The 300-line cap this file enforced made us split
+coherent modules to pass it, and stopped one command (services/cli.py) from
+growing by the lines issue 29 needed; issue 31 regroups what it scattered.
 
 Migrations are excepted (each is one schema step, written once), and so are
 empty package markers, which would pull the median down without saying anything.
@@ -10,7 +15,6 @@ import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_LINES = 300
 MAX_MEDIAN = 120
 
 
@@ -24,11 +28,6 @@ def _production_modules() -> dict[str, int]:
             if lines:
                 sizes[str(path.relative_to(ROOT))] = lines
     return sizes
-
-
-def test_no_production_module_is_over_300_lines() -> None:
-    too_big = {name: n for name, n in _production_modules().items() if n > MAX_LINES}
-    assert not too_big, f"split these along their concerns: {too_big}"
 
 
 def test_the_median_production_module_is_at_most_120_lines() -> None:
