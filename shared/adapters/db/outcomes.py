@@ -50,13 +50,13 @@ class LineRow:
     document_id: str
     line_ref: str
     outcome: str
-    reason: str | None
     amount: Decimal | None
     claimed_amount: Decimal | None
     delta: Decimal | None
     reconciliation_key: str | None
     contract_version: int
     correlation_id: str | None  # the document's (an X12 set's control numbers)
+    reason: str | None
 
     @property
     def cursor(self) -> After:
@@ -69,21 +69,10 @@ def _order(row: LineRow) -> tuple[bool, int, int, int]:
 
 
 def _line(source: Source, r: Any, reason: str | None) -> LineRow:
-    return LineRow(
-        source,
-        r.id,
-        r.position,
-        r.document_id,
-        r.line_ref,
-        r.outcome,
-        reason,
-        r.amount,
-        r.claimed_amount,
-        r.delta,
-        r.reconciliation_key,
-        r.contract_version,
-        r.correlation_id,
-    )
+    """A row of ``_COLUMNS`` as a line, by position: an export makes one per
+    line, and a lookup of each column by name costs more than the rest of it."""
+    # mypy cannot count a row's columns: _COLUMNS are the fields after source.
+    return LineRow(source, *r[:11], reason)  # type: ignore[call-arg]
 
 
 # What a line shows of its row (the ledger's other columns, its time above all,
@@ -188,12 +177,11 @@ def _stream(
         # to PostgreSQL's planner, and ``ORDER BY id`` alone would sort the range.
         found += conn.execute(rest.order_by(c.position, c.id).limit(limit - len(found))).all()
     if source == "other":
-        return [_line(source, r, r.reason) for r in found]
+        return [_line(source, r, r[11]) for r in found]  # its reason, after _COLUMNS
     notes = _notes(conn, job_id, outcome, found) if found else {}
-    return [
-        _line(source, r, notes.get((r.position, r.reconciliation_key, r.contract_version)))
-        for r in found
-    ]
+    if not notes:
+        return [_line(source, r, None) for r in found]
+    return [_line(source, r, notes.get((r[1], r[8], r[9]))) for r in found]
 
 
 def list_lines(
