@@ -293,6 +293,9 @@ def up(
     # the live queues while the API died on its port, over and over.
     _port_free("up", settings.api_host, port)
     if settings.database_url.startswith("sqlite"):
+        # The broker and Redis first, so a refusal is not preceded by the
+        # migration's log lines (their queues are declared only once it is done).
+        preflight.check("up", settings, (BROKER, REDIS))
         _migrate_or_exit("up", settings)  # the embedded default needs no separate step
     # Every child would die on a missing service, be restarted and die again,
     # each time with a traceback: refuse in one line.

@@ -109,7 +109,9 @@ def test_an_unreachable_database_or_broker_is_one_line_and_exit_1(
         one_line(done, 1, f"settleq {command[0]}: database_unreachable")
     refused = {**fresh, "SETTLEQ_BROKER_URL": "amqp://bad:bad@127.0.0.1:5672/"}
     up = ["up", "--port", str(free_port())]  # on the SQLite default, in tmp_path
-    one_line(run(up, refused, tmp_path), 1, "settleq up: broker_auth_failed")
+    refusal = run(up, refused, tmp_path)
+    one_line(refusal, 1, "settleq up: broker_auth_failed")
+    assert refusal.stderr.count("\n") == 1, refusal.stderr  # no migration log before it
     down = {**fresh, "SETTLEQ_BROKER_URL": "amqp://guest:guest@127.0.0.1:9/"}
     tail = run(["events", "tail"], down, tmp_path)
     assert tail.stderr.count("\n") == 1, tail.stderr  # pika's own records are not the user's
