@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = 256 * MiB
     max_chunk_documents: int = Field(default=750, ge=1)
     max_chunk_bytes: int = Field(default=45 * MiB, ge=1024)
-    # Found best by the bench here (fairness and throughput): see README.
+    # Found best by the bench here (fairness and throughput): docs/performance.md#performance.
     max_chunk_lines: int = Field(default=5000, ge=1)
 
     # Processes that map a large X12 210 file's sets (services/api/edi_parallel.py):
@@ -148,7 +148,7 @@ class Settings(BaseSettings):
 
     # Each worker process serves Prometheus metrics on its own port (viewer
     # token): 0 = off. ``--processes N`` and ``settleq up`` give process i the
-    # port ``worker_metrics_port + i`` (see README, Observability).
+    # port ``worker_metrics_port + i`` (docs/guide.md#observability).
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     worker_metrics_host: str = "127.0.0.1"
 

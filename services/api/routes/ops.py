@@ -84,7 +84,7 @@ async def readyz(ctx: Ctx) -> JSONResponse:
     response_class=Response,
     responses={
         200: {
-            "description": "Prometheus text exposition format (see README, Observability)",
+            "description": "Prometheus text exposition format (docs/operations.md#metrics)",
             "content": {"text/plain": {"schema": {"type": "string"}}},
         }
     },
