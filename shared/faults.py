@@ -25,6 +25,12 @@ class Faults(BaseSettings):
     transient_attempts: int = 0
     # Seconds the relay pauses after each batch (to be killed mid-stream).
     relay_batch_pause_s: float = 0.0
+    # Seconds a worker pauses between a unit's commit and publishing its events
+    # (to be killed there, or raced by the relay).
+    publish_pause_s: float = 0.0
+    # A worker leaves every unit's events to the relay, as though it died right
+    # after each commit (the relay's own tests).
+    skip_publish_at_commit: bool = False
 
     @classmethod
     def settings_customise_sources(

@@ -38,6 +38,11 @@ RETIRED = {
         "outcome events are batched and the relay publishes them as their units commit,"
         " so it no longer holds them back on a busy host; remove it"
     ),
+    "relay_nice": (
+        "the process that commits a unit publishes its events, and the relay only"
+        " sweeps what is left past SETTLEQ_RELAY_GRACE_S, so it no longer runs niced;"
+        " remove it"
+    ),
     **dict.fromkeys(
         RETIRED_SUPERVISION,
         "a supervisor no longer gives up on a child that keeps dying, nor stops the stack"
@@ -111,9 +116,11 @@ class Settings(BaseSettings):
     # a unit's events of one outcome and kind travel together, split after this many.
     event_batch_max: int = Field(default=1000, ge=1, le=EVENT_BATCH_LIMIT)
     relay_poll_s: float = 0.2
-    # Events are asynchronous by contract: the relay runs at this nice value, so
-    # that the workers beside it come first (batched, it publishes as it goes).
-    relay_nice: int = Field(default=19, ge=0, le=19)
+    # The process that commits a unit publishes its events right after the
+    # commit (docs/architecture.md#events-at-commit-and-the-relay);
+    # the relay publishes only a unit left unpublished longer than this (a
+    # crash between commit and publish, a broker outage).
+    relay_grace_s: float = Field(default=2.0, ge=0)
 
     # Worker processes per tier (`settleq up`, `settleq worker --queues <tier>`),
     # the bench's best on two cores: validation is light, settlement holds a

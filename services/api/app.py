@@ -31,6 +31,7 @@ from services.api.routes import (
 )
 from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
+from shared.adapters.event_publisher import EventPublisher
 from shared.settings import Settings
 
 
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             broker=broker,
             queue_depth=QueueStats(settings, engine),
             publishers=publishers,
+            events=EventPublisher(broker, engine, settings.queue_prefix, settings.event_batch_max),
         )
         try:
             yield

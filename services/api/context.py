@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
@@ -12,6 +13,8 @@ from sqlalchemy import Engine
 from services.api.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.event_publisher import EventPublisher
+from shared.domain.events import Message
 from shared.settings import Settings
 
 
@@ -22,8 +25,16 @@ class ApiContext:
     broker: RabbitmqBroker
     queue_depth: QueueStats  # backpressure, the dashboard and /metrics read it
     publishers: Publishers  # every publish runs here: their connections stay alive
+    # A resolution's events, published at its commit
+    # (docs/architecture.md#events-at-commit-and-the-relay).
+    events: EventPublisher
     _internal_key: bytes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish_events(self, outbox_ids: Sequence[int], messages: Sequence[Message]) -> bool:
+        """Publish committed units' events on a publishing thread (its connection
+        kept alive); whether they went out (else the relay sends them)."""
+        return self.publishers.submit(self.events.publish_messages, outbox_ids, messages).result()
 
     @property
     def internal_key(self) -> bytes:

@@ -1,33 +1,32 @@
-"""``settleq relay``: publish committed outcome events to the events exchange.
+"""``settleq relay``: the outbox's safety net (docs/architecture.md#events-at-commit-and-the-relay).
 
-Events are read from the outbox in commit order, published with publisher
-confirms to the topic exchange ``<prefix>.events`` in batches (one message per
-committed unit, outcome and kind: routing key ``settlement.<outcome>.<kind>``,
-body ``{"events": [...]}``, at most ``event_batch_max`` events, a message id
-derived from theirs), and marked published in the same transaction that locked
-them. A relay killed mid-batch leaves its units unmarked, so the same messages
-are published again: at least once, and a consumer deduplicates by event id.
+The process that commits a unit publishes its events itself, right after the
+commit (shared/adapters/event_publisher.py). The relay publishes what is left:
+outbox rows unpublished for longer than ``relay_grace_s`` (a process that
+died between its commit and its publish, a broker that was down), polled every
+``relay_poll_s``. They are read in commit order, their events made from their
+ledger rows, published with publisher confirms to the topic exchange
+``<prefix>.events`` as the same messages the committing process would have
+sent (same bodies, ``message_id``s and headers), and marked published in the
+same transaction that locked them. A relay killed mid-batch leaves its units
+unmarked, so the same messages are published again: at least once, and a
+consumer deduplicates by event id.
 
 One broker connection's publishing is session.py (publisher confirms counted
 in confirms.py) and its log event publish_log.py.
-
-Batched, an event costs the relay ~10 µs of CPU (reading its ledger row and
-encoding it) and RabbitMQ under 1 µs, against ~50 µs and ~13 µs as one message
-each: the relay publishes alongside settlement, at ``relay_nice`` so that the
-workers beside it come first.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
 from sqlalchemy import Engine
 
-from services.relay.session import Session, exchange_name
+from services.relay.session import Session
 from shared.adapters.db.engine import make_engine
+from shared.adapters.event_publisher import exchange_name
 from shared.faults import Faults, load_faults
 from shared.settings import Settings
 
@@ -57,14 +56,15 @@ def run_relay(settings: Settings) -> None:
     import signal
 
     faults = load_faults(log)
-    if settings.relay_nice:
-        # Events are asynchronous by contract; on a shared host settlement goes first.
-        os.nice(settings.relay_nice)
     engine = make_engine(settings.database_url, pool_size=2)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("relay publishing to %s", exchange_name(settings))
+    log.info(
+        "relay publishing to %s what is unpublished after %.1f s",
+        exchange_name(settings.queue_prefix),
+        settings.relay_grace_s,
+    )
     started = time.monotonic()
     Relay(settings, engine, faults).run(stop)
     engine.dispose()

@@ -26,7 +26,7 @@ from services.relay.confirms import Confirms
 from services.relay.publish_log import log_published
 from shared.adapters.broker import connection_parameters
 from shared.adapters.db import outbox
-from shared.domain.events import COUNT_HEADER, Message
+from shared.adapters.event_publisher import exchange_name, properties
 from shared.faults import Faults
 from shared.settings import Settings
 
@@ -34,10 +34,6 @@ from shared.settings import Settings
 # the batch is rolled back (its events stay unpublished) and the relay reconnects.
 CONFIRM_TIMEOUT_S = 60.0
 _DB_ERRORS = (sa_exc.OperationalError, sa_exc.InterfaceError)
-
-
-def exchange_name(settings: Settings) -> str:
-    return f"{settings.queue_prefix}.events"
 
 
 @dataclass
@@ -67,7 +63,7 @@ class Session:
         self.batch_pause_s = faults.relay_batch_pause_s  # 0 but in the failure tests
         self.engine = engine
         self.stop = stop
-        self.exchange = exchange_name(settings)
+        self.exchange = exchange_name(settings.queue_prefix)
         self.failure: str | None = None
         self.published = 0  # delivery tags handed out on this channel
         self.confirms = Confirms()
@@ -153,7 +149,10 @@ class Session:
             conn = self.engine.connect()
             conn.begin()
             batch = outbox.next_batch(
-                conn, self.settings.relay_batch, self.settings.event_batch_max
+                conn,
+                self.settings.relay_batch,
+                self.settings.event_batch_max,
+                self.settings.relay_grace_s,
             )
             if not batch.outbox_ids:
                 conn.rollback()
@@ -168,7 +167,7 @@ class Session:
         try:
             publish = self.channel.basic_publish
             for message in batch.messages:
-                publish(self.exchange, message.routing_key, message.body, _properties(message))
+                publish(self.exchange, message.routing_key, message.body, properties(message))
                 self.published += 1
         except pika.exceptions.AMQPError as exc:
             conn.rollback()
@@ -214,12 +213,3 @@ class Session:
                 flight.conn.close()
             except _DB_ERRORS:
                 pass  # the connection is gone; so is its transaction
-
-
-def _properties(message: Message) -> pika.BasicProperties:
-    return pika.BasicProperties(
-        message_id=message.message_id,
-        delivery_mode=2,
-        content_type="application/json",
-        headers={COUNT_HEADER: message.count},
-    )

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from shared.adapters.db.contracts import load_bodies
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.event_publisher import EventPublisher
 from shared.adapters.leases import ClaimStore
 from shared.domain.kinds.base import Kind
 from shared.domain.settlement import ChunkPlan
@@ -63,6 +64,8 @@ class WorkerContext:
     on_commit: CommitHook = _ignore
     # Fault injection (tests and bench only): all off unless set.
     faults: Faults = field(default_factory=Faults)
+    # Publishes each committed unit's events (None: the relay does, after its grace).
+    events: EventPublisher | None = None
 
 
 def make_context(
@@ -79,4 +82,5 @@ def make_context(
         broker=broker,
         contracts=ContractCache(engine),
         faults=Faults() if faults is None else faults,
+        events=EventPublisher(broker, engine, settings.queue_prefix, settings.event_batch_max),
     )

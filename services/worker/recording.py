@@ -1,15 +1,17 @@
-"""Recording a unit of work's result: one transaction, then the commit hook."""
+"""Recording a unit of work's result: one transaction, then the commit hook,
+then its events, published at once (docs/architecture.md#events-at-commit-and-the-relay)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from services.worker.context import WorkerContext
-from shared.adapters.db.ledger import commit_plan
+from shared.adapters.db.ledger import writer_for
 from shared.adapters.db.stored_chunk import load_chunk
 from shared.domain.settlement import ChunkPlan, unreadable
-from shared.domain.units import ChunkOutcome, ChunkRef, chunk_start
+from shared.domain.units import ChunkOutcome, ChunkRef, Unit, chunk_start
 from shared.errors import StructuralError
 
 log = logging.getLogger("settleq.worker")
@@ -17,10 +19,16 @@ log = logging.getLogger("settleq.worker")
 
 def record(ctx: WorkerContext, ref: ChunkRef, plan: ChunkPlan, attempt: int) -> ChunkOutcome | None:
     with ctx.engine.begin() as conn:
-        outcome = commit_plan(conn, ref, plan, attempt)
-    if outcome is not None:  # committed now; None: an earlier delivery already did
-        ctx.on_commit(ref, plan, outcome)
-    return outcome
+        result = writer_for(conn).commit(conn, Unit(ref, plan, attempt))
+    if result is None:  # an earlier delivery already committed it
+        return None
+    ctx.on_commit(ref, plan, result.outcome)
+    if ctx.events is not None and not ctx.faults.skip_publish_at_commit:
+        if ctx.faults.publish_pause_s:
+            time.sleep(ctx.faults.publish_pause_s)
+        # Never fails the unit: what is not published waits for the relay.
+        ctx.events.publish(result)
+    return result.outcome
 
 
 def record_tampered(ctx: WorkerContext, raw: Any, exc: StructuralError) -> None:

@@ -6,10 +6,13 @@ the database adapter (which commits them), so neither reaches into the other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import NamedTuple
 
 from shared.domain.money import ZERO
+from shared.domain.settlement import ChunkPlan
 
 # A line's position in its batch: its chunk's sequence number in the high bits,
 # its ordinal in the chunk (documents in batch order, each document's lines in
@@ -62,3 +65,45 @@ class ChunkOutcome:
     @property
     def lines(self) -> int:
         return self.posted + self.disputed + self.duplicate + self.dead_lettered
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What a ledger writer commits: a unit of work, its plan, and the delivery
+    attempt that settled it (a dead letter records it)."""
+
+    ref: ChunkRef
+    plan: ChunkPlan
+    attempts: int
+
+
+class LedgerRow(NamedTuple):
+    """A ledger row as written: what its outcome event tells (shared/domain/events.py
+    makes the event of one, its fields in this order)."""
+
+    id: int
+    reconciliation_key: str
+    contract_version: int
+    outcome: str
+    kind: str
+    job_id: str
+    document_id: str
+    line_ref: str
+    partition_key: str
+    correlation_id: str | None
+    amount: Decimal
+    claimed_amount: Decimal | None
+    delta: Decimal
+    supersedes_id: int | None
+
+
+@dataclass
+class UnitResult:
+    """What committing a unit wrote: its counters, every new ledger row in id
+    order, and the outbox row listing them (None when there are none), stamped
+    ``committed_at``: the unit's events are made from this, with no read back."""
+
+    outcome: ChunkOutcome
+    committed_at: dt.datetime
+    rows: list[LedgerRow] = field(default_factory=list)
+    outbox_id: int | None = None

@@ -1,8 +1,11 @@
 """A settled job's outcome events reach a consumer batched, one message per
-committed unit, outcome and kind, at most ``event_batch_max`` events each; a
-relay that stops after publishing but before marking its units is followed by
-one that publishes the same messages again, with the same message ids (real
-PostgreSQL and RabbitMQ; docs/architecture.md#outcome-events)."""
+committed unit, outcome and kind, at most ``event_batch_max`` events each,
+whether the committing worker publishes them
+(docs/architecture.md#events-at-commit-and-the-relay) or the relay does:
+the same messages, ids and bodies; a relay that stops after publishing but
+before marking its units is followed by one that publishes the same messages
+again, with the same message ids (real PostgreSQL and RabbitMQ;
+docs/architecture.md#outcome-events)."""
 
 from __future__ import annotations
 
@@ -33,34 +36,54 @@ from tests.support.infra import BROKER_URL, isolated_env
 BATCH_MAX = 7  # small, so that a unit's 32 posted and 8 disputed events split
 
 
+def _settle_job(settings: Settings, publish_at_commit: bool) -> Engine:
+    """200 lines in 5 units of 40 (one in five disputed) settled by a worker
+    whose events are published at commit, or left in the outbox for the relay."""
+    broker = build_broker(settings)
+    ctx = make_context(settings, broker)
+    if not publish_at_commit:
+        ctx.events = None
+    try:
+        batch = promo_batch(200, vendors=2, disputed_every=5, seed=11, document_prefix="BAT")
+        publish_promo_contracts(
+            ctx.engine, sorted({d["partition_key"] for d in batch["documents"]})
+        )
+        _, messages = store_job(ctx.engine, settings, ctx.internal_key, batch["documents"])
+        for message in messages:
+            stages.settle_chunk(ctx, message, 1)
+    finally:
+        broker.close()
+    return ctx.engine
+
+
 @pytest.fixture
-def settled() -> Iterator[tuple[Settings, Engine]]:
-    """Its own ledger holding one settled job: 200 lines in 5 units of 40 (one in
-    five disputed), their outcome events waiting in the outbox."""
+def env() -> Iterator[tuple[Settings, Any]]:
     with isolated_env("batches") as env:
         settings = env.settings(
-            event_batch_max=BATCH_MAX, relay_batch=2, relay_poll_s=0.05, max_chunk_documents=4
+            event_batch_max=BATCH_MAX,
+            relay_batch=2,
+            relay_poll_s=0.05,
+            relay_grace_s=0,
+            max_chunk_documents=4,
         )
-        broker = build_broker(settings)
-        ctx = make_context(settings, broker)
-        try:
-            batch = promo_batch(200, vendors=2, disputed_every=5, seed=11, document_prefix="BAT")
-            publish_promo_contracts(
-                ctx.engine, sorted({d["partition_key"] for d in batch["documents"]})
-            )
-            _, messages = store_job(ctx.engine, settings, ctx.internal_key, batch["documents"])
-            for message in messages:
-                stages.settle_chunk(ctx, message, 1)
-            yield settings, ctx.engine
-        finally:
-            ctx.engine.dispose()
-            broker.close()
+        yield settings, env
 
 
 @pytest.fixture
-def consumer(settled: tuple[Settings, Engine]) -> Iterator[tuple[Any, str]]:
+def settled(env: tuple[Settings, Any]) -> Iterator[tuple[Settings, Engine]]:
+    """Its own ledger holding one settled job, its outcome events waiting in the outbox."""
+    settings, _ = env
+    engine = _settle_job(settings, publish_at_commit=False)
+    try:
+        yield settings, engine
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def consumer(env: tuple[Settings, Any]) -> Iterator[tuple[Any, str]]:
     """A consumer's durable queue bound to every settlement event."""
-    settings, _ = settled
+    settings, _ = env
     connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
     channel = connection.channel()
     exchange, queue = f"{settings.queue_prefix}.events", f"{settings.queue_prefix}.test-consumer"
@@ -152,6 +175,53 @@ def test_a_settled_jobs_events_arrive_batched_each_once(
     delivered = [e["event_id"] for m in messages for e in m.events]
     assert sorted(delivered) == sorted(ledger)  # every event once, no more
     assert len({m.message_id for m in messages}) == len(messages)
+
+
+def test_the_committing_worker_publishes_what_the_relay_would(
+    env: tuple[Settings, Any], consumer: tuple[Any, str]
+) -> None:
+    """docs/architecture.md#events-at-commit-and-the-relay:
+    each unit's events leave with its commit, from what the writer wrote, as
+    the very messages the relay makes from the ledger: same ids,
+    routing keys, headers and bodies."""
+    settings, _ = env
+    channel, queue = consumer
+    engine = _settle_job(settings, publish_at_commit=True)
+    try:
+        at_commit = drain(channel, queue)
+        assert unpublished(engine) == 0  # each unit marked by its worker
+        ledger = ledger_events(engine)
+        assert len(at_commit) == expected_messages(engine) == 5 * (5 + 2)
+        for message in at_commit:
+            check_message(message, ledger)
+        assert sorted(e["event_id"] for m in at_commit for e in m.events) == sorted(ledger)
+        # The relay, made to publish the same units again, sends the same messages.
+        with engine.begin() as conn:
+            conn.execute(tables.outbox.update().values(published_at=None))
+        run_relay(settings, engine, lambda: unpublished(engine) == 0)
+        by_relay = drain(channel, queue)
+        assert {m.message_id: m for m in by_relay} == {m.message_id: m for m in at_commit}
+    finally:
+        engine.dispose()
+
+
+def test_a_relay_leaves_a_unit_to_its_worker_for_the_grace(
+    env: tuple[Settings, Any], consumer: tuple[Any, str]
+) -> None:
+    settings, _ = env
+    channel, queue = consumer
+    engine = _settle_job(settings, publish_at_commit=False)
+    try:
+        with engine.connect() as conn:
+            oldest = conn.execute(select(func.min(tables.outbox.c.created_at))).scalar_one()
+            now = conn.execute(select(func.now())).scalar_one()
+        grace = (now - oldest).total_seconds() + 3600
+        with engine.begin() as conn:
+            assert outbox.next_batch(conn, 100, BATCH_MAX, grace).outbox_ids == []
+        with engine.begin() as conn:
+            assert len(outbox.next_batch(conn, 100, BATCH_MAX, 0).outbox_ids) == 5
+    finally:
+        engine.dispose()
 
 
 def test_a_relay_stopped_before_marking_is_followed_by_the_same_messages(

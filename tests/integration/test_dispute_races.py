@@ -15,7 +15,6 @@ from sqlalchemy import Engine, select
 
 from shared.adapters.db import dispute_resolve, disputes
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.ledger import commit_plan
 from shared.adapters.db.tables import ledger_entries as ledger
 from shared.domain.disputes import DisputeAlreadyResolved, DisputeSuperseded, ResolveRequest
 from tests.support.disputes import (
@@ -31,6 +30,7 @@ from tests.support.disputes import (
     settle,
 )
 from tests.support.infra import ServiceEnv
+from tests.support.ledger import commit_plan
 from tests.support.races import race
 
 

@@ -29,7 +29,6 @@ from services.worker.stages import settle_chunk
 from shared.adapters.db import disputes, tables
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.job_queries import job_status
-from shared.adapters.db.ledger import commit_plan
 from shared.adapters.db.outcomes import list_lines
 from shared.domain.disputes import ResolveRequest
 from tests.support.disputes import (
@@ -43,6 +42,7 @@ from tests.support.disputes import (
 )
 from tests.support.factories import store_job, uid
 from tests.support.infra import VIEWER_TOKEN, ServiceEnv
+from tests.support.ledger import commit_plan
 from tests.support.races import race
 
 ledger = tables.ledger_entries

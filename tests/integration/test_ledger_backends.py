@@ -10,13 +10,13 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import outbox, tables
 from shared.adapters.db.contracts import ContractConflict, put_contract
-from shared.adapters.db.ledger import commit_plan
 from shared.domain.events import event_id
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.settlement import plan_chunk
 from shared.domain.units import ChunkRef
 from tests.support.factories import promo_doc, promo_line, store_job, uid
+from tests.support.ledger import commit_plan
 
 pytestmark = pytest.mark.both_backends
 

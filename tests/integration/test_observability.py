@@ -20,7 +20,6 @@ from services.worker.context import WorkerContext
 from services.worker.metrics import WORKER_METRICS, WorkerMetrics
 from services.worker.stages import settle_chunk
 from shared.adapters.db import stats
-from shared.adapters.db.ledger import commit_plan
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.settlement import plan_chunk
@@ -33,6 +32,7 @@ from tests.support.infra import (
     VIEWER_TOKEN,
     ServiceEnv,
 )
+from tests.support.ledger import commit_plan
 from tests.support.stack import free_port
 
 KIND = get_kind("promo_accrual")

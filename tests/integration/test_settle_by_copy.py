@@ -1,7 +1,7 @@
-"""The settlement's COPY path (shared/adapters/db/bulk_copy.py) on PostgreSQL:
-it writes what the one settle statement writes, it copies no line its probes
-find in the ledger, and a line there that they miss sends the chunk, with
-nothing written, to the statement."""
+"""The PostgreSQL ledger writer's fast case, ``COPY`` (shared/adapters/db/ledger/postgres.py):
+it writes what its rounds (staged inserts) and the portable writer write, it
+copies no line its probes find in the ledger, and a line there that they miss
+sends the chunk, with nothing written, to the rounds."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, text
 
-from shared.adapters.db import bulk_copy, bulk_settle, tables
-from shared.adapters.db.ledger import commit_plan
+from shared.adapters.db import tables
+from shared.adapters.db.ledger import postgres, writer
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.settlement import plan_chunk
 from shared.domain.units import ChunkOutcome, ChunkRef
 from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
+from tests.support.ledger import commit_plan
 
 KIND = get_kind("promo_accrual")
 CONTRACT = PromoContract.model_validate({"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"})
@@ -28,21 +29,21 @@ CONTRACT = PromoContract.model_validate({"tier_rates": {"T1": "0.125"}, "toleran
 
 @pytest.fixture
 def copies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tables the COPY path streamed rows into, and "statement" where the
-    one settle statement ran, in order."""
+    """The tables the COPY path streamed rows into, and "statement" where a
+    round's staged insert ran, in order."""
     seen: list[str] = []
-    real_copy, real_statement = bulk_copy.copy_text, bulk_settle.settle_lines
+    real_copy, real_statement = postgres.copy_text, postgres.insert_staged
 
     def copy_spy(conn: Any, table: str, columns: Any, text: str) -> None:
         seen.append(table)
         real_copy(conn, table, columns, text)
 
-    def statement_spy(*args: Any, **kwargs: Any) -> tuple[set[int], set[int]]:
+    def statement_spy(*args: Any, **kwargs: Any) -> Any:
         seen.append("statement")
         return real_statement(*args, **kwargs)
 
-    monkeypatch.setattr(bulk_copy, "copy_text", copy_spy)
-    monkeypatch.setattr(bulk_settle, "settle_lines", statement_spy)
+    monkeypatch.setattr(postgres, "copy_text", copy_spy)
+    monkeypatch.setattr(postgres, "insert_staged", statement_spy)
     return seen
 
 
@@ -100,10 +101,14 @@ def test_the_copy_path_writes_what_the_statement_writes(
 ) -> None:
     by_copy, by_copy_outcome = _settle(engine, _documents(uid("V-")))
     assert copies == ["ledger_entries"]
-    monkeypatch.setattr(bulk_copy, "can_copy", lambda *args: False)
+    monkeypatch.setattr(postgres, "can_copy", lambda *args: False)
     by_statement, by_statement_outcome = _settle(engine, _documents(uid("V-")))
     assert copies == ["ledger_entries", "statement"]
-    assert by_copy_outcome == by_statement_outcome
+    # The portable writer, on the same server, writes the same too.
+    monkeypatch.setitem(writer._WRITERS, "postgresql", writer.LedgerWriter())
+    portable, portable_outcome = _settle(engine, _documents(uid("V-")))
+    assert copies == ["ledger_entries", "statement"]
+    assert by_copy_outcome == by_statement_outcome == portable_outcome
     assert (by_copy_outcome.posted, by_copy_outcome.disputed, by_copy_outcome.duplicate) == (
         2,
         1,
@@ -111,7 +116,7 @@ def test_the_copy_path_writes_what_the_statement_writes(
     )
     assert by_copy_outcome.amount_posted == Decimal("1.38")
     written = _written(engine, by_copy.job_id)
-    assert written == _written(engine, by_statement.job_id)
+    assert written == _written(engine, by_statement.job_id) == _written(engine, portable.job_id)
     assert len(written["ledger"]) == 3 and written["outbox"] == [True]
     assert [o[1] for o in written["outcomes"]].count("duplicate") == 2
 
@@ -123,7 +128,7 @@ def test_every_row_of_a_unit_carries_its_transactions_time(
     """A COPY'd row leaves created_at to the column's default, now(): it must be
     the one time its unit's marker and outbox rows carry, the server's."""
     if path == "statement":
-        monkeypatch.setattr(bulk_copy, "can_copy", lambda *args: False)
+        monkeypatch.setattr(postgres, "can_copy", lambda *args: False)
     with engine.connect() as conn:
         before = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
     ref, _ = _settle(engine, _documents(uid("V-")))
@@ -206,7 +211,7 @@ def test_a_resent_document_among_new_ones_is_duplicates_and_the_rest_is_copied(
     assert written["outbox"] == [True]
     assert [(o[1], o[-1]) for o in written["outcomes"]] == [("duplicate", 1), ("duplicate", 2)]
     # What the statement writes for the same chunk of another vendor.
-    monkeypatch.setattr(bulk_copy, "can_copy", lambda *args: False)
+    monkeypatch.setattr(postgres, "can_copy", lambda *args: False)
     other = uid("V-")
     _settle(engine, [{**resent, "partition_key": other}])
     fresh = [{**d, "partition_key": other} for d in fresh]

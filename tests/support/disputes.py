@@ -11,13 +11,13 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
-from shared.adapters.db.ledger import commit_plan
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.settlement import ChunkPlan, plan_chunk
 from shared.domain.units import ChunkRef
 from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
+from tests.support.ledger import commit_plan
 
 KIND = get_kind("promo_accrual")
 # T1 pays 0.125 a unit under version 1, 0.25 under version 2 and 0.50 under 3;

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from shared.adapters.db import tables
+from shared.adapters.db.ledger import writer_for
+from shared.domain.settlement import ChunkPlan
+from shared.domain.units import ChunkOutcome, ChunkRef, Unit
 
 ledger = tables.ledger_entries
 
@@ -56,3 +59,12 @@ def chunk_results(engine: Engine, job_id: str) -> list[Any]:
         return list(
             conn.execute(select(r).where(r.c.job_id == job_id).order_by(r.c.chunk_id)).all()
         )
+
+
+def commit_plan(
+    conn: Connection, ref: ChunkRef, plan: ChunkPlan, attempts: int
+) -> ChunkOutcome | None:
+    """Commit a unit through its backend's ledger writer, inside ``conn``'s
+    transaction; its counters, or None when it was already processed."""
+    result = writer_for(conn).commit(conn, Unit(ref, plan, attempts))
+    return None if result is None else result.outcome

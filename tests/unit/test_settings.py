@@ -279,10 +279,10 @@ def test_a_retired_setting_in_the_yaml_file_is_named_too(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SETTLEQ_CONFIG", str(_yaml(tmp_path, "relay_defer_max_s: 0\n")))
-    assert Settings().relay_nice == 19
+    assert Settings().relay_grace_s == 2.0
     [sentence] = Settings.retired_in_use()
     assert sentence.startswith("SETTLEQ_RELAY_DEFER_MAX_S is no longer read")
-    monkeypatch.setenv("SETTLEQ_CONFIG", str(_yaml(tmp_path, "relay_nice: 5\n")))
+    monkeypatch.setenv("SETTLEQ_CONFIG", str(_yaml(tmp_path, "relay_grace_s: 5\n")))
     assert Settings.retired_in_use() == []
 
 

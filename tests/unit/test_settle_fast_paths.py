@@ -14,7 +14,8 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.adapters.db.bulk import stage_text as _stage_text
+from shared.adapters.db.bulk import field
+from shared.adapters.db.ledger.postgres import _COLUMNS, _ledger_text
 from shared.adapters.leases import ClaimStore
 from shared.domain.kinds.base import Document, Line, Settlement
 from shared.domain.settlement import ChunkPlan, PlannedLine
@@ -22,31 +23,40 @@ from shared.domain.settlement import ChunkPlan, PlannedLine
 FAST = settings(max_examples=150, deadline=None, database=None)
 
 
-def _reference_text(value: str | None) -> str:
-    if value is None:
-        return "\\N"
-    return value.replace("\\", "\\\\") if "\\" in value else value
-
-
-def reference_stage_text(settled: Sequence[PlannedLine]) -> str:
-    """The stage text built field by field, one line at a time."""
-    seen: set[tuple[str, int]] = set()
-    out = []
-    for seq, p in enumerate(settled):
-        s = p.settlement
+def reference_ledger_text(kind: str, job_id: str, settled: Sequence[PlannedLine]) -> str:
+    """The COPY rows of a fast-case unit's new lines (each key's first), built
+    field by field through the generic writer of COPY text, in key order."""
+    rows = []
+    seen: set[str] = set()
+    for p in settled:
+        key = p.line.reconciliation_key
+        if key in seen:
+            continue
+        seen.add(key)
+        s, doc = p.settlement, p.document
         assert s is not None
-        doc = p.document
-        ident = (p.line.reconciliation_key, doc.contract_version)
-        claimed = "\\N" if s.claimed_amount is None else str(s.claimed_amount)
-        position = "\\N" if p.position is None else str(p.position)
-        out.append(
-            f"{seq}\t{position}\t{'f' if ident in seen else 't'}\t{ident[0]}\t{ident[1]}\t"
-            f"{_reference_text(doc.partition_key)}\t{_reference_text(doc.document_id)}\t"
-            f"{_reference_text(p.line.line_ref)}\t{s.outcome}\t{_reference_text(s.note)}\t"
-            f"{s.amount}\t{claimed}\t{_reference_text(doc.correlation_id)}\n"
-        )
-        seen.add(ident)
-    return "".join(out)
+        row = {
+            "reconciliation_key": key,
+            "contract_version": 1,
+            "kind": kind,
+            "partition_key": doc.partition_key,
+            "document_id": doc.document_id,
+            "line_ref": p.line.line_ref,
+            "job_id": job_id,
+            "outcome": s.outcome,
+            "amount": str(s.amount),
+            "claimed_amount": None if s.claimed_amount is None else str(s.claimed_amount),
+            "delta": str(s.amount),
+            "supersedes_id": None,
+            "correlation_id": doc.correlation_id,
+            "position": p.position,
+        }
+        rows.append(row)
+    rows.sort(key=lambda r: r["reconciliation_key"])
+    return "".join(
+        f"{n}\t" + "\t".join(field(r[c]) for c in _COLUMNS[1:]) + "\n"
+        for n, r in enumerate(rows, 1)
+    )
 
 
 ids = st.text(alphabet="AB-\\é1", min_size=1, max_size=6)
@@ -91,8 +101,19 @@ def settled_lines(draw: Any) -> list[PlannedLine]:
 
 @FAST
 @given(settled=settled_lines())
-def test_stage_text_is_the_field_by_field_text(settled: list[PlannedLine]) -> None:
-    assert _stage_text(settled) == reference_stage_text(settled)
+def test_the_copy_text_of_the_fast_case_is_the_field_by_field_text(
+    settled: list[PlannedLine],
+) -> None:
+    settled = [p for p in settled if p.position is not None]
+    flags, seen = [], set()
+    for p in settled:
+        flags.append(p.line.reconciliation_key not in seen)
+        seen.add(p.line.reconciliation_key)
+    ids = list(range(1, len(seen) + 1))
+    text, written = _ledger_text("promo_accrual", "J-1", settled, flags, ids)
+    assert text == reference_ledger_text("promo_accrual", "J-1", settled)
+    assert [r.id for r in written] == ids
+    assert [r.reconciliation_key for r in written] == sorted(seen)
 
 
 @FAST

@@ -150,7 +150,15 @@ async def resolve_dispute(
     resolution; a different one on a resolved dispute is 409."""
     request = _request(body.decision, body.note, body.amount)
     try:
-        done = await run_in_threadpool(db.resolve, ctx.engine, dispute_id, request, who.actor)
+        done = await run_in_threadpool(
+            db.resolve,
+            ctx.engine,
+            dispute_id,
+            request,
+            who.actor,
+            ctx.publish_events,
+            ctx.settings.event_batch_max,
+        )
     except LookupError:
         raise _not_found() from None
     except DisputeConflict as exc:
@@ -178,6 +186,13 @@ async def resolve_disputes(
         max_abs_variance=body.max_abs_variance,
     )
     count = await run_in_threadpool(
-        db.resolve_bulk, ctx.engine, where, request, body.limit, who.actor
+        db.resolve_bulk,
+        ctx.engine,
+        where,
+        request,
+        body.limit,
+        who.actor,
+        ctx.publish_events,
+        ctx.settings.event_batch_max,
     )
     return wire.BulkResolved(resolved=count)

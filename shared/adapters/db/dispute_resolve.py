@@ -18,13 +18,15 @@ import dataclasses
 import datetime as dt
 import json
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection, Engine, String, func, literal, select
 
 from shared.adapters.db import priors
+from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
 from shared.adapters.db.dispute_sql import (
     STATUS_WHERE,
@@ -37,14 +39,13 @@ from shared.adapters.db.dispute_sql import (
     to_dispute,
 )
 from shared.adapters.db.dispute_types import Dispute, Filter, Resolved
-from shared.adapters.db.inserts import insert_rows
-from shared.adapters.db.rows import outbox_rows
+from shared.adapters.db.ledger.rounds import as_ledger_row
+from shared.adapters.db.ledger.writer import write_outbox
 from shared.adapters.db.tables import (
     TS,
     audit_log,
     dispute_resolutions,
     ledger_entries,
-    outbox,
 )
 from shared.domain.disputes import (
     BULK_DECISIONS,
@@ -57,11 +58,25 @@ from shared.domain.disputes import (
     decided_amount,
     same_resolution,
 )
+from shared.domain.events import EVENT_BATCH_LIMIT, Message, event, occurred_at_text, unit_messages
 from shared.domain.kinds import KINDS
 from shared.domain.money import to_wire
 from shared.domain.settlement import LEDGER_LIMIT
+from shared.domain.units import LedgerRow
 
 ACTION = "dispute_resolve"
+# Publish the messages of committed outbox rows (event_publisher.EventPublisher.publish_messages).
+Publish = Callable[[Sequence[int], Sequence[Message]], object]
+
+
+@dataclass(frozen=True)
+class Committed:
+    """An outbox row a resolution wrote, with its events' messages."""
+
+    outbox_id: int
+    messages: list[Message]
+
+
 EVENTS_PER_OUTBOX_ROW = 1000  # a bulk resolution's events, in outbox rows of this many
 
 
@@ -97,13 +112,15 @@ def _again(dispute: Dispute, request: ResolveRequest) -> Resolved:
 
 def _record(
     conn: Connection,
-    resolved: list[tuple[int, int, Decimal]],
+    resolved: list[LedgerRow],
     request: ResolveRequest,
     actor: str,
     now: dt.datetime,
-) -> None:
-    """Each new ``resolved`` row's decision, outcome event and audit entry.
-    ``resolved``: (its ledger id, the dispute's id, the amount decided)."""
+    event_batch_max: int,
+) -> list[Committed]:
+    """Each new ``resolved`` row's decision, outcome event (an outbox row per
+    ``EVENTS_PER_OUTBOX_ROW``) and audit entry; the outbox rows with their
+    events' messages, to publish once committed."""
     insert_rows(
         conn,
         dispute_resolutions,
@@ -116,13 +133,18 @@ def _record(
                 "resolved_by": actor,
                 "resolved_at": now,
             }
-            for ledger_id, dispute_id, _ in resolved
+            for ledger_id, dispute_id in ((r.id, r.supersedes_id) for r in resolved)
         ],
     )
-    ids = sorted(ledger_id for ledger_id, _, _ in resolved)
-    for start in range(0, len(ids), EVENTS_PER_OUTBOX_ROW):
-        part = ids[start : start + EVENTS_PER_OUTBOX_ROW]
-        insert_rows(conn, outbox, outbox_rows([{"id": i} for i in part], now))
+    ordered = sorted(resolved, key=lambda r: r.id)
+    committed = []
+    occurred_at = occurred_at_text(now)
+    for start in range(0, len(ordered), EVENTS_PER_OUTBOX_ROW):
+        part = ordered[start : start + EVENTS_PER_OUTBOX_ROW]
+        outbox_id = write_outbox(conn, part, now)
+        assert outbox_id is not None
+        events = [event(row, occurred_at, request) for row in part]
+        committed.append(Committed(outbox_id, unit_messages(events, event_batch_max)))
     entries = [
         {
             "at": now,
@@ -138,13 +160,22 @@ def _record(
                 sort_keys=True,
             ),
         }
-        for i, dispute_id, amount in resolved
+        for i, dispute_id, amount in ((r.id, r.supersedes_id, r.amount) for r in resolved)
     ]
     insert_rows(conn, audit_log, entries)
+    return committed
 
 
-def resolve(engine: Engine, dispute_id: int, request: ResolveRequest, actor: str) -> Resolved:
+def resolve(
+    engine: Engine,
+    dispute_id: int,
+    request: ResolveRequest,
+    actor: str,
+    publish: Publish | None = None,
+    event_batch_max: int = EVENT_BATCH_LIMIT,
+) -> Resolved:
     """See ``shared.adapters.db.disputes.resolve``."""
+    committed: list[Committed] = []
     with engine.begin() as conn:
         dispute = _load(conn, dispute_id)
         if dispute is None:
@@ -159,10 +190,9 @@ def resolve(engine: Engine, dispute_id: int, request: ResolveRequest, actor: str
         amount = decided_amount(request, dispute.claimed_amount, dispute.model_amount)
         check_decided(amount, dispute.model_amount)
         now = dt.datetime.now(dt.UTC)
+        row = _resolved_row(conn, dispute_id, amount, now)
         new_id = conn.execute(
-            _insert_resolution(conn)
-            .values(_resolved_row(conn, dispute_id, amount, now))
-            .returning(ledger_entries.c.id)
+            _insert_resolution(conn).values(row).returning(ledger_entries.c.id)
         ).scalar()
         if new_id is None:
             # Another transaction resolved it first and has committed (the insert
@@ -170,10 +200,20 @@ def resolve(engine: Engine, dispute_id: int, request: ResolveRequest, actor: str
             winner = _load(conn, dispute_id)
             assert winner is not None and winner.resolution is not None
             return _again(winner, request)
-        _record(conn, [(new_id, dispute_id, amount)], request, actor, now)
+        resolved = [as_ledger_row(row, new_id)]
+        committed = _record(conn, resolved, request, actor, now, event_batch_max)
         after = _load(conn, dispute_id)
     assert after is not None
+    _publish(publish, committed)
     return Resolved(after, created=True)
+
+
+def _publish(publish: Publish | None, committed: list[Committed]) -> None:
+    """Right after the commit (docs/architecture.md#events-at-commit-and-the-relay):
+    what is not published waits for the relay."""
+    if publish is not None:
+        for unit in committed:
+            publish([unit.outbox_id], unit.messages)
 
 
 def _insert_resolution(conn: Connection) -> Any:
@@ -213,7 +253,13 @@ def _resolved_row(
 
 
 def resolve_bulk(
-    engine: Engine, where: Filter, request: ResolveRequest, limit: int, actor: str
+    engine: Engine,
+    where: Filter,
+    request: ResolveRequest,
+    limit: int,
+    actor: str,
+    publish: Publish | None = None,
+    event_batch_max: int = EVENT_BATCH_LIMIT,
 ) -> int:
     """See ``shared.adapters.db.disputes.resolve_bulk``. Set-based: one statement
     selects the candidates, one takes their locks, one inserts every resolved
@@ -254,10 +300,11 @@ def resolve_bulk(
         statement = (
             _insert_resolution(conn)
             .from_select([*names, "correlation_id", "created_at"], source)
-            .returning(ledger_entries.c.id, ledger_entries.c.supersedes_id, ledger_entries.c.amount)
+            .returning(*(ledger_entries.c[name] for name in LedgerRow._fields))
         )
-        resolved = [(r.id, r.supersedes_id, r.amount) for r in conn.execute(statement)]
-        _record(conn, resolved, request, actor, now)
+        resolved = [LedgerRow(*r) for r in conn.execute(statement)]
+        committed = _record(conn, resolved, request, actor, now, event_batch_max)
+    _publish(publish, committed)
     return len(resolved)
 
 

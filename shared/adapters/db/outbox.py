@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Text, any_, bindparam, cast, select, update
+from sqlalchemy import Connection, Text, any_, bindparam, cast, func, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.types import NullType
 
@@ -52,10 +52,13 @@ class Batch:
     units: list[Unit]
 
 
-def next_batch(conn: Connection, limit: int, event_batch_max: int) -> Batch:
-    """The next ``limit`` unpublished outbox rows, in commit order, locked so that
-    a second relay skips them; their events as messages of at most
-    ``event_batch_max`` events (shared/domain/events.py); what each row holds."""
+def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: float = 0.0) -> Batch:
+    """The next ``limit`` outbox rows left unpublished for more than ``grace_s``
+    seconds (their committing process publishes them first:
+    docs/architecture.md#events-at-commit-and-the-relay), in commit order,
+    locked so that a second relay skips them; their events as messages of at
+    most ``event_batch_max`` events (shared/domain/events.py); what each row
+    holds."""
     rows = conn.execute(
         select(
             outbox.c.id,
@@ -67,7 +70,7 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int) -> Batch:
             outbox.c.ledger_entry_id,
             outbox.c.ledger_entry_ids,
         )
-        .where(outbox.c.published_at.is_(None))
+        .where(outbox.c.published_at.is_(None), outbox.c.created_at < _cutoff(conn, grace_s))
         .order_by(outbox.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -172,9 +175,25 @@ def _pg_ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
         result.close()
 
 
-def mark_published(conn: Connection, ids: Sequence[int]) -> None:
-    conn.execute(
-        update(outbox)
-        .where(outbox.c.id.in_(list(ids)))
-        .values(published_at=dt.datetime.now(dt.UTC))
-    )
+def _cutoff(conn: Connection, grace_s: float) -> Any:
+    """``grace_s`` seconds ago. On PostgreSQL by the server's clock, the one a
+    unit's row is stamped with (ledger/writer.py::claim_marker), whichever host
+    the relay runs on; on SQLite, one host's."""
+    if conn.dialect.name == "postgresql":
+        return func.now() - func.make_interval(0, 0, 0, 0, 0, 0, grace_s)
+    return dt.datetime.now(dt.UTC) - dt.timedelta(seconds=grace_s)
+
+
+def mark_published(conn: Connection, ids: Sequence[int], skip_locked: bool = False) -> None:
+    """Mark outbox rows published. ``skip_locked``: leave a row a relay holds
+    (it is publishing it too, and marks it when its confirms come) rather
+    than wait for its confirms."""
+    target = outbox.c.id.in_(list(ids))
+    if skip_locked and conn.dialect.name == "postgresql":
+        held = (
+            select(outbox.c.id)
+            .where(target, outbox.c.published_at.is_(None))
+            .with_for_update(skip_locked=True)
+        )
+        target = outbox.c.id.in_(held.scalar_subquery())
+    conn.execute(update(outbox).where(target).values(published_at=dt.datetime.now(dt.UTC)))

@@ -155,27 +155,35 @@ def unit_repriced_partitions(
     conn: Connection, kind: str, settled: Sequence[PlannedLine]
 ) -> set[str]:
     """The unit's partitions with a contract above version 1 (promo, freight),
-    read once: they decide both the lineage locks and which lines the settle
-    statement probes for an earlier row."""
+    read once: they decide both the lineage locks and which lines read their
+    lineage's newest row (``may_have_prior``)."""
     if not settled or KINDS[kind].delta_basis != "key_versions":
         return set()
     return repriced_partitions(conn, kind, {p.document.partition_key for p in settled})
 
 
+def may_have_prior(basis: DeltaBasis, p: PlannedLine, repriced: set[str]) -> bool:
+    """Can the line's lineage already hold a row? Always for a recipe location;
+    for a promo or freight line only at a version above 1, or in a partition
+    re-priced (``repriced_partitions``): a first version elsewhere has none."""
+    if basis == "line_history":
+        return True
+    return p.document.contract_version > 1 or p.document.partition_key in repriced
+
+
 def lock_groups(kind: str, settled: Sequence[PlannedLine], repriced: set[str]) -> set[str]:
-    """The lineages this unit must lock before reading priors. A promo or freight
-    document at version 1 in a partition never re-priced has no lineage to
-    share with a concurrent chunk, so the common case locks nothing: two
+    """The lineages this unit must lock before reading priors: those that may
+    hold a row (``may_have_prior``). So the common case locks nothing: two
     workers settling first versions never wait on each other."""
     basis = KINDS[kind].delta_basis
-    if basis == "line_history":
-        return {lock_group(basis, p) for p in settled}
     groups: set[str] = set()
     doc = None
     for p in settled:
-        if p.document is not doc:  # a document's lines are consecutive
+        if basis == "line_history":
+            groups.add(lock_group(basis, p))
+        elif p.document is not doc:  # a document's lines are consecutive
             doc = p.document
-            if doc.contract_version > 1 or doc.partition_key in repriced:
+            if may_have_prior(basis, p, repriced):
                 groups.add(lock_group(basis, p))
     return groups
 
@@ -183,13 +191,6 @@ def lock_groups(kind: str, settled: Sequence[PlannedLine], repriced: set[str]) -
 def older_than_newest(basis: DeltaBasis, p: PlannedLine, newest: Prior) -> bool:
     """Is the line's document older than its lineage's newest row (``Standing.older_than``)?"""
     return newest is not None and Standing.of(p.document).older_than(newest.standing, basis)
-
-
-def older_than_newest_sql(line: str, newest: str) -> str:
-    """``older_than_newest`` of a ``key_versions`` line in SQL, for a statement
-    that reads its newest row itself (bulk_settle.py): ``line`` and ``newest``
-    name relations with a ``contract_version``; no newest row (null) is not newer."""
-    return f"COALESCE({line}.contract_version < {newest}.contract_version, false)"
 
 
 def _chain_position(basis: DeltaBasis, index: int, p: PlannedLine) -> tuple[Any, ...]:

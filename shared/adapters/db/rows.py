@@ -1,11 +1,10 @@
-"""The rows a unit of work writes, built from its plan: ledger, outbox,
-per-line outcome and dead-letter rows (plain dicts; nothing here touches the
+"""The rows a unit of work writes, built from its plan: ledger, per-line
+outcome and dead-letter rows (plain dicts; nothing here touches the
 database)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 from typing import Any
 
 from shared.adapters.db.priors import Prior
@@ -36,27 +35,6 @@ def ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) 
         "position": p.position,
         "effective_at": standing.effective_at,
     }
-
-
-def outbox_rows(new_rows: Iterable[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
-    """The outbox row of a unit's new ledger rows: each is one event
-    (docs/architecture.md#outcome-events), its content read from the ledger when the relay
-    publishes it."""
-    ids = sorted(row["id"] for row in new_rows)
-    if not ids:
-        return []
-    return [
-        {
-            "event_id": None,
-            "routing_key": None,
-            "partition_key": None,
-            "ledger_entry_id": None,
-            "ledger_entry_ids": ",".join(map(str, ids)),
-            "body": None,
-            "created_at": now,
-            "published_at": None,
-        }
-    ]
 
 
 def outcome_row(

@@ -158,7 +158,7 @@ ledger_entries = Table(
     # Exactly-once effect: one posted or disputed row per identity and version
     # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats
     # its disputed row's key and version. Settlement inserts name this index as
-    # their conflict target (bulk_settle.py, inserts.py).
+    # their conflict target (ledger/).
     Index(
         "uq_ledger_entries_identity",
         "reconciliation_key",

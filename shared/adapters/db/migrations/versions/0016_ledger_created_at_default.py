@@ -1,7 +1,7 @@
 """The ledger's ``created_at`` defaults to the transaction's ``now()``
 
 A unit of work stamps its rows with its transaction's time on PostgreSQL
-(ledger.py::_claim_marker); a chunk ``COPY``'d into the ledger (bulk_copy.py)
+(ledger/writer.py::claim_marker); a chunk ``COPY``'d into the ledger (ledger/postgres.py)
 leaves the column out and takes that time from this default, so the server
 parses no timestamp a row. Only the default changes: no row is rewritten, no
 index rebuilt. PostgreSQL only: SQLite's ledger is never ``COPY``'d into, and

@@ -5,7 +5,7 @@ dead-lettered lines, linked to the dead letters inserted here)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal, localcontext
 from typing import Any
 
@@ -25,14 +25,15 @@ def settled_outcomes(
     settled: Sequence[PlannedLine],
     new_flags: Iterable[bool],
     outcome: ChunkOutcome,
-    deltas: dict[tuple[str, int], Decimal] | None,
+    deltas: Callable[[], Mapping[tuple[str, int], Decimal]],
     late: Collection[tuple[str, int]] = (),
 ) -> list[dict[str, Any]]:
     """Count the settled lines' outcomes (posted or disputed when new, else a
-    duplicate). With ``deltas``, also build the outcome rows the ledger does not
-    describe: duplicates (``newer_version_settled`` for an identity in
-    ``late``) and noted lines (a posted or disputed line's outcome is its ledger
-    row); without, the database already wrote them."""
+    duplicate), and build the outcome rows the ledger does not describe:
+    duplicates (``newer_version_settled`` for an identity in ``late``) and
+    noted lines, with their rows' deltas (``deltas()``, asked for only when a
+    line has a note). A posted or disputed line's outcome is its ledger row."""
+    noted: Mapping[tuple[str, int], Decimal] | None = None
     rows = []
     # The chunk's sums, exact: the default 28 digits could round a large total.
     with localcontext(EXACT_SUMS):
@@ -46,15 +47,16 @@ def settled_outcomes(
                 else:
                     outcome.disputed += 1
                     outcome.amount_disputed += s.claimed_amount or ZERO
-                if deltas is not None and s.note is not None:
+                if s.note is not None:
+                    if noted is None:
+                        noted = deltas()
                     ident = (p.line.reconciliation_key, p.document.contract_version)
-                    rows.append(outcome_row(chunk, p, s.outcome, deltas[ident], s.note))
+                    rows.append(outcome_row(chunk, p, s.outcome, noted[ident], s.note))
             else:
                 outcome.duplicate += 1
-                if deltas is not None:
-                    ident = (p.line.reconciliation_key, p.document.contract_version)
-                    reason = NEWER_VERSION_SETTLED if ident in late else None
-                    rows.append(outcome_row(chunk, p, "duplicate", None, reason))
+                ident = (p.line.reconciliation_key, p.document.contract_version)
+                reason = NEWER_VERSION_SETTLED if ident in late else None
+                rows.append(outcome_row(chunk, p, "duplicate", None, reason))
     return rows
 
 

@@ -1,0 +1,121 @@
+"""The settle rules of a unit's new ledger rows, in Python, for every backend
+(docs/architecture.md#the-settlement-transaction).
+
+The first occurrence of every identity is written, round by round (round n
+holds the n-th new row of each lineage: ``shared.adapters.db.priors``), each
+measured from its lineage's newest row, including one an earlier round just
+wrote: its ``delta`` and ``supersedes_id``. A line older than that row is
+*late* (written nowhere, a duplicate ``newer_version_settled``); one whose
+change does not fit the ledger's column is dead-lettered. Only the insert
+itself differs by backend (``InsertRows``): the identity's partial unique
+index decides what is new, never these rules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
+
+from shared.adapters.db import priors
+from shared.adapters.db.rows import ledger_row
+from shared.domain.kinds import KINDS
+from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
+from shared.domain.units import ChunkRef, LedgerRow
+
+Identity = tuple[str, int]  # (reconciliation key, contract version)
+
+# Insert fully made ledger rows (sorted by identity), ignoring a conflict on the
+# identity's partial unique index; the ids of the rows it took, by identity.
+InsertRows = Callable[[Connection, list[dict[str, Any]]], dict[Identity, int]]
+
+
+@dataclass
+class Written:
+    """A unit's ledger rows as written: the new rows, and what became of the rest."""
+
+    rows: list[LedgerRow] = field(default_factory=list)
+    late: set[Identity] = field(default_factory=set)
+    out_of_range: list[PlannedLine] = field(default_factory=list)
+
+    def taken(self) -> set[Identity]:
+        return {(r.reconciliation_key, r.contract_version) for r in self.rows}
+
+
+def first_occurrences(settled: Sequence[PlannedLine]) -> list[PlannedLine]:
+    first: dict[Identity, PlannedLine] = {}
+    for p in settled:
+        first.setdefault((p.line.reconciliation_key, p.document.contract_version), p)
+    return list(first.values())
+
+
+def write_rounds(
+    conn: Connection,
+    chunk: ChunkRef,
+    settled: Sequence[PlannedLine],
+    now: dt.datetime,
+    repriced: set[str],
+    insert: InsertRows,
+) -> Written:
+    """Write the first occurrence of every identity of ``settled``, round by round."""
+    written = Written()
+    basis = KINDS[chunk.kind].delta_basis
+    for lines in priors.rounds(basis, first_occurrences(settled)):
+        # Only a line that may have an earlier row reads its lineage (the rule
+        # that also lets the common case take no lock: priors.may_have_prior).
+        probed = [p for p in lines if priors.may_have_prior(basis, p, repriced)]
+        latest = priors.latest_rows(conn, chunk.kind, basis, probed) if probed else {}
+        rows: dict[Identity, dict[str, Any]] = {}
+        for p in lines:
+            ident = (p.line.reconciliation_key, p.document.contract_version)
+            newest = latest.get(priors.lineage(basis, p)) if latest else None
+            if priors.older_than_newest(basis, p, newest):
+                written.late.add(ident)
+                continue
+            row = ledger_row(p, chunk, newest, now)
+            if abs(row["delta"]) >= LEDGER_LIMIT:
+                # Its amount fits; its change from the last one does not.
+                written.out_of_range.append(p)
+            else:
+                rows[ident] = row
+        if not rows:
+            continue
+        # Sorted so that concurrent units sharing keys lock them in the same order.
+        ids = insert(conn, [rows[ident] for ident in sorted(rows)])
+        written.rows += [as_ledger_row(rows[ident], row_id) for ident, row_id in ids.items()]
+    written.rows.sort(key=lambda r: r.id)
+    return written
+
+
+def as_ledger_row(row: dict[str, Any], row_id: int) -> LedgerRow:
+    return LedgerRow(
+        row_id,
+        row["reconciliation_key"],
+        row["contract_version"],
+        row["outcome"],
+        row["kind"],
+        row["job_id"],
+        row["document_id"],
+        row["line_ref"],
+        row["partition_key"],
+        row["correlation_id"],
+        row["amount"],
+        row["claimed_amount"],
+        row["delta"],
+        row["supersedes_id"],
+    )
+
+
+def new_flags(settled: Sequence[PlannedLine], taken: set[Identity]) -> list[bool]:
+    """For each settled line: is it the first occurrence of an identity the ledger
+    took? (A repeat later in the unit, or an identity already there, is not.)"""
+    fresh = set(taken)
+    flags = []
+    for p in settled:
+        ident = (p.line.reconciliation_key, p.document.contract_version)
+        flags.append(ident in fresh)
+        fresh.discard(ident)
+    return flags

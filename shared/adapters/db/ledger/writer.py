@@ -1,0 +1,222 @@
+"""The settlement transaction: one unit of work, one database transaction
+(docs/architecture.md#the-settlement-transaction).
+
+In order: the unit's processed marker (a redelivered unit stops here), the
+lineage locks, the ledger rows (``rounds.py``'s rules; how they go in is the
+backend's: ``LedgerWriter.insert`` and, on PostgreSQL, the ``COPY`` of the
+fast case), dead letters, per-line outcomes, the unit's counter increments,
+and its outbox row. A unit is a chunk, or a requeued dead letter whose lines
+move from ``dead_lettered`` to their new outcome.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, update
+
+from shared.adapters.db import priors
+from shared.adapters.db.bulk import insert_rows
+from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
+from shared.adapters.db.ledger import postgres
+from shared.adapters.db.ledger.outcomes import insert_dead_letters, settled_outcomes
+from shared.adapters.db.ledger.rounds import Identity, Written, new_flags, write_rounds
+from shared.adapters.db.tables import (
+    IDENTITY_OUTCOMES,
+    chunk_results,
+    ledger_entries,
+    line_outcomes,
+    outbox,
+)
+from shared.domain.money import ZERO
+from shared.domain.settlement import ChunkPlan, PlannedLine
+from shared.domain.units import ChunkOutcome, ChunkRef, LedgerRow, Unit, UnitResult
+
+
+class LedgerWriter:
+    """Commits units of work into the ledger: the portable writer (SQLite, and
+    the rules every backend shares). ``commit`` runs inside the caller's
+    transaction; the caller commits, then publishes the result's events."""
+
+    def commit(self, conn: Connection, unit: Unit) -> UnitResult | None:
+        """Record a unit; what it wrote, or None when it was already processed."""
+        chunk, plan = unit.ref, unit.plan
+        now = claim_marker(conn, chunk)
+        if now is None:
+            return None
+        settled = [p for p in plan.lines if p.settlement is not None]
+        outcome = ChunkOutcome()
+        repriced = priors.unit_repriced_partitions(conn, chunk.kind, settled)
+        if settled:
+            # Before any prior is read: a concurrent unit writing the same lineage
+            # commits first, and its rows are then read (READ COMMITTED).
+            priors.lock_lineages(
+                conn, chunk.kind, priors.lock_groups(chunk.kind, settled, repriced)
+            )
+        written, flags = self.write(conn, chunk, settled, now, repriced)
+        if written.out_of_range:
+            dropped = {id(p) for p in written.out_of_range}
+            settled = [p for p in settled if id(p) not in dropped]
+            plan = _with_dead_lettered(plan, written.out_of_range)
+            flags = new_flags(settled, written.taken())
+        rows = settled_outcomes(
+            chunk, settled, flags, outcome, lambda: _deltas(written), written.late
+        )
+        rows += insert_dead_letters(conn, chunk, plan, unit.attempts, now, outcome)
+        if chunk.requeue is not None:
+            # The requeued lines leave dead_lettered for the outcome they have now.
+            outcome.dead_lettered -= chunk.requeue.lines
+            conn.execute(
+                delete(line_outcomes).where(
+                    line_outcomes.c.dead_letter_id == chunk.requeue.dead_letter_id
+                )
+            )
+        for row in rows:
+            row.setdefault("dead_letter_id", None)
+        insert_rows(conn, line_outcomes, rows)
+        _store_counts(conn, chunk, outcome)
+        return UnitResult(outcome, now, written.rows, write_outbox(conn, written.rows, now))
+
+    def write(
+        self,
+        conn: Connection,
+        chunk: ChunkRef,
+        settled: list[PlannedLine],
+        now: dt.datetime,
+        repriced: set[str],
+    ) -> tuple[Written, list[bool]]:
+        """The unit's new ledger rows, and for each settled line whether it was new."""
+        written = write_rounds(conn, chunk, settled, now, repriced, self.insert)
+        return written, new_flags(settled, written.taken())
+
+    def insert(self, conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity, int]:
+        """``rounds.InsertRows``: SQLAlchemy's ``INSERT ... ON CONFLICT DO NOTHING
+        RETURNING``, judged by the identity's partial unique index (never a
+        resolution's)."""
+        statement = insert_ignoring_conflicts(
+            conn,
+            ledger_entries,
+            [ledger_entries.c.reconciliation_key, ledger_entries.c.contract_version],
+            outcome_in(ledger_entries.c.outcome, *IDENTITY_OUTCOMES),
+        ).returning(
+            ledger_entries.c.id,
+            ledger_entries.c.reconciliation_key,
+            ledger_entries.c.contract_version,
+        )
+        return {
+            (r.reconciliation_key, r.contract_version): r.id for r in conn.execute(statement, rows)
+        }
+
+
+class PostgresWriter(LedgerWriter):
+    """PostgreSQL: the fast case by ``COPY``, else the rounds with staged inserts
+    (``postgres.py``)."""
+
+    def write(
+        self,
+        conn: Connection,
+        chunk: ChunkRef,
+        settled: list[PlannedLine],
+        now: dt.datetime,
+        repriced: set[str],
+    ) -> tuple[Written, list[bool]]:
+        if postgres.can_copy(chunk.kind, settled, repriced):
+            copied = postgres.settle_by_copy(conn, chunk.kind, chunk.job_id, settled)
+            if copied is not None:
+                flags, rows = copied
+                return Written(rows=rows), flags
+        return super().write(conn, chunk, settled, now, repriced)
+
+    def insert(self, conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity, int]:
+        return postgres.insert_staged(conn, rows)
+
+
+_WRITERS = {"postgresql": PostgresWriter()}
+_PORTABLE = LedgerWriter()
+
+
+def writer_for(conn: Connection) -> LedgerWriter:
+    """The ledger writer of the connection's backend: the one place it is chosen."""
+    return _WRITERS.get(conn.dialect.name, _PORTABLE)
+
+
+def claim_marker(conn: Connection, chunk: ChunkRef) -> dt.datetime | None:
+    """Insert the processed marker; its time, which stamps every row of the unit,
+    or None when another delivery already did.
+
+    On PostgreSQL the time is the server's, the transaction's own ``now()``:
+    the ledger's rows then carry one clock whichever host settled them, and a
+    row ``COPY``'d into the ledger takes it as the column's default, with no
+    timestamp text to parse a row (postgres.py)."""
+    server = conn.dialect.name == "postgresql"
+    stamp: Any = func.now() if server else dt.datetime.now(dt.UTC)
+    row = conn.execute(
+        insert_ignoring_conflicts(conn, chunk_results)
+        .values(
+            chunk_id=chunk.result_id,
+            job_id=chunk.job_id,
+            source="chunk" if chunk.requeue is None else "requeue",
+            posted=0,
+            disputed=0,
+            duplicate=0,
+            dead_lettered=0,
+            amount_posted=ZERO,
+            amount_disputed=ZERO,
+            created_at=stamp,
+        )
+        .returning(chunk_results.c.created_at)
+    ).first()
+    if row is None:
+        return None
+    # SQLite would give it back without its zone.
+    when: dt.datetime = row[0] if server else stamp
+    return when
+
+
+def write_outbox(conn: Connection, rows: list[LedgerRow], now: dt.datetime) -> int | None:
+    """The outbox row of a unit's new ledger rows (each one event,
+    docs/architecture.md#outcome-events); its id, or None when there are none."""
+    if not rows:
+        return None
+    row_id: int = conn.execute(
+        insert(outbox)
+        .values(ledger_entry_ids=",".join(str(r.id) for r in rows), created_at=now)
+        .returning(outbox.c.id)
+    ).scalar_one()
+    return row_id
+
+
+def _deltas(written: Written) -> dict[Identity, Any]:
+    """The deltas of the new rows, by identity (a noted line's outcome row keeps its own)."""
+    return {(r.reconciliation_key, r.contract_version): r.delta for r in written.rows}
+
+
+def _store_counts(conn: Connection, chunk: ChunkRef, outcome: ChunkOutcome) -> None:
+    conn.execute(
+        update(chunk_results)
+        .where(chunk_results.c.chunk_id == chunk.result_id)
+        .values(
+            posted=outcome.posted,
+            disputed=outcome.disputed,
+            duplicate=outcome.duplicate,
+            dead_lettered=outcome.dead_lettered,
+            amount_posted=outcome.amount_posted,
+            amount_disputed=outcome.amount_disputed,
+        )
+    )
+
+
+def _with_dead_lettered(plan: ChunkPlan, out_of_range: list[PlannedLine]) -> ChunkPlan:
+    """The plan's dead letters plus the lines whose delta cannot fit the ledger."""
+    message = "the change from the previous amount does not fit the ledger"
+    return ChunkPlan(
+        lines=[p for p in plan.lines if p.settlement is None]
+        + [
+            PlannedLine(
+                p.document, p.line, None, "amount_out_of_range", message, p.index, p.position
+            )
+            for p in out_of_range
+        ],
+        failed_documents=plan.failed_documents,
+    )
