@@ -99,6 +99,7 @@ def event(row: Sequence[Any], occurred_at: str, resolution: Any = None) -> Event
     and the disputed row it supersedes."""
     (_, key, version, outcome, kind, job_id, document_id, line_ref) = row[:8]
     (partition_key, correlation_id, amount, claimed_amount, delta, supersedes_id) = row[8:]
+    amount_text = _wire(amount)
     common = (
         event_id(key, version, outcome),
         f"settlement.{outcome}",
@@ -110,9 +111,9 @@ def event(row: Sequence[Any], occurred_at: str, resolution: Any = None) -> Event
         key,
         version,
         correlation_id,
-        _wire(amount),
+        amount_text,
         _wire(claimed_amount),
-        _wire(delta),
+        amount_text if delta is amount else _wire(delta),  # a first row's delta is its amount
         occurred_at,
     )
     if resolution is None:
@@ -126,7 +127,9 @@ def _wire(amount: Any) -> str | None:
     if type(amount) is str:
         return amount  # NUMERIC(20,4)'s text: 4 places already
     # str() of a Decimal at 4 places never takes an exponent: a third the cost of format().
-    return str(amount.quantize(_SCALE))
+    text = str(amount.quantize(_SCALE))
+    # PostgreSQL's NUMERIC has no negative zero: neither has an event.
+    return text[1:] if text[0] == "-" and not amount else text
 
 
 def unit_events(result: UnitResult) -> list[Event]:

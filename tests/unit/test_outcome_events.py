@@ -10,13 +10,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.domain.events import (
     EVENT_BATCH_LIMIT,
     LEDGER_FIELDS,
     Event,
+    _wire,
     encoded_message,
     event,
     event_id,
@@ -196,3 +197,21 @@ def test_batching_keeps_every_event_once_within_its_bounds(
     for outcome in set(outcomes):
         sizes = [m.count for m in messages if m.routing_key.split(".")[1] == outcome]
         assert all(size == batch_max for size in sizes[:-1])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    st.decimals(
+        min_value=Decimal("-9999999999999999.9999"),
+        max_value=Decimal("9999999999999999.9999"),
+        places=4,
+        allow_nan=False,
+        allow_infinity=False,
+    ).map(lambda d: d.normalize() if d else d)
+)
+def test_an_amount_reads_as_postgresql_gives_it_back_whoever_publishes(amount: Decimal) -> None:
+    """The worker makes events from the Decimals it wrote, the relay from the
+    NUMERIC(20,4) text PostgreSQL gives back: the same text, so the same bodies."""
+    as_numeric_text = f"{amount:.4f}".replace("-0.0000", "0.0000")
+    assert _wire(amount) == as_numeric_text
+    assert _wire(as_numeric_text) == as_numeric_text
