@@ -73,7 +73,7 @@ def parse_args() -> argparse.Namespace:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="any other setting for every process, e.g. --set relay_nice=19",
+        help="any other setting for every process, e.g. --set relay_grace_s=5",
     )
     parser.add_argument(
         "--fault",
