@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.claim import Measured
+from bench.floor import Floor
 from bench.ledger_fill import Filled
 
 # --ledger-rows: the filled ledger's lines/s must be at least this share of the empty one's.
@@ -25,6 +26,7 @@ class Session:
     label: str
     claims: list[Measured]
     filled: Filled | None = None
+    floor: Floor | None = None  # bench.floor on the same lines and server, just before
 
     @property
     def rate(self) -> float:
@@ -35,8 +37,14 @@ class Session:
 def report(session: Session) -> None:
     """The last claim's figures; before them, with several claims, each claim's."""
     if len(session.claims) > 1:
-        print_claims(session.claims)
+        print_claims(session.claims, session.floor)
     print_claim(session.claims[-1])
+    if session.floor is not None:
+        floor, last = session.floor, session.claims[-1]
+        print(
+            f"\nsettleq / floor: {last.rate / floor.rate:.2f} (settleq {last.rate:,.0f} lines/s,"
+            f" floor {floor.rate:,.0f} lines/s, same invocation; bench/floor.py)"
+        )
     if len(session.claims) > 1:
         print_drift(session.claims)
 
@@ -90,7 +98,7 @@ def print_claim(m: Measured) -> None:
     )
 
 
-def print_claims(claims: Sequence[Measured]) -> None:
+def print_claims(claims: Sequence[Measured], floor: Floor | None = None) -> None:
     """One row a claim: its figures and every process's peak RSS after it."""
     names = list(claims[0].peak_after)
     print(
@@ -98,16 +106,17 @@ def print_claims(claims: Sequence[Measured]) -> None:
         " (peak RSS so far, read once each claim's events were published):"
     )
     print(
-        "| claim | accept | end to end | lines/s | last event after completion |"
+        "| claim | accept | end to end | lines/s | / floor | last event after completion |"
         " settleq CPU µs/line | PostgreSQL µs/line | " + " | ".join(names) + " | verified |"
     )
-    print("|---|---|---|---|---|---|---|" + "---|" * len(names) + "---|")
+    print("|---|---|---|---|---|---|---|---|" + "---|" * len(names) + "---|")
     for k, m in enumerate(claims, 1):
         rss = " | ".join(f"{m.peak_after[name]:.0f} MiB" for name in names)
         settleq = sum(cpu for _, cpu in m.stats.values()) / m.lines * 1e6
         postgres = m.services["postgres"] / m.lines * 1e6
         print(
             f"| {k} | {m.accept_s:.2f} s | {m.e2e_s:.2f} s | {m.rate:,.0f} |"
+            f" {m.rate / floor.rate if floor else float('nan'):.2f} |"
             f" {m.events_s - m.e2e_s:.2f} s | {settleq:.1f} | {postgres:.1f} |"
             f" {rss} | {'OK' if m.ok else 'FAILED'} |"
         )

@@ -18,6 +18,11 @@ and the latency of small batches sent by another vendor during the run.
     python -m bench.run --postgres both  # PostgreSQL's defaults, then the server
         # settings of docker/compose.yaml, compared (bench/server.py)
 
+Before the stack starts, ``bench.floor`` runs the same lines on the same
+server (one process doing the least work exactly-once posting needs), and the
+report gives settleq's lines/s over the floor's: the figure this machine's
+day-to-day speed does not move.
+
 PostgreSQL is a durable cluster of the bench's own (initdb under TMPDIR),
 started with docker/compose.yaml's server settings; --postgres stock starts it
 with PostgreSQL's defaults, --postgres machine uses the machine's server.
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.claim import run_claim, wait_for_events
+from bench.floor import Floor, floor_on
 from bench.ledger_fill import FORMATS, fill
 
 # Re-exported: the other benches import them from here.
@@ -154,41 +160,61 @@ def run_session(
 ) -> Session:
     """On a server of ``kind``: fill the ledger with ``rows`` of history, start a
     stack, post the claims."""
-    with server(kind) as admin, isolated_env("bench", admin) as env:
+    with server(kind) as admin:
         print(describe(kind, admin))
-        # Before the stack starts: nothing of the run is in the ledger yet.
-        filled = fill(env.database_url, rows, args.fill_format) if rows else None
-        if filled:
-            print(filled.report())
-        stack = start_stack(args, env)
-        try:
-            operator = stack.operator()
-            for vendor in [f"VENDOR-{n:04d}" for n in range(args.vendors)] + ["VENDOR-SMALL"]:
-                operator.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/1", CONTRACT)
-            producer = stack.producer()
-            earlier = producer.submit(
-                json.dumps({"kind": "promo_accrual", "documents": data.earlier}).encode()
-            )
-            producer.wait(earlier.json()["job_id"], timeout=300)
-            wait_for_events(env.database_url, time.monotonic())  # the relay starts from none
-            claims = []
-            for k in range(args.repeat):
-                if args.repeat > 1:
-                    print(f"claim {k + 1} of {args.repeat}:")
-                claims.append(
-                    run_claim(
-                        stack,
-                        env,
-                        body if k == 0 else ndjson(relabelled(data, k)),
-                        data.expect,
-                        total,
-                        small=args.small_batches,
-                        flush_redis_at=args.flush_redis_at,
-                    )
+        # The floor first, on the same server, in a database of its own: the
+        # figure settleq's lines/s is divided by (bench/floor.py).
+        floor = floor_on(admin, body)
+        print(floor.report())
+        with isolated_env("bench", admin) as env:
+            return _session_on(args, data, body, total, label, rows, env, floor)
+
+
+def _session_on(
+    args: argparse.Namespace,
+    data: Generated,
+    body: bytes,
+    total: int,
+    label: str,
+    rows: int,
+    env: ServiceEnv,
+    floor: Floor,
+) -> Session:
+    """On the database of ``env``: fill the ledger with ``rows`` of history, start
+    a stack, post the claims."""
+    # Before the stack starts: nothing of the run is in the ledger yet.
+    filled = fill(env.database_url, rows, args.fill_format) if rows else None
+    if filled:
+        print(filled.report())
+    stack = start_stack(args, env)
+    try:
+        operator = stack.operator()
+        for vendor in [f"VENDOR-{n:04d}" for n in range(args.vendors)] + ["VENDOR-SMALL"]:
+            operator.bearer("PUT", f"/v1/contracts/promo_accrual/{vendor}/1", CONTRACT)
+        producer = stack.producer()
+        earlier = producer.submit(
+            json.dumps({"kind": "promo_accrual", "documents": data.earlier}).encode()
+        )
+        producer.wait(earlier.json()["job_id"], timeout=300)
+        wait_for_events(env.database_url, time.monotonic())  # the relay starts from none
+        claims = []
+        for k in range(args.repeat):
+            if args.repeat > 1:
+                print(f"claim {k + 1} of {args.repeat}:")
+            claims.append(
+                run_claim(
+                    stack,
+                    env,
+                    body if k == 0 else ndjson(relabelled(data, k)),
+                    data.expect,
+                    total,
+                    small=args.small_batches,
+                    flush_redis_at=args.flush_redis_at,
                 )
-        finally:
-            stack.stop()
-    return Session(label, claims, filled)
+            )
+    finally:
+        stack.stop()
+    return Session(label, claims, filled, floor)
 
 
 def relabelled(data: Generated, k: int) -> list[dict[str, Any]]:
