@@ -41,12 +41,15 @@ _NODE_DOWN_LINE = "TCP Connection attempt failed: "  # the one record kept, nami
 _NODE_DOWN = (_NODE_DOWN_LINE, "Socket failed to connect", "AMQPConnector - reporting failure")
 _LOST_LINE = "connection_lost: "  # pika's one record of the loss that is kept
 _expected_loss: ContextVar[bool] = ContextVar("expected_connection_loss", default=False)
+_reported_by_caller: ContextVar[bool] = ContextVar("broker_failure_reported", default=False)
 
 
 class QuietConnectionLoss(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
+        if _reported_by_caller.get():
+            return False
         text = record.getMessage()
         if any(marker in text for marker in _NODE_DOWN):
             return _one_line_per_node(record, text)
@@ -115,3 +118,15 @@ def probing_for_queues() -> Iterator[None]:
         yield
     finally:
         _probing.reset(token)
+
+
+@contextmanager
+def failure_reported_by_caller() -> Iterator[None]:
+    """In this block (this thread), pika logs no warning or error of its own:
+    the caller reports a failure in one line (a unit's events left to the
+    relay), not pika's records and traceback for each connection attempt."""
+    token = _reported_by_caller.set(True)
+    try:
+        yield
+    finally:
+        _reported_by_caller.reset(token)

@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 
 from shared.adapters.broker import drop_connection
-from shared.adapters.broker_logs import expected_connection_loss
+from shared.adapters.broker_logs import expected_connection_loss, failure_reported_by_caller
 from shared.adapters.db import outbox
 from shared.domain.events import COUNT_HEADER, Message, unit_events, unit_messages
 from shared.domain.units import UnitResult
@@ -102,7 +102,7 @@ class EventPublisher:
     def _send(self, messages: Sequence[Message]) -> None:
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                with expected_connection_loss():
+                with expected_connection_loss(), failure_reported_by_caller():
                     channel: Any = self.broker.channel
                     state = self.broker.state  # this thread's (Dramatiq's threading.local)
                     if getattr(state, "events_declared_on", None) is not channel:
