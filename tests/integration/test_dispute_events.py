@@ -1,6 +1,6 @@
-"""A resolution reaches the events exchange as ``settlement.resolved.<kind>``
-through the outbox and the relay (real PostgreSQL and RabbitMQ;
-docs/architecture.md#outcome-events)."""
+"""A resolution reaches the events exchange as ``settlement.resolved.<kind>``,
+published at its commit or, left in the outbox, by the relay: the same
+message (real PostgreSQL and RabbitMQ; docs/architecture.md#outcome-events)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from services.relay.relay import Relay
+from shared.adapters.broker import make_broker
 from shared.adapters.db import disputes, tables
+from shared.adapters.event_publisher import EventPublisher
 from shared.domain.disputes import ResolveRequest
 from shared.domain.events import event_id, message_id
 from tests.support.disputes import ACTOR, disputed_doc, job_disputes, new_vendor, row, settle
@@ -107,3 +109,65 @@ def test_the_relay_publishes_a_resolution_with_its_decision_note_and_dispute(
         key, version = disputed.reconciliation_key, disputed.contract_version
         assert event["event_id"] == event_id(key, version, "resolved")
         assert event["event_id"] != event_id(key, version)
+
+
+def test_a_resolution_is_published_at_its_commit_as_the_relay_would_publish_it(
+    engine: Engine,
+    backend_env: ServiceEnv,
+    resolved_events: pika.adapters.blocking_connection.BlockingChannel,
+) -> None:
+    """docs/architecture.md#events-at-commit-and-the-relay: the API publishes a
+    resolution's event right after its commit, from the row it wrote, and marks
+    its outbox row; the relay, made to publish it again, sends the same message."""
+    settings = backend_env.settings(relay_poll_s=0.05, relay_grace_s=0)
+    broker = make_broker(settings)
+    publisher = EventPublisher(broker, engine, settings.queue_prefix, settings.event_batch_max)
+    queue = f"{backend_env.queue_prefix}.test-resolutions"
+    outbox = tables.outbox
+    try:
+        vendor = new_vendor(engine)
+        docs = [disputed_doc(vendor, ["1.50", "1.70"])]
+        first, _ = job_disputes(engine, settle(engine, docs), docs)
+        drain(resolved_events, queue)
+        with engine.connect() as conn:
+            before = conn.execute(select(func.coalesce(func.max(outbox.c.id), 0))).scalar_one()
+        request = ResolveRequest("accept_claim", "proof of delivery")
+        disputes.resolve(engine, first, request, ACTOR, publisher.publish_messages)
+        bulk = disputes.Filter(partition_key=vendor)
+        resolved = disputes.resolve_bulk(
+            engine,
+            bulk,
+            ResolveRequest("accept_model", "bulk"),
+            10,
+            ACTOR,
+            publisher.publish_messages,
+        )
+        assert resolved == 1
+        ours = outbox.c.id > before
+        with engine.connect() as conn:
+            left = conn.execute(select(func.count()).where(ours, outbox.c.published_at.is_(None)))
+            assert left.scalar_one() == 0  # marked by the publisher, not left to the relay
+        at_commit = drain(resolved_events, queue)
+        assert len(at_commit) == 2
+        assert {e["partition_key"] for m in at_commit for e in m.events} == {vendor}
+
+        with engine.begin() as conn:
+            conn.execute(outbox.update().where(ours).values(published_at=None))
+        relay = Relay(settings, engine)
+        stop = threading.Event()
+        thread = threading.Thread(target=relay.run, args=(stop,))
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30
+            while unpublished(engine):
+                assert time.monotonic() < deadline, "the relay did not publish the outbox"
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+        by_relay = drain(resolved_events, queue)
+        assert sorted(by_relay, key=lambda m: m.message_id) == sorted(
+            at_commit, key=lambda m: m.message_id
+        )
+    finally:
+        broker.close()
