@@ -6,7 +6,8 @@ server, one process
 - decodes the NDJSON, document by document;
 - settles each line in ``Decimal`` (units × the tier's rate, rounded half up
   to the cent once, posted within the tolerance of the claim, else disputed);
-- hashes its reconciliation key (SHA-256, SPEC §5's promo fields);
+- hashes its reconciliation key (SHA-256 over the promo fields of
+  docs/architecture.md#reconciliation-keys);
 - ``COPY``s 5,000-line chunks into a table with one unique B-tree (the key and
   version), one commit each (durable: ``synchronous_commit`` on).
 
@@ -27,11 +28,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import psycopg
 
+from bench.procstats import TICK
 from bench.server import SERVERS, describe, server
 from tests.support.infra import create_database, drop_database
 from tests.support.workload import CONTRACT, generate, ndjson
@@ -65,17 +68,33 @@ class Floor:
     seconds: float  # wall, from the first decode to the last commit
     cpu_s: float  # this process's CPU in that time
     chunks: int
+    server_cpu_s: float  # its PostgreSQL backend's CPU in that time
 
     @property
     def rate(self) -> float:
         return self.lines / self.seconds
 
+    @property
+    def rate_per_core(self) -> float:
+        """lines/s per core-second: the lines over the CPU of both processes."""
+        return self.lines / (self.cpu_s + self.server_cpu_s)
+
     def report(self) -> str:
+        per_line = 1e6 / self.lines
         return (
-            f"floor: {self.lines:,} lines in {self.seconds:.2f} s, {self.rate:,.0f} lines/s"
-            f" ({self.chunks} commits; {self.cpu_s / self.lines * 1e6:.1f} µs of its own CPU"
-            " a line)"
+            f"floor: {self.lines:,} lines in {self.seconds:.2f} s, {self.rate:,.0f} lines/s;"
+            f" {self.rate_per_core:,.0f} lines per core-second of CPU"
+            f" ({self.cpu_s * per_line:.1f} µs a line in the floor,"
+            f" {self.server_cpu_s * per_line:.1f} in its PostgreSQL backend;"
+            f" {self.chunks} commits)"
         )
+
+
+def backend_cpu(pid: int) -> float:
+    """CPU seconds so far of a PostgreSQL backend on this machine (every server
+    the bench uses is local)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def settle(partition: str, document: dict[str, Any], line: dict[str, Any]) -> tuple[str, str, str]:
@@ -113,7 +132,8 @@ def measure_floor(database_url: str, body: bytes) -> Floor:
         conn.commit()
         lines = chunks = 0
         rows: list[str] = []
-        wall, cpu = time.perf_counter(), time.process_time()
+        backend = conn.info.backend_pid
+        wall, cpu, server_cpu = time.perf_counter(), time.process_time(), backend_cpu(backend)
 
         def flush() -> None:
             nonlocal chunks
@@ -144,9 +164,10 @@ def measure_floor(database_url: str, body: bytes) -> Floor:
         if rows:
             flush()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        server_cpu = backend_cpu(backend) - server_cpu
         conn.execute("DROP TABLE floor_ledger")
         conn.commit()
-    return Floor(lines, wall, cpu, chunks)
+    return Floor(lines, wall, cpu, chunks, server_cpu)
 
 
 def floor_on(admin: str, body: bytes) -> Floor:

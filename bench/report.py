@@ -106,7 +106,7 @@ def print_claims(claims: Sequence[Measured], floor: Floor | None = None) -> None
         " (peak RSS so far, read once each claim's events were published):"
     )
     print(
-        "| claim | accept | end to end | lines/s | / floor | last event after completion |"
+        "| claim | accept | end to end | lines/s | settleq / floor | last event after completion |"
         " settleq CPU µs/line | PostgreSQL µs/line | " + " | ".join(names) + " | verified |"
     )
     print("|---|---|---|---|---|---|---|---|" + "---|" * len(names) + "---|")
