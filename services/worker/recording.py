@@ -27,7 +27,7 @@ def record(ctx: WorkerContext, ref: ChunkRef, plan: ChunkPlan, attempt: int) -> 
         if ctx.faults.publish_pause_s:
             time.sleep(ctx.faults.publish_pause_s)
         # Never fails the unit: what is not published waits for the relay.
-        ctx.events.publish(result)
+        ctx.events.publish(result, ref.chunk_id)
     return result.outcome
 
 

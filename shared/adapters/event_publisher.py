@@ -13,7 +13,9 @@ are so published at least once, with the same ``message_id``s and
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +31,7 @@ from shared.adapters.broker_logs import expected_connection_loss, failure_report
 from shared.adapters.db import outbox
 from shared.domain.events import COUNT_HEADER, Message, unit_events, unit_messages
 from shared.domain.units import UnitResult
+from shared.logs import only, stage_event
 
 log = logging.getLogger("settleq.events")
 
@@ -66,13 +69,30 @@ class EventPublisher:
         self.exchange = exchange_name(queue_prefix)
         self.event_batch_max = event_batch_max
 
-    def publish(self, result: UnitResult) -> bool:
+    def publish(self, result: UnitResult, chunk_id: str | None = None) -> bool:
         """A committed unit's events; whether they were published and marked
-        (False: they wait for the relay)."""
+        (False: they wait for the relay). Logged as one ``publish`` event, as
+        the relay logs ``relay_publish``."""
         if result.outbox_id is None:
             return True
+        started = time.perf_counter()
         messages = unit_messages(unit_events(result), self.event_batch_max)
-        return self.publish_messages([result.outbox_id], messages)
+        done = self.publish_messages([result.outbox_id], messages)
+        rows = result.rows
+        stage_event(
+            log,
+            "publish",
+            started=started,
+            job_id=only(r.job_id for r in rows),
+            chunk_id=chunk_id,
+            partition_key=only(r.partition_key for r in rows),
+            correlation_id=only(r.correlation_id for r in rows if r.correlation_id),
+            status="ok" if done else "left_to_relay",
+            events=len(rows),
+            messages=len(messages),
+            lag_ms=round((dt.datetime.now(dt.UTC) - result.committed_at).total_seconds() * 1000, 1),
+        )
+        return done
 
     def publish_messages(self, outbox_ids: Sequence[int], messages: Sequence[Message]) -> bool:
         """Publish the messages of these committed outbox rows, then mark them

@@ -132,7 +132,7 @@ def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: s
     ]
     assert hits == []
     stages = {e["stage"]: e for e in events if e.get("job_id") == job_id and "stage" in e}
-    assert {"accept", "validate", "settle", "relay_publish"} <= set(stages)
+    assert {"accept", "validate", "settle", "publish"} <= set(stages)
     assert all(set(STAGE_FIELDS) <= set(e) for e in stages.values())
     assert stages["settle"]["partition_key"] == vendor and stages["settle"]["dead_lettered"] == 1
 
