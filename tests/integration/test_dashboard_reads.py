@@ -30,6 +30,10 @@ def http(test_env: ServiceEnv) -> Iterator[TestClient]:
 
 @pytest.fixture
 def settled_job(ctx: WorkerContext) -> tuple[str, str, str]:
+    return _settle_job(ctx)
+
+
+def _settle_job(ctx: WorkerContext) -> tuple[str, str, str]:
     """A job over two partitions: 2 posted, 1 disputed, 1 dead-lettered line."""
     first, second = uid("V-"), uid("V-")
     publish_promo_contracts(ctx.engine, [first, second])
@@ -69,9 +73,12 @@ def test_summary_refuses_an_unknown_range(http: TestClient) -> None:
 
 
 def test_summary_shows_the_outbox_backlog_and_the_relay_lag(
-    http: TestClient, settled_job: tuple[str, str, str]
+    http: TestClient, ctx: WorkerContext
 ) -> None:
-    # No relay runs here: the settled job's outcome events wait in the outbox.
+    # A worker that died after each commit, before publishing, and no relay
+    # running: the job's outcome events wait in the outbox.
+    ctx.events = None
+    _settle_job(ctx)
     relay = get(http, "/v1/dashboard/summary")["relay"]
     assert relay["backlog"] >= 1
     assert relay["lag_s"] is not None and 0 <= relay["lag_s"] < 600
