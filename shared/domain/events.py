@@ -61,6 +61,7 @@ LEDGER_FIELDS = LedgerRow._fields
 # it: PostgreSQL's NUMERIC(20,4) text as the relay reads it, or the Decimal the
 # writer wrote, so the process that commits and the relay publish the same bytes.
 _SCALE = Decimal("0.0001")
+_TYPES = {outcome: f"settlement.{outcome}" for outcome in ("posted", "disputed", "resolved")}
 
 
 class Event(msgspec.Struct, gc=False):
@@ -97,12 +98,26 @@ def event(row: Sequence[Any], occurred_at: str, resolution: Any = None) -> Event
     comes from ``occurred_at_text`` (one per committed unit, not one per event).
     A resolved row's event adds its ``resolution``'s ``decision`` and ``note``,
     and the disputed row it supersedes."""
-    (_, key, version, outcome, kind, job_id, document_id, line_ref) = row[:8]
-    (partition_key, correlation_id, amount, claimed_amount, delta, supersedes_id) = row[8:]
+    (
+        _,
+        key,
+        version,
+        outcome,
+        kind,
+        job_id,
+        document_id,
+        line_ref,
+        partition_key,
+        correlation_id,
+        amount,
+        claimed_amount,
+        delta,
+        supersedes_id,
+    ) = row
     amount_text = _wire(amount)
     common = (
         event_id(key, version, outcome),
-        f"settlement.{outcome}",
+        _TYPES.get(outcome) or f"settlement.{outcome}",
         kind,
         job_id,
         document_id,
@@ -112,8 +127,10 @@ def event(row: Sequence[Any], occurred_at: str, resolution: Any = None) -> Event
         version,
         correlation_id,
         amount_text,
-        _wire(claimed_amount),
-        amount_text if delta is amount else _wire(delta),  # a first row's delta is its amount
+        # Most claims are the amount (a posted line), and a first row's delta is it:
+        # an amount's text depends on its value alone, so it is made once.
+        amount_text if claimed_amount == amount else _wire(claimed_amount),
+        amount_text if delta is amount else _wire(delta),
         occurred_at,
     )
     if resolution is None:

@@ -225,32 +225,29 @@ def _ledger_text(
                 p,
             )
         )
-    rows.sort(key=_text)  # each starts with its key, a distinct one: the rows sort by key
+    rows.sort()  # each starts with its key, a distinct one: the rows sort by key
     text = "".join(f"{i}\t{row}" for i, (row, _) in zip(ids, rows, strict=True))
+    # tuple.__new__: a NamedTuple's own __new__ is a Python call per row (~0.3 µs).
+    make = tuple.__new__
     written = []
     for i, (_, p) in zip(ids, rows, strict=True):
         d, s = p.document, p.settlement
         assert s is not None
-        written.append(
-            LedgerRow(
-                i,
-                p.line.reconciliation_key,
-                1,
-                s.outcome,
-                kind,
-                job_id,
-                d.document_id,
-                p.line.line_ref,
-                d.partition_key,
-                d.correlation_id,
-                s.amount,
-                s.claimed_amount,
-                s.amount,
-                None,
-            )
+        row = (
+            i,
+            p.line.reconciliation_key,
+            1,
+            s.outcome,
+            kind,
+            job_id,
+            d.document_id,
+            p.line.line_ref,
+            d.partition_key,
+            d.correlation_id,
+            s.amount,
+            s.claimed_amount,
+            s.amount,
+            None,
         )
+        written.append(make(LedgerRow, row))
     return text, written
-
-
-def _text(row: tuple[str, PlannedLine]) -> str:
-    return row[0]
