@@ -202,9 +202,14 @@ def test_the_broker_down_at_publish_time_does_not_fail_the_unit(
         # The worker said, in one line each, which units it left to the relay;
         # pika's errors of its attempts are not logged; no unit failed.
         records = log_events(stack.log("compute_heavy", tail=None))
-        left = [r for r in records if r.get("logger") == "settleq.events"]
+        said = [r for r in records if r.get("logger") == "settleq.events"]
+        left = [r for r in said if r["level"] == "warning"]
         assert left and all("left to the relay" in r["event"] for r in left)
-        assert not [r for r in left if "exception" in r]
+        assert not [r for r in said if "exception" in r]
+        # Each unit's publish stage says whether its events went out or wait.
+        stages = [r for r in said if r.get("stage") == "publish"]
+        assert stages and {r["status"] for r in stages} <= {"ok", "left_to_relay"}
+        assert "left_to_relay" in {r["status"] for r in stages}
         settled = [r for r in records if r.get("stage") == "settle"]
         assert settled and all(r["status"] == "ok" for r in settled), settled
     finally:
