@@ -29,6 +29,7 @@ from services.api.edi_query import EdiQuery, query_applies
 from services.api.edi_spool import Spool
 from services.api.errors import ApiError
 from services.api.ingest import Ingest, Ingested
+from services.gcpause import collector_paused
 from shared.adapters.db.edi import Sender
 from shared.domain.chunking import NewChunk
 from shared.domain.kinds import KINDS
@@ -94,7 +95,8 @@ class EdiIngest(Ingest):
         if self._read is None:
             body = self._spool.mapped()
             # ``bytes`` to the reader, which also reads a spooled file's pages.
-            interchanges = read_file(cast(bytes, body))
+            with collector_paused():
+                interchanges = read_file(cast(bytes, body))
             del body  # the interchanges hold it while they live
             file_sha256 = self.sha.hexdigest()
             file = EdiFile(
@@ -106,6 +108,10 @@ class EdiIngest(Ingest):
     def finish(self, store: ChunkStore | None = None) -> Ingested:
         """The file's batch. With ``store``, each chunk is handed to it as it
         is closed and not kept (the batch's ``chunks`` is then empty)."""
+        with collector_paused():  # mapping frees nothing until the file is done
+            return self._finish(store)
+
+    def _finish(self, store: ChunkStore | None) -> Ingested:
         assert self.acknowledge is not None
         file = self.read()
         assert self._read is not None

@@ -11,6 +11,7 @@ import datetime as dt
 
 from services.api.context import ApiContext
 from services.api.errors import ApiError
+from services.gcpause import collector_paused
 from shared.adapters.db.edi import allocate_control_numbers
 from shared.domain.x12 import EdiRefused, Interchange, Problem
 from shared.domain.x12.ack import acknowledge
@@ -23,7 +24,10 @@ def write_997(
 ) -> bytes:
     """The 997 answering ``interchanges``, numbered from the database's sequence."""
     numbers = allocate_control_numbers(ctx.engine, len(interchanges))
-    return acknowledge(interchanges, problems, control_numbers=numbers, now=dt.datetime.now(dt.UTC))
+    with collector_paused():  # two segments a set, freed by reference counting
+        return acknowledge(
+            interchanges, problems, control_numbers=numbers, now=dt.datetime.now(dt.UTC)
+        )
 
 
 def text_of(ack: bytes) -> str:

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from shared.domain.x12.ack_codes import ISA_ELEMENT_NOTES, NOT_REJECTING, codes
-from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.loops import loop_id
 from shared.domain.x12.model import (
     FunctionalGroup,
@@ -76,11 +75,10 @@ def acknowledge(
     if now.tzinfo is not None:
         now = now.astimezone(UTC)
     faults = _place(interchanges, [p for p in problems if p.code not in NOT_REJECTING])
-    with collector_paused():  # two segments a set, freed by reference counting (gcpause)
-        return "".join(
-            _answer(ic, found, number, now)
-            for ic, found, number in zip(interchanges, faults, control_numbers, strict=True)
-        ).encode("ascii")
+    return "".join(
+        _answer(ic, found, number, now)
+        for ic, found, number in zip(interchanges, faults, control_numbers, strict=True)
+    ).encode("ascii")
 
 
 def _place(interchanges: Sequence[Interchange], problems: list[Problem]) -> list[_Faults]:

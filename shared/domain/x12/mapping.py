@@ -29,7 +29,6 @@ import msgspec
 
 from shared.domain.x12.freight_210 import map_210
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
-from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.invoice_810 import map_810
 from shared.domain.x12.lazy import lazy_bytes
 from shared.domain.x12.model import (
@@ -97,24 +96,23 @@ class MappedStream:
         fast = self.kind == "freight_audit"
         mapper = map_210 if fast else _MAPPERS.get(self.kind)
         behind = _Behind()
-        with collector_paused():
-            # Each set's correlation id starts with its group's: made once, not per set.
-            for interchange in self.interchanges:
-                for group in interchange.groups:
-                    prefix = correlation_prefix(interchange, group)
-                    for transaction_set in _letting_go(group.sets, behind):
-                        place = Place(interchange, group, transaction_set, prefix)
-                        line = fast_210_line(place, query) if fast else None
-                        if line is not None:
-                            mapped_any = True
-                            yield line
-                            continue
-                        mapped = (mapper or KINDS[place.code][1])(place, query, problems)
-                        if isinstance(mapped, Skipped):
-                            skipped.append(mapped)
-                        elif mapped is not None:
-                            mapped_any = True
-                            yield mapped
+        # Each set's correlation id starts with its group's: made once, not per set.
+        for interchange in self.interchanges:
+            for group in interchange.groups:
+                prefix = correlation_prefix(interchange, group)
+                for transaction_set in _letting_go(group.sets, behind):
+                    place = Place(interchange, group, transaction_set, prefix)
+                    line = fast_210_line(place, query) if fast else None
+                    if line is not None:
+                        mapped_any = True
+                        yield line
+                        continue
+                    mapped = (mapper or KINDS[place.code][1])(place, query, problems)
+                    if isinstance(mapped, Skipped):
+                        skipped.append(mapped)
+                    elif mapped is not None:
+                        mapped_any = True
+                        yield mapped
         behind.finished()
         self._refuse(mapped_any)
 
@@ -169,16 +167,15 @@ class MappedStream:
             return
         problems, query = self.problems, self.query
         mapped_any = False
-        with collector_paused():
-            for place, line in answers(self.places()):
-                if line is not None:
-                    mapped_any = True
-                    yield line
-                    continue
-                mapped = map_210(place, query, problems)
-                if mapped is not None:
-                    mapped_any = True
-                    yield mapped
+        for place, line in answers(self.places()):
+            if line is not None:
+                mapped_any = True
+                yield line
+                continue
+            mapped = map_210(place, query, problems)
+            if mapped is not None:
+                mapped_any = True
+                yield mapped
         self._refuse(mapped_any)
 
     def _refuse(self, mapped_any: bool) -> None:

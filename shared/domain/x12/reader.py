@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 
 from shared.domain.x12.envelope import Fatal, Header, first_isa, read_isa, skip_space
-from shared.domain.x12.gcpause import collector_paused
 from shared.domain.x12.model import EdiRefused, Interchange, Problem
 from shared.domain.x12.pages import windows
 from shared.domain.x12.problems import Problems
@@ -56,8 +55,7 @@ def read_file(data: bytes, *, fast: bool = True) -> tuple[Interchange, ...]:
     problems = Problems()
     interchanges: list[Interchange] = []
     try:
-        with collector_paused():
-            _read(data, problems, interchanges, fast)
+        _read(data, problems, interchanges, fast)
     except Fatal as exc:
         problems.add(exc.problem, fatal=True)
     if problems:
