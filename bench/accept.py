@@ -42,7 +42,7 @@ import psycopg
 from bench.run import TICK, process_stats, service_cpu
 from services.api.app import create_app
 from services.api.context import ApiContext
-from services.api.ingest import NDJSON, Ingest
+from services.api.intake.ingest import NDJSON, Ingest
 from services.api.submission import submit
 from shared.domain.signing import StreamingVerifier, sign_request
 from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET, ServiceEnv, isolated_env

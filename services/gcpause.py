@@ -5,8 +5,8 @@ Reading an X12 file, mapping its sets and writing its 997 make a few objects
 per transaction set and free none until the end, so each of the collector's
 passes would walk the whole growing heap for nothing. Nothing they make refers
 to itself, so reference counting frees it all as usual. The domain code stays
-free of process tuning: the API (``services/api/edi_ingest.py``,
-``edi_refusal.py``) and the benches that time the same work pause it here.
+free of process tuning: the API (``services/api/edi/ingest.py``,
+``edi/refusal.py``) and the benches that time the same work pause it here.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     # Found best by the bench here (fairness and throughput): docs/performance.md#performance.
     max_chunk_lines: int = Field(default=5000, ge=1)
 
-    # Processes that map a large X12 210 file's sets (services/api/edi_parallel.py):
+    # Processes that map a large X12 210 file's sets (services/api/edi/parallel.py):
     # the request's own and forked children; 1 maps in process.
     x12_map_processes: int = Field(default_factory=lambda: _default_map_processes(), ge=1)
 

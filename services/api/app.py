@@ -9,13 +9,13 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from services.api.body_guard import GuardBodies
 from services.api.context import ApiContext
 from services.api.errors import install_handlers
+from services.api.intake.body_guard import GuardBodies
+from services.api.intake.publishers import Publishers
 from services.api.metrics import ApiMetrics, RequestMetrics
 from services.api.middleware import RefuseControlCharacters
-from services.api.openapi_doc import finish
-from services.api.publishers import Publishers
+from services.api.openapi.doc import finish
 from services.api.query_guard import refuse_unknown_query
 from services.api.queue_stats import QueueStats
 from services.api.routes import (
@@ -27,6 +27,7 @@ from services.api.routes import (
     disputes,
     job_page,
     jobs,
+    kinds,
     ops,
 )
 from shared.adapters.broker import close_broker, make_broker
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         contracts,
         dead_letters,
         disputes,
+        kinds,
         ops,
         dashboard,
     ):

@@ -60,7 +60,7 @@ class ApiError(Exception):
 
 
 class BodyRefused(StarletteHTTPException):
-    """A body refused while it is being received (services/api/body_guard.py).
+    """A body refused while it is being received (services/api/intake/body_guard.py).
     An ``HTTPException`` because FastAPI re-raises those from its body parsing;
     anything else raised there becomes a 400 "error parsing the body"."""
 

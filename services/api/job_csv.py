@@ -20,8 +20,8 @@ from pydantic import TypeAdapter
 
 from services.api import csv_export
 from services.api.csv_export import Cell, amount
-from shared.adapters.db import disputes as disputes_db
-from shared.adapters.db.outcomes import LineRow, stream_lines
+from shared.adapters.db.disputes import queue as disputes_db
+from shared.adapters.db.jobs.lines import LineRow, stream_lines
 from shared.adapters.db.stored_chunk import job_payloads
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind, LineCell

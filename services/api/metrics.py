@@ -11,7 +11,7 @@
   database, by reason and status.
 - ``settleq_disputes_open{kind}``, ``settleq_disputes_open_variance{kind}`` and
   ``settleq_disputes_oldest_open_age_seconds``: the dispute queue, read at
-  scrape time through :mod:`services.api.dispute_metrics`.
+  scrape time through :mod:`services.api.disputes.metrics`.
 - ``settleq_stats_source_up{source}``: 0 when the broker or the database could
   not be read for this scrape (their series are then left out, not zeroed).
 - ``settleq_process_restarts_total{component}``: restarts by the supervisor of
@@ -46,7 +46,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api.dispute_metrics import DISPUTE_METRICS, DisputeGauges
+from services.api.disputes.metrics import DISPUTE_METRICS, DisputeGauges
 from services.api.queue_stats import QueueReading
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db

@@ -226,3 +226,15 @@ class DashboardSummary(BaseModel):
     queues: list[QueueState]
     queues_error: str | None  # e.g. broker_unavailable: the queues could not be read
     relay: RelayState
+
+
+class KindInfo(BaseModel):
+    """What differs by settlement kind, as readers show it (``shared.domain.kinds``)."""
+
+    name: str
+    quantum: str = Field(description="what the kind's amounts are rounded to, e.g. 0.01")
+    places: int = Field(description="the decimal places its amounts are shown with")
+    partition_noun: str = Field(description="what a partition is: vendor, recipe, carrier")
+    line_ref_name: str = Field(description="the wire field a line's line_ref is")
+    x12_set: str | None = Field(description="the X12 transaction set it comes as, if any")
+    line_columns: list[str] = Field(description="its business columns in a job's lines CSV")

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.api.context import ApiContext
-from services.api.edi_ingest import EdiFile, EdiIngest
-from services.api.edi_submission import accepted_before
+from services.api.edi.ingest import EdiFile, EdiIngest
+from services.api.edi.submission import accepted_before
 from services.api.errors import ApiError
-from services.api.ingest import Ingested
-from services.api.job_store import Discard, open_store
+from services.api.intake.ingest import Ingested
+from services.api.intake.job_store import Discard, open_store
 from shared.adapters.broker import enqueue
-from shared.adapters.db import jobs as jobs_db
-from shared.adapters.db.job_writer import JobHead, JobTotals, Raced
+from shared.adapters.db.jobs import intake as jobs_db
+from shared.adapters.db.jobs.writer import JobHead, JobTotals, Raced
 from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
 from shared.settings import ProducerKey
 
@@ -124,7 +124,7 @@ def submit_file(
     """An X12 file (``EdiRefused`` when refused for its content): read, then
     either a repeat (200, nothing stored) or mapped into a new job whose chunks
     are stored as they are built, in one transaction committed only once the
-    whole file was mapped and accepted (services/api/job_store.py)."""
+    whole file was mapped and accepted (services/api/intake/job_store.py)."""
     file = ingest.read()
     key_used = idempotency_key or file.file_sha256
     body_sha256 = file.submission_sha256

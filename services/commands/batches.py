@@ -225,7 +225,9 @@ def is_ndjson(body: bytes) -> bool:
 
 
 FormatName = Literal["json", "ndjson", "x12"]
-_PARTITIONS = {"promo_accrual": "vendors", "recipe_cost": "recipes", "freight_audit": "carriers"}
+# The kinds partners send as X12, as `--format x12` names them.
+_X12_FORMS = " or ".join(f"{k.x12_set}s ({k.name})" for k in KINDS.values() if k.x12_set)
+_X12_KINDS = " or ".join(k.name for k in KINDS.values() if k.x12_set)
 
 
 @app.command()
@@ -236,7 +238,7 @@ def gen(
             callback=kind_name,
             help="Settlement kind of the batch: " + ", ".join(KINDS) + ".",
         ),
-    ] = "promo_accrual",
+    ] = next(iter(KINDS)),
     lines: Annotated[
         int,
         typer.Option(
@@ -259,7 +261,7 @@ def gen(
         typer.Option(
             "--format",
             help='json; ndjson (first line {"kind": ...}) for `submit x.ndjson`; x12: an ANSI'
-            " X12 4010 file of 210s (freight_audit) or 810s (promo_accrual).",
+            f" X12 4010 file of {_X12_FORMS}.",
         ),
     ] = "json",
     ndjson: Annotated[
@@ -276,12 +278,13 @@ def gen(
     if output == "x12":
         make_file = X12_GENERATORS.get(kind)
         if make_file is None:
-            _refuse(f"{kind} has no X12 form: --format x12 takes freight_audit or promo_accrual")
-        sys.stdout.buffer.write(make_file(lines, seed=seed, **{_PARTITIONS[kind]: partitions}))
+            _refuse(f"{kind} has no X12 form: --format x12 takes {_X12_KINDS}")
+        spread = {KINDS[kind].partition_noun + "s": partitions}
+        sys.stdout.buffer.write(make_file(lines, seed=seed, **spread))
         sys.stdout.flush()
         return
     make_batch = GENERATORS[kind][0]
-    batch = make_batch(lines, seed=seed, **{_PARTITIONS[kind]: partitions})
+    batch = make_batch(lines, seed=seed, **{KINDS[kind].partition_noun + "s": partitions})
     if ndjson or output == "ndjson":
         sys.stdout.write(json.dumps({"kind": batch["kind"]}) + "\n")
         sys.stdout.writelines(json.dumps(d) + "\n" for d in batch["documents"])

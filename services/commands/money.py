@@ -1,7 +1,6 @@
 """Amounts as finance reads them: thousands separators, at the kind's quantum
-(``Kind.quantum``: 0.01 for promo_accrual and freight_audit, 0.0001 for
-recipe_cost), never rounded: an amount with more places than its quantum keeps
-them all (``shared.domain.money.at_quantum``)."""
+(``Kind.quantum``), never rounded: an amount with more places than its quantum
+keeps them all (``shared.domain.money.at_quantum``)."""
 
 from __future__ import annotations
 

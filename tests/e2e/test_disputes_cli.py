@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from services.api.dispute_csv import HEADER
+from services.api.disputes.export import HEADER
 from tests.support.dispute_jobs import VARIANCES, promo_lines, resolved_rows
 from tests.support.factories import promo_doc, uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN

@@ -11,7 +11,7 @@ import pytest
 
 from bench import ledger_fill
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.job_queries import job_status
+from shared.adapters.db.jobs.queries import job_status
 from tests.support.infra import isolated_env
 from tests.support.workload import RATES
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from services.api.body_guard import BODY_LIMIT
+from services.api.intake.body_guard import BODY_LIMIT
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
 
 MiB = 1 << 20

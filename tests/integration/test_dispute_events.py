@@ -15,7 +15,8 @@ from sqlalchemy import Engine, func, select
 
 from services.relay.relay import Relay
 from shared.adapters.broker import make_broker
-from shared.adapters.db import disputes, tables
+from shared.adapters.db import tables
+from shared.adapters.db.disputes import queue as disputes
 from shared.adapters.event_publisher import EventPublisher
 from shared.domain.disputes import ResolveRequest
 from shared.domain.events import event_id, message_id

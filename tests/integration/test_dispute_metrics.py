@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.core import Metric
 from sqlalchemy import Engine
 
-from services.api.dispute_metrics import (
+from services.api.disputes.metrics import (
     DISPUTE_METRICS,
     DISPUTES_OLDEST_AGE,
     DISPUTES_OPEN,
@@ -21,7 +21,7 @@ from services.api.dispute_metrics import (
 )
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db import disputes
+from shared.adapters.db.disputes import queue as disputes
 from shared.adapters.db.engine import make_engine
 from shared.domain.disputes import ResolveRequest
 from shared.domain.kinds import KINDS

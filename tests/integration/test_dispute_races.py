@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from shared.adapters.db import dispute_resolve, disputes
+from shared.adapters.db.disputes import queue as disputes
+from shared.adapters.db.disputes import resolve as dispute_resolve
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.tables import ledger_entries as ledger
 from shared.domain.disputes import DisputeAlreadyResolved, DisputeSuperseded, ResolveRequest

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
-from shared.adapters.db import disputes, outbox, tables
-from shared.adapters.db.outcomes import list_lines
+from shared.adapters.db import outbox, tables
+from shared.adapters.db.disputes import queue as disputes
+from shared.adapters.db.jobs.lines import list_lines
 from shared.domain.disputes import (
     DecidedAmountOutOfRange,
     DisputeAlreadyResolved,

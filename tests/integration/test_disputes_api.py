@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from services.api import csv_export
 from services.api.app import create_app
-from services.api.dispute_csv import HEADER
+from services.api.disputes.export import HEADER
 from services.client import Client
 from services.worker.context import WorkerContext
 from shared.adapters.db import tables

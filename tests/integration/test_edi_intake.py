@@ -25,17 +25,19 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from services.api import edi_child, edi_parallel, submission
+from services.api import submission
 from services.api.app import create_app
+from services.api.edi import child as edi_child
+from services.api.edi import parallel as edi_parallel
 from services.cli import app
 from services.client import Client
 from services.commands import batches
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db import jobs as jobs_db
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
-from shared.adapters.db.edi_tables import edi_acknowledgements, edi_interchanges
+from shared.adapters.db.edi.tables import edi_acknowledgements, edi_interchanges
+from shared.adapters.db.jobs import intake as jobs_db
 from shared.domain.messages import ChunkMessage
 from shared.domain.signing import sign_request
 from tests.support.factories import uid
@@ -190,7 +192,7 @@ def test_a_210_file_mapped_by_a_forked_child_settles_as_in_process(
     backend_env: ServiceEnv, ctx: WorkerContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SETTLEQ_X12_MAP_PROCESSES=2 with blocks of a few sets: a forked child maps
-    some (services/api/edi_parallel.py); the job and its ledger are the file's,
+    some (services/api/edi/parallel.py); the job and its ledger are the file's,
     the over-billed invoices in the child's blocks disputed, and no child is left."""
     monkeypatch.setattr(
         edi_parallel, "default_layout", edi_parallel.Layout(1, ours=2, theirs=3, min_cycles=1)
@@ -501,7 +503,7 @@ def test_a_file_that_cannot_be_spooled_is_503_and_stores_nothing(
     api: Client, trace: Trace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The spool's disk full or missing is the server's trouble: a 503 to retry,
-    never a 500, and nothing stored (services/api/edi_spool.py)."""
+    never a 500, and nothing stored (services/api/edi/spool.py)."""
     monkeypatch.setattr(tempfile, "tempdir", "/nonexistent/settleq-spool")
     response = submit_x12(api, freight_file(Freight(uid("F"), uid("C").upper())))
     assert (response.status_code, error(response)["code"]) == (503, "spool_unavailable")

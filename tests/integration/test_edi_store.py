@@ -1,4 +1,4 @@
-"""An X12 file's job stored while the file is mapped (services/api/job_store.py)
+"""An X12 file's job stored while the file is mapped (services/api/intake/job_store.py)
 on the real PostgreSQL ledger: each chunk is inserted into the job's one open
 transaction as it is built, and nothing is visible, nor left, until that
 transaction commits after the last one.
@@ -20,11 +20,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from services.api.app import create_app
-from services.api.job_store import DEPTH
+from services.api.intake.job_store import DEPTH
 from services.client import Client
 from services.worker.context import WorkerContext
-from shared.adapters.db import job_writer, tables
-from shared.adapters.db.edi_tables import edi_acknowledgements, edi_interchanges
+from shared.adapters.db import tables
+from shared.adapters.db.edi.tables import edi_acknowledgements, edi_interchanges
+from shared.adapters.db.jobs import writer as job_writer
 from shared.domain import chunking
 from shared.domain.chunking import NewChunk
 from tests.support.factories import uid

@@ -12,8 +12,8 @@ from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk, validate_chunk
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import tables
-from shared.adapters.db.job_queries import job_status
-from shared.adapters.db.outcomes import list_lines
+from shared.adapters.db.jobs.lines import list_lines
+from shared.adapters.db.jobs.queries import job_status
 from shared.domain.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import queue_depth

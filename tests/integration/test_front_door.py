@@ -19,7 +19,7 @@ from services.api.app import create_app
 from services.client import Client
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.job_queries import job_status
+from shared.adapters.db.jobs.queries import job_status
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import (
     PRODUCER_ID,

@@ -26,10 +26,11 @@ from sqlalchemy import Engine, func, select
 from services.api.app import create_app
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db import disputes, tables
+from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
-from shared.adapters.db.job_queries import job_status
-from shared.adapters.db.outcomes import list_lines
+from shared.adapters.db.disputes import queue as disputes
+from shared.adapters.db.jobs.lines import list_lines
+from shared.adapters.db.jobs.queries import job_status
 from shared.domain.disputes import ResolveRequest
 from tests.support.disputes import (
     ACTOR,

@@ -231,7 +231,7 @@ def test_publishing_a_new_version_waits_for_settlements_that_found_no_repricing(
     carry their full amount as delta."""
     if ctx.engine.dialect.name != "postgresql":
         pytest.skip("SQLite runs one writer at a time: there is no concurrent settlement")
-    from shared.adapters.db.priors import repriced_partitions
+    from shared.adapters.db.ledger.priors import repriced_partitions
 
     vendor = promo_vendor(ctx, versions=(1,))
     published = threading.Event()

@@ -29,8 +29,8 @@ from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.jobs.lines import list_lines
 from shared.adapters.db.migrate import alembic_config
-from shared.adapters.db.outcomes import list_lines
 from shared.domain.messages import ChunkMessage
 from shared.domain.synthetic import freight_contract
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid

@@ -11,12 +11,13 @@ authentication), and every response is documented: status code, content type
 and body schema.
 
 Gaps in ``openapi.yaml`` that the fuzzer finds and that are known are listed in
-``KNOWN_GAPS``: they are tolerated in the fuzz run (and counted), and each one
-has a strict xfail reproducer, which starts failing once the gap is closed.
-Known 5xx bugs are not tolerated by the fuzz run; each has a strict xfail
-reproducer too (``test_known_bug``).
+``KNOWN_GAPS`` (none today): they are tolerated in the fuzz run (and counted).
+No 5xx is tolerated. Each gap and 5xx the fuzzer or a reader once found has a
+regression test of its own, which fails should it come back
+(``test_a_body_that_is_not_utf8_is_a_documented_422``,
+``test_input_that_was_a_500_gets_a_documented_answer``).
 
-Order matters: the seeded walk, then the reproducers, then the fuzz run (which
+Order matters: the seeded walk, then the regression tests, then the fuzz run (which
 requeues and discards whatever dead letters it finds).
 
 ``FUZZ_SEED`` and ``FUZZ_MAX_EXAMPLES`` (environment) change the seed and the
@@ -52,7 +53,8 @@ from schemathesis.specs.openapi.checks import (
 from services.api.app import create_app
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db import dead_letters, disputes
+from shared.adapters.db import dead_letters
+from shared.adapters.db.disputes import queue as disputes
 from shared.domain.signing import sign_request
 from shared.domain.synthetic import promo_contract
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
@@ -441,7 +443,7 @@ def test_seeded_resources_conform(seeded: Seeded) -> None:
     assert len(response.text.splitlines()) == 3  # the header and the two disputes
 
 
-# --- known gaps and known bugs: one strict xfail reproducer each -------------------
+# --- gaps and 5xx once found: one regression test each -----------------------------
 
 
 class AppRaised(AssertionError):
@@ -489,7 +491,9 @@ _NOT_UTF8_JSON = b'{"note": "caf\xe9", "limit": 1}'  # latin-1 "é": not UTF-8
         ),
     ],
 )
-def test_known_gap(path: str, method: str, path_parameters: dict[str, Any]) -> None:
+def test_a_body_that_is_not_utf8_is_a_documented_422(
+    path: str, method: str, path_parameters: dict[str, Any]
+) -> None:
     """A body that is not UTF-8 gets a documented answer (422), not an undocumented 400."""
     case = strict_schema[path][method].Case(
         path_parameters=path_parameters, body={}, media_type="application/json"
@@ -606,7 +610,7 @@ def _bug(
         _bug("listAudit-bigint", BUG_BIGINT, "/admin/audit", "GET", query={"cursor": "9" * 19}),
     ],
 )
-def test_known_bug(
+def test_input_that_was_a_500_gets_a_documented_answer(
     seeded: Seeded,
     path: str,
     method: str,
@@ -614,7 +618,8 @@ def test_known_bug(
     query: dict[str, Any],
     body: Any,
 ) -> None:
-    """When this XPASSes, the bug is fixed: drop it from here."""
+    """Input that once made a 500 (the ``was a BUG`` of its id's reason) now gets a
+    documented answer."""
     seeded_values = {id(_SEEDED_JOB): seeded.job_id, id(_SEEDED_DEAD): seeded.dead_letter_ids[1]}
     path_parameters = {k: seeded_values.get(id(v), v) for k, v in path_parameters.items()}
     extra: dict[str, Any] = {}

@@ -16,8 +16,8 @@ import redis
 
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db.job_queries import job_status
-from shared.adapters.db.jobs import discard_unaccepted, mark_accepted
+from shared.adapters.db.jobs.intake import discard_unaccepted, mark_accepted
+from shared.adapters.db.jobs.queries import job_status
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoDocument
 from shared.domain.leasing import document_lease

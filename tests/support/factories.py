@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from shared.adapters.db import jobs as jobs_db
 from shared.adapters.db.contracts import put_contract
+from shared.adapters.db.jobs import intake as jobs_db
 from shared.domain.chunking import build_chunks
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.messages import ChunkMessage

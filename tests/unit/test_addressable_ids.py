@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from services.api.errors import ApiError
-from services.api.ingest import JSON, NDJSON, Ingest, Ingested
+from services.api.intake.ingest import JSON, NDJSON, Ingest, Ingested
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.ids import PartitionKey, address_problem
 from shared.domain.kinds.promo_accrual import PromoDocument

@@ -40,7 +40,7 @@ def _said(status: int, code: str, message: str, details: list[Any]) -> list[str]
     return text.splitlines()
 
 
-# The bodies as the API sends them (services/api/errors.py, ingest.py, edi_refusal.py).
+# The bodies as the API sends them (services/api/errors.py, ingest.py, edi/refusal.py).
 JSON_INVALID = "Invalid JSON: expected value at line 1 column 50"
 EXTRA = "Extra inputs are not permitted"
 

@@ -15,11 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.requests import Request
 
-from services.api import csv_export, dispute_csv
-from services.api import dispute_schemas as wire
+from services.api import csv_export
+from services.api.disputes import export as dispute_csv
+from services.api.disputes import schemas as wire
 from services.api.errors import ApiError
 from services.api.routes.disputes import _opened_before, _request
-from shared.adapters.db.disputes import Dispute, Resolution, Stats, Totals
+from shared.adapters.db.disputes.queue import Dispute, Resolution, Stats, Totals
 
 OPENED = dt.datetime(2026, 11, 30, 9, 15, 0, 123456)  # naive, as SQLite returns it
 

@@ -1,4 +1,4 @@
-"""The front door's fast route for X12 210s (services/api/edi_ingest.py::EdiIngest._take):
+"""The front door's fast route for X12 210s (services/api/edi/ingest.py::EdiIngest._take):
 a document of the 210 fast path is stored as the bytes it made, unscreened. Its
 chunks must be the very bytes of the general route (map_210's dict, encoded,
 screened or modelled), or settlement would read another invoice."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from services.api.edi_ingest import EdiIngest, EdiQuery
-from services.api.ingest import EDI_X12
+from services.api.edi.ingest import EdiIngest, EdiQuery
+from services.api.intake.ingest import EDI_X12
 from shared.domain.x12 import EdiRefused, mapping
 from shared.domain.x12.ack import acknowledge
 from shared.domain.x12.freight_fast import fast_210_line

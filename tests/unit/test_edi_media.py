@@ -12,11 +12,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from services.api import edi_ingest
-from services.api.edi_ingest import EdiIngest
-from services.api.edi_query import EdiQuery, edi_query
+from services.api.edi import ingest as edi_ingest
+from services.api.edi.ingest import EdiIngest
+from services.api.edi.query import EdiQuery, edi_query
 from services.api.errors import ApiError
-from services.api.ingest import EDI_X12, JSON, NDJSON, Ingest, media_type
+from services.api.intake.ingest import EDI_X12, JSON, NDJSON, Ingest, media_type
 from services.cli import app
 from services.client import Client
 from services.commands import batches

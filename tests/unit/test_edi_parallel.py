@@ -1,4 +1,4 @@
-"""A 210 file mapped by a forked child too (services/api/edi_parallel.py): its
+"""A 210 file mapped by a forked child too (services/api/edi/parallel.py): its
 chunks, counts, skipped sets, 997 and refusals must be those of the in-process
 path in every case, whatever becomes of the child, and no child may outlive
 the request. The blocks are made a few sets long, so that small files span
@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from services.api import edi_child, edi_parallel
-from services.api.edi_parallel import Layout
+from services.api.edi import child as edi_child
+from services.api.edi import parallel as edi_parallel
+from services.api.edi.parallel import Layout
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.mapping import map_stream
 from shared.domain.x12.reader import read_file

@@ -1,4 +1,4 @@
-"""An X12 file spooled and read from its mapped pages (services/api/edi_spool.py,
+"""An X12 file spooled and read from its mapped pages (services/api/edi/spool.py,
 shared/domain/x12/pages.py): the same interchanges, problems and documents as
 from ``bytes``, with at most a few windows of the file in memory at a time."""
 
@@ -14,8 +14,8 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from services.api import edi_parallel
-from services.api.edi_spool import Spool, Spooled
+from services.api.edi import parallel as edi_parallel
+from services.api.edi.spool import Spool, Spooled
 from services.api.errors import ApiError
 from shared.domain.x12 import pages
 from shared.domain.x12.freight_fast import FastLine

@@ -544,7 +544,7 @@ def test_invalid_legs_are_refused(over: dict[str, Any], error_type: str) -> None
 
 
 def test_repeated_leg_numbers_are_found_for_the_front_door() -> None:
-    # The front door answers duplicate_line (services/api/ingest.py) from this.
+    # The front door answers duplicate_line (services/api/intake/ingest.py) from this.
     repeated = KIND.repeated_line(_doc(_leg(leg_no=1), _leg(leg_no=2), _leg(leg_no=1)))
     assert repeated is not None
     assert (repeated.field, repeated.loc, repeated.value) == (

@@ -1,4 +1,4 @@
-"""services.api.ingest: an NDJSON body gives the same batch (or the same error)
+"""services.api.intake.ingest: an NDJSON body gives the same batch (or the same error)
 however its parts fall, through the screen's per-part fast path or per line."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.api.errors import ApiError
-from services.api.ingest import NDJSON, Ingest, Ingested
+from services.api.intake.ingest import NDJSON, Ingest, Ingested
 from shared.settings import ProducerKey, Settings
 from tests.support.workload import generate
 

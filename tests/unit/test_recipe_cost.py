@@ -468,7 +468,7 @@ def test_recipe_id_must_equal_partition_key() -> None:
 
 
 def test_duplicate_location_ids_are_found_for_the_front_door() -> None:
-    # The front door answers duplicate_line (services/api/ingest.py) from this.
+    # The front door answers duplicate_line (services/api/intake/ingest.py) from this.
     locations = ["LOC-A", "LOC-B", "LOC-A"]
     doc = RecipeDocument.model_validate_json(json.dumps(_doc_dict(location_ids=locations)))
     repeated = KIND.repeated_line(doc)

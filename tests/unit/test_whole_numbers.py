@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from services.api.errors import ApiError
-from services.api.ingest import JSON, NDJSON, Ingest
+from services.api.intake.ingest import JSON, NDJSON, Ingest
 from services.worker.decoding import _DOCUMENT_LISTS, ENVELOPES
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import decode_chunk

@@ -14,9 +14,9 @@ from fastapi.responses import Response
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
-from services.api.ingest import EDI_X12
+from services.api.intake.ingest import EDI_X12
 from services.api.routes.jobs import _visible_job
-from shared.adapters.db import edi as edi_db
+from shared.adapters.db.edi import store as edi_db
 
 router = APIRouter(tags=["jobs"])
 

@@ -14,14 +14,14 @@ from pydantic import TypeAdapter
 
 from services.api.auth import Ctx, producer_verifier
 from services.api.context import ApiContext
-from services.api.edi_ingest import EdiIngest
-from services.api.edi_query import edi_query
-from services.api.edi_refusal import refusal, write_997
+from services.api.edi.ingest import EdiIngest
+from services.api.edi.query import edi_query
+from services.api.edi.refusal import refusal, write_997
 from services.api.errors import ApiError, ErrorBody
-from services.api.ingest import Ingest, Ingested, media_type
+from services.api.intake.ingest import Ingest, Ingested, media_type
 from services.api.schemas import Accepted
 from services.api.submission import Submitted, response_body, submit, submit_file
-from shared.domain.kinds import BATCH
+from shared.domain.kinds import BATCH, KINDS
 from shared.domain.kinds.ids import PartitionKey
 from shared.domain.signing import SignatureError
 from shared.domain.x12 import EdiRefused
@@ -93,7 +93,7 @@ _IDENTIFIER = {
     "maxLength": 128,
     "pattern": r"^[^\x00-\x1f\x7f-\x9f|]+$",
 }
-# Read by services/api/edi_query.py::edi_query; checked whenever given.
+# Read by services/api/edi/query.py::edi_query; checked whenever given.
 _X12_QUERY = [
     _query_parameter(
         "contract_version",
@@ -171,8 +171,11 @@ def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started:
                     "schema": {
                         "type": "string",
                         "description": (
-                            "an ANSI X12 file of 210s (freight_audit) or 810s (promo_accrual),"
-                            " as the trading partner sent it (docs/api.md#edi-intake)"
+                            "an ANSI X12 file of "
+                            + " or ".join(
+                                f"{k.x12_set}s ({k.name})" for k in KINDS.values() if k.x12_set
+                            )
+                            + ", as the trading partner sent it (docs/api.md#edi-intake)"
                         ),
                     }
                 },

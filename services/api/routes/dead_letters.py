@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.api import csv_export
 from services.api.auth import Ctx, Operator
 from services.api.csv_export import Cell
-from services.api.dispute_schemas import NOTE
+from services.api.disputes.schemas import NOTE
 from services.api.errors import ApiError, ErrorBody
 from services.api.letter_excerpt import excerpt
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor

@@ -10,13 +10,14 @@ from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from services.api import csv_export, dispute_csv
-from services.api import dispute_schemas as wire
+from services.api import csv_export
 from services.api.auth import Ctx, Operator, Viewer
+from services.api.disputes import export as dispute_csv
+from services.api.disputes import schemas as wire
 from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
 from services.api.timefmt import ISO_TIME, parse_instant
-from shared.adapters.db import disputes as db
+from shared.adapters.db.disputes import queue as db
 from shared.domain.disputes import (
     DecidedAmountOutOfRange,
     DisputeConflict,

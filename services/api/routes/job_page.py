@@ -18,7 +18,7 @@ from services.api import csv_export, job_csv
 from services.api.auth import Ctx, Reader
 from services.api.routes.jobs import ERRORS, _visible_job
 from services.api.timefmt import iso
-from shared.adapters.db import job_detail
+from shared.adapters.db.jobs import detail as job_detail
 from shared.domain.money import to_wire
 
 router = APIRouter(tags=["jobs"])

@@ -19,9 +19,9 @@ from services.api.pagination import (
 )
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
 from services.api.timefmt import iso
-from shared.adapters.db import disputes as disputes_db
-from shared.adapters.db import job_queries as jobs_db
-from shared.adapters.db.outcomes import list_lines
+from shared.adapters.db.disputes import queue as disputes_db
+from shared.adapters.db.jobs import queries as jobs_db
+from shared.adapters.db.jobs.lines import list_lines
 from shared.domain.money import to_wire
 
 router = APIRouter(tags=["jobs"])

@@ -3,7 +3,7 @@
 import { Unauthorized, api, forget, setToken, token } from "./api.js";
 import { drawThroughput } from "./chart.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
-import { ago, count, decimal, decimalSum, money, rate, when } from "./format.js";
+import { ago, count, decimal, decimalSum, money, rate, setKinds, when } from "./format.js";
 import { jobIdInHash, jobLink, showJob, wireJobPage } from "./job.js";
 import { reasonInHash, showLetters, wireLetters } from "./letters.js";
 
@@ -206,11 +206,17 @@ function route() {
   showLetters();
 }
 
-function open() {
+async function open() {
   $("sign-in").hidden = true;
   $("board").hidden = false;
   $("sign-out").hidden = false;
   $("range").value = range();
+  // The kinds' places first, so that no amount is drawn before its quantum is known.
+  try {
+    setKinds(await api("/v1/kinds"));
+  } catch (error) {
+    if (error instanceof Unauthorized) return signOut("That token is not valid.");
+  }
   refresh();
   route();
 }

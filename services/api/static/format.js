@@ -2,7 +2,12 @@
 // Money arrives as decimal strings and stays strings: it is rounded (half up,
 // at the kind's quantum) and grouped digit by digit with BigInt, never as a float.
 
-export const QUANTUM_PLACES = { promo_accrual: 2, freight_audit: 2, recipe_cost: 4 };
+// Each kind's places, from GET /v1/kinds (setKinds, once signed in): the page
+// names no kind itself. A kind not (yet) known shows the places it was sent with.
+export const QUANTUM_PLACES = {};
+export function setKinds(kinds) {
+  for (const kind of kinds) QUANTUM_PLACES[kind.name] = kind.places;
+}
 
 function parse(value) {
   const match = /^([-+]?)(\d*)(?:\.(\d*))?$/.exec(String(value).trim());
@@ -35,7 +40,7 @@ export function decimal(value, places) {
   return render(parsed.negative, rescale(parsed.units, parsed.scale, scale), scale);
 }
 
-// Money at its kind's quantum: 0.01 for promo and freight, 0.0001 for recipes.
+// Money at its kind's quantum (GET /v1/kinds' places).
 export const money = (value, kind) => decimal(value, QUANTUM_PLACES[kind]);
 
 // Several decimal strings added exactly (as scaled integers), as a string.

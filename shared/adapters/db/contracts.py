@@ -13,7 +13,7 @@ from sqlalchemy import Connection, Engine, func, select, tuple_
 
 from shared.adapters.db.dead_letters import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
-from shared.adapters.db.priors import lock_partition_for_repricing
+from shared.adapters.db.ledger.priors import lock_partition_for_repricing
 from shared.adapters.db.tables import contracts
 
 

@@ -76,7 +76,7 @@ jobs = Table(
     Column("lines", Integer, nullable=False),
     Column("chunks_total", Integer, nullable=False),
     Column("created_at", TS, nullable=False),
-    # What the producer sent: json, ndjson or x12 (an X12 job has EDI rows, edi_tables.py).
+    # What the producer sent: json, ndjson or x12 (an X12 job has EDI rows, edi/tables.py).
     Column("source_format", String(8), nullable=False, server_default="json"),
     UniqueConstraint("key_id", "idempotency_key"),
     Index(None, "created_at"),
@@ -286,7 +286,7 @@ outbox = Table(
 )
 
 # Declared in their own modules (this one is at its size limit), on this metadata.
-from shared.adapters.db import edi_tables as _edi_tables  # noqa: E402, F401
+from shared.adapters.db.edi import tables as _edi_tables  # noqa: E402, F401
 from shared.adapters.db.operator_tables import audit_log as audit_log  # noqa: E402
 from shared.adapters.db.operator_tables import (  # noqa: E402
     dispute_resolutions as dispute_resolutions,

@@ -233,6 +233,15 @@ class Kind(Generic[D, C]):
     # What a line's amount is rounded to, once (docs/architecture.md#exact-money),
     # and the places every amount of the kind is shown with.
     quantum: ClassVar[Decimal]
+    # What a partition of the kind is (a vendor, a recipe, a carrier): the CLI's
+    # and the dashboard's word for it (``GET /v1/kinds``).
+    partition_noun: ClassVar[str]
+    # What a line's ``line_ref`` is, by its field on the wire (a promo line's
+    # ``line_no``, a recipe request's location, a freight leg's ``leg_no``).
+    line_ref_name: ClassVar[str]
+    # The X12 transaction set a trading partner sends the kind's documents as
+    # (docs/api.md#edi-intake), or None: the kind comes as JSON or NDJSON only.
+    x12_set: ClassVar[str | None] = None
     # Whether every line's reconciliation key starts with its document's partition
     # and id: then an attempt leases the document once, not each line's key
     # (``leasing.document_lease``). A recipe's key is its content's, which two

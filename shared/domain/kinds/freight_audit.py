@@ -179,6 +179,9 @@ def sniff_document_type(raw: bytes) -> DocumentType | None:
 class FreightAudit(Kind[FreightDocument, FreightContract]):
     name: ClassVar[str] = "freight_audit"
     quantum: ClassVar[Decimal] = CENT
+    partition_noun: ClassVar[str] = "carrier"
+    line_ref_name: ClassVar[str] = "leg_no"
+    x12_set: ClassVar[str | None] = "210"
     document_model = FreightDocument
     contract_model = FreightContract
     batch_model = FreightBatch

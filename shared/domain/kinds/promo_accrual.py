@@ -156,6 +156,9 @@ def _settle_documents(payload: bytes) -> list[_SettleDocument] | None:
 class PromoAccrual(Kind[PromoDocument, PromoContract]):
     name: ClassVar[str] = "promo_accrual"
     quantum: ClassVar[Decimal] = CENT
+    partition_noun: ClassVar[str] = "vendor"
+    line_ref_name: ClassVar[str] = "line_no"
+    x12_set: ClassVar[str | None] = "810"
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch

@@ -91,6 +91,8 @@ def request_fingerprint(document: RecipeDocument) -> str:
 class RecipeCost(Kind[RecipeDocument, RecipeContract]):
     name: ClassVar[str] = "recipe_cost"
     quantum: ClassVar[Decimal] = BASIS
+    partition_noun: ClassVar[str] = "recipe"
+    line_ref_name: ClassVar[str] = "location_id"
     document_model = RecipeDocument
     contract_model = RecipeContract
     batch_model = RecipeBatch

@@ -37,8 +37,8 @@ def test_recipe_cost_has_no_x12_form_and_says_so_in_one_line() -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.strip() == (
-        "settleq gen: recipe_cost has no X12 form: --format x12 takes freight_audit or"
-        " promo_accrual"
+        "settleq gen: recipe_cost has no X12 form: --format x12 takes promo_accrual or"
+        " freight_audit"
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from shared.adapters.db.rows import document_dead_letter, line_dead_letter, outcome_row
+from shared.adapters.db.ledger.rows import document_dead_letter, line_dead_letter, outcome_row
 from shared.adapters.db.tables import dead_letters
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.lineage import NEWER_VERSION_SETTLED

@@ -2,7 +2,7 @@
 (docs/architecture.md#the-settlement-transaction).
 
 The first occurrence of every identity is written, round by round (round n
-holds the n-th new row of each lineage: ``shared.adapters.db.priors``), each
+holds the n-th new row of each lineage: ``shared.adapters.db.ledger.priors``), each
 measured from its lineage's newest row, including one an earlier round just
 wrote: its ``delta`` and ``supersedes_id``. A line older than that row is
 *late* (written nowhere, a duplicate ``newer_version_settled``); one whose
@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from shared.adapters.db import priors
-from shared.adapters.db.rows import ledger_row
+from shared.adapters.db.ledger import priors
+from shared.adapters.db.ledger.rows import ledger_row
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.units import ChunkRef, LedgerRow

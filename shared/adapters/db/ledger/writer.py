@@ -16,10 +16,9 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, update
 
-from shared.adapters.db import priors
-from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
-from shared.adapters.db.ledger import postgres
+from shared.adapters.db.ledger import postgres, priors
+from shared.adapters.db.ledger.bulk import insert_rows
 from shared.adapters.db.ledger.outcomes import insert_dead_letters, settled_outcomes
 from shared.adapters.db.ledger.rounds import Identity, Written, new_flags, write_rounds
 from shared.adapters.db.tables import (

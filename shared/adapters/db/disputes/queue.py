@@ -2,9 +2,9 @@
 (docs/architecture.md#exactly-once-resolution).
 
 A dispute is its disputed ledger row (its id is that row's id); its status is
-derived when read (dispute_sql.py). The interface the API, CLI, dashboard,
-metrics and bench code against: the value types (dispute_types.py), the
-reads (dispute_reads.py) and the resolutions (dispute_resolve.py):
+derived when read (disputes/sql.py). The interface the API, CLI, dashboard,
+metrics and bench code against: the value types (disputes/types.py), the
+reads (disputes/reads.py) and the resolutions (disputes/resolve.py):
 
 - ``page(engine, where, *, after_id, limit)``: oldest first (ascending id);
   the cursor is the id of the last dispute seen.
@@ -34,9 +34,9 @@ reads (dispute_reads.py) and the resolutions (dispute_resolve.py):
 
 from __future__ import annotations
 
-from shared.adapters.db.dispute_reads import get, page, stats, statuses, stream
-from shared.adapters.db.dispute_resolve import resolve, resolve_bulk
-from shared.adapters.db.dispute_types import (
+from shared.adapters.db.disputes.reads import get, page, stats, statuses, stream
+from shared.adapters.db.disputes.resolve import resolve, resolve_bulk
+from shared.adapters.db.disputes.types import (
     Dispute,
     Filter,
     PartitionVariance,

@@ -1,4 +1,4 @@
-"""The forked child of ``services/api/edi_parallel.py``: its life, the frames it
+"""The forked child of ``services/api/edi/parallel.py``: its life, the frames it
 writes, the word it and the parent share, and the parent's end of its pipe.
 
 The pipe is the queue: a child blocks on its write once the pipe (1 MiB where
@@ -49,7 +49,7 @@ from shared.domain.x12.mapping import MappedStream
 from shared.domain.x12.sets import Place, Query
 
 if TYPE_CHECKING:
-    from services.api.edi_parallel import Layout
+    from services.api.edi.parallel import Layout
 
 _PIPE_BYTES = 1 << 20
 # The child yields its core to anything else that wants it (PostgreSQL storing

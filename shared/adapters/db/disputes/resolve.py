@@ -25,10 +25,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, String, func, literal, select
 
-from shared.adapters.db import priors
-from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
-from shared.adapters.db.dispute_sql import (
+from shared.adapters.db.disputes.sql import (
     STATUS_WHERE,
     abs_variance,
     apply,
@@ -38,7 +36,9 @@ from shared.adapters.db.dispute_sql import (
     joined,
     to_dispute,
 )
-from shared.adapters.db.dispute_types import Dispute, Filter, Resolved
+from shared.adapters.db.disputes.types import Dispute, Filter, Resolved
+from shared.adapters.db.ledger import priors
+from shared.adapters.db.ledger.bulk import insert_rows
 from shared.adapters.db.ledger.rounds import as_ledger_row
 from shared.adapters.db.ledger.writer import write_outbox
 from shared.adapters.db.tables import (
@@ -174,7 +174,7 @@ def resolve(
     publish: Publish | None = None,
     event_batch_max: int = EVENT_BATCH_LIMIT,
 ) -> Resolved:
-    """See ``shared.adapters.db.disputes.resolve``."""
+    """See ``shared.adapters.db.disputes.queue.resolve``."""
     committed: list[Committed] = []
     with engine.begin() as conn:
         dispute = _load(conn, dispute_id)
@@ -261,7 +261,7 @@ def resolve_bulk(
     publish: Publish | None = None,
     event_batch_max: int = EVENT_BATCH_LIMIT,
 ) -> int:
-    """See ``shared.adapters.db.disputes.resolve_bulk``. Set-based: one statement
+    """See ``shared.adapters.db.disputes.queue.resolve_bulk``. Set-based: one statement
     selects the candidates, one takes their locks, one inserts every resolved
     row (re-checking each is still open, under the locks), then COPY."""
     if request.decision not in BULK_DECISIONS:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
 from services.api.timefmt import iso
-from shared.adapters.db import disputes as db
+from shared.adapters.db.disputes import queue as db
 from shared.domain.disputes import BULK_LIMIT_MAX, NOTE_MAX_CHARS, NOTE_PATTERN
 from shared.domain.kinds.base import Identifier
 from shared.domain.money import Money

@@ -26,7 +26,7 @@ running: a refusal, an exception or a generator closed early), so no zombie and
 no orphan stays; should the parent die, the child's next write fails (EPIPE)
 and it exits.
 
-The child, its pipe and the page the two share: ``services/api/edi_child.py``.
+The child, its pipe and the page the two share: ``services/api/edi/child.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
 
-from services.api.edi_child import CAN_FORK, Child, fork_child
+from services.api.edi.child import CAN_FORK, Child, fork_child
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.mapping import Entries, MappedStream
 from shared.domain.x12.sets import Place, Query

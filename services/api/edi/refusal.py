@@ -12,7 +12,7 @@ import datetime as dt
 from services.api.context import ApiContext
 from services.api.errors import ApiError
 from services.gcpause import collector_paused
-from shared.adapters.db.edi import allocate_control_numbers
+from shared.adapters.db.edi.store import allocate_control_numbers
 from shared.domain.x12 import EdiRefused, Interchange, Problem
 from shared.domain.x12.ack import acknowledge
 

@@ -34,7 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from shared.adapters.db.dialect import outcome_in
-from shared.adapters.db.dispute_types import Dispute, Filter, Resolution
+from shared.adapters.db.disputes.types import Dispute, Filter, Resolution
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, dispute_resolutions, ledger_entries
 from shared.domain.disputes import Status, status_of, variance
 

@@ -2,16 +2,16 @@
 read whole once received, then one batch of one kind.
 
 The file's bytes are only spooled while they stream in (and hashed and signed as
-any body; ``edi_spool.py``); ``read`` reads them with ``read_file`` (what a repeat is
+any body; ``edi/spool.py``); ``read`` reads them with ``read_file`` (what a repeat is
 known by: its interchanges), then ``finish`` maps them with ``map_stream``
 (pure, ``shared/domain/x12``), taking each mapped document as it comes as an
 NDJSON line would be taken: screened or validated by its kind's model, its
 partition checked against the key's, its JSON bytes added to the chunk being
 built, and each chunk, once closed, handed to the job's store
-(``services/api/job_store.py``; ``services/api/submission.py::submit_file``
+(``services/api/intake/job_store.py``; ``services/api/submission.py::submit_file``
 commits it). So an invoice sent as X12 is stored, keyed and settled as the
 same invoice sent as JSON. Anything refused about the file's content is
-``EdiRefused``: the route answers it 422 with the 997 (``edi_refusal.py``).
+``EdiRefused``: the route answers it 422 with the 997 (``edi/refusal.py``).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from typing import Any, Protocol, cast
 
 import msgspec
 
-from services.api import edi_parallel
-from services.api.edi_query import EdiQuery, query_applies
-from services.api.edi_spool import Spool
+from services.api.edi import parallel as edi_parallel
+from services.api.edi.query import EdiQuery, query_applies
+from services.api.edi.spool import Spool
 from services.api.errors import ApiError
-from services.api.ingest import Ingest, Ingested
+from services.api.intake.ingest import Ingest, Ingested
 from services.gcpause import collector_paused
-from shared.adapters.db.edi import Sender
+from shared.adapters.db.edi.store import Sender
 from shared.domain.chunking import NewChunk
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.screen import screen
@@ -39,7 +39,7 @@ from shared.domain.x12.freight_fast import FastLine
 from shared.domain.x12.mapping import MappedStream, map_stream
 from shared.domain.x12.reader import read_file
 
-# What edi_interchanges can hold (edi_tables.py); a real ISA has 2, 15 and 9.
+# What edi_interchanges can hold (edi/tables.py); a real ISA has 2, 15 and 9.
 _MAX_QUALIFIER, _MAX_SENDER, _MAX_CONTROL = 8, 128, 32
 _MAX_DETAILS = 100  # problems listed in a 422 (the 997 holds them all)
 _encode = msgspec.json.Encoder().encode
@@ -65,7 +65,7 @@ class EdiFile:
 
 
 class ChunkStore(Protocol):
-    """Where a file's chunks go as they are closed (services/api/job_store.py)."""
+    """Where a file's chunks go as they are closed (services/api/intake/job_store.py)."""
 
     def begin(self, kind: str) -> None: ...
 
@@ -73,7 +73,7 @@ class ChunkStore(Protocol):
 
 
 # Writes the 997 answering interchanges (with these problems): the database
-# allocates its control numbers (services/api/edi_refusal.py::write_997).
+# allocates its control numbers (services/api/edi/refusal.py::write_997).
 Acknowledge = Callable[[tuple[Interchange, ...], list[Problem]], bytes]
 
 
@@ -81,7 +81,7 @@ Acknowledge = Callable[[tuple[Interchange, ...], list[Problem]], bytes]
 class EdiIngest(Ingest):
     query: EdiQuery = field(default_factory=lambda: EdiQuery(1))
     acknowledge: Acknowledge | None = None
-    # The file as it arrives, spooled (``edi_spool.py``): read whole once complete,
+    # The file as it arrives, spooled (``edi/spool.py``): read whole once complete,
     # from its mapped pages.
     _spool: Spool = field(default_factory=Spool)
     _read: tuple[tuple[Interchange, ...], EdiFile] | None = None
@@ -158,7 +158,7 @@ class EdiIngest(Ingest):
         # file was mapped before either was known.
         refusal: list[Problem] | None = None
         # Closed whatever happens, so that no mapping child is left running
-        # (services/api/edi_parallel.py: a large 210 file is mapped on two cores).
+        # (services/api/edi/parallel.py: a large 210 file is mapped on two cores).
         with closing(edi_parallel.entries(mapped, self.settings.x12_map_processes)) as entries:
             for document in entries:
                 if refusal is not None:

@@ -2,7 +2,7 @@
 
 On PostgreSQL (``StreamedStore``) each chunk, as soon as the builder closes it,
 goes to a thread of the job's own that inserts it into the job's one open
-transaction (``shared/adapters/db/job_writer.py``), and is then let go of: the
+transaction (``shared/adapters/db/jobs/writer.py``), and is then let go of: the
 database's work overlaps the mapping (the driver waits without the GIL), and
 at most ``DEPTH`` chunks wait between the two threads, so a large file's
 chunks (twice its size, for the 210s' base64 ``raw_payload``) are never all
@@ -27,9 +27,9 @@ from typing import Protocol
 
 from sqlalchemy import Engine
 
-from shared.adapters.db import jobs as jobs_db
-from shared.adapters.db.edi import EdiRecord
-from shared.adapters.db.job_writer import JobHead, JobTotals, JobWriter, Raced
+from shared.adapters.db.edi.store import EdiRecord
+from shared.adapters.db.jobs import intake as jobs_db
+from shared.adapters.db.jobs.writer import JobHead, JobTotals, JobWriter, Raced
 from shared.domain.chunking import NewChunk
 
 log = logging.getLogger("settleq.api")

@@ -1,4 +1,4 @@
-"""The value types of the dispute queue (``shared.adapters.db.disputes``, which
+"""The value types of the dispute queue (``shared.adapters.db.disputes.queue``, which
 re-exports them): what a dispute, its resolution and the queue's totals are."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from shared.adapters.db.priors import Prior
+from shared.adapters.db.ledger.priors import Prior
 from shared.domain.lineage import Standing
 from shared.domain.settlement import DocumentFailure, PlannedLine, document_json
 from shared.domain.units import ChunkRef

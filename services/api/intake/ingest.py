@@ -6,7 +6,7 @@ C speed first where its kind has a screen, ``shared/domain/kinds/screen.py``), c
 against the key's partitions, and appended (as the producer's own bytes) to
 the chunk being built; the body itself is never held whole. A JSON body is one
 document tree and is validated when complete; so is an X12 file
-(``services/api/edi_ingest.py``). ``feed`` runs in a worker thread so that the
+(``services/api/edi/ingest.py``). ``feed`` runs in a worker thread so that the
 event loop keeps serving other requests meanwhile.
 """
 
@@ -30,7 +30,7 @@ from shared.domain.kinds.screen import ScreenDocument, clean, screen, screen_cle
 from shared.settings import ProducerKey, Settings
 
 if TYPE_CHECKING:
-    from services.api.edi_ingest import EdiIntake
+    from services.api.edi.ingest import EdiIntake
 
 JSON = "application/json"
 NDJSON = "application/x-ndjson"

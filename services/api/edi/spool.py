@@ -1,6 +1,6 @@
 """An X12 file's bytes kept in a spooled file as they arrive, not in the process.
 
-A file is read whole once received (``services/api/edi_ingest.py``). Held as
+A file is read whole once received (``services/api/edi/ingest.py``). Held as
 ``bytes``, a 60 MB file was 60 MB of the API's own memory from its last byte to
 its 202, on top of what reading and mapping it hold. Here its parts are written
 to an unnamed temporary file (``tempfile.TemporaryFile``: no name on disk, gone

@@ -2,7 +2,7 @@
 received, its 997, and this system's control numbers.
 
 The interchanges and the 997 are written with their job, in its transaction
-(``jobs.create_job``, or ``job_writer.py`` as its chunks are built): a refused
+(``jobs.create_job``, or ``jobs/writer.py`` as its chunks are built): a refused
 or failed submission leaves none behind.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, and_, delete, insert, or_, select, text
 
-from shared.adapters.db.edi_tables import (
+from shared.adapters.db.edi.tables import (
     CONTROL_NUMBER_MAX,
     edi_acknowledgements,
     edi_control_numbers,

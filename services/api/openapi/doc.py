@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.api.openapi_rules import publish_constraints
+from services.api.openapi.rules import publish_constraints
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 _PUBLIC = {"/healthz", "/readyz", "/openapi.json", "/dashboard"}  # /dashboard: a page, no data

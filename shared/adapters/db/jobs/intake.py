@@ -12,7 +12,7 @@ from typing import Protocol
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from shared.adapters.db import edi
+from shared.adapters.db.edi import store as edi
 from shared.adapters.db.tables import chunks, job_partitions, jobs
 from shared.domain.chunking import NewChunk
 
@@ -108,7 +108,7 @@ def job_row(
 
 
 def chunk_row(job_id: str, kind: str, chunk: NewChunk, now: dt.datetime) -> dict[str, object]:
-    """A chunks row; ``job_writer.py`` writes them one at a time."""
+    """A chunks row; ``jobs/writer.py`` writes them one at a time."""
     return {
         "id": chunk.id,
         "job_id": job_id,

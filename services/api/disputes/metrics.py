@@ -27,7 +27,7 @@ from decimal import Decimal
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy import Engine
 
-from shared.adapters.db import disputes
+from shared.adapters.db.disputes import queue as disputes
 from shared.domain.kinds import KINDS
 
 DISPUTES_OPEN = "settleq_disputes_open"

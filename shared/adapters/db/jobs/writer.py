@@ -10,7 +10,7 @@ Writing the jobs row and the interchanges first also decides a race early:
 a second transaction with the same idempotency key or interchange waits on
 the first one's rows and fails (``Raced``) as soon as that one commits.
 
-One writer is used by one thread at a time (``services/api/job_store.py``).
+One writer is used by one thread at a time (``services/api/intake/job_store.py``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, update
 from sqlalchemy.exc import IntegrityError
 
-from shared.adapters.db import edi
-from shared.adapters.db.jobs import chunk_row, job_row, partition_rows
+from shared.adapters.db.edi import store as edi
+from shared.adapters.db.jobs.intake import chunk_row, job_row, partition_rows
 from shared.adapters.db.tables import chunks, job_partitions, jobs
 from shared.domain.chunking import NewChunk
 

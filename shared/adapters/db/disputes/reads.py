@@ -1,6 +1,6 @@
 """Reading the dispute queue (docs/architecture.md#exactly-once-resolution):
 pages, the whole list as a stream, one dispute, totals. Statuses are derived
-in SQL (dispute_sql.py)."""
+in SQL (disputes/sql.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, case, func
 
-from shared.adapters.db.dispute_sql import (
+from shared.adapters.db.disputes.sql import (
     RESOLVED,
     STATUS_WHERE,
     SUPERSEDED,
@@ -23,7 +23,7 @@ from shared.adapters.db.dispute_sql import (
     to_dispute,
     utc,
 )
-from shared.adapters.db.dispute_types import Dispute, Filter, PartitionVariance, Stats, Totals
+from shared.adapters.db.disputes.types import Dispute, Filter, PartitionVariance, Stats, Totals
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.disputes import Status
 from shared.domain.money import ZERO

@@ -13,10 +13,10 @@ first's and, once that one commits, finds it here.
 from __future__ import annotations
 
 from services.api.context import ApiContext
-from services.api.edi_ingest import EdiFile
+from services.api.edi.ingest import EdiFile
 from services.api.errors import ApiError
-from shared.adapters.db import edi as edi_db
-from shared.adapters.db import jobs as jobs_db
+from shared.adapters.db.edi import store as edi_db
+from shared.adapters.db.jobs import intake as jobs_db
 from shared.settings import ProducerKey
 
 
