@@ -20,11 +20,17 @@ lock:
 		--custom-compile-command 'make lock' --output-file $(LOCK)
 
 # The test command of the README (and of .ci/run): real PostgreSQL, Redis, RabbitMQ.
-# Two steps: the main suite, then the cluster suite (tests/cluster, marker
-# `cluster`: root, network namespaces, a three-node RabbitMQ of its own), which
-# alone takes about five minutes and would push one step past CI's 15.
+# Three steps. The main suite runs on TEST_WORKERS pytest-xdist workers (most
+# tests wait on the services, so more workers than cores pay); every test makes
+# its own database, queue prefix and Redis keys, each worker has its own Redis
+# database, and a file's tests stay on one worker (--dist loadfile: they share
+# its fixtures). Then the `serial` tests, which stop the machine's RabbitMQ or
+# time paused processes, alone. Then the cluster suite (tests/cluster, marker
+# `cluster`: root, network namespaces, a three-node RabbitMQ of its own).
+TEST_WORKERS ?= 4
 test: install
-	$(PY) -m pytest -m "not cluster"
+	$(PY) -m pytest -m "not cluster and not serial" -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -m "serial and not cluster"
 	$(PY) -m pytest -m cluster tests/cluster
 
 lint:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,12 +32,29 @@ def test_env() -> Iterator[ServiceEnv]:
         yield env
 
 
+# The prefixes pytest-xdist's workers handed out, gathered by the controller.
+_WORKER_PREFIXES: set[str] = set()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """An xdist worker is done: keep the prefixes it handed out (its ``workeroutput``)."""
+    _WORKER_PREFIXES.update(getattr(node, "workeroutput", {}).get("prefixes", ()))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when a test left a queue or exchange behind on the broker
-    (like its databases and Redis keys, each is deleted when its test ends)."""
-    if not PREFIXES:
+    (like its databases and Redis keys, each is deleted when its test ends).
+    Under pytest-xdist each worker hands its prefixes to the controller, which
+    checks them all once every worker is done."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput["prefixes"] = sorted(PREFIXES)
         return
-    left = leftover_broker_objects(PREFIXES)
+    prefixes = PREFIXES | _WORKER_PREFIXES
+    if not prefixes:
+        return
+    left = leftover_broker_objects(prefixes)
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

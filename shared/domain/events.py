@@ -55,7 +55,7 @@ def occurred_at_text(occurred_at: dt.datetime) -> str:
 
 # The ledger columns an event is made of, in this order: the relay selects them
 # so, the writer returns its rows so (``LedgerRow``), and ``event`` unpacks them
-# (a row's attributes cost ~0.4 µs each to read).
+# (by position: reading a row's attributes by name is dearer).
 LEDGER_FIELDS = LedgerRow._fields
 # An event's amounts are at the ledger's scale, 4 places, however they reach
 # it: PostgreSQL's NUMERIC(20,4) text as the relay reads it, or the Decimal the

@@ -17,7 +17,7 @@ def sha256_hex(*fields: object) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 
-# The promo keys are computed twice per line at 50,000 lines/s: spelled out
+# The promo keys are computed twice per line on the hot path: spelled out
 # rather than through ``sha256_hex``'s generic join (same bytes, a test checks).
 def promo_line_item_hash(
     line_no: int, sku: str, store_id: str | None, transaction_date: str | None

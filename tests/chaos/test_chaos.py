@@ -49,7 +49,7 @@ from tests.support.private_services import PrivateServices, private_env
 from tests.support.stack import Stack
 from tests.support.workload import generate
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.serial]
 
 BOUNDED_PLAN = [
     "worker_sigkill",

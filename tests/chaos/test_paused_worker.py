@@ -45,7 +45,7 @@ from tests.support.private_services import PrivateServices, private_env
 from tests.support.stack import Stack, log_events
 from tests.support.workload import generate
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.serial]
 
 LEASE_MS = 1000
 STALE_PAUSE_S = 6  # the paused worker's injected pause between claim and commit

@@ -42,7 +42,7 @@ from tests.support.stack import Stack, fault_warnings, log_events, up_children
 from tests.support.supervision import HealthPoller, kill_and_wait_back, restarts, wait_for
 from tests.support.workload import CONTRACT, Generated, generate, ndjson
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.serial]
 
 # Short backoff, so a restart is quick; a small grace, so a stuck child is killed soon.
 SUPERVISION: dict[str, Any] = {

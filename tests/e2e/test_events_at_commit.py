@@ -177,6 +177,7 @@ def test_a_worker_killed_between_commit_and_publish_leaves_its_units_to_the_rela
         stack.stop()
 
 
+@pytest.mark.serial  # stops the machine's RabbitMQ
 def test_the_broker_down_at_publish_time_does_not_fail_the_unit(
     stack_env: ServiceEnv, engine: Engine, consumer: Consumer
 ) -> None:

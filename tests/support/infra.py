@@ -30,7 +30,10 @@ from shared.settings import ProducerKey, Settings
 
 PG_HOST = os.environ.get("SETTLEQ_TEST_PG_HOST", "127.0.0.1")
 PG_ADMIN = f"postgresql://postgres@{PG_HOST}:5432/postgres"
-REDIS_URL = os.environ.get("SETTLEQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+# A Redis database per pytest-xdist worker (gw0 -> 9, gw1 -> 10, ...): a test that
+# flushes its database then flushes no other worker's keys.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS_URL = os.environ.get("SETTLEQ_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{9 + _WORKER}")
 BROKER_URL = os.environ.get("SETTLEQ_TEST_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
 PRODUCER_ID = "acme"

@@ -1,8 +1,8 @@
 """A large 210 file's fast path on two cores: a forked child maps blocks of
 sets while the request's thread maps the others.
 
-Mapping a 100,000-set file is most of its POST (12.7 µs a set in
-``freight_fast.fast_210_line``, one core, the GIL). The file is read already:
+Mapping a large 210 file is most of its POST (``freight_fast.fast_210_line``,
+one core, the GIL). The file is read already:
 a child made by ``os.fork()`` right before mapping holds it, its interchanges
 and the query by copy-on-write, so nothing is sent to it. The sets are cut into
 a repeating cycle of blocks: ``ours`` sets the parent maps itself, then

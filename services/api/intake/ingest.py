@@ -39,8 +39,8 @@ EDI_X12 = "application/edi-x12"
 SOURCE_FORMATS = {JSON: "json", NDJSON: "ndjson", EDI_X12: "x12"}
 
 
-# The body's SHA-256 and the signature's MAC (0.13 µs a line, an eighth of
-# the front door's CPU) release the GIL: they run here while the request's
+# The body's SHA-256 and the signature's MAC (a fair part of the front door's
+# CPU) release the GIL: they run here while the request's
 # own thread parses, so that a large batch is accepted sooner.
 _HASHERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hash")
 _HASH_APART_BYTES = 256 * 1024

@@ -152,7 +152,7 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
 # SQLAlchemy (its errors wrapped, a lost connection invalidated, as the relay's
 # handlers expect), fetched as the driver's tuples, which are all ``event``
 # reads: SQLAlchemy's result rows cost about as much again as the fetch
-# (~1.5 µs an event, measured with bench.stages --profile relay). Amounts as
+# (bench.stages --profile relay). Amounts as
 # NUMERIC text (see _PG_EVENT_COLUMNS).
 _PG_EVENT_SELECT = str(
     select(*_PG_EVENT_COLUMNS)
@@ -165,8 +165,8 @@ def _pg_ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     # One array parameter: an IN list of thousands of binds costs more to
     # compile and send than the rows it fetches. It goes as its text, untyped
     # (psycopg sends a str as "unknown"), so PostgreSQL reads it as the bigint[]
-    # that ``id = ANY(...)`` wants (the plan of a typed array), without the ~2 µs
-    # an element the driver spends adapting a list of ints.
+    # that ``id = ANY(...)`` wants (the plan of a typed array), without the
+    # driver adapting a list of ints element by element.
     result = conn.exec_driver_sql(_PG_EVENT_SELECT, {"ids": "{" + ",".join(map(str, ids)) + "}"})
     try:
         # psycopg has the whole result once executed: fetching only converts it.

@@ -35,7 +35,7 @@ class StoredChunk:
 
 
 # In PostgreSQL's binary format: as text, a bytea travels hex-encoded, which
-# cost both sides ~3 ms more per 500 kB chunk read than the bytes themselves.
+# costs both sides more to encode and decode than the bytes themselves.
 _LOAD_CHUNK_BINARY = (
     "SELECT id, job_id, seq, kind, documents, lines, payload, payload_sha256"
     " FROM chunks WHERE id = %s"

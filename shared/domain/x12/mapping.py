@@ -6,7 +6,7 @@ Each ST..SE is one document: 210 → ``freight_audit`` (``freight_210``), 810 �
 the kind's document model takes, and each value is checked against the
 model's limits where it is read (``numbers.SetValues``), so the problem names
 the segment and element at fault; tests validate every mapped document with
-the model, which costs 20 µs a document and so is not run again here.
+the model, which is dear next to the mapping, so it is not run again here.
 
 ``map_stream`` yields them one at a time, so that the front door turns each
 into its chunk's bytes before the next is made: a 100,000-set file's

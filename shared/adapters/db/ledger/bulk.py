@@ -1,7 +1,7 @@
 """PostgreSQL bulk paths: one round trip per unit per table.
 
-``COPY`` streams a unit's rows in one go (a few µs a row, against ~200 µs
-through executemany with RETURNING); the ledger writer stages its rows so too
+``COPY`` streams a unit's rows in one go (far cheaper a row than executemany
+with RETURNING, a round trip each); the ledger writer stages its rows so too
 (ledger/postgres.py).
 """
 

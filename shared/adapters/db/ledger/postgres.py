@@ -5,9 +5,9 @@ The rules are the portable ones (rounds.py); PostgreSQL changes how rows go in:
 - *The fast case*: where no line can have an earlier row (every document at
   contract version 1, in a partition never re-priced: ``priors.may_have_prior``),
   a new line's delta is its amount, with no row superseded, and the unit's new
-  lines are ``COPY``'d straight into the ledger under a savepoint: about 8 µs of
-  server CPU a line against about 13 for ``INSERT ... SELECT ... ON CONFLICT``
-  (``bench.stages``, the ledger's indexes as they are). ``COPY`` has no ``ON
+  lines are ``COPY``'d straight into the ledger under a savepoint, which costs
+  the server about a third less a line than ``INSERT ... SELECT ... ON
+  CONFLICT`` (docs/performance.md). ``COPY`` has no ``ON
   CONFLICT``, so the lines already in the ledger are found first: one probe of
   the identity's index for each document's first line, then one for every line
   of a document found there (a resent document). The identity's unique index
@@ -36,8 +36,8 @@ from shared.domain.units import LedgerRow
 
 # Every column of the ledger, in the table's order, which _ledger_text follows,
 # but ``created_at``: its default is the transaction's ``now()``, the unit's own
-# time (writer.py::claim_marker), and a timestamp's text costs the server ~0.7 µs
-# a row to parse (a private tuned cluster, 400,000 rows, alternated A/B); and
+# time (writer.py::claim_marker), and the server would parse a timestamp's text
+# on every row; and
 # ``effective_at``, a recipe row's (these are promo and freight rows: null).
 _DEFAULTED = ("created_at", "effective_at")
 _COLUMNS = tuple(c.name for c in ledger_entries.columns if c.name not in _DEFAULTED)
@@ -70,8 +70,8 @@ _SAVEPOINT = "settle_by_copy"
 # A round's stage: the ledger's own column types (one place for them), emptied
 # at every commit and rollback, so it only ever holds this round's rows. No JIT
 # for the transaction: once the ledger is large an insert's estimated cost
-# passes jit_above_cost, and compiling costs ~15 ms a unit (3 µs a line) to run
-# a plan of index probes that takes less (PostgreSQL 15, 100,000 ledger rows).
+# passes jit_above_cost, and compiling costs more than running the plan of
+# index probes it compiles.
 _STAGE = f"""
 CREATE TEMP TABLE IF NOT EXISTS ledger_stage ON COMMIT DELETE ROWS AS
 SELECT {", ".join(_STAGED)} FROM ledger_entries WITH NO DATA;
@@ -227,7 +227,7 @@ def _ledger_text(
         )
     rows.sort()  # each starts with its key, a distinct one: the rows sort by key
     text = "".join(f"{i}\t{row}" for i, (row, _) in zip(ids, rows, strict=True))
-    # tuple.__new__: a NamedTuple's own __new__ is a Python call per row (~0.3 µs).
+    # tuple.__new__: a NamedTuple's own __new__ is a Python call per row.
     make = tuple.__new__
     written = []
     for i, (_, p) in zip(ids, rows, strict=True):
