@@ -17,8 +17,6 @@ from tests.support.infra import PG_ADMIN, REDIS_URL
 from tests.support.private_services import private_env
 from tests.support.stack import Stack
 
-pytestmark = pytest.mark.serial
-
 SERVER_FAULTS = (
     "redis_flushall",
     "redis_restart",
