@@ -4,6 +4,7 @@ signed digest; a unit that cannot be read (or trusted) is dead-lettered whole.""
 from __future__ import annotations
 
 import hashlib
+from functools import cache
 from typing import Any
 
 import msgspec
@@ -19,10 +20,12 @@ from shared.domain.kinds.base import Kind
 from shared.domain.settlement import Decoded, decode_chunk, unreadable, with_correlation_id
 from shared.errors import StructuralError
 
-_DOCUMENT_LISTS: dict[str, TypeAdapter[Any]] = {
-    name: TypeAdapter(list[kind.document_model])  # type: ignore[name-defined]
-    for name, kind in KINDS.items()
-}
+
+@cache
+def _document_list(kind: Kind[Any, Any]) -> TypeAdapter[Any]:
+    """A list of the kind's documents, built once a kind (not at import: the
+    registry is read when a unit names its kind, so any kind in it is known)."""
+    return TypeAdapter(list[kind.document_model])  # type: ignore[name-defined]
 
 
 class Envelope(msgspec.Struct):
@@ -61,10 +64,9 @@ def decode_documents(unit: Unit) -> tuple[Kind[Any, Any], Decoded]:
     """The unit's kind and documents (those that fail apart); StructuralError when
     the unit cannot be read at all."""
     kind = KINDS.get(unit.ref.kind)
-    adapter = _DOCUMENT_LISTS.get(unit.ref.kind)
-    if kind is None or adapter is None:
+    if kind is None:
         raise StructuralError("schema_invalid", f"unknown kind {unit.ref.kind!r}")
-    return kind, decode_chunk(kind, adapter, unit.payload, unit.ref.lines)
+    return kind, decode_chunk(kind, _document_list(kind), unit.payload, unit.ref.lines)
 
 
 def decode(

@@ -13,7 +13,7 @@ import pytest
 
 from services.api.errors import ApiError
 from services.api.intake.ingest import JSON, NDJSON, Ingest
-from services.worker.decoding import _DOCUMENT_LISTS, ENVELOPES
+from services.worker.decoding import ENVELOPES, _document_list
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import decode_chunk
 from shared.settings import ProducerKey, Settings
@@ -52,7 +52,7 @@ def test_a_whole_number_written_as_a_float_is_accepted_and_read_back_by_the_work
     [chunk] = accepted.chunks
     [envelope] = ENVELOPES.decode(chunk.payload)  # the fast path's reading
     assert envelope.contract_version == 1
-    decoded = decode_chunk(KINDS[kind], _DOCUMENT_LISTS[kind], chunk.payload, chunk.lines)
+    decoded = decode_chunk(KINDS[kind], _document_list(KINDS[kind]), chunk.payload, chunk.lines)
     assert not decoded.failures
     [document] = decoded.documents
     assert document.contract_version == 1
