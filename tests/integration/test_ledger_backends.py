@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, text
 
 from shared.adapters.db import outbox, tables
 from shared.adapters.db.contracts import ContractConflict, put_contract
@@ -106,6 +107,24 @@ def test_migrations_build_exactly_the_declared_schema(engine: Engine) -> None:
 
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+
+
+def test_the_line_history_index_holds_the_kinds_the_registry_measures_so(engine: Engine) -> None:
+    """The index's predicate is read from the registry (Kind.delta_basis) in
+    tables.py, but a database has the one its migrations built: a new kind
+    measured by line history needs a migration that rebuilds it, and this says so."""
+    name = "ix_ledger_entries_line_history"
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            query = (
+                "SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i"
+                " JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = :name"
+            )
+        else:
+            query = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = :name"
+        definition = conn.execute(text(query), {"name": name}).scalar_one()
+    predicate = definition.split("WHERE", 1)[-1]
+    assert sorted(re.findall(r"'([^']+)'", predicate)) == tables.LINE_HISTORY_KINDS, definition
 
 
 def _publish_what_waits(engine: Engine) -> None:

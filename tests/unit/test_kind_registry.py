@@ -27,9 +27,6 @@ MAY_NAME_A_KIND = (
     "shared/domain/synthetic.py",
     "shared/domain/x12/",
     "services/api/edi/",
-    # The recipe's line-history index predates the registry's word for it
-    # (delta_basis); what replaces the partial index's kind is issue 31's open part.
-    "shared/adapters/db/tables.py",
 )
 
 

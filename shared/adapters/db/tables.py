@@ -23,6 +23,7 @@ from sqlalchemy import (
 )
 
 from shared.adapters.db.types import BigId, byte_ordered, money_column_type, total_column_type
+from shared.domain.kinds import KINDS
 
 metadata: MetaData = MetaData(
     naming_convention={
@@ -187,17 +188,23 @@ ledger_entries = Table(
     # posted and disputed ranges (docs/api.md#jobs). Also the job's rows for its
     # page's partitions and the dispute queue's job filter.
     Index(None, "job_id", "outcome", "position", "id"),
-    # A recipe's cost history at a location: where its next delta is measured
-    # from. Partial: the other kinds never read it, so they don't pay to keep it.
-    Index(
-        "ix_ledger_entries_line_history",
-        "kind",
-        "partition_key",
-        "line_ref",
-        "id",
-        postgresql_where=text("kind = 'recipe_cost'"),
-        sqlite_where=text("kind = 'recipe_cost'"),
-    ),
+)
+
+# A line's history (a recipe's cost at a location): where the next delta of a
+# kind whose delta_basis is line_history is measured from. Partial: the other
+# kinds never read it, so they don't pay to keep it. Its predicate names the
+# kinds the registry says measure so; a new one needs a migration that rebuilds
+# the index (tests/integration/test_ledger_backends.py checks the database's).
+LINE_HISTORY_KINDS = sorted(k.name for k in KINDS.values() if k.delta_basis == "line_history")
+_line_history = ledger_entries.c.kind.in_(LINE_HISTORY_KINDS)
+Index(
+    "ix_ledger_entries_line_history",
+    ledger_entries.c.kind,
+    ledger_entries.c.partition_key,
+    ledger_entries.c.line_ref,
+    ledger_entries.c.id,
+    postgresql_where=_line_history,
+    sqlite_where=_line_history,
 )
 
 line_outcomes = Table(
