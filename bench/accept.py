@@ -193,11 +193,17 @@ def main() -> None:
     mode.add_argument("--profile", action="store_true")
     mode.add_argument("--x12", action="store_true", help="an X12 file of 210s, to an API process")
     parser.add_argument("--invoices", type=int, default=100_000, help="with --x12")
+    parser.add_argument(
+        "--map-processes",
+        type=int,
+        default=None,
+        help="with --x12: the API's SETTLEQ_X12_MAP_PROCESSES (default: its own default)",
+    )
     args = parser.parse_args()
     if args.x12:
         from bench import accept_x12
 
-        accept_x12.main(args.invoices, args.runs or 1)
+        accept_x12.main(args.invoices, args.runs or 1, args.map_processes)
         return
     args.runs = args.runs or 3
     documents = generate(args.lines, 50).documents

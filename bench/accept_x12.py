@@ -90,7 +90,7 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def main(invoices: int, runs: int) -> None:
+def main(invoices: int, runs: int, map_processes: int | None = None) -> None:
     body = freight_210_file(invoices, seed=7, carriers=5)
     size_mb = len(body) / 1e6
     print(f"{invoices:,} invoices (210s), {size_mb:.1f} MB of X12", flush=True)
@@ -110,7 +110,8 @@ def main(invoices: int, runs: int) -> None:
     logs = Path("bench/logs")
     logs.mkdir(parents=True, exist_ok=True)
     with isolated_env("acceptx12") as env:
-        stack = Stack(env, logs)
+        tuning = {} if map_processes is None else {"x12_map_processes": map_processes}
+        stack = Stack(env, logs, **tuning)
         try:
             stack.start_api()
             pid = stack.processes["api"].pid
