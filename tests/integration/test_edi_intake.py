@@ -29,6 +29,7 @@ from services.api import submission
 from services.api.app import create_app
 from services.api.edi import child as edi_child
 from services.api.edi import parallel as edi_parallel
+from services.api.edi.layout import Layout
 from services.cli import app
 from services.client import Client
 from services.commands import batches
@@ -194,9 +195,7 @@ def test_a_210_file_mapped_by_a_forked_child_settles_as_in_process(
     """SETTLEQ_X12_MAP_PROCESSES=2 with blocks of a few sets: a forked child maps
     some (services/api/edi/parallel.py); the job and its ledger are the file's,
     the over-billed invoices in the child's blocks disputed, and no child is left."""
-    monkeypatch.setattr(
-        edi_parallel, "default_layout", edi_parallel.Layout(1, ours=2, theirs=3, min_cycles=1)
-    )
+    monkeypatch.setattr(edi_parallel, "default_layout", Layout(1, ours=2, theirs=3, min_cycles=1))
     taken: list[int] = []
     monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
     scac = carrier(ctx)

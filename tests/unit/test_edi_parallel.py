@@ -19,7 +19,7 @@ import pytest
 
 from services.api.edi import child as edi_child
 from services.api.edi import parallel as edi_parallel
-from services.api.edi.parallel import Layout
+from services.api.edi.layout import Layout
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.mapping import map_stream
 from shared.domain.x12.reader import read_file

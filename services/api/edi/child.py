@@ -49,7 +49,7 @@ from shared.domain.x12.mapping import MappedStream
 from shared.domain.x12.sets import Place, Query
 
 if TYPE_CHECKING:
-    from services.api.edi.parallel import Layout
+    from services.api.edi.layout import Layout
 
 _PIPE_BYTES = 1 << 20
 # The child yields its core to anything else that wants it (PostgreSQL storing

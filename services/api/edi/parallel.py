@@ -32,51 +32,14 @@ The child, its pipe and the page the two share: ``services/api/edi/child.py``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import islice
 
 from services.api.edi.child import CAN_FORK, Child, fork_child
+from services.api.edi.layout import Layout
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.mapping import Entries, MappedStream
 from shared.domain.x12.sets import Place, Query
-
-# A cycle of blocks: the parent's, then each child's, in sets. With the parent
-# mapping a child's block from its end, 1500/2500, 0/2500 and 500/4000 were
-# within the noise of each other on a 100,000-set file; 0/1000 was slower.
-# 600/1000 is as fast as 1500/2500 and holds 6 MiB less at the API's peak: a
-# child's block is held whole, as its frame and then its lines, while it is taken.
-_OURS, _THEIRS = 600, 1000
-_MIN_CYCLES = 2  # a smaller file is mapped in process: a fork costs a few ms
-_TIMEOUT_S = 5.0  # the longest the parent waits for one block of a child
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a file's sets are shared: blocks of ``ours`` sets for the parent, then
-    ``theirs`` for each of ``children`` children, over and over."""
-
-    children: int
-    ours: int = _OURS
-    theirs: int = _THEIRS
-    min_cycles: int = _MIN_CYCLES
-    timeout_s: float = _TIMEOUT_S
-    # Whether the parent, rather than wait for a child's block, maps it from its
-    # end while the child maps it from its front, until they meet.
-    share: bool = True
-
-    @property
-    def cycle(self) -> int:
-        return self.ours + self.children * self.theirs
-
-    def spans(self, child: int, total: int) -> list[tuple[int, int]]:
-        """The ``(start, stop)`` of child ``child``'s blocks (0-based)."""
-        spans = []
-        start = self.ours + child * self.theirs
-        while start < total:
-            spans.append((start, min(start + self.theirs, total)))
-            start += self.cycle
-        return spans
-
 
 # What ``entries`` uses unless told (the tests make its blocks a few sets).
 default_layout = Layout(children=1)
