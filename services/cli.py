@@ -129,6 +129,10 @@ def api(
     _port_free("api", host, port)
     if not checked:
         preflight.check("api", settings, (DATABASE, BROKER, REDIS, QUEUES))
+    if settings.x12_map_processes > 1:
+        from services.api.edi.child import SERVER
+
+        SERVER.start()  # X12 mapping's fork server, before the server's threads
     uvicorn.run(
         create_app(settings),
         host=host,

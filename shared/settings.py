@@ -64,7 +64,7 @@ class ProducerKey(BaseModel):
 
 
 def _default_map_processes() -> int:
-    """Two where there are two cores and a fork (a child maps half a file's sets)."""
+    """Two where there are two cores and a fork (a child maps about half a file's sets)."""
     return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
 
 
@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     max_chunk_lines: int = Field(default=5000, ge=1)
 
     # Processes that map a large X12 210 file's sets (services/api/edi/parallel.py):
-    # the request's own and forked children; 1 maps in process.
+    # the request's own and children started by a fork server; 1 maps in process.
     x12_map_processes: int = Field(default_factory=lambda: _default_map_processes(), ge=1)
 
     task_timeout_s: int = 180

@@ -125,6 +125,15 @@ def submit_file(
     either a repeat (200, nothing stored) or mapped into a new job whose chunks
     are stored as they are built, in one transaction committed only once the
     whole file was mapped and accepted (services/api/intake/job_store.py)."""
+    try:
+        return _submit_file(ctx, key, ingest, idempotency_key)
+    finally:
+        ingest.close()  # its mapping children, however the request ended
+
+
+def _submit_file(
+    ctx: ApiContext, key: ProducerKey, ingest: EdiIngest, idempotency_key: str | None
+) -> tuple[Submitted, Ingested]:
     file = ingest.read()
     key_used = idempotency_key or file.file_sha256
     body_sha256 = file.submission_sha256

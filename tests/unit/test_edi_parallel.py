@@ -1,8 +1,9 @@
-"""A 210 file mapped by a forked child too (services/api/edi/parallel.py): its
-chunks, counts, skipped sets, 997 and refusals must be those of the in-process
-path in every case, whatever becomes of the child, and no child may outlive
-the request. The blocks are made a few sets long, so that small files span
-many of them."""
+"""A 210 file mapped by a child process too (services/api/edi/parallel.py), which
+the mapping fork server starts (edi/forkserver.py): its chunks, counts, skipped
+sets, 997 and refusals must be those of the in-process path in every case,
+whatever becomes of the child or the server, and no child may outlive the
+request. The blocks are made a few sets long, so that small files span many
+of them."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ import pytest
 from services.api.edi import child as edi_child
 from services.api.edi import parallel as edi_parallel
 from services.api.edi.layout import Layout
+from services.api.edi.spool import Spool
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.mapping import map_stream
 from shared.domain.x12.reader import read_file
-from shared.domain.x12.synthetic import freight_210_file
+from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from shared.settings import Settings
 from tests.unit.test_edi_fast_route import x12_ingest
 from tests.unit.x12.build import DATA, REALDATA
@@ -44,28 +46,33 @@ def _settings(processes: int) -> Settings:
     )
 
 
-def _children() -> list[int]:
-    """This process's child processes (from /proc)."""
-    me, found = str(os.getpid()), []
+def _descendants() -> set[int]:
+    """This process's child processes and theirs (from /proc), but the mapping
+    fork server, which stays for the next file."""
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if stat.rsplit(")", 1)[1].split()[1] == me:
-                found.append(int(entry.name))
-    return found
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    server = edi_child.SERVER.process
+    return found - ({server.pid} if server is not None else set())
 
 
 @pytest.fixture(autouse=True)
 def _no_child_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    before = set(_children())
+    before = _descendants()
     monkeypatch.setattr(edi_parallel, "default_layout", TINY)
     monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
     taken.clear()
     yield
-    assert set(_children()) <= before, "a mapping child outlived its file"
+    assert _descendants() <= before, "a mapping child outlived its file"
 
 
 def _outcome(body: bytes, processes: int) -> Any:
@@ -84,11 +91,11 @@ def _outcome(body: bytes, processes: int) -> Any:
 
 
 def _same(body: bytes, layout: Layout = TINY) -> Any:
-    """The outcome in process, checked to be the outcome forked."""
+    """The outcome in process, checked to be the outcome with children."""
     alone = _outcome(body, 1)
     edi_parallel.default_layout = layout  # put back by the fixture's monkeypatch
-    forked = _outcome(body, layout.children + 1)
-    assert forked == alone
+    shared = _outcome(body, layout.children + 1)
+    assert shared == alone
     return alone
 
 
@@ -125,7 +132,7 @@ def _name(value: object) -> str:
 
 
 @pytest.mark.parametrize(("name", "body"), _real_files(), ids=_name)
-def test_a_real_file_is_the_same_forked(name: str, body: bytes) -> None:
+def test_a_real_file_is_the_same_on_two_processes(name: str, body: bytes) -> None:
     _same(body, Layout(children=1, ours=1, theirs=1, min_cycles=1, share=False))
     taken.clear()
     _same(body, Layout(children=1, ours=1, theirs=3, min_cycles=1))
@@ -136,13 +143,29 @@ def test_a_real_file_is_the_same_forked(name: str, body: bytes) -> None:
     assert taken or sets < 2  # a set mapped by the child, if it has two
 
 
+def _launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The children the fork server is asked for, from now on."""
+    launched: list[int] = []
+    real = edi_child.SERVER.launch
+    monkeypatch.setattr(edi_child.SERVER, "launch", lambda *a: launched.append(1) or real(*a))
+    return launched
+
+
 def test_a_small_file_stays_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(edi_parallel, "default_layout", Layout(children=1))
-    forks: list[int] = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    launched = _launches(monkeypatch)
     _same(freight_210_file(200, seed=1, carriers=3), Layout(children=1))
-    assert not forks
+    assert not launched
+
+
+def test_a_file_of_another_kind_or_too_few_sets_stops_its_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Started when the file is received, before its kind and sets are known."""
+    launched = _launches(monkeypatch)
+    few = Layout(children=1, ours=300, theirs=500, min_cycles=2)  # 1,600 sets, not 1,000
+    _same(freight_210_file(1000, seed=2, carriers=3), few)
+    _same(promo_810_file(300, seed=3, vendors=3), TINY)
+    assert len(launched) == 2 and not taken
 
 
 @pytest.mark.parametrize(
@@ -154,7 +177,7 @@ def test_a_small_file_stays_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
         Layout(children=1, ours=0, theirs=16, min_cycles=1),
     ],
 )
-def test_a_file_of_many_blocks_is_the_same_forked(layout: Layout) -> None:
+def test_a_file_of_many_blocks_is_the_same_on_two_processes(layout: Layout) -> None:
     body = freight_210_file(300, seed=5, carriers=4, sets_per_group=7, groups_per_interchange=3)
     chunks = _same(body, layout)[0]
     assert sum(documents for documents, _, _ in chunks) == 300
@@ -225,26 +248,59 @@ def test_a_child_killed_or_stopped_mid_file_changes_nothing(
     assert taken[:2] == [0, 1] and len(taken) < 250
 
 
-def test_a_fork_refused_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_child_refused_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     body = freight_210_file(100, seed=9, carriers=3)
     alone = _outcome(body, 1)
 
-    def refused() -> int:
+    def refused(*_: object) -> int:
         raise OSError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(os, "fork", refused)
+    monkeypatch.setattr(edi_child.SERVER, "launch", refused)
     assert _outcome(body, 2) == alone
+    assert not taken
+
+
+def test_a_fork_server_killed_is_started_again() -> None:
+    body = freight_210_file(100, seed=11, carriers=3)
+    alone = _outcome(body, 1)
+    edi_child.SERVER.start()
+    server = edi_child.SERVER.process
+    assert server is not None
+    server.kill()
+    server.wait()
+    assert _outcome(body, 2) == alone  # in process: the server was found dead
+    assert _outcome(body, 2) == alone
+    assert taken  # a new server's child mapped blocks
+    assert edi_child.SERVER.process is not None
+    assert edi_child.SERVER.process.pid != server.pid
 
 
 def test_a_request_stopped_early_leaves_no_child() -> None:
     """A consumer that stops (an exception, a closed generator) kills and reaps
     the child: the fixture finds none left."""
-    body = freight_210_file(200, seed=10, carriers=3)
-    stream = map_stream(read_file(body), contract_version=2, partition_key=None, period=None)
-    entries = edi_parallel.entries(stream, 2)
-    taken = [next(entries) for _ in range(20)]
-    assert len(taken) == 20 and _children()
+    spool = Spool()
+    spool.write(freight_210_file(200, seed=10, carriers=3))
+    stream = map_stream(
+        read_file(spool.mapped()), contract_version=2, partition_key=None, period=None
+    )
+    source = spool.fileno()
+    assert source is not None
+    mappers = edi_parallel.start(source, spool.size, stream.query, 2)
+    entries = edi_parallel.entries(stream, mappers)
+    got = [next(entries) for _ in range(20)]
+    assert len(got) == 20 and _descendants()
     entries.close()
+    spool.close()
+
+
+def test_a_file_received_but_not_mapped_leaves_no_child() -> None:
+    """A request that ends between the read and the mapping (a 409, a 503):
+    closing the ingest stops the children started when the file came."""
+    ingest = x12_ingest(_settings(2))
+    ingest.feed(freight_210_file(200, seed=12, carriers=3))
+    ingest.read()
+    assert _descendants()
+    ingest.close()
 
 
 def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_child.Child:
@@ -261,7 +317,7 @@ def _child_writing(frame: bytes, progress: tuple[int, int]) -> edi_child.Child:
         finally:
             os._exit(0)
     os.close(write)
-    return edi_child.Child(pid, read, shared)
+    return edi_child.Child(pid, os.pidfd_open(pid), read, shared)
 
 
 def _four_places() -> list[Any]:
@@ -290,6 +346,7 @@ def test_a_garbled_slow_or_short_child_is_dropped_and_reaped(frame: bytes) -> No
     places = _four_places()
     assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
     assert not child.alive
+    assert os.waitpid(child.pid, 0)[0] == child.pid  # ended (this test's own child)
 
 
 def test_a_child_that_does_not_start_leaves_its_block_to_the_parent() -> None:
@@ -299,3 +356,4 @@ def test_a_child_that_does_not_start_leaves_its_block_to_the_parent() -> None:
     places = _four_places()
     assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
     assert not child.alive and child.shared.closed
+    assert os.waitpid(child.pid, 0)[0] == child.pid

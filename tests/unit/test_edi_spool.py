@@ -14,6 +14,7 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from services.api.edi import child as edi_child
 from services.api.edi import parallel as edi_parallel
 from services.api.edi.spool import Spool, Spooled
 from services.api.errors import ApiError
@@ -82,18 +83,27 @@ def test_a_spooled_file_maps_to_the_same_documents() -> None:
 
 
 @pytest.mark.usefixtures("small_window")
-def test_a_spooled_file_maps_the_same_on_two_processes() -> None:
+def test_a_spooled_file_maps_the_same_on_two_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child reads the spooled file itself, from its descriptor."""
     data = freight_210_file(900, seed=8, carriers=2)
     layout = edi_parallel.Layout(children=1, ours=40, theirs=70, min_cycles=2)
-
-    def entries(body: Any) -> list[bytes]:
-        stream = map_stream(read_file(body), contract_version=1, partition_key=None, period=None)
-        return [
-            e.json if isinstance(e, FastLine) else b"?"
-            for e in edi_parallel.entries(stream, 2, layout)
-        ]
-
-    assert entries(spooled(data)) == entries(data)
+    monkeypatch.setattr(edi_parallel, "default_layout", layout)
+    taken: list[int] = []
+    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
+    spool = Spool()
+    spool.write(data)
+    stream = map_stream(
+        read_file(spool.mapped()), contract_version=1, partition_key=None, period=None
+    )
+    source = spool.fileno()
+    assert source is not None
+    mappers = edi_parallel.start(source, spool.size, stream.query, 2)
+    entries = [
+        e.json if isinstance(e, FastLine) else e for e in edi_parallel.entries(stream, mappers)
+    ]
+    spool.close()
+    assert entries == _documents(data)
+    assert len(taken) == len(layout.spans(0, 900))
 
 
 def _resident_kib(inode: int) -> int:

@@ -1,55 +1,53 @@
-"""The forked child of ``services/api/edi/parallel.py``: its life, the frames it
-writes, the word it and the parent share, and the parent's end of its pipe.
+"""The mapping child of ``services/api/edi/parallel.py``: how it is started, its
+life, the frames it writes, the word it and the parent share, and the parent's
+end of its pipe.
 
 The pipe is the queue: a child blocks on its write once the pipe (1 MiB where
 Linux allows) is full, so it runs at most about a block ahead and the parent
 holds at most a block of its lines (a few MiB). A reader thread was not needed:
 it would take the GIL from the mapping thread for the same bytes.
 
-Why ``fork`` is acceptable in a threaded process (the database store thread,
-pika's publisher threads, hashing threads): only the forking thread lives on in
-the child, so any lock another thread held stays held there. The child
-therefore runs nothing that takes one: it restores the default signal handlers
-(uvicorn installed its own, which would run in it), closes every inherited
-descriptor but its pipe (a socket, a database connection or another request's
-pipe is then never held open by it; closing a descriptor only drops the
-child's own reference), runs only pure mapping code already imported (no
-import, no logging, no lock, no thread), and leaves by ``os._exit`` whatever
-happens: it never returns into the server's code, runs no atexit handler and
-no finalizer. Where ``os.fork`` does not exist, mapping stays in process, and
-``SETTLEQ_X12_MAP_PROCESSES=1`` keeps it there anywhere. Python 3.12 warns of
-any fork in a process with threads (the reasoning above is why this one is
-safe); the lock pins 3.11, and an upgrade needs that warning filtered here.
+A child is never forked from the API, a threaded process: the mapping fork
+server forks it (``forkserver.py`` says why). It is sent the file (its spool's
+descriptor), its part of the layout, the query, its pipe and the shared page;
+it reads the file again from the page cache (``read_file``: about a third of
+the mapping's time, on the child's own core while the parent maps its first
+blocks, which it would map alone anyway), then maps its blocks. Where there is
+no fork server, or ``SETTLEQ_X12_MAP_PROCESSES=1``, mapping stays in process.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
 import mmap
 import os
 import select
 import signal
 import struct
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from itertools import islice
-from typing import TYPE_CHECKING, NoReturn
+from typing import cast
 
 import msgspec
 
 try:
-    import fcntl  # POSIX, as fork
+    import fcntl  # POSIX, as the fork server
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
+from services.api.edi import forkserver
+from services.api.edi.layout import Layout
+from services.api.edi.spooled import Spooled
+from shared.domain.x12 import EdiRefused
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
-from shared.domain.x12.mapping import MappedStream
+from shared.domain.x12.mapping import map_stream
+from shared.domain.x12.reader import read_file
 from shared.domain.x12.sets import Place, Query
-
-if TYPE_CHECKING:
-    from services.api.edi.layout import Layout
 
 _PIPE_BYTES = 1 << 20
 # The child yields its core to anything else that wants it (PostgreSQL storing
@@ -66,12 +64,31 @@ _LOW = (1 << 32) - 1
 _EVERY = 8  # sets between the child's looks at the shared page
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(tuple[int, list[FastLine | None]]).decode
-_SIGNALS = tuple(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD")
-    if hasattr(signal, name)
-)
-CAN_FORK = hasattr(os, "fork")
+
+
+class _Order(msgspec.Struct, array_like=True):
+    """What a child is sent besides its descriptors: the query, and its part of
+    the layout (its blocks follow from the file's count of sets, which it reads)."""
+
+    contract_version: int
+    partition_key: str | None
+    period: str | None
+    children: int
+    ours: int
+    theirs: int
+    min_cycles: int
+    child: int
+
+    def layout(self) -> Layout:
+        return Layout(self.children, self.ours, self.theirs, self.min_cycles)
+
+
+_order = msgspec.msgpack.Encoder().encode
+_read_order = msgspec.msgpack.Decoder(_Order).decode
+CAN_START = forkserver.CAN_FORK and hasattr(os, "memfd_create")
+# The mapping children's fork server: this module run as its main.
+SERVER = forkserver.ForkServer(__name__)
+atexit.register(SERVER.stop)  # the API exits: so does its server
 
 # Tests only: called in the parent with the child's pid after each block taken
 # from it (to kill or stop it mid-file).
@@ -79,12 +96,12 @@ after_block: Callable[[int, int], None] | None = None
 
 
 class Child:
-    """One forked mapper, the read end of its pipe, and the page it shares with
+    """One mapping process, the read end of its pipe, and the page it shares with
     the parent: its progress (block, sets mapped), and the parent's limit (the
     block the parent maps from its end, and the set the child stops before)."""
 
-    def __init__(self, pid: int, fd: int, shared: mmap.mmap) -> None:
-        self.pid, self.fd, self.shared = pid, fd, shared
+    def __init__(self, pid: int, pidfd: int | None, fd: int, shared: mmap.mmap) -> None:
+        self.pid, self.pidfd, self.fd, self.shared = pid, pidfd, fd, shared
         self.buffer = bytearray()
         self.alive = True
         self.ended = False  # its pipe
@@ -158,72 +175,120 @@ class Child:
         return got
 
     def stop(self) -> None:
-        """Kill it if it still runs, and reap it; once."""
+        """Kill it if it still runs, and wait for its end; once. (The fork server's
+        children are reaped by the kernel: none stays a zombie.)"""
         if not self.alive:
             return
         self.alive = False
-        with suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        with suppress(ChildProcessError):  # someone else reaped it
-            os.waitpid(self.pid, 0)
+        if self.pidfd is not None:
+            with suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                select.select([self.pidfd], [], [], _GONE_S)  # readable once it has ended
+            os.close(self.pidfd)
         os.close(self.fd)
         self.shared.close()
         self.buffer = bytearray()
 
 
-def fork_child(stream: MappedStream, query: Query, spans: list[tuple[int, int]]) -> Child | None:
-    """A child mapping ``spans``, or None if none could be made."""
+_GONE_S = 5.0  # the longest a killed child is waited for
+
+
+def start_child(source: int, query: Query, layout: Layout, child: int) -> Child | None:
+    """Child ``child`` of ``layout``, to map its blocks of the file open at
+    ``source`` if it is a 210 file large enough, or None if none could be started."""
+    if not CAN_START:
+        return None
+    order = _Order(
+        query.contract_version,
+        query.partition_key,
+        query.period,
+        layout.children,
+        layout.ours,
+        layout.theirs,
+        layout.min_cycles,
+        child,
+    )
+    opened: list[int] = []
     try:
-        shared = mmap.mmap(-1, 2 * _WORD.size)  # MAP_SHARED: both see it
+        page = os.memfd_create("settleq-x12-page")
+        opened.append(page)
+        os.ftruncate(page, 2 * _WORD.size)
+        shared = mmap.mmap(page, 2 * _WORD.size)  # MAP_SHARED: both see it
     except OSError:
+        for fd in opened:
+            os.close(fd)
         return None
     _WORD.pack_into(shared, _LIMIT, -1)  # no block
+    read = None
     try:
         read, write = os.pipe()
+        opened.append(write)
+        # Where it cannot be, the default pipe (64 KiB) only makes the child wait sooner.
+        with suppress(AttributeError, OSError):
+            fcntl.fcntl(read, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        pid = SERVER.launch(_order(order), (source, write, page))
     except OSError:
         shared.close()
+        if read is not None:
+            os.close(read)
         return None
+    finally:
+        # Only the child holds the write end now: its end is the pipe's end.
+        for fd in opened:
+            os.close(fd)
     try:
-        pid = os.fork()
-    except OSError:
-        os.close(read)
-        os.close(write)
-        shared.close()
-        return None
-    if pid == 0:
-        _child(stream, query, spans, write, shared)
-    os.close(write)
-    # Where it cannot be, the default pipe (64 KiB) only makes the child wait sooner.
-    with suppress(AttributeError, OSError):
-        fcntl.fcntl(read, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-    return Child(pid, read, shared)
+        pidfd: int | None = os.pidfd_open(pid)
+    except OSError:  # it has ended already
+        pidfd = None
+    return Child(pid, pidfd, read, shared)
 
 
-def _child(
-    stream: MappedStream, query: Query, spans: list[tuple[int, int]], fd: int, shared: mmap.mmap
-) -> NoReturn:
-    """The child's whole life: map its blocks, write them, ``os._exit``."""
-    code = 1
+def run(message: bytes, fds: list[int]) -> None:
+    """The child's whole life, in a process the fork server just forked: read
+    the file, map its blocks if it is a 210 file large enough, write them.
+    Whatever fails, the parent maps what is missing."""
+    source, out, page = fds
+    order = _read_order(message)
+    os.nice(_NICE)
+    gc.disable()  # it makes objects and frees none until it ends
+    shared = mmap.mmap(page, 2 * _WORD.size)
+    os.close(page)
+    body = Spooled(source, 0, access=mmap.ACCESS_READ)
+    os.close(source)
     try:
-        for number in _SIGNALS:
-            signal.signal(number, signal.SIG_DFL)
-        gc.disable()  # touch no page of the parent's heap to walk it
-        os.nice(_NICE)
-        os.closerange(3, fd)
-        os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
-        places = stream.places(spans)
+        stream = map_stream(
+            read_file(cast(bytes, body)),  # it reads a spooled file's pages as bytes
+            contract_version=order.contract_version,
+            partition_key=order.partition_key,
+            period=order.period,
+        )
+    except EdiRefused:  # refused by the parent too, which reads the same bytes
+        return
+    del body  # the interchanges hold it while they live
+    layout, total = order.layout(), stream.set_count()
+    if not wanted(stream.kind, total, layout):
+        return
+    spans = layout.spans(order.child, total)
+    places, query = stream.places(spans), stream.query
+    try:
         for cycle, (start, stop) in enumerate(spans):
             lines = _block(islice(places, stop - start), query, cycle, shared)
-            _WORD.pack_into(
-                shared, _PROGRESS, (cycle + 1) << 32
-            )  # before the write, which may wait
+            # Said before the write, which may wait.
+            _WORD.pack_into(shared, _PROGRESS, (cycle + 1) << 32)
             frame = _encode((cycle, lines))
-            _write(fd, _HEADER.pack(len(frame)) + frame)
-        code = 0
-    except BaseException:  # noqa: BLE001, S110 - the parent maps whatever is missing
-        pass
-    finally:
-        os._exit(code)
+            _write(out, _HEADER.pack(len(frame)) + frame)
+    except BrokenPipeError:  # the parent no longer wants them, or is gone: not a fault
+        return
+
+
+def wanted(kind: str, total: int, layout: Layout) -> bool:
+    """Whether a file of ``kind`` and ``total`` sets is mapped by children too:
+    the parent and each child decide alike, on the same file."""
+    return (
+        kind == "freight_audit"
+        and layout.children >= 1
+        and total >= layout.min_cycles * layout.cycle
+    )
 
 
 def _block(
@@ -248,3 +313,7 @@ def _write(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+if __name__ == "__main__":
+    forkserver.serve(int(sys.argv[1]), run)

@@ -38,6 +38,7 @@ from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, Transac
 from shared.domain.x12.freight_fast import FastLine
 from shared.domain.x12.mapping import MappedStream, map_stream
 from shared.domain.x12.reader import read_file
+from shared.domain.x12.sets import Query
 
 # What edi_interchanges can hold (edi/tables.py); a real ISA has 2, 15 and 9.
 _MAX_QUALIFIER, _MAX_SENDER, _MAX_CONTROL = 8, 128, 32
@@ -85,6 +86,7 @@ class EdiIngest(Ingest):
     # from its mapped pages.
     _spool: Spool = field(default_factory=Spool)
     _read: tuple[tuple[Interchange, ...], EdiFile] | None = None
+    _mappers: edi_parallel.Mappers | None = None  # a large file's mapping children
 
     def _parse(self, data: bytes) -> None:
         self._spool.write(data)
@@ -94,9 +96,14 @@ class EdiIngest(Ingest):
         by, before anything is mapped. Once; ``finish`` reads it if not yet."""
         if self._read is None:
             body = self._spool.mapped()
+            self._start_mappers()
             # ``bytes`` to the reader, which also reads a spooled file's pages.
-            with collector_paused():
-                interchanges = read_file(cast(bytes, body))
+            try:
+                with collector_paused():
+                    interchanges = read_file(cast(bytes, body))
+            except BaseException:
+                self.close()
+                raise
             del body  # the interchanges hold it while they live
             file_sha256 = self.sha.hexdigest()
             file = EdiFile(
@@ -105,11 +112,31 @@ class EdiIngest(Ingest):
             self._read = (interchanges, file)
         return self._read[1]
 
+    def _start_mappers(self) -> None:
+        """A large file's mapping children, started now so that each reads the
+        file while this thread does (``edi/parallel.py``)."""
+        source, processes = self._spool.fileno(), self.settings.x12_map_processes
+        if source is not None and processes > 1:
+            q = self.query
+            query = Query(q.contract_version, q.partition_key, q.period)
+            self._mappers = edi_parallel.start(source, self._spool.size, query, processes)
+
     def finish(self, store: ChunkStore | None = None) -> Ingested:
         """The file's batch. With ``store``, each chunk is handed to it as it
         is closed and not kept (the batch's ``chunks`` is then empty)."""
-        with collector_paused():  # mapping frees nothing until the file is done
-            return self._finish(store)
+        try:
+            with collector_paused():  # mapping frees nothing until the file is done
+                return self._finish(store)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the file's mapping children and let its spooled bytes go: once
+        it is mapped, or once the request ends without mapping it. Idempotent."""
+        if self._mappers is not None:
+            self._mappers.stop()
+            self._mappers = None
+        self._spool.close()
 
     def _finish(self, store: ChunkStore | None) -> Ingested:
         assert self.acknowledge is not None
@@ -158,8 +185,9 @@ class EdiIngest(Ingest):
         # file was mapped before either was known.
         refusal: list[Problem] | None = None
         # Closed whatever happens, so that no mapping child is left running
-        # (services/api/edi/parallel.py: a large 210 file is mapped on two cores).
-        with closing(edi_parallel.entries(mapped, self.settings.x12_map_processes)) as entries:
+        # (services/api/edi/parallel.py: a large 210 file is mapped on two cores,
+        # the child reading the spooled file again).
+        with closing(edi_parallel.entries(mapped, self._mappers)) as entries:
             for document in entries:
                 if refusal is not None:
                     continue

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # A cycle of blocks: the parent's, then each child's, in sets. With the parent
-# mapping a child's block from its end, 1500/2500, 0/2500 and 500/4000 were
-# within the noise of each other on a 100,000-set file; 0/1000 was slower.
-# 600/1000 is as fast as 1500/2500 and holds 6 MiB less at the API's peak: a
-# child's block is held whole, as its frame and then its lines, while it is taken.
+# mapping a child's block from its end, most splits map a large file in the same
+# time; this one is among them and holds less at the API's peak than larger
+# blocks, since a child's block is held whole, as its frame and then its lines,
+# while it is taken (the A/B: docs/performance.md).
 _OURS, _THEIRS = 600, 1000
-_MIN_CYCLES = 2  # a smaller file is mapped in process: a fork costs a few ms
+_MIN_CYCLES = 2  # a smaller file is mapped in process: a child would cost more than it saves
 _TIMEOUT_S = 5.0  # the longest the parent waits for one block of a child
 
 
@@ -33,6 +33,11 @@ class Layout:
     @property
     def cycle(self) -> int:
         return self.ours + self.children * self.theirs
+
+    @property
+    def min_sets(self) -> int:
+        """The fewest sets of a file its children map (a smaller one: in process)."""
+        return self.min_cycles * self.cycle
 
     def spans(self, child: int, total: int) -> list[tuple[int, int]]:
         """The ``(start, stop)`` of child ``child``'s blocks (0-based)."""

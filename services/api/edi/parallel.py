@@ -1,10 +1,10 @@
-"""A large 210 file's fast path on two cores: a forked child maps blocks of
+"""A large 210 file's fast path on two cores: a child process maps blocks of
 sets while the request's thread maps the others.
 
 Mapping a large 210 file is most of its POST (``freight_fast.fast_210_line``,
-one core, the GIL). The file is read already:
-a child made by ``os.fork()`` right before mapping holds it, its interchanges
-and the query by copy-on-write, so nothing is sent to it. The sets are cut into
+one core, the GIL). The child is started by a fork server, not forked from the
+threaded API (``child.py`` says why and how): it is sent the file's spooled
+descriptor and reads it again while the parent maps its first blocks. The sets are cut into
 a repeating cycle of blocks: ``ours`` sets the parent maps itself, then
 ``theirs`` sets for each child. A child maps its block from the front with
 ``fast_210_line`` only; the parent, once at that block, maps it from the end
@@ -18,13 +18,13 @@ a None is mapped by ``map_210`` with the stream's problems, so the documents,
 the problems and their order, the skipped sets and the refusal are those of the
 in-process path (tests/unit/test_edi_parallel.py compares them byte for byte).
 
-Correctness never depends on a child. If the fork fails, or a child dies, is
+Correctness never depends on a child. If it cannot be started, or it dies, is
 killed, writes a short, garbled or misplaced frame, stops short of the sets left
 to it, or takes longer than ``timeout_s`` for a block, the parent kills it and
 maps every block left itself. The child is always reaped (killed first if still
 running: a refusal, an exception or a generator closed early), so no zombie and
 no orphan stays; should the parent die, the child's next write fails (EPIPE)
-and it exits.
+and it exits, as does the fork server.
 
 The child, its pipe and the page the two share: ``services/api/edi/child.py``.
 """
@@ -32,40 +32,70 @@ The child, its pipe and the page the two share: ``services/api/edi/child.py``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import islice
 
-from services.api.edi.child import CAN_FORK, Child, fork_child
+from services.api.edi.child import CAN_START, Child, start_child, wanted
 from services.api.edi.layout import Layout
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.mapping import Entries, MappedStream
 from shared.domain.x12.sets import Place, Query
 
-# What ``entries`` uses unless told (the tests make its blocks a few sets).
+# What ``start`` uses unless told (the tests make its blocks a few sets).
 default_layout = Layout(children=1)
+# No 210 set is this short: a file of fewer bytes a set than this holds too few
+# sets for children, whose start is then not worth it.
+_MIN_SET_BYTES = 100
 
 
-def entries(stream: MappedStream, processes: int, layout: Layout | None = None) -> Entries:
-    """``stream.entries``, mapped by ``processes`` processes when the file is a 210
-    file large enough (else in process): the same entries, in the same order."""
-    if layout is None:
-        layout = replace(default_layout, children=processes - 1)
-    total = stream.set_count() if stream.kind == "freight_audit" else 0
-    if not CAN_FORK or layout.children < 1 or total < layout.min_cycles * layout.cycle:
+@dataclass
+class Mappers:
+    """The children started for one file, and the layout they follow."""
+
+    layout: Layout
+    children: list[Child | None]
+
+    def stop(self) -> None:
+        """Kill and reap those still running; at any time, any number of times."""
+        for child in self.children:
+            if child is not None:
+                child.stop()
+
+
+def start(source: int, size: int, query: Query, processes: int) -> Mappers | None:
+    """Children for a file of ``size`` bytes open at ``source``, started as soon as
+    it is received, so that each reads it while the request's thread does;
+    None where the file is too small or there are none to start."""
+    layout = replace(default_layout, children=processes - 1)
+    if (
+        not CAN_START
+        or layout.children < 1
+        or size < layout.min_cycles * layout.cycle * _MIN_SET_BYTES
+    ):
+        return None
+    children = [start_child(source, query, layout, child) for child in range(layout.children)]
+    return Mappers(layout, children)
+
+
+def entries(stream: MappedStream, mappers: Mappers | None) -> Entries:
+    """``stream.entries``, with ``mappers`` mapping their blocks when the file is
+    a 210 file large enough (else in process, and they are stopped): the same
+    entries, in the same order."""
+    total = stream.set_count()
+    if mappers is None or not wanted(stream.kind, total, mappers.layout):
+        if mappers is not None:
+            mappers.stop()
         return stream.entries
-    return stream.entries_answered(lambda places: _answers(stream, places, layout, total))
+    return stream.entries_answered(lambda places: _answers(stream, places, mappers, total))
 
 
 def _answers(
-    stream: MappedStream, places: Iterator[Place], layout: Layout, total: int
+    stream: MappedStream, places: Iterator[Place], mappers: Mappers, total: int
 ) -> Iterator[tuple[Place, FastLine | None]]:
     """Each place's fast-path answer, in order: the parent's blocks mapped here,
     each child's taken from it (or mapped here once it failed)."""
-    query = stream.query
-    children: list[Child | None] = []
+    query, layout, children = stream.query, mappers.layout, mappers.children
     try:
-        for child in range(layout.children):
-            children.append(fork_child(stream, query, layout.spans(child, total)))
         start, cycle = 0, 0
         while start < total:
             stop = min(start + layout.ours, total)
@@ -84,9 +114,7 @@ def _answers(
                 start = stop
             cycle += 1
     finally:
-        for mapper in children:
-            if mapper is not None:
-                mapper.stop()
+        mappers.stop()
 
 
 def _mapped(

@@ -22,39 +22,8 @@ import tempfile
 import weakref
 from typing import IO, Any
 
+from services.api.edi.spooled import Spooled
 from services.api.errors import ApiError
-
-_PAGE = mmap.PAGESIZE
-_COUNT_PIECE = 1 << 20  # bytes copied at a time to count a byte in a long range
-
-
-class Spooled(mmap.mmap):
-    """A spooled file's pages, mapped read-only: what the reader reads as it reads
-    ``bytes`` (slices, ``find``, regular expressions), with the few ``bytes``
-    methods it calls that ``mmap`` lacks, and ``forget``."""
-
-    def count(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
-        stop = len(self) if end is None else min(end, len(self))
-        if len(sub) != 1:
-            return self[start:stop].count(sub)
-        total = 0
-        while start < stop:  # a piece at a time: a long range is never copied whole
-            piece = min(stop, start + _COUNT_PIECE)
-            total += self[start:piece].count(sub)
-            start = piece
-        return total
-
-    def startswith(self, prefix: bytes | tuple[bytes, ...], start: int = 0) -> bool:
-        prefixes = (prefix,) if isinstance(prefix, bytes) else prefix
-        return any(self[start : start + len(p)] == p for p in prefixes)
-
-    def forget(self, start: int, stop: int) -> None:
-        """Let go of the pages wholly inside ``[start, stop)``: they leave the
-        process's memory, and are read again from the page cache if asked for."""
-        first = -(-start // _PAGE) * _PAGE
-        last = stop // _PAGE * _PAGE
-        if last > first:
-            self.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 class Spool:
@@ -62,6 +31,7 @@ class Spool:
 
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
+        self._mapped: IO[bytes] | None = None  # the file once mapped, kept open for ``fileno``
         self.size = 0
 
     def write(self, data: bytes) -> None:
@@ -78,7 +48,8 @@ class Spool:
 
     def mapped(self) -> Any:
         """The file's bytes: its pages mapped (``Spooled``), or ``b""`` when empty.
-        The spool is closed; the mapping keeps the file until it is let go."""
+        No more can be written; the file stays open until ``close`` (``fileno``),
+        and the mapping keeps it until it is let go."""
         file, self._file = self._file, None
         if file is None or not self.size:
             if file is not None:
@@ -86,16 +57,23 @@ class Spool:
             return b""
         try:
             file.flush()
-            return Spooled(file.fileno(), 0, access=mmap.ACCESS_READ)
+            body = Spooled(file.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as exc:
-            raise _unavailable(exc) from None
-        finally:
             file.close()
+            raise _unavailable(exc) from None
+        self._mapped = file
+        return body
+
+    def fileno(self) -> int | None:
+        """The mapped file's descriptor (a mapping child reads it: ``edi/child.py``),
+        until ``close``."""
+        return None if self._mapped is None else self._mapped.fileno()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        for file in (self._file, self._mapped):
+            if file is not None:
+                file.close()
+        self._file = self._mapped = None
 
 
 def _unavailable(exc: OSError) -> ApiError:
