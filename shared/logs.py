@@ -10,8 +10,8 @@ one formatter renders every record:
 - ``auto`` (the default): console when stderr is a terminal, else JSON.
 
 The pipeline's stages each log ONE event per unit of work (``stage_event``),
-never one per line: at 50,000 lines/s a per-line log would cost more than the
-settlement. Every event is scrubbed before it is written: credentials in URLs
+never one per line: at the pipeline's rate a per-line log would cost more than
+the settlement. Every event is scrubbed before it is written: credentials in URLs
 become ``***`` and so does every secret registered with ``mask`` (producer
 secrets, bearer tokens and the internal signing key). Tracebacks are rendered
 plainly, never with local variables (they may hold secrets).

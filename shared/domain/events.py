@@ -143,7 +143,7 @@ def _wire(amount: Any) -> str | None:
         return None
     if type(amount) is str:
         return amount  # NUMERIC(20,4)'s text: 4 places already
-    # str() of a Decimal at 4 places never takes an exponent: a third the cost of format().
+    # str() of a Decimal at 4 places never takes an exponent, and is cheaper than format().
     text = str(amount.quantize(_SCALE))
     # PostgreSQL's NUMERIC has no negative zero: neither has an event.
     return text[1:] if text[0] == "-" and not amount else text

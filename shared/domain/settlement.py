@@ -147,7 +147,7 @@ def _settle_document(
         except BusinessError as exc:
             append(PlannedLine(document, line, None, exc.reason, str(exc), index, position))
         else:
-            # Positional: keyword arguments cost a third more per line.
+            # Positional: keyword arguments cost more, and this runs once per line.
             append(PlannedLine(document, line, settlement, None, "", index, position))
     plan.lines.extend(planned)
     return len(lines)

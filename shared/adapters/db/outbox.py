@@ -151,8 +151,8 @@ def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
 # The relay's read of its events' ledger rows on PostgreSQL: executed by
 # SQLAlchemy (its errors wrapped, a lost connection invalidated, as the relay's
 # handlers expect), fetched as the driver's tuples, which are all ``event``
-# reads: SQLAlchemy's result rows cost about as much again as the fetch
-# (bench.stages --profile relay). Amounts as
+# reads: SQLAlchemy's result rows would add a Python object and its lookups
+# per row that the relay never uses (bench.stages --profile relay). Amounts as
 # NUMERIC text (see _PG_EVENT_COLUMNS).
 _PG_EVENT_SELECT = str(
     select(*_PG_EVENT_COLUMNS)

@@ -52,7 +52,7 @@ def byte_ordered(width: int) -> Any:
     (ASCII: hex keys, job ids, outcomes), so that their B-tree indexes compare
     bytes. Under the database's locale (``C.UTF-8`` here, ``en_US.UTF-8`` often)
     every comparison goes through ``strcoll``, and abbreviated sort keys are off:
-    about a microsecond of the server's CPU per ledger row (migration 0015). For
+    a cost on every ledger row inserted (migration 0015). For
     ASCII both orders agree. SQLite already compares bytes."""
     return String(width).with_variant(String(width, collation="C"), "postgresql")
 

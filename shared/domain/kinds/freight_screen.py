@@ -4,8 +4,9 @@ read at C speed before Pydantic, at the front door.
 A strict subset of ``FreightDocument``: what it accepts, the model accepts
 with the same meaning (``tests/unit/test_freight_screen.py`` checks it on
 generated documents); anything else goes to the model, which answers. It
-matters most for an X12 210 file (docs/api.md#edi-intake): 100,000 invoices
-validated by the model cost over a second, a third of the time to a 202.
+matters most for an X12 210 file (docs/api.md#edi-intake), whose invoices
+validated by the model would be a large part of its time to a 202
+(docs/performance.md).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ does. ``tests/unit/test_screen.py`` checks the subset property on generated
 documents, decimals of any length and date-like values; the bad-input
 battery checks the answers over HTTP.
 
-Why not msgspec's own ``pattern`` constraints: they cost about a microsecond
-a field, four times the whole decode. Instead the raw bytes are checked once
+Why not msgspec's own ``pattern`` constraints: they cost several times the
+whole decode (docs/performance.md). Instead the raw bytes are checked once
 for what no identifier may hold, and the decimals with one compiled regex.
 """
 
@@ -40,8 +40,8 @@ plain_quantity = PLAIN_DECIMAL[QUANTITY_PLACES].fullmatch
 
 
 def _all_plain(places: int) -> Callable[[list[str]], bool]:
-    """``all(PLAIN_DECIMAL[places].fullmatch(v) for v in values)``, at a third of
-    the cost: one regex call per list instead of one per value (a call costs
+    """``all(PLAIN_DECIMAL[places].fullmatch(v) for v in values)``, for less: one
+    regex call per list instead of one per value (a call costs
     more than matching a short number). The values are joined with commas, so a
     value holding a comma (never plain) must be refused by counting them. The
     quantifiers are possessive: no input needs backtracking here, and without it

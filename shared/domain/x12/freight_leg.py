@@ -201,7 +201,7 @@ def _money(cents: int) -> str:
     """``fits(Decimal(cents).scaleb(-2), MONEY_PLACES)``: the amount with its two places
     (the cents of a hundredweight fit a Quantity as well)."""
     if 0 <= cents < _MAX_CENTS:  # the common case
-        return "%d.%02d" % divmod(cents, 100)  # noqa: UP031 - a third cheaper than format()
+        return "%d.%02d" % divmod(cents, 100)  # noqa: UP031 - cheaper than format()
     if -_MAX_CENTS < cents < 0:
         whole, part = divmod(-cents, 100)
         return f"-{whole}.{part:02d}"

@@ -1,7 +1,7 @@
 """Transaction sets whose body segments are split when first asked for.
 
 A 60 MB file holds some three million segments; making each a ``Segment``
-costs about a microsecond, three seconds in all, while the reader needs only
+would cost more than the rest of the read, while the reader needs only
 the envelope segments. So a set read from a file keeps its bytes and makes its
 body on first use; the mappings ask only for the tags they map (``tagged``),
 and its ``raw_payload`` is its bytes as sent (``raw_bytes``).
@@ -45,7 +45,7 @@ class Spans:
         code = "Q" if len(text.buf) >= 1 << (8 * array("I").itemsize) else "I"
         self.offsets = array(code)
         # A set's numbers to and from the array's bytes in one call each (``extend``
-        # and slicing the array take three times as long).
+        # and slicing the array are several calls, and slower).
         numbers = Struct(f"{_FIELDS}{code}")
         self.pack, self.unpack, self.size = numbers.pack, numbers.unpack_from, numbers.size
         self.head = Struct(f"3{code}").unpack_from  # ST's three

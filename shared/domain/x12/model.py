@@ -35,7 +35,7 @@ _new = object.__new__
 
 def segment(position: int, tag: str, elements: tuple[str, ...]) -> Segment:
     """``Segment(position, tag, elements)``, made without the frozen dataclass's
-    ``__init__`` (three ``object.__setattr__`` calls): a third of the time, for the
+    ``__init__`` (three ``object.__setattr__`` calls), which is quicker, for the
     segments a read set makes again each time they are asked for."""
     made = _new(Segment)
     set_position, set_tag, set_elements = _SEGMENT_SLOTS

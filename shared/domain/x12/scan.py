@@ -2,9 +2,9 @@
 
 Everything here is a regular-expression or ``bytes`` scan (C speed, linear):
 the reader looks at envelope segments (ISA/GS/ST/SE/GE/IEA) one by one and at
-body segments only through these scans, so a 60 MB file is read in about half a
-second. A body segment is split into elements when it is asked for
-(``shared.domain.x12.lazy``).
+body segments only through these scans, so reading a large file costs a few
+passes over its bytes in C, not Python work per segment. A body segment is
+split into elements when it is asked for (``shared.domain.x12.lazy``).
 """
 
 from __future__ import annotations

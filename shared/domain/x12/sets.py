@@ -20,7 +20,7 @@ class Query:
 
 
 class Place(NamedTuple):
-    """A set and its envelopes. A tuple: made once per set, it costs a fifth of a frozen
+    """A set and its envelopes. A tuple: made once per set, it is far cheaper than a frozen
     dataclass (whose fields are set through object.__setattr__)."""
 
     interchange: Interchange

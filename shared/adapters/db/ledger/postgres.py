@@ -6,8 +6,8 @@ The rules are the portable ones (rounds.py); PostgreSQL changes how rows go in:
   contract version 1, in a partition never re-priced: ``priors.may_have_prior``),
   a new line's delta is its amount, with no row superseded, and the unit's new
   lines are ``COPY``'d straight into the ledger under a savepoint, which costs
-  the server about a third less a line than ``INSERT ... SELECT ... ON
-  CONFLICT`` (docs/performance.md). ``COPY`` has no ``ON
+  the server less a line than ``INSERT ... SELECT ... ON CONFLICT``, having no
+  stage to fill and read back (docs/performance.md). ``COPY`` has no ``ON
   CONFLICT``, so the lines already in the ledger are found first: one probe of
   the identity's index for each document's first line, then one for every line
   of a document found there (a resent document). The identity's unique index
@@ -194,9 +194,9 @@ def _ledger_text(
     """The new lines as COPY rows of ``_COLUMNS``, and as the rows written: delta
     is the amount, no row is superseded. In key order, ids ascending with it:
     consecutive inserts into the identity's index (random keys) then land near
-    each other (about 5% less PostgreSQL CPU a line measured on a ledger of 0.5
-    to 1.5 million rows), and two COPYs racing on shared keys wait on them in
-    one order, never on each other in a cycle."""
+    each other, which costs the server less than inserting them in arrival
+    order, and two COPYs racing on shared keys wait on them in one order, never
+    on each other in a cycle."""
     # A document's lines are consecutive: its fields are escaped once, not per line.
     head = f"\t1\t{field(kind)}\t"
     tail = f"\t{field(job_id)}\t"

@@ -1,9 +1,9 @@
 """Stored chunk payloads compressed with lz4 on PostgreSQL
 
 A chunk payload is a few hundred kB of NDJSON, compressed by PostgreSQL's
-TOAST when stored. Its default, pglz, cost ~1.1-1.6 µs of database CPU per
-line accepted; lz4 costs ~0.2-0.3 µs for a slightly larger row (2.6 MB
-against 2.2 MB per 100,000 lines). Rows stored before keep their pglz
+TOAST when stored. Its default, pglz, costs the database several times lz4's
+CPU per line accepted, and lz4's rows are only slightly larger (the figures:
+docs/performance.md). Rows stored before keep their pglz
 compression; both read back the same. A PostgreSQL built without lz4 keeps
 pglz.
 

@@ -4,8 +4,8 @@
 ``line_outcomes`` are ASCII we mint or hash, and every settled line inserts
 them into B-tree indexes (the identity's unique index, the job's lines). Under
 the database's locale each comparison went through ``strcoll``; under "C" it
-is a ``memcmp``, and the insert's sort by key gets abbreviated keys: about a
-microsecond of the server's CPU per ledger row. For ASCII the two orders are
+is a ``memcmp``, and the insert's sort by key gets abbreviated keys: less of
+the server's CPU on every ledger row. For ASCII the two orders are
 the same, so no answer changes. PostgreSQL only (SQLite compares bytes
 already). The table is not rewritten, but each index on these columns is
 rebuilt, in time that grows with the ledger, while the tables are locked
