@@ -25,13 +25,23 @@ lock:
 # its own database, queue prefix and Redis keys, each worker has its own Redis
 # database, and a file's tests stay on one worker (--dist loadfile: they share
 # its fixtures). Then the `serial` tests, which stop the machine's RabbitMQ or
-# time paused processes, alone. Then the cluster suite (tests/cluster, marker
-# `cluster`: root, network namespaces, a three-node RabbitMQ of its own).
+# time paused processes, apart from the rest of the suite, and beside them the
+# cluster suite (tests/cluster, marker `cluster`: root, network namespaces, and
+# a three-node RabbitMQ, Redis and PostgreSQL of its own, so it shares nothing
+# with them). Both mostly wait (fault pauses, heartbeats), so side by side they
+# take the time of one (~3 min); its output is printed after theirs (and kept in
+# tests/artifacts/cluster.log). A failure in any step fails the target.
 TEST_WORKERS ?= 4
+CLUSTER_LOG := tests/artifacts/cluster.log
 test: install
 	$(PY) -m pytest -m "not cluster and not serial" -n $(TEST_WORKERS) --dist loadfile
-	$(PY) -m pytest -m "serial and not cluster"
-	$(PY) -m pytest -m cluster tests/cluster
+	@mkdir -p $(dir $(CLUSTER_LOG))
+	$(PY) -m pytest -m cluster tests/cluster >$(CLUSTER_LOG) 2>&1 & cluster=$$!; \
+	$(PY) -m pytest -m "serial and not cluster"; serial=$$?; \
+	wait $$cluster; cluster=$$?; \
+	echo "--- the cluster suite, run beside the serial tests ($(CLUSTER_LOG)):"; \
+	cat $(CLUSTER_LOG); \
+	test $$serial -eq 0 && test $$cluster -eq 0
 
 lint:
 	ruff check .
