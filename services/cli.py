@@ -22,6 +22,7 @@ from services.commands import (
     dlq,
     errors,
     events,
+    history,
     jobs,
     openapi_doc,
 )
@@ -322,6 +323,8 @@ app.add_typer(jobs.app, name="jobs")
 app.add_typer(contracts.app, name="contracts")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(disputes.app, name="disputes")
+app.add_typer(history.lines, name="lines")
+app.add_typer(history.identity_app)
 app.add_typer(audit.app, name="audit")
 app.add_typer(events.app, name="events")
 app.add_typer(credentials.keys, name="keys")

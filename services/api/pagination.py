@@ -71,6 +71,21 @@ def id_cursor(cursor: str | None) -> int | None:
     return _id(last_id)
 
 
+def encode_document_line_cursor(source: int, last_id: int) -> str:
+    return _encode(str(source), str(last_id))
+
+
+def document_line_cursor(cursor: str | None) -> tuple[int, int] | None:
+    """A document's lines through two sources: 0 the ledger's rows, 1 the
+    other outcomes; then the last line's id."""
+    if cursor is None:
+        return None
+    source, last_id = _decode(cursor, 2)
+    if source not in ("0", "1"):
+        raise _invalid()
+    return int(source), _id(last_id)
+
+
 def encode_line_cursor(
     position: int | None, source: Literal["ledger", "other"], last_id: int
 ) -> str:

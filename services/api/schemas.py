@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from services.api.disputes.schemas import Dispute
+
 
 class SkippedSet(BaseModel):
     control_number: str  # ST02
@@ -85,6 +87,48 @@ class LineOutcome(BaseModel):
 class LinePage(BaseModel):
     items: list[LineOutcome]
     next_cursor: str | None
+
+
+class DocumentLine(LineOutcome):
+    """A line of a document found without its job (GET /v1/lines)."""
+
+    job_id: str
+    kind: str
+    partition_key: str | None  # null only for a duplicate whose identity is gone
+
+
+class DocumentLinePage(BaseModel):
+    items: list[DocumentLine]
+    next_cursor: str | None
+
+
+class IdentityEntry(BaseModel):
+    """One ledger row of an identity (GET /v1/identities/{reconciliation_key})."""
+
+    ledger_entry_id: int
+    job_id: str
+    contract_version: int
+    outcome: Literal["posted", "disputed", "resolved"]
+    amount: str
+    claimed_amount: str | None
+    delta: str
+    supersedes_id: int | None
+    correlation_id: str | None
+    created_at: str
+
+
+class Identity(BaseModel):
+    """A line's whole story: its rows oldest first, what it amounts to now (the
+    sum of their deltas) and its open dispute, if any."""
+
+    reconciliation_key: str
+    kind: str
+    partition_key: str
+    document_id: str
+    line_ref: str
+    entries: list[IdentityEntry]
+    amount_now: str
+    open_dispute: Dispute | None
 
 
 class Contract(BaseModel):

@@ -201,3 +201,77 @@ def test_openapi_yaml_is_what_the_app_serves(http) -> None:
     assert published == http.get("/openapi.json").json(), (
         "openapi.yaml is stale: run `settleq openapi > openapi.yaml`"
     )
+
+
+def test_a_document_and_a_lines_story_are_found_without_the_job(http, settled_job) -> None:
+    """Search by document id and partition, then a line's identity
+    (docs/api.md#ledger-history-and-search)."""
+    job_id, vendor = settled_job
+    viewer = as_role(http, VIEWER_TOKEN)
+    page = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines").json()["items"]
+    document_id = page[0]["document_id"]
+    found = viewer.bearer(
+        "GET", f"/v1/lines?document_id={document_id}&partition_key={vendor}"
+    ).json()
+    mine = [line for line in page if line["document_id"] == document_id]
+    assert sorted((i["line_ref"], i["outcome"]) for i in found["items"]) == sorted(
+        (i["line_ref"], i["outcome"]) for i in mine
+    )
+    assert {(i["job_id"], i["partition_key"], i["kind"]) for i in found["items"]} == {
+        (job_id, vendor, "promo_accrual")
+    }
+    disputed = next(i for i in page if i["outcome"] == "disputed")
+    story = viewer.bearer("GET", f"/v1/identities/{disputed['reconciliation_key']}")
+    assert story.status_code == 200, story.text
+    identity = story.json()
+    assert [e["outcome"] for e in identity["entries"]] == ["disputed"]
+    assert identity["amount_now"] == identity["entries"][0]["delta"]
+    assert identity["open_dispute"]["ledger_entry_id"] == identity["entries"][0]["ledger_entry_id"]
+    assert identity["open_dispute"]["status"] == "open"
+    assert (identity["partition_key"], identity["document_id"]) == (
+        vendor,
+        disputed["document_id"],
+    )
+
+
+def test_history_and_search_refuse_what_they_cannot_answer(http) -> None:
+    viewer = as_role(http, VIEWER_TOKEN)
+    missing = viewer.bearer("GET", "/v1/identities/" + "a" * 64)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "identity_not_found"
+    assert viewer.bearer("GET", "/v1/identities/not-a-key").status_code == 422
+    assert viewer.bearer("GET", "/v1/lines").status_code == 422  # a document id is required
+    bad_cursor = viewer.bearer("GET", "/v1/lines?document_id=X&cursor=Mnw1")
+    assert bad_cursor.json()["error"]["code"] == "invalid_cursor"
+    assert viewer.bearer("GET", "/v1/lines?document_id=X").json() == {
+        "items": [],
+        "next_cursor": None,
+    }
+    assert http.get("/v1/lines?document_id=X").status_code == 401
+    assert http.get("/v1/identities/" + "a" * 64).status_code == 401
+
+
+def test_the_cli_finds_a_document_and_tells_a_lines_story(
+    http, settled_job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``settleq lines find`` and ``settleq identity``, against the API."""
+    from rich.console import Console
+
+    from services.commands import history as history_cli
+    from services.commands import options
+
+    job_id, vendor = settled_job
+    console = Console(width=200, record=True, force_terminal=False)
+    monkeypatch.setattr(options, "console", console)
+    monkeypatch.setattr(history_cli, "console", console)
+    viewer = as_role(http, VIEWER_TOKEN)
+    monkeypatch.setattr(history_cli, "make_client", lambda *_: viewer)
+    page = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines").json()["items"]
+    disputed = next(i for i in page if i["outcome"] == "disputed")
+
+    history_cli.lines_find(document=disputed["document_id"], partition_key=vendor, token="t")
+    found = console.export_text()
+    assert job_id in found and "disputed" in found and "6.00" in found
+    history_cli.identity(disputed["reconciliation_key"], token="t")
+    story = console.export_text()
+    assert "amount now: " in story and "open dispute " in story

@@ -188,6 +188,9 @@ ledger_entries = Table(
     # posted and disputed ranges (docs/api.md#jobs). Also the job's rows for its
     # page's partitions and the dispute queue's job filter.
     Index(None, "job_id", "outcome", "position", "id"),
+    # A document's rows across its jobs, by id alone or with its partition
+    # (GET /v1/lines, migration 0018).
+    Index("ix_ledger_entries_document", "document_id", "partition_key", "id"),
 )
 
 # A line's history (a recipe's cost at a location): where the next delta of a
@@ -227,6 +230,7 @@ line_outcomes = Table(
     Column("position", BigInteger, nullable=True),  # as the ledger's (null before 0013)
     Index(None, "job_id", "outcome", "position", "id"),
     Column("correlation_id", ID, nullable=True),  # the document's, as in the ledger (0014)
+    Index("ix_line_outcomes_document", "document_id", "id"),  # GET /v1/lines (0018)
     Index(
         "ix_line_outcomes_dead_letter",
         "dead_letter_id",

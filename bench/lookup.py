@@ -1,0 +1,116 @@
+"""A line's story and a document's lines on a large ledger
+(docs/api.md#ledger-history-and-search): the ledger filled with ``--ledger-rows``
+rows of history (``bench/ledger_fill.py``, default 20,000,000) on the bench's
+tuned PostgreSQL, then ``--lookups`` of each, each for a row drawn at random:
+
+- the identity (``GET /v1/identities/{key}``'s read: ``history.identity``);
+- the document's lines by id and partition, and by id alone (``GET /v1/lines``'s
+  read: ``history.document_lines``).
+
+Prints each one's median, p95 and slowest time in ms (the first lookups read
+pages from disk, the rest mostly from memory) and the plan PostgreSQL chose
+(the index it reads). The API adds its own hop and JSON to these reads.
+
+    python -m bench.lookup [--ledger-rows 20000000] [--lookups 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from bench.ledger_fill import fill
+from bench.server import describe, server
+from shared.adapters.db import history
+from shared.adapters.db.engine import make_engine
+from tests.support.infra import isolated_env
+
+# "In milliseconds": the 95th percentile of each kind (the slowest are the first
+# lookups, which read the index's and the table's pages from disk).
+TARGET_MS = 10.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ledger-rows", type=int, default=20_000_000)
+    parser.add_argument("--lookups", type=int, default=200)
+    args = parser.parse_args()
+    with server("tuned") as admin:
+        print(describe("tuned", admin))
+        with isolated_env("lookup", admin) as env:
+            started = time.monotonic()
+            filled = fill(env.database_url, args.ledger_rows)
+            print(filled.report())
+            print(f"filled in {time.monotonic() - started:.0f} s")
+            engine = make_engine(env.database_url)
+            try:
+                return measure(engine, args.lookups)
+            finally:
+                engine.dispose()
+
+
+def measure(engine: Engine, lookups: int) -> int:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT reconciliation_key, document_id, partition_key FROM ledger_entries"
+                " TABLESAMPLE SYSTEM (0.1) ORDER BY random() LIMIT :n"
+            ),
+            {"n": lookups},
+        ).all()
+    print(f"{len(rows)} rows drawn at random")
+    cases: dict[str, Callable[[Any], int]] = {
+        "identity": lambda r: len(history.identity(engine, r.reconciliation_key)),
+        "document + partition": lambda r: len(
+            history.document_lines(engine, r.document_id, partition_key=r.partition_key, limit=100)
+        ),
+        "document alone": lambda r: len(history.document_lines(engine, r.document_id, limit=100)),
+    }
+    ok = True
+    for name, lookup in cases.items():
+        times, found = [], 0
+        for row in rows:
+            started = time.perf_counter()
+            found += lookup(row)
+            times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        p95 = times[int(len(times) * 0.95) - 1]
+        slowest = times[-1]
+        ok &= p95 <= TARGET_MS
+        print(
+            f"{name:22} median {statistics.median(times):6.2f} ms, p95 {p95:6.2f} ms,"
+            f" slowest {slowest:6.2f} ms ({found / len(rows):.1f} rows a lookup;"
+            f" target: p95 <= {TARGET_MS:g} ms: {'ok' if p95 <= TARGET_MS else 'MISSED'})"
+        )
+    explain(engine, rows[0])
+    return 0 if ok else 1
+
+
+def explain(engine: Engine, row: Any) -> None:
+    """The plans of the two reads, as PostgreSQL runs them."""
+    with engine.connect() as conn:
+        for label, sql, params in (
+            (
+                "identity",
+                "SELECT id FROM ledger_entries WHERE reconciliation_key = :k"
+                " AND outcome IN ('posted', 'disputed')",
+                {"k": row.reconciliation_key},
+            ),
+            (
+                "document",
+                "SELECT id FROM ledger_entries WHERE document_id = :d AND partition_key = :p"
+                " AND outcome IN ('posted', 'disputed') ORDER BY id LIMIT 100",
+                {"d": row.document_id, "p": row.partition_key},
+            ),
+        ):
+            plan = conn.execute(text(f"EXPLAIN (COSTS OFF) {sql}"), params).scalars().all()
+            print(f"plan ({label}): " + " / ".join(line.strip() for line in plan))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

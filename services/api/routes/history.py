@@ -1,0 +1,150 @@
+"""Ledger history and search (docs/api.md#ledger-history-and-search), viewer
+token: a line's whole story by its reconciliation key, and a document's lines
+across every job that carried it."""
+
+from __future__ import annotations
+
+from decimal import Decimal, localcontext
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.concurrency import run_in_threadpool
+
+from services.api.auth import Ctx, Viewer
+from services.api.disputes import schemas as dispute_wire
+from services.api.errors import ApiError, ErrorBody
+from services.api.pagination import CursorQuery, document_line_cursor, encode_document_line_cursor
+from services.api.schemas import DocumentLine, DocumentLinePage, Identity, IdentityEntry
+from services.api.timefmt import iso
+from shared.adapters.db import history
+from shared.adapters.db.disputes import queue as disputes_db
+from shared.adapters.db.types import EXACT_SUMS
+from shared.domain.kinds.base import Identifier
+from shared.domain.money import ZERO, to_wire
+
+router = APIRouter(tags=["history"])
+UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "unauthenticated"},
+}
+KeyPath = Annotated[
+    str,
+    Path(
+        min_length=64,
+        max_length=64,
+        pattern=r"^[0-9a-f]{64}$",
+        description="A line's reconciliation key (64 lower-case hex digits).",
+    ),
+]
+
+
+@router.get(
+    "/v1/identities/{reconciliation_key}",
+    operation_id="getIdentity",
+    responses={
+        **UNAUTHENTICATED,
+        404: {"model": ErrorBody, "description": "no ledger row has this key"},
+    },
+)
+async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Identity:
+    """Every ledger row of one line, oldest first (posted, disputed, resolved,
+    re-priced), `amount_now` (the sum of their deltas) and its open dispute."""
+
+    def load() -> Identity:
+        rows = history.identity(ctx.engine, reconciliation_key)
+        if not rows:
+            raise ApiError(404, "identity_not_found", "no ledger row has this reconciliation key")
+        disputed = [r.id for r in rows if r.outcome == "disputed"]
+        statuses = disputes_db.statuses(ctx.engine, disputed)
+        open_ids = [i for i in disputed if statuses.get(i) == "open"]
+        dispute = disputes_db.get(ctx.engine, open_ids[-1]) if open_ids else None
+        with localcontext(EXACT_SUMS):
+            now = sum((r.delta for r in rows), ZERO)
+        first = rows[0]
+        return Identity(
+            reconciliation_key=reconciliation_key,
+            kind=first.kind,
+            partition_key=first.partition_key,
+            document_id=first.document_id,
+            line_ref=first.line_ref,
+            entries=[_entry(r) for r in rows],
+            amount_now=_money(now),
+            open_dispute=None if dispute is None else dispute_wire.dispute(dispute),
+        )
+
+    return await run_in_threadpool(load)
+
+
+def _money(amount: Decimal) -> str:
+    text = to_wire(amount)
+    assert text is not None
+    return text
+
+
+def _entry(r: history.IdentityRow) -> IdentityEntry:
+    return IdentityEntry(
+        ledger_entry_id=r.id,
+        job_id=r.job_id,
+        contract_version=r.contract_version,
+        outcome=r.outcome,
+        amount=_money(r.amount),
+        claimed_amount=to_wire(r.claimed_amount),
+        delta=_money(r.delta),
+        supersedes_id=r.supersedes_id,
+        correlation_id=r.correlation_id,
+        created_at=iso(r.created_at) or "",
+    )
+
+
+@router.get(
+    "/v1/lines",
+    operation_id="findLines",
+    responses=UNAUTHENTICATED,
+)
+async def find_lines(
+    ctx: Ctx,
+    _: Viewer,
+    document_id: Annotated[Identifier, Query(description="The document's id, as sent.")],
+    partition_key: Annotated[Identifier | None, Query(description="Its partition.")] = None,
+    outcome: Literal["posted", "disputed", "duplicate", "dead_lettered"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: CursorQuery = None,
+) -> DocumentLinePage:
+    """A document's lines across every job that carried it: the ledger's rows
+    oldest first, then its duplicates and dead-lettered lines oldest first."""
+    after = document_line_cursor(cursor)
+
+    def load() -> DocumentLinePage:
+        rows = history.document_lines(
+            ctx.engine,
+            document_id,
+            partition_key=partition_key,
+            outcome=outcome,
+            after=after,
+            limit=limit,
+        )
+        disputed = [r.id for r in rows if r.source == "ledger" and r.outcome == "disputed"]
+        status = disputes_db.statuses(ctx.engine, disputed)
+        items = [
+            DocumentLine(
+                job_id=r.job_id,
+                kind=r.kind,
+                partition_key=r.partition_key,
+                document_id=r.document_id,
+                line_ref=r.line_ref,
+                outcome=r.outcome,
+                reason=r.reason,
+                amount=to_wire(r.amount),
+                claimed_amount=to_wire(r.claimed_amount),
+                delta=to_wire(r.delta),
+                reconciliation_key=r.reconciliation_key,
+                contract_version=r.contract_version,
+                dispute_status=status.get(r.id) if r.source == "ledger" else None,
+                correlation_id=r.correlation_id,
+            )
+            for r in rows
+        ]
+        last = rows[-1] if len(rows) == limit else None
+        next_cursor = encode_document_line_cursor(*last.cursor) if last else None
+        return DocumentLinePage(items=items, next_cursor=next_cursor)
+
+    return await run_in_threadpool(load)

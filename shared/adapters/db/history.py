@@ -1,0 +1,224 @@
+"""A line's story and a document's lines, read from the ledger without knowing
+their job (docs/api.md#ledger-history-and-search).
+
+- ``identity(engine, key)``: every ledger row of one reconciliation key, oldest
+  first: its posted and disputed rows at each contract version (the identity
+  index) and the resolutions of its disputed rows (the resolution index).
+- ``document_lines(engine, document_id, ...)``: the lines of a document across
+  every job that carried it: the ledger's rows (``ix_ledger_entries_document``)
+  and the duplicates and dead-lettered lines (``ix_line_outcomes_document``),
+  whose partition is their dead letter's or, for a duplicate, its identity's.
+
+Both answer from an index on a ledger of any size: a key's rows are its
+versions, and a document's lines are its lines in the jobs that carried it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from sqlalchemy import Engine, literal, null, select, text, union_all
+
+from shared.adapters.db.tables import dead_letters, jobs, ledger_entries, line_outcomes
+
+le, lo, dl = ledger_entries, line_outcomes, dead_letters
+# The partial indexes' own predicates, as literals: a predicate with bound
+# parameters may not be proved to imply them, and the index would go unused.
+_SETTLED = text("ledger_entries.outcome IN ('posted', 'disputed')")
+_RESOLVED = text("ledger_entries.outcome = 'resolved'")
+Source = Literal["ledger", "outcome"]
+
+
+@dataclass(frozen=True)
+class IdentityRow:
+    id: int
+    job_id: str
+    kind: str
+    partition_key: str
+    document_id: str
+    line_ref: str
+    contract_version: int
+    outcome: str
+    amount: Decimal
+    claimed_amount: Decimal | None
+    delta: Decimal
+    supersedes_id: int | None
+    correlation_id: str | None
+    created_at: datetime
+
+
+def identity(engine: Engine, key: str) -> list[IdentityRow]:
+    """The key's rows, oldest first (empty: no such identity)."""
+    columns = (
+        le.c.id,
+        le.c.job_id,
+        le.c.kind,
+        le.c.partition_key,
+        le.c.document_id,
+        le.c.line_ref,
+        le.c.contract_version,
+        le.c.outcome,
+        le.c.amount,
+        le.c.claimed_amount,
+        le.c.delta,
+        le.c.supersedes_id,
+        le.c.correlation_id,
+        le.c.created_at,
+    )
+    mine = le.c.reconciliation_key == key
+    disputed = select(le.c.id).where(mine, _SETTLED, le.c.outcome == "disputed")
+    query = union_all(
+        select(*columns).where(mine, _SETTLED),
+        select(*columns).where(_RESOLVED, le.c.supersedes_id.in_(disputed.scalar_subquery())),
+    ).order_by("id")
+    with engine.connect() as conn:
+        return [IdentityRow(*row) for row in conn.execute(query)]
+
+
+@dataclass(frozen=True)
+class DocumentLine:
+    source: Source  # the ledger's row, or a line the ledger did not take
+    id: int
+    job_id: str
+    kind: str
+    partition_key: str | None
+    document_id: str
+    line_ref: str
+    outcome: str
+    reason: str | None
+    amount: Decimal | None
+    claimed_amount: Decimal | None
+    delta: Decimal | None
+    reconciliation_key: str | None
+    contract_version: int
+    correlation_id: str | None
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        return (0 if self.source == "ledger" else 1, self.id)
+
+
+def document_lines(
+    engine: Engine,
+    document_id: str,
+    *,
+    partition_key: str | None = None,
+    outcome: str | None = None,
+    after: tuple[int, int] | None = None,
+    limit: int,
+) -> list[DocumentLine]:
+    """The document's lines: the ledger's rows oldest first, then the duplicates
+    and dead-lettered lines oldest first; ``after`` is the last one's ``cursor``."""
+    rows: list[DocumentLine] = []
+    if outcome in (None, "posted", "disputed") and (after is None or after[0] == 0):
+        rows += _ledger(engine, document_id, partition_key, outcome, after, limit)
+    if len(rows) < limit and outcome in (None, "duplicate", "dead_lettered"):
+        after_id = after[1] if after is not None and after[0] == 1 else None
+        rows += _outcomes(engine, document_id, partition_key, outcome, after_id, limit - len(rows))
+    return rows
+
+
+def _ledger(
+    engine: Engine,
+    document_id: str,
+    partition_key: str | None,
+    outcome: str | None,
+    after: tuple[int, int] | None,
+    limit: int,
+) -> list[DocumentLine]:
+    query = select(
+        literal("ledger"),
+        le.c.id,
+        le.c.job_id,
+        le.c.kind,
+        le.c.partition_key,
+        le.c.document_id,
+        le.c.line_ref,
+        le.c.outcome,
+        null(),
+        le.c.amount,
+        le.c.claimed_amount,
+        le.c.delta,
+        le.c.reconciliation_key,
+        le.c.contract_version,
+        le.c.correlation_id,
+    ).where(le.c.document_id == document_id, _SETTLED)
+    if partition_key is not None:
+        query = query.where(le.c.partition_key == partition_key)
+    if outcome is not None:
+        query = query.where(le.c.outcome == outcome)
+    if after is not None:
+        query = query.where(le.c.id > after[1])
+    return _read(engine, query.order_by(le.c.id).limit(limit))
+
+
+def _outcomes(
+    engine: Engine,
+    document_id: str,
+    partition_key: str | None,
+    outcome: str | None,
+    after_id: int | None,
+    limit: int,
+) -> list[DocumentLine]:
+    # A duplicate's partition is its identity's (a key names its partition): the
+    # identity's first settled row, through the identity index.
+    original = le.alias("original")
+    identity_partition = (
+        select(original.c.partition_key)
+        .where(
+            original.c.reconciliation_key == lo.c.reconciliation_key,
+            text("original.outcome IN ('posted', 'disputed')"),
+        )
+        .limit(1)
+        .scalar_subquery()
+    )
+    query = (
+        select(
+            literal("outcome"),
+            lo.c.id,
+            lo.c.job_id,
+            jobs.c.kind,
+            dl.c.partition_key,
+            lo.c.document_id,
+            lo.c.line_ref,
+            lo.c.outcome,
+            lo.c.reason,
+            lo.c.amount,
+            lo.c.claimed_amount,
+            lo.c.delta,
+            lo.c.reconciliation_key,
+            lo.c.contract_version,
+            lo.c.correlation_id,
+            identity_partition.label("identity_partition"),
+        )
+        .select_from(
+            lo.join(jobs, jobs.c.id == lo.c.job_id).outerjoin(dl, dl.c.id == lo.c.dead_letter_id)
+        )
+        .where(lo.c.document_id == document_id)
+    )
+    if outcome is not None:
+        query = query.where(lo.c.outcome == outcome)
+    if after_id is not None:
+        query = query.where(lo.c.id > after_id)
+    query = query.order_by(lo.c.id)
+    found: list[DocumentLine] = []
+    with engine.connect() as conn:
+        # Filtered by partition here: a document's lines the ledger did not take are few.
+        for row in conn.execute(query):
+            *fields, identity_key_partition = row
+            line = DocumentLine(*fields)
+            if line.partition_key is None and identity_key_partition is not None:
+                line = replace(line, partition_key=identity_key_partition)
+            if partition_key is None or line.partition_key == partition_key:
+                found.append(line)
+                if len(found) == limit:
+                    break
+    return found
+
+
+def _read(engine: Engine, query: Any) -> list[DocumentLine]:
+    with engine.connect() as conn:
+        return [DocumentLine(*row) for row in conn.execute(query)]
