@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -127,7 +128,7 @@ def test_dashboard_shows_the_completed_job_in_chromium(stack: Stack, settled: Se
             page = signed_in(browser, stack, 1400)
             row = page.locator(f'#jobs tr[data-job-id="{job_id}"]')
             expect(row).to_have_attribute("data-state", "completed", timeout=20_000)
-            expect(row.locator("td.state")).to_have_text("completed")
+            expect(row.locator("td.state")).to_have_text("completed, 1 line dead-lettered")
             expect(row.locator("td").nth(5)).to_have_text("9")  # posted
             expect(page.locator("#dead-letters")).to_contain_text("unknown_promo_tier")
             expect(page.locator("#queues")).to_contain_text(f"{stack.env.queue_prefix}.fast_path")
@@ -226,6 +227,10 @@ def check_job_page(page: Any, stack: Stack, settled: Settled) -> None:
     expect(page.locator("#overview")).to_be_hidden()
     expect(page.locator("#job-id")).to_have_text(job_id)
     expect(page.locator('#job-facts [data-fact="completed"] .value')).not_to_have_text("not yet")
+    # Not a clean success: one of its lines was dead-lettered.
+    expect(page.locator('#job-facts [data-fact="state"] .value')).to_have_text(
+        "completed, 1 line dead-lettered"
+    )
     timeline = page.locator("#job-timeline")
     expect(timeline.locator(".marker-label")).to_have_text(["accepted", "completed"])
     expect(timeline.locator(".y-title")).to_have_text("lines done")
@@ -386,6 +391,55 @@ def test_every_metric_is_served_after_a_batch(stack: Stack, settled: Settled) ->
     assert not any(job["job_id"] in labels["route"] for labels, _ in requests)
 
 
+def test_a_search_leads_to_a_document_and_a_lines_story_whose_deltas_add_up(
+    stack: Stack, settled: Settled
+) -> None:
+    """The resolved dispute's document found by its id and partition, then its
+    line's history: disputed, then resolved at the model, adding up to what the
+    line amounts to now; a reconciliation key typed in goes straight there."""
+    from playwright.sync_api import expect, sync_playwright
+
+    [dispute] = (
+        stack.viewer()
+        .bearer("GET", f"/v1/disputes?status=resolved&partition_key={settled.vendor}")
+        .json()["items"]
+    )
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = signed_in(browser, stack, 1400)
+            page.fill("#search-text", dispute["document_id"])
+            page.fill("#search-partition", settled.vendor)
+            page.click("#search button[type=submit]")
+            lines = page.locator("#document-lines tbody tr")
+            expect(lines).to_have_count(2)
+            expect(page.locator("#overview")).to_be_hidden()
+            disputed = page.locator('#document-lines tr[data-outcome="disputed"]')
+            expect(disputed).to_contain_text("resolved")  # its dispute's status
+            expect(disputed).to_contain_text("9.99")
+            disputed.locator("a", has_text="story").click()
+
+            expect(page.locator("#identity-key")).to_have_text(dispute["reconciliation_key"])
+            entries = page.locator("#identity-entries tbody tr")
+            expect(entries).to_have_count(2)
+            expect(entries.nth(0)).to_have_attribute("data-outcome", "disputed")
+            expect(entries.nth(1)).to_have_attribute("data-outcome", "resolved")
+            expect(page.locator("#identity-sum")).to_have_attribute("data-adds-up", "true")
+            model = dispute["model_amount"]
+            expect(page.locator('#identity-facts [data-fact="amount now"]')).to_contain_text(
+                f"{Decimal(model):.2f}"
+            )
+            expect(page.locator("#identity-dispute")).to_have_text("No open dispute.")
+
+            page.goto(f"{stack.url}/dashboard#")
+            page.fill("#search-text", dispute["reconciliation_key"])
+            page.click("#search button[type=submit]")
+            expect(page.locator("#identity-entries tbody tr")).to_have_count(2)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-identity.png"), full_page=True)
+        finally:
+            browser.close()
+
+
 def test_an_operator_requeues_a_dead_letter_from_the_page(stack: Stack, settled: Settled) -> None:
     """Runs last (it changes the counts the tests above read): the list shows
     what failed, asks for an operator token, and requeues after a confirmation."""
@@ -432,3 +486,94 @@ def test_an_operator_requeues_a_dead_letter_from_the_page(stack: Stack, settled:
     assert any(
         a["action"] == "dead_letter.requeue" and a["target"] == f"dead_letter:{lid}" for a in audit
     )
+
+
+def _resolution(engine: Engine, dispute_id: int) -> Any:
+    """The dispute's ``resolved`` ledger row (id, amount), once the outbox row
+    holding its event (``settlement.resolved.<kind>``) is published (at its commit)."""
+    ledger, outbox = tables.ledger_entries, tables.outbox
+    deadline = time.monotonic() + 20
+    while True:
+        with engine.connect() as conn:
+            resolved = conn.execute(
+                select(ledger.c.id, ledger.c.amount).where(
+                    ledger.c.supersedes_id == dispute_id, ledger.c.outcome == "resolved"
+                )
+            ).one()
+            published = [
+                r
+                for r in conn.execute(
+                    select(outbox.c.ledger_entry_ids).where(outbox.c.published_at.is_not(None))
+                )
+                if str(resolved.id) in (r.ledger_entry_ids or "").split(",")
+            ]
+        if published:
+            return resolved
+        assert time.monotonic() < deadline, f"dispute {dispute_id}: its event was not published"
+        time.sleep(0.2)
+
+
+def test_disputes_are_decided_from_their_page_by_an_operator_only(
+    stack: Stack, settled: Settled, engine: Engine
+) -> None:
+    """Runs after the tests that count open disputes: a viewer sees the queue
+    without buttons; an operator resolves one, then the rest in bulk, each
+    after a confirmation stating the count and the money."""
+    from playwright.sync_api import expect, sync_playwright
+
+    viewer_api = stack.viewer()
+    open_now = viewer_api.bearer("GET", "/v1/disputes?status=open").json()["items"]
+    mine = [d for d in open_now if d["partition_key"] in (settled.vendor, settled.other_vendor)]
+    other = next(d for d in mine if d["partition_key"] == settled.other_vendor)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            viewer = signed_in(browser, stack, 1400)
+            viewer.click("#disputes-link")
+            rows = viewer.locator("#disputes-table tbody tr[data-dispute-id]")
+            expect(rows.first).to_be_visible()
+            expect(viewer.locator(f'tr[data-dispute-id="{other["id"]}"]')).to_contain_text("20.00")
+            expect(viewer.locator("#dq-decide")).to_be_hidden()
+            expect(viewer.locator("#disputes-table input.pick").first).to_be_hidden()
+
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{stack.url}/dashboard")
+            page.fill("#token", OPERATOR_TOKEN)
+            page.click("#sign-in button[type=submit]")
+            page.goto(f"{stack.url}/dashboard#disputes")
+            expect(page.locator("#dq-decide")).to_be_visible()
+            dialogs: list[str] = []
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
+
+            page.fill("#dq-partition", settled.other_vendor)
+            page.click("#dq-filters button[type=submit]")
+            expect(page.locator("#disputes-table tbody tr[data-dispute-id]")).to_have_count(1)
+            page.check(f'tr[data-dispute-id="{other["id"]}"] input.pick')
+            page.select_option("#dq-decision", "accept_model")
+            page.fill("#dq-note", "the contract rate applies")
+            page.click("#dq-decide button[type=submit]")
+            expect(page.locator("#disputes-page-done")).to_contain_text("Resolved 1 dispute")
+            assert dialogs[-1] == "Decide 1 dispute as accept_model, paying 1.00 in all?"
+            assert _resolution(engine, other["id"]).amount == Decimal(other["model_amount"])
+
+            page.fill("#dq-partition", settled.vendor)
+            page.click("#dq-filters button[type=submit]")
+            vendor_rows = page.locator("#disputes-table tbody tr[data-dispute-id]")
+            expect(vendor_rows).to_have_count(2)
+            page.check("#dq-all")
+            page.select_option("#dq-decision", "accept_claim")
+            page.fill("#dq-note", "claims verified with the vendor")
+            page.click("#dq-decide button[type=submit]")
+            expect(page.locator("#disputes-page-done")).to_contain_text("Resolved 2 disputes")
+            claims = [Decimal(c) for c, _ in OPEN_DISPUTES["vendor"]]
+            assert dialogs[-1] == (
+                f"Decide 2 disputes as accept_claim, paying {sum(claims):.2f} in all?"
+            )
+            expect(page.locator("#disputes-table")).to_contain_text("no dispute matches")
+            for d in mine:
+                if d["partition_key"] == settled.vendor:
+                    assert _resolution(engine, d["id"]).amount == Decimal(d["claimed_amount"])
+        finally:
+            browser.close()
+    left = viewer_api.bearer("GET", "/v1/disputes?status=open").json()["items"]
+    assert not [d for d in left if d["partition_key"] in (settled.vendor, settled.other_vendor)]

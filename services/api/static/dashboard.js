@@ -4,8 +4,10 @@ import { Unauthorized, api, forget, setToken, token } from "./api.js";
 import { drawThroughput } from "./chart.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
 import { ago, count, decimal, decimalSum, money, rate, setKinds, when } from "./format.js";
-import { jobIdInHash, jobLink, showJob, wireJobPage } from "./job.js";
+import { jobIdInHash, jobLink, jobState, showJob, wireJobPage } from "./job.js";
 import { reasonInHash, showLetters, wireLetters } from "./letters.js";
+import { documentInHash, identityInHash, showDocument, showIdentity, wireSearch } from "./history.js";
+import { disputesInHash, showDisputes, wireDisputes } from "./disputes.js";
 
 const REFRESH_MS = 2000;
 // The dispute stats sum every open dispute (a query over the whole queue): read
@@ -37,7 +39,7 @@ function renderJobs(page) {
       const tr = row([
         jobLink(job.job_id),
         el("td", job.kind),
-        el("td", job.state, `state state-${job.state}`),
+        el("td", jobState(job).text, `state ${jobState(job).className}`),
         progressBar(job.progress),
         el("td", count(job.lines), "num"),
         el("td", count(job.outcomes.posted), "num"),
@@ -195,21 +197,28 @@ function signOut(message) {
   forget();
   $("board").hidden = true;
   $("sign-out").hidden = true;
+  $("search").hidden = true;
   $("sign-in").hidden = false;
   $("sign-in-error").textContent = message || "";
   $("status").textContent = "";
 }
 
 function route() {
-  $("overview").hidden = Boolean(jobIdInHash() || reasonInHash());
+  $("overview").hidden = Boolean(
+    jobIdInHash() || reasonInHash() || documentInHash() || identityInHash() || disputesInHash(),
+  );
   showJob();
   showLetters();
+  showDocument();
+  showIdentity();
+  showDisputes();
 }
 
 async function open() {
   $("sign-in").hidden = true;
   $("board").hidden = false;
   $("sign-out").hidden = false;
+  $("search").hidden = false;
   $("range").value = range();
   // The kinds' places first, so that no amount is drawn before its quantum is known.
   try {
@@ -235,6 +244,8 @@ function start() {
   });
   wireJobPage();
   wireLetters(signOut);
+  wireSearch();
+  wireDisputes();
   window.addEventListener("hashchange", route);
   if (token()) open();
   else signOut();

@@ -10,6 +10,16 @@ const LINES_PAGE = 100;
 const SOURCE_FORMATS = { json: "JSON", ndjson: "NDJSON", x12: "X12 (EDI)" };
 let shown = { jobId: null, kind: null, cursor: null };
 
+// A completed job whose lines were all or partly dead-lettered is not shown as
+// a clean success: its state says how many lines failed.
+export function jobState(job) {
+  const dead = job.outcomes.dead_lettered || 0;
+  if (job.state !== "completed" || !dead) return { text: job.state, className: `state-${job.state}` };
+  if (dead >= job.lines) return { text: "completed: every line dead-lettered", className: "state-failed" };
+  const lines = dead === 1 ? "line" : "lines";
+  return { text: `completed, ${count(dead)} ${lines} dead-lettered`, className: "state-partial" };
+}
+
 export const jobIdInHash = () => {
   const match = location.hash.match(/^#jobs\/([^/?]+)$/);
   return match ? decodeURIComponent(match[1]) : null;
@@ -17,7 +27,7 @@ export const jobIdInHash = () => {
 
 function facts(job, timeline) {
   const items = [
-    ["state", job.state],
+    ["state", jobState(job).text],
     ["kind", job.kind],
     ["source", SOURCE_FORMATS[job.source_format] || job.source_format],
     ["accepted", when(timeline.accepted_at)],
