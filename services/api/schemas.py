@@ -258,6 +258,22 @@ class RelayState(BaseModel):
     lag_s: float | None
 
 
+class KindMoney(BaseModel):
+    """A kind's money settled within the window (strings: it is money)."""
+
+    kind: str
+    posted: str
+    disputed: str  # claimed by the disputed lines
+
+
+class ProcessState(BaseModel):
+    """A component ``settleq up`` supervises: its restarts, and whether it keeps dying."""
+
+    component: str
+    restarts: int
+    crash_looping: bool
+
+
 class DashboardSummary(BaseModel):
     generated_at: str
     range: Literal["10m", "1h", "24h"]
@@ -265,11 +281,15 @@ class DashboardSummary(BaseModel):
     # Lines/s of the latest full bucket of ``throughput`` (the chart's last point).
     rate_now: float
     outcomes: Outcomes  # lines that reached each outcome within the window
+    money: list[KindMoney]  # per kind, by name, of what settled within the window
     throughput: Throughput
     dead_letters: list[DeadLetterCount]  # all stored dead letters, by reason and status
     queues: list[QueueState]
     queues_error: str | None  # e.g. broker_unavailable: the queues could not be read
     relay: RelayState
+    # The supervisor's processes (settleq up); null when it is not read (no
+    # SETTLEQ_SUPERVISOR_COUNTS_FILE, or no supervisor writing it).
+    processes: list[ProcessState] | None
 
 
 class KindInfo(BaseModel):

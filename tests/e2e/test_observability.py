@@ -28,6 +28,7 @@ from sqlalchemy import Engine, select
 from services.api.metrics import API_METRICS
 from services.worker.metrics import WORKER_METRICS
 from shared.adapters.db import tables
+from shared.domain.x12.synthetic import freight_210_file
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN
@@ -130,11 +131,20 @@ def test_dashboard_shows_the_completed_job_in_chromium(stack: Stack, settled: Se
             expect(row).to_have_attribute("data-state", "completed", timeout=20_000)
             expect(row.locator("td.state")).to_have_text("completed, 1 line dead-lettered")
             expect(row.locator("td").nth(5)).to_have_text("9")  # posted
+            check_formatting(page, row)
+            # Finance's view first: money, at each kind's quantum, grouped.
+            posted = page.locator('#money-cards [data-kind="promo_accrual"][data-money="posted"]')
+            expect(posted.locator(".value")).to_have_text(re.compile(r"^\d{1,3}(,\d{3})*\.\d\d$"))
+            expect(page.locator("#ops-view")).to_be_hidden()
+            # The operations view: outcomes, throughput, queues, relay, dead letters.
+            page.click("#view-ops")
+            expect(page.locator("#finance-view")).to_be_hidden()
             expect(page.locator("#dead-letters")).to_contain_text("unknown_promo_tier")
             expect(page.locator("#queues")).to_contain_text(f"{stack.env.queue_prefix}.fast_path")
             expect(page.locator("#chart polyline")).to_have_count(1)
+            # Not under settleq up here: the processes table says there is no supervisor.
+            expect(page.locator("#processes")).to_contain_text("no supervisor reporting")
             assert page.evaluate("sessionStorage.getItem('settleq.token')") == VIEWER_TOKEN
-            check_formatting(page, row)
             check_chart_and_relay(page)
 
             # A dead-letter reason links to its list, which needs an operator token.
@@ -440,6 +450,50 @@ def test_a_search_leads_to_a_document_and_a_lines_story_whose_deltas_add_up(
             browser.close()
 
 
+def test_the_token_is_shared_by_the_sessions_tabs_and_remembered_only_when_asked(
+    stack: Stack, settled: Settled
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    job_row = f'#jobs tr[data-job-id="{settled.job["job_id"]}"]'
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            session = browser.new_context()
+            first = session.new_page()
+            first.goto(f"{stack.url}/dashboard")
+            first.fill("#token", VIEWER_TOKEN)
+            first.click("#sign-in button[type=submit]")
+            expect(first.locator(job_row)).to_have_count(1)
+            second = session.new_page()  # another tab: asks the first for the token
+            second.goto(f"{stack.url}/dashboard")
+            expect(second.locator(job_row)).to_have_count(1)
+            expect(second.locator("#sign-in")).to_be_hidden()
+            assert second.evaluate("localStorage.getItem('settleq.token')") is None
+            assert VIEWER_TOKEN not in second.url
+            first.click("#sign-out")  # every tab forgets it
+            expect(second.locator("#sign-in")).to_be_visible()
+            expect(second.locator("#sign-in-error")).to_have_text("Signed out in another tab.")
+            second.close()
+            first.close()
+
+            device = browser.new_context()
+            page = device.new_page()
+            page.goto(f"{stack.url}/dashboard")
+            page.fill("#token", VIEWER_TOKEN)
+            page.check("#remember")
+            page.click("#sign-in button[type=submit]")
+            expect(page.locator(job_row)).to_have_count(1)
+            page.close()  # no tab left: only the remembered token can open the next
+            later = device.new_page()
+            later.goto(f"{stack.url}/dashboard")
+            expect(later.locator(job_row)).to_have_count(1)
+            later.click("#sign-out")
+            assert later.evaluate("localStorage.getItem('settleq.token')") is None
+        finally:
+            browser.close()
+
+
 def test_an_operator_requeues_a_dead_letter_from_the_page(stack: Stack, settled: Settled) -> None:
     """Runs last (it changes the counts the tests above read): the list shows
     what failed, asks for an operator token, and requeues after a confirmation."""
@@ -455,6 +509,7 @@ def test_an_operator_requeues_a_dead_letter_from_the_page(stack: Stack, settled:
         browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
         try:
             page = signed_in(browser, stack, 1400)
+            page.click("#view-ops")
             expect(page.locator("#dead-letters")).to_contain_text("unknown_promo_tier")
             page.click('#dead-letters tr[data-reason="unknown_promo_tier"] a')
             expect(page.locator("#operator-form")).to_be_visible()
@@ -462,7 +517,21 @@ def test_an_operator_requeues_a_dead_letter_from_the_page(stack: Stack, settled:
             page.click("#operator-form button[type=submit]")
             shown = page.locator(f'#letters-table tr[data-letter-id="{letter["id"]}"]')
             expect(shown).to_contain_text(letter["message"])
-            expect(shown.locator("code.excerpt")).to_contain_text('"promo_tier":"T9"')
+            # An X12 payload reads one segment a line.
+            x12 = freight_210_file(1, seed=1, carriers=1).decode()
+            shown_x12 = page.evaluate(
+                "async (t) => (await import('/dashboard/assets/letters.js')).readable(t)", x12
+            )
+            segments = shown_x12.splitlines()
+            assert segments[0].startswith("ISA*") and segments[0].endswith("~")
+            assert [s[:3] for s in segments[1:3]] == ["GS*", "ST*"]
+            assert "".join(segments) == x12.replace("\n", "")
+            # The failed line, indented to be read; the whole payload on demand.
+            expect(shown.locator("pre.excerpt")).to_contain_text('"promo_tier": "T9"')
+            shown.locator("details summary").click()
+            expect(shown.locator("pre.payload")).to_contain_text('"lines": [')
+            job_link = shown.locator(f'a[href="#jobs/{settled.job["job_id"]}"]')
+            expect(job_link).to_have_count(1)
             assert page.evaluate("sessionStorage.getItem('settleq.operator')") == OPERATOR_TOKEN
 
             dialogs: list[str] = []

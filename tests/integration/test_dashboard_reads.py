@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -164,3 +166,40 @@ def test_dead_letter_list_shows_the_message_and_the_failed_line(
     # The failed line itself, not its document's first characters.
     assert letter["excerpt"].startswith("{") and '"promo_tier":"T9"' in letter["excerpt"]
     assert '"line_no":2' in letter["excerpt"] and len(letter["excerpt"]) <= 240
+
+
+def test_summary_money_adds_exactly_what_a_job_settled_per_kind(
+    http: TestClient, ctx: WorkerContext
+) -> None:
+    def money() -> dict[str, tuple[Decimal, Decimal]]:
+        summary = get(http, "/v1/dashboard/summary", range="1h")
+        return {m["kind"]: (Decimal(m["posted"]), Decimal(m["disputed"])) for m in summary["money"]}
+
+    zero = (Decimal(0), Decimal(0))
+    before = money().get("promo_accrual", zero)
+    job_id, _, _ = _settle_job(ctx)
+    after = money()["promo_accrual"]
+    job = get(http, f"/v1/jobs/{job_id}")
+    assert after[0] - before[0] == Decimal(job["amounts"]["posted"]) == Decimal("3")
+    assert after[1] - before[1] == Decimal(job["amounts"]["disputed"]) == Decimal("5")
+    assert all(isinstance(m["posted"], str) for m in get(http, "/v1/dashboard/summary")["money"])
+
+
+def test_summary_shows_the_supervisors_processes_when_it_reports_them(
+    test_env: ServiceEnv, tmp_path: Path
+) -> None:
+    counts = tmp_path / "counts.json"
+    settings = test_env.settings(supervisor_counts_file=str(counts))
+    with TestClient(create_app(settings)) as client:
+        assert get(client, "/v1/dashboard/summary")["processes"] is None  # no file yet
+        counts.write_text(
+            json.dumps(
+                {"restarts": {"api": 0, "compute_heavy-1": 7}, "crash_looping": ["compute_heavy-1"]}
+            )
+        )
+        assert get(client, "/v1/dashboard/summary")["processes"] == [
+            {"component": "api", "restarts": 0, "crash_looping": False},
+            {"component": "compute_heavy-1", "restarts": 7, "crash_looping": True},
+        ]
+        counts.write_text("not json")
+        assert get(client, "/v1/dashboard/summary")["processes"] is None

@@ -4,14 +4,15 @@ reads.
 A browser cannot send a bearer token on a plain navigation, and a token in the
 URL would end up in logs and history. So ``GET /dashboard`` is a static shell
 holding no data at all: it asks for a viewer (or operator) token, keeps it in
-``sessionStorage`` and reads ``/v1/dashboard/summary``, ``/v1/jobs`` and
-``/v1/disputes/stats`` (its open-disputes panel) with ``Authorization: Bearer``.
-Everything it shows needs that token.
+``sessionStorage`` (shared by the session's tabs; in ``localStorage`` too when
+the user asks to be remembered) and reads the API with ``Authorization:
+Bearer``. Everything it shows needs that token.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,13 +27,17 @@ from services.api.errors import ErrorBody
 from services.api.schemas import (
     DashboardSummary,
     DeadLetterCount,
+    KindMoney,
+    ProcessState,
     QueueState,
     RelayState,
     Throughput,
 )
 from services.api.timefmt import iso
+from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import stats
+from shared.domain.money import to_wire
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 # The throughput chart's ranges: (window, bucket) in seconds, 60 to 96 points each.
@@ -83,11 +88,35 @@ def _queues(ctx: ApiContext) -> tuple[list[QueueState], str | None]:
     return [QueueState.model_validate(r, from_attributes=True) for r in readings], None
 
 
+def _processes(ctx: ApiContext) -> list[ProcessState] | None:
+    """The supervisor's restart counts, as ``/metrics`` reads them; None when
+    there is no counts file to read, or it cannot be read."""
+    if not ctx.settings.supervisor_counts_file:
+        return None
+    try:
+        counts = read_counts(Path(ctx.settings.supervisor_counts_file))
+    except (OSError, ValueError):
+        return None
+    if counts is None:
+        return None
+    return [
+        ProcessState(component=c, restarts=n, crash_looping=c in counts.crash_looping)
+        for c, n in sorted(counts.restarts.items())
+    ]
+
+
+def _wire(amount: Decimal) -> str:
+    text = to_wire(amount)
+    assert text is not None
+    return text
+
+
 def _summary(ctx: ApiContext, span: Range) -> DashboardSummary:
     now = dt.datetime.now(dt.UTC)
     window_s, bucket_s = RANGES[span]
     with ctx.engine.connect() as conn:
         flow = stats.throughput(conn, now, window_s, bucket_s)
+        money = stats.money(conn, flow.since)
         relay = stats.relay_state(conn)
     letters = dl_db.stats(ctx.engine)
     queues, queues_error = _queues(ctx)
@@ -100,6 +129,10 @@ def _summary(ctx: ApiContext, span: Range) -> DashboardSummary:
         # The last bucket is still filling: the one before is the latest full one.
         "rate_now": rates[-2] if len(rates) > 1 else rates[0],
         "outcomes": flow.outcomes,
+        "money": [
+            KindMoney(kind=kind, posted=_wire(posted), disputed=_wire(disputed))
+            for kind, (posted, disputed) in sorted(money.items())
+        ],
         "throughput": Throughput(
             since=iso(flow.since) or "", bucket_s=flow.bucket_s, lines_per_s=rates
         ),
@@ -113,6 +146,7 @@ def _summary(ctx: ApiContext, span: Range) -> DashboardSummary:
             backlog=relay.backlog,
             lag_s=None if oldest is None else round(max(0.0, (now - oldest).total_seconds()), 1),
         ),
+        "processes": _processes(ctx),
     }
     return DashboardSummary.model_validate(body)
 

@@ -1,25 +1,63 @@
-// The API, read with the tab's bearer tokens: the viewer (or operator) token
-// given at sign-in, and an operator token asked for only when an action needs
-// one. Both live in sessionStorage (this tab only), never in the page or URL.
+// The API, read with the browser session's bearer tokens: the viewer (or
+// operator) token given at sign-in, and an operator token asked for only when
+// an action needs one. They live in sessionStorage, shared with the session's
+// other tabs of the dashboard (a tab opened later asks the open ones), or, when
+// the user chose "remember on this device", in localStorage too; never in the
+// page or a URL. Signing out forgets them in every tab.
 
 const TOKEN_KEY = "settleq.token";
 const OPERATOR_KEY = "settleq.operator";
+const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel("settleq.tokens") : null;
 
 export class Unauthorized extends Error {}
 export class Forbidden extends Error {}
 
-export const token = () => sessionStorage.getItem(TOKEN_KEY);
-export const setToken = (value) => sessionStorage.setItem(TOKEN_KEY, value);
-export const setOperatorToken = (value) => sessionStorage.setItem(OPERATOR_KEY, value);
-export const hasOperatorToken = () => Boolean(sessionStorage.getItem(OPERATOR_KEY));
-export const clearOperatorToken = () => sessionStorage.removeItem(OPERATOR_KEY);
-export function forget() {
-  sessionStorage.removeItem(TOKEN_KEY);
+const stored = (key) => sessionStorage.getItem(key) || localStorage.getItem(key);
+const remembered = () => Boolean(localStorage.getItem(TOKEN_KEY));
+
+export const token = () => stored(TOKEN_KEY);
+export function setToken(value, remember = false) {
+  sessionStorage.setItem(TOKEN_KEY, value);
+  if (remember) localStorage.setItem(TOKEN_KEY, value);
+}
+export function setOperatorToken(value) {
+  sessionStorage.setItem(OPERATOR_KEY, value);
+  if (remembered()) localStorage.setItem(OPERATOR_KEY, value);
+}
+export const hasOperatorToken = () => Boolean(stored(OPERATOR_KEY));
+export function clearOperatorToken() {
   sessionStorage.removeItem(OPERATOR_KEY);
+  localStorage.removeItem(OPERATOR_KEY);
+}
+export function forget(everywhere = true) {
+  for (const storage of [sessionStorage, localStorage]) {
+    storage.removeItem(TOKEN_KEY);
+    storage.removeItem(OPERATOR_KEY);
+  }
+  if (everywhere && channel) channel.postMessage({ forget: true });
+}
+
+// Tokens shared between the session's tabs: a tab without one asks, a tab with
+// one answers; ``onTokens`` is called when an answer (or a sign-out) arrives.
+export function shareTokens(onTokens, onForget) {
+  if (!channel) return;
+  channel.onmessage = ({ data }) => {
+    if (data.ask && token()) {
+      channel.postMessage({ token: token(), operator: stored(OPERATOR_KEY) });
+    } else if (data.token && !token()) {
+      sessionStorage.setItem(TOKEN_KEY, data.token);
+      if (data.operator) sessionStorage.setItem(OPERATOR_KEY, data.operator);
+      onTokens();
+    } else if (data.forget) {
+      forget(false);
+      onForget();
+    }
+  };
+  if (!token()) channel.postMessage({ ask: true });
 }
 
 async function send(path, { method = "GET", body, asOperator = false, accept = "application/json" } = {}) {
-  const bearer = (asOperator && sessionStorage.getItem(OPERATOR_KEY)) || token();
+  const bearer = (asOperator && stored(OPERATOR_KEY)) || token();
   const headers = { Authorization: `Bearer ${bearer}`, Accept: accept };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {

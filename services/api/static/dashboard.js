@@ -1,6 +1,6 @@
 // settleq dashboard: reads the API with a viewer (or operator) bearer token.
 // Every value from the API is inserted as text (textContent), never as HTML.
-import { Unauthorized, api, forget, setToken, token } from "./api.js";
+import { Unauthorized, api, forget, setToken, shareTokens, token } from "./api.js";
 import { drawThroughput } from "./chart.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
 import { ago, count, decimal, decimalSum, money, rate, setKinds, when } from "./format.js";
@@ -67,10 +67,52 @@ function renderOutcomes(summary) {
     `Outcomes of the last ${RANGE_LABELS[summary.range]}; updated ${when(summary.generated_at)}.`;
 }
 
+// Finance's view: the money settled in the range, each kind at its quantum.
+function renderMoney(summary) {
+  const cards = summary.money.flatMap((m) =>
+    [
+      ["posted", m.posted],
+      ["disputed (claimed)", m.disputed],
+    ].map(([label, amount]) => {
+      const card = el("div", null, "card");
+      card.append(el("span", `${m.kind}: ${label}`, "label"), el("span", money(amount, m.kind), "value"));
+      card.dataset.kind = m.kind;
+      card.dataset.money = label.split(" ")[0];
+      return card;
+    }),
+  );
+  if (!cards.length) cards.push(el("p", "Nothing settled in the range.", "muted"));
+  $("money-cards").replaceChildren(...cards);
+}
+
+const opsInHash = () => location.hash === "#operations";
+
+function showView() {
+  const ops = opsInHash();
+  $("finance-view").hidden = ops;
+  $("ops-view").hidden = !ops;
+  $("view-finance").classList.toggle("active", !ops);
+  $("view-ops").classList.toggle("active", ops);
+}
+
 function renderRelay(summary) {
   const { backlog, lag_s: lag } = summary.relay;
   $("relay-backlog").textContent = count(backlog);
   $("relay-lag").textContent = lag === null ? "none waiting" : ago(lag);
+}
+
+function renderProcesses(summary) {
+  const rows = (summary.processes || []).map((process) => {
+    const tr = row([
+      el("td", process.component),
+      el("td", count(process.restarts), "num"),
+      el("td", process.crash_looping ? "crash-looping" : "running", process.crash_looping ? "error" : ""),
+    ]);
+    tr.dataset.component = process.component;
+    return tr;
+  });
+  if (!rows.length) rows.push(row([el("td", "no supervisor reporting (settleq up writes its counts)", "muted")]));
+  fill($("processes").tBodies[0], rows);
 }
 
 function renderQueues(summary) {
@@ -177,9 +219,11 @@ async function refresh() {
       refreshDisputes(),
     ]);
     renderOutcomes(summary);
+    renderMoney(summary);
     drawThroughput($("chart"), summary.throughput, summary.window_s);
     renderRelay(summary);
     renderQueues(summary);
+    renderProcesses(summary);
     renderDeadLetters(summary);
     renderJobs(jobs);
     showOldestDispute();
@@ -191,10 +235,12 @@ async function refresh() {
   timer = setTimeout(refresh, REFRESH_MS);
 }
 
-function signOut(message) {
+// ``everywhere``: the user signed out (every tab forgets); not when this tab
+// merely has no token yet, or was told by another.
+function signOut(message, everywhere = true) {
   clearTimeout(timer);
   disputesReadAt = -Infinity;
-  forget();
+  if (everywhere) forget();
   $("board").hidden = true;
   $("sign-out").hidden = true;
   $("search").hidden = true;
@@ -207,6 +253,7 @@ function route() {
   $("overview").hidden = Boolean(
     jobIdInHash() || reasonInHash() || documentInHash() || identityInHash() || disputesInHash(),
   );
+  showView();
   showJob();
   showLetters();
   showDocument();
@@ -233,7 +280,7 @@ async function open() {
 function start() {
   $("sign-in").addEventListener("submit", (event) => {
     event.preventDefault();
-    setToken($("token").value.trim());
+    setToken($("token").value.trim(), $("remember").checked);
     $("token").value = "";
     open();
   });
@@ -247,8 +294,9 @@ function start() {
   wireSearch();
   wireDisputes();
   window.addEventListener("hashchange", route);
+  shareTokens(open, () => signOut("Signed out in another tab.", false));
   if (token()) open();
-  else signOut();
+  else signOut(undefined, false);
 }
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -4,6 +4,7 @@
 import { Forbidden, Unauthorized, api, clearOperatorToken, hasOperatorToken, setOperatorToken } from "./api.js";
 import { $, el, fill, row } from "./dom.js";
 import { count, when } from "./format.js";
+import { jobLink } from "./job.js";
 
 let onSignOut = () => {};
 
@@ -51,11 +52,44 @@ function button(text, handler, className) {
   return b;
 }
 
+// A payload as a person reads it: JSON indented, an X12 text one segment a
+// line; anything else as it is.
+export function readable(payload) {
+  if (typeof payload !== "string") return JSON.stringify(payload, null, 2);
+  try {
+    return JSON.stringify(JSON.parse(payload), null, 2);
+  } catch {
+    const text = payload.trim();
+    if (/^ISA.{100}/s.test(text)) {
+      const terminator = text.charAt(105);
+      return text.split(terminator).map((segment) => segment.trim()).filter(Boolean).join(`${terminator}\n`) + terminator;
+    }
+    return payload;
+  }
+}
+
+// The whole payload, read when asked for (the list shows the failed line).
+function wholePayload(letter) {
+  const details = el("details");
+  details.appendChild(el("summary", "whole payload"));
+  details.addEventListener("toggle", async () => {
+    if (!details.open || details.dataset.loaded) return;
+    try {
+      const detail = await api(`/admin/dead-letters/${letter.id}`, { asOperator: true });
+      details.appendChild(el("pre", readable(detail.payload), "payload"));
+      details.dataset.loaded = "true";
+    } catch (error) {
+      details.appendChild(el("p", `Could not read it: ${error.message}`, "error"));
+    }
+  });
+  return details;
+}
+
 function letterRow(letter) {
   const where = el("td");
   where.append(el("div", letter.partition_key), el("div", `${letter.document_id || "-"} / ${letter.line_ref || "-"}`, "muted"));
   const failure = el("td", null, "wrap");
-  failure.append(el("div", letter.message), el("code", letter.excerpt, "excerpt"));
+  failure.append(el("div", letter.message), el("pre", readable(letter.excerpt), "excerpt"), wholePayload(letter));
   const actions = el("td", null, "actions");
   actions.append(
     button("Requeue", () => act(letter, "requeue"), "requeue"),
@@ -63,7 +97,7 @@ function letterRow(letter) {
   );
   const tr = row([
     el("td", letter.id),
-    el("td", letter.job_id),
+    jobLink(letter.job_id),
     where,
     failure,
     el("td", count(letter.attempts), "num"),

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 
 from sqlalchemy import ColumnElement, Connection, Integer, cast, exists, func, select
 
 from shared.adapters.db.tables import chunk_results, chunks, jobs, outbox
+from shared.adapters.db.types import EXACT_SUMS
 
 OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
 
@@ -68,6 +70,23 @@ def throughput(conn: Connection, now: dt.datetime, window_s: int, bucket_s: int)
         for name in OUTCOMES:
             totals[name] += int(getattr(row, name) or 0)
     return Throughput(since=since, bucket_s=bucket_s, lines=counts, outcomes=totals)
+
+
+def money(conn: Connection, since: dt.datetime) -> dict[str, tuple[Decimal, Decimal]]:
+    """Per kind, the amounts posted and disputed (claimed) by the chunks settled
+    since ``since``: added here, exactly (a float never holds money, and SQLite's
+    SUM would make one)."""
+    rows = conn.execute(
+        select(jobs.c.kind, chunk_results.c.amount_posted, chunk_results.c.amount_disputed)
+        .join(jobs, jobs.c.id == chunk_results.c.job_id)
+        .where(chunk_results.c.created_at >= since)
+    )
+    totals: dict[str, tuple[Decimal, Decimal]] = {}
+    with localcontext(EXACT_SUMS):
+        for kind, posted, disputed in rows:
+            before = totals.get(kind, (Decimal(0), Decimal(0)))
+            totals[kind] = (before[0] + Decimal(posted), before[1] + Decimal(disputed))
+    return totals
 
 
 def oldest_unsettled_chunk(conn: Connection, since: dt.datetime) -> dt.datetime | None:
