@@ -176,6 +176,9 @@ FORMAT_CASES = [
     ("money", "999999999999999999.995", "freight_audit", "1,000,000,000,000,000,000.00"),
     ("money", "-0.001", "promo_accrual", "0.00"),  # never a negative zero
     ("decimal", "1234.5678", None, "1,234.5678"),
+    # A sum over kinds: at the finest quantum among them, so nothing is cut.
+    ("moneyOfKinds", "1234.5", ["promo_accrual", "recipe_cost"], "1,234.5000"),
+    ("moneyOfKinds", "1234.567", ["promo_accrual"], "1,234.57"),
 ]
 
 
@@ -241,6 +244,10 @@ def check_job_page(page: Any, stack: Stack, settled: Settled) -> None:
     expect(page.locator('#job-facts [data-fact="state"] .value')).to_have_text(
         "completed, 1 line dead-lettered"
     )
+    # ... with the reason, linking to its dead letters.
+    expect(page.locator("#job-dead")).to_contain_text("unknown_promo_tier (1)")
+    reason_link = page.locator('#job-dead a[href="#dead-letters/unknown_promo_tier"]')
+    expect(reason_link).to_have_count(1)
     timeline = page.locator("#job-timeline")
     expect(timeline.locator(".marker-label")).to_have_text(["accepted", "completed"])
     expect(timeline.locator(".y-title")).to_have_text("lines done")

@@ -3,7 +3,7 @@
 import { Unauthorized, api, forget, setToken, shareTokens, token } from "./api.js";
 import { drawThroughput } from "./chart.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
-import { ago, count, decimal, decimalSum, money, rate, setKinds, when } from "./format.js";
+import { ago, count, decimalSum, money, moneyOfKinds, rate, setKinds, when } from "./format.js";
 import { jobIdInHash, jobLink, jobState, showJob, wireJobPage } from "./job.js";
 import { reasonInHash, showLetters, wireLetters } from "./letters.js";
 import { documentInHash, identityInHash, showDocument, showIdentity, wireSearch } from "./history.js";
@@ -163,7 +163,7 @@ function renderDisputes(stats) {
   const open = stats.totals.filter((t) => t.status === "open");
   const kinds = new Set(open.map((t) => t.kind));
   // One kind: at its quantum; several: every digit sent, grouped alike.
-  const shown = (value) => (kinds.size === 1 ? money(value, [...kinds][0]) : decimal(value));
+  const shown = (value) => moneyOfKinds(value, kinds);
   const sum = (field) => shown(open.length ? decimalSum(open.map((t) => t[field])) : "0");
   $("disputes-open").textContent = count(open.reduce((n, t) => n + t.count, 0));
   $("disputes-claimed").textContent = sum("claimed");

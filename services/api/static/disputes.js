@@ -5,7 +5,7 @@
 // money; a note is always required. A viewer sees the same page without them.
 import { Forbidden, Unauthorized, api, hasOperatorToken, setOperatorToken, token } from "./api.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
-import { count, decimalSum, money, when } from "./format.js";
+import { count, decimalSum, money, moneyOfKinds, when } from "./format.js";
 import { jobLink } from "./job.js";
 
 const PAGE = 100;
@@ -114,7 +114,7 @@ async function decide(event) {
   if (decision === "settle_at" && !amount) return say("settle_at needs the amount to settle at.", true);
   const kinds = new Set(chosen.map((d) => d.kind));
   const total = decimalSum(chosen.map((d) => paid(d, decision, amount)));
-  const shownTotal = kinds.size === 1 ? money(total, [...kinds][0]) : total;
+  const shownTotal = moneyOfKinds(total, kinds);
   const what = `${count(chosen.length)} dispute${chosen.length === 1 ? "" : "s"}`;
   if (!window.confirm(`Decide ${what} as ${decision}, paying ${shownTotal} in all?`)) return;
   const body = { decision, note };

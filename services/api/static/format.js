@@ -43,6 +43,13 @@ export function decimal(value, places) {
 // Money at its kind's quantum (GET /v1/kinds' places).
 export const money = (value, kind) => decimal(value, QUANTUM_PLACES[kind]);
 
+// A sum over several kinds: at the finest of their quanta, so that no kind's
+// digits are cut (0.01 and 0.0001: four places); one kind: its own.
+export function moneyOfKinds(value, kinds) {
+  const places = [...kinds].map((kind) => QUANTUM_PLACES[kind]).filter((n) => n !== undefined);
+  return decimal(value, places.length ? Math.max(...places) : undefined);
+}
+
 // Several decimal strings added exactly (as scaled integers), as a string.
 export function decimalSum(values) {
   const parsed = values.map(parse).filter(Boolean);

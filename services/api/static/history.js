@@ -131,10 +131,15 @@ export async function showIdentity() {
     check.className = addsUp ? "ok" : "error";
     check.dataset.addsUp = String(addsUp);
     const dispute = story.open_dispute;
-    $("identity-dispute").textContent = dispute
-      ? `Open dispute ${dispute.id}: claimed ${money(dispute.claimed_amount, kind)}, ` +
-        `model ${money(dispute.model_amount, kind)}, variance ${money(dispute.variance, kind)}.`
-      : "No open dispute.";
+    if (dispute) {
+      $("identity-dispute").replaceChildren(
+        `Open dispute ${dispute.id}: claimed ${money(dispute.claimed_amount, kind)}, ` +
+          `model ${money(dispute.model_amount, kind)}, variance ${money(dispute.variance, kind)}. `,
+        link("Decide it in the dispute queue", "#disputes"),
+      );
+    } else {
+      $("identity-dispute").textContent = "No open dispute.";
+    }
   } catch (error) {
     $("identity-error").textContent = `Could not load the line: ${error.message}`;
   }

@@ -2,7 +2,7 @@
 // lines with an outcome filter and a CSV of them.
 import { api, download } from "./api.js";
 import { drawChart } from "./chart.js";
-import { $, cell, el, fill, row } from "./dom.js";
+import { $, cell, el, fill, link, row } from "./dom.js";
 import { count, money, when } from "./format.js";
 
 const LINES_PAGE = 100;
@@ -114,6 +114,22 @@ async function loadLines(append) {
   $("job-more").hidden = !page.next_cursor;
 }
 
+// A job with dead-lettered lines names why, each reason linking to its letters.
+async function deadReasons(job) {
+  const box = $("job-dead");
+  box.hidden = !job.outcomes.dead_lettered;
+  if (box.hidden) return;
+  const query = new URLSearchParams({ outcome: "dead_lettered", limit: "1000" });
+  const page = await api(`/v1/jobs/${encodeURIComponent(job.job_id)}/lines?${query}`);
+  const reasons = new Map();
+  for (const line of page.items) reasons.set(line.reason, (reasons.get(line.reason) || 0) + 1);
+  const parts = [`${jobState(job).text}:`];
+  for (const [reason, lines] of reasons) {
+    parts.push(" ", link(reason || "unknown", `#dead-letters/${encodeURIComponent(reason || "")}`), ` (${count(lines)})`);
+  }
+  box.replaceChildren(...parts);
+}
+
 export async function showJob() {
   const jobId = jobIdInHash();
   $("job").hidden = !jobId;
@@ -127,6 +143,7 @@ export async function showJob() {
     shown = { jobId, kind: job.kind, cursor: null };
     $("job-997").hidden = job.source_format !== "x12";
     facts(job, timeline);
+    await deadReasons(job);
     drawTimeline(timeline);
     renderPartitions(timeline);
     await loadLines(false);
