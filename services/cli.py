@@ -25,6 +25,7 @@ from services.commands import (
     history,
     jobs,
     openapi_doc,
+    webhooks,
 )
 from services.commands.help import default
 from services.commands.options import console
@@ -325,6 +326,7 @@ app.add_typer(dlq.app, name="dlq")
 app.add_typer(disputes.app, name="disputes")
 app.add_typer(history.lines, name="lines")
 app.add_typer(history.identity_app)
+app.add_typer(webhooks.app, name="webhooks")
 app.add_typer(audit.app, name="audit")
 app.add_typer(events.app, name="events")
 app.add_typer(credentials.keys, name="keys")
