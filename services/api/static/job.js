@@ -120,7 +120,14 @@ async function deadReasons(job) {
   box.hidden = !job.outcomes.dead_lettered;
   if (box.hidden) return;
   const query = new URLSearchParams({ outcome: "dead_lettered", limit: "1000" });
-  const page = await api(`/v1/jobs/${encodeURIComponent(job.job_id)}/lines?${query}`);
+  let page;
+  try {
+    page = await api(`/v1/jobs/${encodeURIComponent(job.job_id)}/lines?${query}`);
+  } catch (error) {
+    // The rest of the job's page stands without its reasons.
+    box.textContent = `${jobState(job).text} (reasons unreadable: ${error.message})`;
+    return;
+  }
   const reasons = new Map();
   for (const line of page.items) reasons.set(line.reason, (reasons.get(line.reason) || 0) + 1);
   const parts = [`${jobState(job).text}:`];
