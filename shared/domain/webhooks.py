@@ -34,6 +34,10 @@ JITTER = 0.2  # each wait is drawn from [1 - JITTER, 1 + JITTER] of its step
 # An endpoint failing every delivery for this long is disabled.
 DISABLE_AFTER_S = 5 * 24 * 3600
 HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+# What an endpoint may subscribe to (``ping`` is sent by a test, to anyone).
+EVENT_TYPES = ("job.completed", "dispute.resolved", "dead_letters.created")
+# How long a rotated secret keeps signing beside its successor.
+ROTATION_GRACE_S = 24 * 3600
 
 
 class BadSecret(ValueError):

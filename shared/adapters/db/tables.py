@@ -302,3 +302,25 @@ from shared.adapters.db.operator_tables import audit_log as audit_log  # noqa: E
 from shared.adapters.db.operator_tables import (  # noqa: E402
     dispute_resolutions as dispute_resolutions,
 )
+
+# Webhook endpoints (docs/api.md#webhooks): a producer key's HTTPS receivers.
+# ``secret`` is the key material the signer needs (HMAC signs with the key
+# itself, so it cannot be stored hashed); it is never logged, shown again or
+# put in an error. A rotated secret keeps signing until ``previous_until``.
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", String(32), primary_key=True),  # we_ + 24 hex digits
+    Column("key_id", ID, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("events", Text, nullable=False),  # event types, comma-separated, sorted
+    Column("description", Text, nullable=True),
+    Column("status", String(16), nullable=False),  # enabled, disabled
+    Column("disabled_reason", String(64), nullable=True),
+    Column("secret", Text, nullable=False),
+    Column("previous_secret", Text, nullable=True),
+    Column("previous_until", TS, nullable=True),
+    Column("failing_since", TS, nullable=True),  # the first failed delivery of a failing run
+    Column("created_at", TS, nullable=False),
+    Index(None, "key_id"),
+)
