@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from services.api.edi import child as edi_child
+from services.api.edi import forkserver
 from services.api.edi import parallel as edi_parallel
 from services.api.edi.layout import Layout
 from services.api.edi.spool import Spool
@@ -273,6 +274,28 @@ def test_a_fork_server_killed_is_started_again() -> None:
     assert taken  # a new server's child mapped blocks
     assert edi_child.SERVER.process is not None
     assert edi_child.SERVER.process.pid != server.pid
+
+
+def test_a_fork_server_that_does_not_answer_is_stopped_and_the_file_mapped_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    body = freight_210_file(100, seed=13, carriers=3)
+    alone = _outcome(body, 1)
+    edi_child.SERVER.start()
+    server = edi_child.SERVER.process
+    assert server is not None
+    monkeypatch.setattr(forkserver, "_ANSWER_S", 0.3)
+    monkeypatch.setattr(forkserver, "_EXIT_S", 0.3)
+    edi_child.SERVER.stop()  # started again with the short wait for its answer
+    edi_child.SERVER.start()
+    stuck = edi_child.SERVER.process
+    assert stuck is not None
+    os.kill(stuck.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    assert _outcome(body, 2) == alone
+    assert time.monotonic() - started < 5
+    assert stuck.poll() is not None  # killed, not left stopped
+    assert not taken
 
 
 def test_a_request_stopped_early_leaves_no_child() -> None:

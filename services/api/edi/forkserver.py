@@ -35,12 +35,16 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from contextlib import suppress
 from typing import NoReturn
 
 _PID = struct.Struct("<q")
 _MESSAGE_BYTES = 1 << 16
 _MAX_FDS = 8
+# The longest a request waits for the server's answer (its pid): a server that
+# does not answer (stuck, or still starting on a machine far too busy) is
+# stopped, and the request goes on without a child.
+_ANSWER_S = 10.0
+_EXIT_S = 5.0  # the longest a stopped server is given to exit before it is killed
 CAN_FORK: bool = all(
     hasattr(module, name)
     for module, name in ((os, "fork"), (os, "pidfd_open"), (socket, "recv_fds"))
@@ -77,6 +81,7 @@ class ForkServer:
             raise
         finally:
             theirs.close()
+        ours.settimeout(_ANSWER_S)
         self.socket = ours
         return ours
 
@@ -99,10 +104,10 @@ class ForkServer:
                 raise
             if len(answer) != _PID.size:
                 self.stop()
-                raise OSError("the mapping fork server ended")
+                raise OSError("the fork server ended")
             pid: int = _PID.unpack(answer)[0]
             if pid <= 0:
-                raise OSError(-pid, "the mapping fork server could not fork")
+                raise OSError(-pid, "the fork server could not fork")
             return pid
 
     def stop(self) -> None:
@@ -110,8 +115,11 @@ class ForkServer:
             self.socket.close()  # the server's recv sees the end, and it exits
             self.socket = None
         if self.process is not None:
-            with suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=5)
+            try:
+                self.process.wait(timeout=_EXIT_S)
+            except subprocess.TimeoutExpired:  # it did not see the end: it is stuck
+                self.process.kill()
+                self.process.wait()
             self.process = None
 
 
