@@ -188,3 +188,34 @@ def test_the_relay_publishes_an_outbox_row_of_the_older_one_event_form(engine: E
     assert json.loads(message.body) == {"events": [json.loads(body)]}
     [unit] = batch.units
     assert (unit.events, unit.partition_keys, unit.correlation_ids) == (1, {vendor}, {"c1"})
+
+
+def test_a_line_history_read_names_its_kind_in_the_sql_so_the_partial_index_serves_it(
+    engine: Engine,
+) -> None:
+    """The line-history index is partial (``kind IN (...)``): a plan made for a
+    bound ``kind = $1`` (the generic plan a prepared statement falls back to,
+    psycopg preparing a query after 5 runs) cannot prove the predicate and
+    would not use it. So the kind is written into the SQL."""
+    from sqlalchemy import event
+
+    from shared.adapters.db.ledger.priors import latest_rows
+    from shared.domain.settlement import PlannedLine
+
+    kind = tables.LINE_HISTORY_KINDS[0]
+    sent: list[str] = []
+
+    def capture(conn: object, cursor: object, statement: str, *_: object) -> None:
+        sent.append(statement)
+
+    line = type("Line", (), {"line_ref": "LOC-1", "reconciliation_key": "0" * 64})()
+    document = type("Doc", (), {"partition_key": "R-1", "document_id": "D-1"})()
+    planned = PlannedLine(document, line, None, None, "", 0, 0)  # type: ignore[arg-type]
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with engine.connect() as conn:
+            assert latest_rows(conn, kind, "line_history", [planned]) == {}
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    [statement] = [s for s in sent if "FROM ledger_entries" in s]
+    assert f"ledger_entries.kind = '{kind}'" in statement, statement

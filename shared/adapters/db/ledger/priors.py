@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, select, text, tuple_
+from sqlalchemy import Connection, and_, bindparam, select, text, tuple_
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, contracts, ledger_entries
@@ -232,6 +232,10 @@ def latest_rows(
         def where(batch: list[Lineage]) -> Any:
             return column.in_([ref for _, ref in batch])
 
+    # Written into the SQL, not bound: the line-history index is partial on the
+    # kind, and a generic plan for ``kind = $1`` (a statement psycopg prepared)
+    # could not prove its predicate. A kind is a registry name, never input.
+    named_kind = bindparam("kind", kind, literal_execute=True)
     latest: dict[Lineage, Any] = {}
     resolved: dict[int, tuple[int, Decimal]] = {}
     wanted_set = set(wanted)
@@ -243,7 +247,7 @@ def latest_rows(
             ledger_entries.c.amount,
             ledger_entries.c.contract_version,
             ledger_entries.c.effective_at,
-        ).where(ledger_entries.c.kind == kind, where(wanted[start : start + 2000]))
+        ).where(ledger_entries.c.kind == named_kind, where(wanted[start : start + 2000]))
         if basis == "key_versions":
             query = _with_resolutions(query)
         for r in conn.execute(query).all():
