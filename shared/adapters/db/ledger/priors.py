@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, bindparam, select, text, tuple_
+from sqlalchemy import BindParameter, Connection, and_, bindparam, select, text, tuple_
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, contracts, ledger_entries
@@ -235,7 +235,7 @@ def latest_rows(
     # Written into the SQL, not bound: the line-history index is partial on the
     # kind, and a generic plan for ``kind = $1`` (a statement psycopg prepared)
     # could not prove its predicate. A kind is a registry name, never input.
-    named_kind = bindparam("kind", kind, literal_execute=True)
+    named_kind: BindParameter[str] = bindparam("kind", kind, literal_execute=True)
     latest: dict[Lineage, Any] = {}
     resolved: dict[int, tuple[int, Decimal]] = {}
     wanted_set = set(wanted)
