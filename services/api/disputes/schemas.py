@@ -3,7 +3,6 @@ dispute, its stats, and the bodies a resolution takes. Amounts are strings."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,7 +12,7 @@ from services.api.timefmt import iso
 from shared.adapters.db.disputes import queue as db
 from shared.domain.disputes import BULK_LIMIT_MAX, NOTE_MAX_CHARS, NOTE_PATTERN
 from shared.domain.kinds.base import Identifier
-from shared.domain.money import Money
+from shared.domain.money import Money, plain
 
 DecisionName = Literal["accept_claim", "accept_model", "settle_at"]
 StatusName = Literal["open", "resolved", "superseded"]
@@ -125,12 +124,6 @@ class ResolveMany(BaseModel):
 
 class BulkResolved(BaseModel):
     resolved: int
-
-
-def plain(value: Decimal) -> str:
-    """A decimal as a spreadsheet reads it: never an exponent ("1E+3" is "1000"),
-    never a negative zero."""
-    return format(value.copy_abs() if value.is_zero() else value, "f")
 
 
 _money = plain

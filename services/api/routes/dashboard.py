@@ -12,7 +12,6 @@ Bearer``. Everything it shows needs that token.
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -37,7 +36,7 @@ from services.api.timefmt import iso
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import stats
-from shared.domain.money import to_wire
+from shared.domain.money import plain
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 # The throughput chart's ranges: (window, bucket) in seconds, 60 to 96 points each.
@@ -105,12 +104,6 @@ def _processes(ctx: ApiContext) -> list[ProcessState] | None:
     ]
 
 
-def _wire(amount: Decimal) -> str:
-    text = to_wire(amount)
-    assert text is not None
-    return text
-
-
 def _summary(ctx: ApiContext, span: Range) -> DashboardSummary:
     now = dt.datetime.now(dt.UTC)
     window_s, bucket_s = RANGES[span]
@@ -130,7 +123,7 @@ def _summary(ctx: ApiContext, span: Range) -> DashboardSummary:
         "rate_now": rates[-2] if len(rates) > 1 else rates[0],
         "outcomes": flow.outcomes,
         "money": [
-            KindMoney(kind=kind, posted=_wire(posted), disputed=_wire(disputed))
+            KindMoney(kind=kind, posted=plain(posted), disputed=plain(disputed))
             for kind, (posted, disputed) in sorted(money.items())
         ],
         "throughput": Throughput(

@@ -4,7 +4,7 @@ across every job that carried it."""
 
 from __future__ import annotations
 
-from decimal import Decimal, localcontext
+from decimal import localcontext
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
@@ -13,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from services.api.auth import Ctx, Viewer
 from services.api.disputes import schemas as dispute_wire
 from services.api.errors import ApiError, ErrorBody
+from services.api.line_items import line_fields
 from services.api.pagination import CursorQuery, document_line_cursor, encode_document_line_cursor
 from services.api.schemas import DocumentLine, DocumentLinePage, Identity, IdentityEntry
 from services.api.timefmt import iso
@@ -20,7 +21,7 @@ from shared.adapters.db import history
 from shared.adapters.db.disputes import queue as disputes_db
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.kinds.base import Identifier
-from shared.domain.money import ZERO, to_wire
+from shared.domain.money import ZERO, plain, to_wire
 
 router = APIRouter(tags=["history"])
 UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {
@@ -67,17 +68,11 @@ async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Iden
             document_id=first.document_id,
             line_ref=first.line_ref,
             entries=[_entry(r) for r in rows],
-            amount_now=_money(now),
+            amount_now=plain(now),
             open_dispute=None if dispute is None else dispute_wire.dispute(dispute),
         )
 
     return await run_in_threadpool(load)
-
-
-def _money(amount: Decimal) -> str:
-    text = to_wire(amount)
-    assert text is not None
-    return text
 
 
 def _entry(r: history.IdentityRow) -> IdentityEntry:
@@ -86,9 +81,9 @@ def _entry(r: history.IdentityRow) -> IdentityEntry:
         job_id=r.job_id,
         contract_version=r.contract_version,
         outcome=r.outcome,
-        amount=_money(r.amount),
+        amount=plain(r.amount),
         claimed_amount=to_wire(r.claimed_amount),
-        delta=_money(r.delta),
+        delta=plain(r.delta),
         supersedes_id=r.supersedes_id,
         correlation_id=r.correlation_id,
         created_at=iso(r.created_at) or "",
@@ -122,26 +117,9 @@ async def find_lines(
             after=after,
             limit=limit,
         )
-        disputed = [r.id for r in rows if r.source == "ledger" and r.outcome == "disputed"]
-        status = disputes_db.statuses(ctx.engine, disputed)
         items = [
-            DocumentLine(
-                job_id=r.job_id,
-                kind=r.kind,
-                partition_key=r.partition_key,
-                document_id=r.document_id,
-                line_ref=r.line_ref,
-                outcome=r.outcome,
-                reason=r.reason,
-                amount=to_wire(r.amount),
-                claimed_amount=to_wire(r.claimed_amount),
-                delta=to_wire(r.delta),
-                reconciliation_key=r.reconciliation_key,
-                contract_version=r.contract_version,
-                dispute_status=status.get(r.id) if r.source == "ledger" else None,
-                correlation_id=r.correlation_id,
-            )
-            for r in rows
+            DocumentLine(**fields, job_id=r.job_id, kind=r.kind, partition_key=r.partition_key)
+            for r, fields in zip(rows, line_fields(ctx.engine, rows), strict=True)
         ]
         last = rows[-1] if len(rows) == limit else None
         next_cursor = encode_document_line_cursor(*last.cursor) if last else None

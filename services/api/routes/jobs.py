@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
+from services.api.line_items import line_fields
 from services.api.pagination import (
     CursorQuery,
     encode_job_cursor,
@@ -19,7 +20,6 @@ from services.api.pagination import (
 )
 from services.api.schemas import Job, JobPage, LineOutcome, LinePage
 from services.api.timefmt import iso
-from shared.adapters.db.disputes import queue as disputes_db
 from shared.adapters.db.jobs import queries as jobs_db
 from shared.adapters.db.jobs.lines import list_lines
 from shared.domain.money import to_wire
@@ -111,24 +111,7 @@ async def job_lines(
     def load() -> LinePage:
         _visible_job(ctx, who, job_id)
         rows = list_lines(ctx.engine, job_id, outcome=outcome, after=after, limit=limit)
-        disputed = [r.id for r in rows if r.source == "ledger" and r.outcome == "disputed"]
-        status = disputes_db.statuses(ctx.engine, disputed) if disputed else {}
-        items = [
-            LineOutcome(
-                document_id=r.document_id,
-                line_ref=r.line_ref,
-                outcome=r.outcome,
-                reason=r.reason,
-                amount=to_wire(r.amount),
-                claimed_amount=to_wire(r.claimed_amount),
-                delta=to_wire(r.delta),
-                reconciliation_key=r.reconciliation_key,
-                contract_version=r.contract_version,
-                dispute_status=status.get(r.id) if r.outcome == "disputed" else None,
-                correlation_id=r.correlation_id,
-            )
-            for r in rows
-        ]
+        items = [LineOutcome(**fields) for fields in line_fields(ctx.engine, rows)]
         last = rows[-1] if len(rows) == limit else None
         next_cursor = encode_line_cursor(*last.cursor) if last else None
         return LinePage(items=items, next_cursor=next_cursor)
