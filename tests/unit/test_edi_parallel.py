@@ -161,12 +161,37 @@ def test_a_small_file_stays_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_file_of_another_kind_or_too_few_sets_stops_its_child(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Started when the file is received, before its kind and sets are known."""
+    """Started when the file is received, before its kind and sets are known
+    (here the 810's first bytes are taken to say nothing of its kind)."""
     launched = _launches(monkeypatch)
     few = Layout(children=1, ours=300, theirs=500, min_cycles=2)  # 1,600 sets, not 1,000
     _same(freight_210_file(1000, seed=2, carriers=3), few)
+    monkeypatch.setattr(edi_parallel, "may_be_210", lambda head: True)
     _same(promo_810_file(300, seed=3, vendors=3), TINY)
     assert len(launched) == 2 and not taken
+
+
+def test_a_file_whose_first_set_is_no_210_starts_no_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    launched = _launches(monkeypatch)
+    _same(promo_810_file(300, seed=3, vendors=3), TINY)
+    assert not launched
+
+
+@pytest.mark.parametrize(
+    ("head", "maybe"),
+    [
+        (freight_210_file(3, seed=1, carriers=1), True),
+        (freight_210_file(3, seed=1, carriers=1).replace(b"~\n", b"~"), True),
+        (promo_810_file(3, seed=1, vendors=1), False),
+        (promo_810_file(3, seed=1, vendors=1).replace(b"*", b"|"), False),  # its own separator
+        (promo_810_file(3, seed=1, vendors=1)[:130], True),  # no ST yet: maybe
+        (b"not x12 at all", True),  # the reader will say what it is
+    ],
+)
+def test_a_files_first_set_tells_whether_it_may_be_a_210(head: bytes, maybe: bool) -> None:
+    assert edi_parallel.may_be_210(head) is maybe
 
 
 @pytest.mark.parametrize(
@@ -302,13 +327,14 @@ def test_a_request_stopped_early_leaves_no_child() -> None:
     """A consumer that stops (an exception, a closed generator) kills and reaps
     the child: the fixture finds none left."""
     spool = Spool()
-    spool.write(freight_210_file(200, seed=10, carriers=3))
+    data = freight_210_file(200, seed=10, carriers=3)
+    spool.write(data)
     stream = map_stream(
         read_file(spool.mapped()), contract_version=2, partition_key=None, period=None
     )
     source = spool.fileno()
     assert source is not None
-    mappers = edi_parallel.start(source, spool.size, stream.query, 2)
+    mappers = edi_parallel.start(source, spool.size, data[:4096], stream.query, 2)
     entries = edi_parallel.entries(stream, mappers)
     got = [next(entries) for _ in range(20)]
     assert len(got) == 20 and _descendants()

@@ -97,7 +97,7 @@ def test_a_spooled_file_maps_the_same_on_two_processes(monkeypatch: pytest.Monke
     )
     source = spool.fileno()
     assert source is not None
-    mappers = edi_parallel.start(source, spool.size, stream.query, 2)
+    mappers = edi_parallel.start(source, spool.size, data[:4096], stream.query, 2)
     entries = [
         e.json if isinstance(e, FastLine) else e for e in edi_parallel.entries(stream, mappers)
     ]

@@ -78,6 +78,11 @@ class ChunkStore(Protocol):
 Acknowledge = Callable[[tuple[Interchange, ...], list[Problem]], bytes]
 
 
+# Where a file's first transaction set is looked for (its kind decides whether a
+# mapping child is started): its envelopes' few hundred bytes, with room.
+_HEAD_BYTES = 1 << 16
+
+
 @dataclass
 class EdiIngest(Ingest):
     query: EdiQuery = field(default_factory=lambda: EdiQuery(1))
@@ -96,7 +101,7 @@ class EdiIngest(Ingest):
         by, before anything is mapped. Once; ``finish`` reads it if not yet."""
         if self._read is None:
             body = self._spool.mapped()
-            self._start_mappers()
+            self._start_mappers(body[:_HEAD_BYTES])
             # ``bytes`` to the reader, which also reads a spooled file's pages.
             try:
                 with collector_paused():
@@ -112,14 +117,15 @@ class EdiIngest(Ingest):
             self._read = (interchanges, file)
         return self._read[1]
 
-    def _start_mappers(self) -> None:
-        """A large file's mapping children, started now so that each reads the
-        file while this thread does (``edi/parallel.py``)."""
+    def _start_mappers(self, head: bytes) -> None:
+        """A large 210 file's mapping children, started now so that each reads the
+        file while this thread does (``edi/parallel.py``); ``head``: its first bytes."""
         source, processes = self._spool.fileno(), self.settings.x12_map_processes
         if source is not None and processes > 1:
             q = self.query
             query = Query(q.contract_version, q.partition_key, q.period)
-            self._mappers = edi_parallel.start(source, self._spool.size, query, processes)
+            size = self._spool.size
+            self._mappers = edi_parallel.start(source, size, head, query, processes)
 
     def finish(self, store: ChunkStore | None = None) -> Ingested:
         """The file's batch. With ``store``, each chunk is handed to it as it

@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
 
-from services.api.edi.child import CAN_START, Child, start_child, wanted
+from services.api.edi.child import CAN_START, FAST_KIND, Child, start_child, wanted
 from services.api.edi.layout import Layout
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
-from shared.domain.x12.mapping import Entries, MappedStream
+from shared.domain.x12.mapping import KINDS, Entries, MappedStream
 from shared.domain.x12.sets import Place, Query
 
 # What ``start`` uses unless told (the tests make its blocks a few sets).
@@ -62,19 +62,36 @@ class Mappers:
                 child.stop()
 
 
-def start(source: int, size: int, query: Query, processes: int) -> Mappers | None:
-    """Children for a file of ``size`` bytes open at ``source``, started as soon as
-    it is received, so that each reads it while the request's thread does;
-    None where the file is too small or there are none to start."""
+def start(source: int, size: int, head: bytes, query: Query, processes: int) -> Mappers | None:
+    """Children for a file of ``size`` bytes open at ``source``, whose first bytes
+    are ``head``, started as soon as it is received, so that each reads it while
+    the request's thread does; None where the file is too small, plainly not a
+    210 file, or there are none to start."""
     layout = replace(default_layout, children=processes - 1)
     if (
         not CAN_START
         or layout.children < 1
-        or size < layout.min_cycles * layout.cycle * _MIN_SET_BYTES
+        or size < layout.min_sets * _MIN_SET_BYTES
+        or not may_be_210(head)
     ):
         return None
     children = [start_child(source, query, layout, child) for child in range(layout.children)]
     return Mappers(layout, children)
+
+
+def may_be_210(head: bytes) -> bool:
+    """False only when the first transaction set in ``head`` is plainly of another
+    kind (a file holds one kind, or is refused): a large 810 file then starts no
+    child to read it again for nothing. Anything unclear: maybe."""
+    isa = head.find(b"ISA")
+    if isa < 0 or len(head) < isa + 106:
+        return True
+    separator, terminator = head[isa + 3 : isa + 4], head[isa + 105 : isa + 106]
+    for segment in head[isa:].split(terminator)[:-1]:  # the last may be cut short
+        elements = segment.strip().split(separator)
+        if elements[0] == b"ST" and len(elements) > 1:
+            return KINDS.get(elements[1].strip().decode("latin-1"), ("",))[0] == FAST_KIND
+    return True
 
 
 def entries(stream: MappedStream, mappers: Mappers | None) -> Entries:

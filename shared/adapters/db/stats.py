@@ -74,13 +74,20 @@ def throughput(conn: Connection, now: dt.datetime, window_s: int, bucket_s: int)
 
 def money(conn: Connection, since: dt.datetime) -> dict[str, tuple[Decimal, Decimal]]:
     """Per kind, the amounts posted and disputed (claimed) by the chunks settled
-    since ``since``: added here, exactly (a float never holds money, and SQLite's
-    SUM would make one)."""
-    rows = conn.execute(
-        select(jobs.c.kind, chunk_results.c.amount_posted, chunk_results.c.amount_disputed)
-        .join(jobs, jobs.c.id == chunk_results.c.job_id)
-        .where(chunk_results.c.created_at >= since)
-    )
+    since ``since``. PostgreSQL sums its NUMERICs exactly, per kind; SQLite's SUM
+    would make a float of its text, so there the chunks' amounts are added here."""
+    posted, disputed = chunk_results.c.amount_posted, chunk_results.c.amount_disputed
+    in_window = chunk_results.c.created_at >= since
+    joined = chunk_results.join(jobs, jobs.c.id == chunk_results.c.job_id)
+    if conn.dialect.name == "postgresql":
+        summed = conn.execute(
+            select(jobs.c.kind, func.sum(posted), func.sum(disputed))
+            .select_from(joined)
+            .where(in_window)
+            .group_by(jobs.c.kind)
+        )
+        return {kind: (Decimal(p), Decimal(d)) for kind, p, d in summed}
+    rows = conn.execute(select(jobs.c.kind, posted, disputed).select_from(joined).where(in_window))
     totals: dict[str, tuple[Decimal, Decimal]] = {}
     with localcontext(EXACT_SUMS):
         for kind, posted, disputed in rows:
