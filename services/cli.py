@@ -32,7 +32,7 @@ from services.commands.options import console
 from services.preflight import BROKER, DATABASE, QUEUES, REDIS, load_settings
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, WEBHOOKS
 from shared.settings import RETIRED_SUPERVISION, Settings
 
 _ME = [sys.executable, "-m", "services.cli"]
@@ -157,7 +157,11 @@ def worker_processes(settings: Settings, queues: str) -> int:
 @app.command()
 def worker(
     queues: Annotated[
-        str, typer.Option(help="Queue families: fast_path, compute_heavy or both, comma-separated.")
+        str,
+        typer.Option(
+            help="Queue families: fast_path, compute_heavy or both, comma-separated;"
+            " or webhooks alone (the webhooks component)."
+        ),
     ] = "fast_path,compute_heavy",
     threads: Annotated[
         int | None,
@@ -182,15 +186,19 @@ def worker(
     ] = None,
     checked: CheckedOpt = False,
 ) -> None:
-    """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them."""
+    """Run Dramatiq workers: fast_path validates chunks, compute_heavy settles them,
+    webhooks delivers what producers hear back."""
     settings = load_settings("worker")
+    tiers = [q.strip() for q in queues.split(",") if q.strip()]
+    if WEBHOOKS in tiers:
+        _webhooks(settings, tiers, processes, metrics_port, checked)
+        return
     count = processes or worker_processes(settings, queues)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if not checked:
         preflight.warn_metrics_token(settings, port)
         preflight.check("worker", settings, (DATABASE, BROKER, REDIS, QUEUES))
     threads = threads or settings.worker_threads
-    tiers = [q.strip() for q in queues.split(",") if q.strip()]
     if count > 1:
         # One process of each; a process that dies is restarted (services/supervisor).
         preflight.warn_retired(RETIRED_SUPERVISION)
@@ -207,6 +215,31 @@ def worker(
     from services.worker.runner import run_worker
 
     run_worker(settings, tiers, threads, port)
+
+
+def _webhooks(
+    settings: Settings,
+    tiers: list[str],
+    processes: int | None,
+    metrics_port: int | None,
+    checked: bool,
+) -> None:
+    """The webhooks component: one process (its threads are
+    SETTLEQ_WEBHOOK_THREADS), its metrics on SETTLEQ_WEBHOOK_METRICS_PORT."""
+    if tiers != [WEBHOOKS] or (processes or 1) != 1:
+        typer.echo(
+            "settleq worker: webhooks runs alone, one process a command:"
+            " settleq worker --queues webhooks",
+            err=True,
+        )
+        raise typer.Exit(2)
+    port = settings.webhook_metrics_port if metrics_port is None else metrics_port
+    if not checked:
+        preflight.warn_metrics_token(settings, port)
+        preflight.check("worker", settings, (DATABASE, BROKER))
+    from services.webhooks.runner import run_webhooks
+
+    run_webhooks(settings, port)
 
 
 def _worker_argv(queues: str, threads: int | None, metrics_port: int) -> list[str]:
@@ -259,7 +292,8 @@ def _supervise(
 
 def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
     """What `settleq up` runs: the API, each worker process of each tier (one
-    process each, so that a dead one is restarted alone) and the relay."""
+    process each, so that a dead one is restarted alone), the relay and the
+    webhooks component."""
     children = [ChildSpec("api", "api", [*_ME, "api", "--port", str(port), CHECKED])]
     # Each worker process gets its own metrics port: the fast_path ones first.
     metrics = settings.worker_metrics_port
@@ -274,6 +308,8 @@ def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
             children.append(ChildSpec(f"{tier}-{i}", tier, argv))
             offset += 1
     children.append(ChildSpec("relay", "relay", [*_ME, "relay", CHECKED]))
+    hooks = settings.webhook_metrics_port
+    children.append(ChildSpec(WEBHOOKS, WEBHOOKS, _worker_argv(WEBHOOKS, None, hooks)))
     return children
 
 
@@ -283,7 +319,7 @@ def up(
         int | None, typer.Option(help="Port of the API." + default("SETTLEQ_API_PORT, 8000"))
     ] = None,
 ) -> None:
-    """Run the API, both worker tiers and the outbox relay on this machine, supervised.
+    """Run the API, both worker tiers, the outbox relay and webhooks on this machine, supervised.
 
     A process that dies is restarted (backoff 1 s doubling to 30 s); one that
     keeps dying is crash-looping: restarted every 30 s and named by /readyz,

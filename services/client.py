@@ -5,6 +5,7 @@ Used by the command line (``settleq submit``, ``demo``, ``status``) and tests.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -93,6 +94,11 @@ class Client:
             **(headers or {}),
         }
         return self._http.request(method, path, content=body, headers=all_headers)
+
+    def signed_json(self, method: str, path: str, payload: Any) -> httpx.Response:
+        """A signed request with a JSON body (a producer's own resources: webhook endpoints)."""
+        body = json.dumps(payload).encode()
+        return self.signed(method, path, body, {"Content-Type": "application/json"})
 
     @property
     def _http(self) -> httpx.Client:

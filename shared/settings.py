@@ -153,6 +153,19 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
 
+    # Webhooks (docs/api.md#webhooks, services/webhooks). Endpoints must be
+    # https:// and public unless this is true (development and tests).
+    webhook_allow_private: bool = False
+    # Attempts one webhooks process makes at once: each waits on the network,
+    # up to 10 s on an endpoint that hangs.
+    webhook_threads: int = Field(default=8, ge=1, le=64)
+    webhook_poll_s: float = Field(default=0.2, gt=0)  # how often new events are looked for
+    # Tests only: every wait of the retry schedule, the 3 days before a delivery
+    # fails and the 5 before an endpoint is disabled, multiplied by this.
+    webhook_schedule_scale: float = Field(default=1.0, gt=0, le=1)
+    # The webhooks process's Prometheus metrics port (viewer token): 0 = off.
+    webhook_metrics_port: int = Field(default=0, ge=0, le=65535)
+
     # Each worker process serves Prometheus metrics on its own port (viewer
     # token): 0 = off. ``--processes N`` and ``settleq up`` give process i the
     # port ``worker_metrics_port + i`` (docs/guide.md#observability).

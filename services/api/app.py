@@ -30,6 +30,7 @@ from services.api.routes import (
     jobs,
     kinds,
     ops,
+    webhooks,
 )
 from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         kinds,
         ops,
         dashboard,
+        webhooks,
     ):
         app.include_router(module.router)
     app.mount("/dashboard/assets", StaticFiles(directory=dashboard.STATIC), name="dashboard-assets")

@@ -46,21 +46,29 @@ def path_and_query(request: Request) -> str:
 
 def producer_verifier(ctx: ApiContext, request: Request) -> tuple[ProducerKey, StreamingVerifier]:
     """Check a producer's headers now; the returned verifier checks the body as it streams."""
-    key_id = request.headers.get("x-key-id")
-    signature = request.headers.get("x-signature")
+    return signed_headers(ctx.settings, request.headers, request.method, path_and_query(request))
+
+
+def signed_headers(
+    settings: Settings, headers: Headers, method: str, target: str
+) -> tuple[ProducerKey, StreamingVerifier]:
+    """A producer's key and signature header checked, before any of the body
+    (``ApiError`` 401 otherwise); the verifier that checks the body."""
+    key_id = headers.get("x-key-id")
+    signature = headers.get("x-signature")
     if not key_id or not signature:
         raise ApiError(401, "signature_missing", "X-Key-Id and X-Signature are required")
-    key = ctx.settings.producer_key(key_id)
+    key = settings.producer_key(key_id)
     if key is None:
         raise ApiError(401, "unknown_key", "unknown producer key")
     try:
         verifier = StreamingVerifier(
             signature,
             key.secrets,
-            request.method,
-            path_and_query(request),
+            method,
+            target,
             now=int(time.time()),
-            tolerance_s=ctx.settings.signature_tolerance_s,
+            tolerance_s=settings.signature_tolerance_s,
         )
     except SignatureError as exc:
         raise ApiError(401, exc.code, str(exc)) from None
@@ -143,7 +151,19 @@ def operator(request: Request, ctx: Annotated[ApiContext, Depends(get_context)])
     return who
 
 
+async def producer(request: Request, ctx: Annotated[ApiContext, Depends(get_context)]) -> Principal:
+    """A producer key's signed request, whatever its method (its body read and
+    checked): what belongs to a key, such as its webhook endpoints."""
+    if _bearer(request) is not None:
+        raise ApiError(
+            403, "forbidden", "this endpoint is a producer key's: sign the request with the key"
+        )
+    body = await request.body()
+    return Principal("producer", authenticate_producer(ctx, request, body))
+
+
 Reader = Annotated[Principal, Depends(reader)]
+Producer = Annotated[Principal, Depends(producer)]
 Viewer = Annotated[Principal, Depends(viewer)]
 Operator = Annotated[Principal, Depends(operator)]
 Ctx = Annotated[ApiContext, Depends(get_context)]

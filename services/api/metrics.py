@@ -12,6 +12,10 @@
 - ``settleq_disputes_open{kind}``, ``settleq_disputes_open_variance{kind}`` and
   ``settleq_disputes_oldest_open_age_seconds``: the dispute queue, read at
   scrape time through :mod:`services.api.disputes.metrics`.
+- ``settleq_webhook_deliveries{status}``, ``settleq_webhook_oldest_undelivered_age_seconds``
+  and ``settleq_webhook_endpoints{status, reason}``: what producers have not
+  heard yet, and endpoints disabled (services/webhooks/metrics.py counts the
+  attempts where they are made).
 - ``settleq_stats_source_up{source}``: 0 when the broker or the database could
   not be read for this scrape (their series are then left out, not zeroed).
 - ``settleq_process_restarts_total{component}``: restarts by the supervisor of
@@ -50,6 +54,7 @@ from services.api.disputes.metrics import DISPUTE_METRICS, DisputeGauges
 from services.api.queue_stats import QueueReading
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
+from shared.adapters.db.webhooks import deliveries as webhook_db
 
 if TYPE_CHECKING:
     from services.api.context import ApiContext
@@ -62,6 +67,9 @@ QUEUE_DEPTH = "settleq_queue_depth"
 QUEUE_AGE = "settleq_queue_oldest_message_age_seconds"
 DEAD_LETTERS_STORED = "settleq_dead_letters_stored"
 SOURCE_UP = "settleq_stats_source_up"
+WEBHOOK_DELIVERIES = "settleq_webhook_deliveries"
+WEBHOOK_OLDEST = "settleq_webhook_oldest_undelivered_age_seconds"
+WEBHOOK_ENDPOINTS = "settleq_webhook_endpoints"
 PROCESS_RESTARTS = "settleq_process_restarts"  # exposed with the counter's _total
 PROCESS_CRASH_LOOPING = "settleq_process_crash_looping"
 # Served only under a supervisor (`settleq up`), so not among API_METRICS.
@@ -73,6 +81,9 @@ API_METRICS = (
     DEAD_LETTERS_STORED,
     SOURCE_UP,
     *DISPUTE_METRICS,
+    WEBHOOK_DELIVERIES,
+    WEBHOOK_OLDEST,
+    WEBHOOK_ENDPOINTS,
 )
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -95,10 +106,16 @@ class PipelineCollector(Collector):
         if readings is not None:
             yield from self._queues(readings)
         database = _read(
-            up, "database", lambda: (dl_db.stats(ctx.engine), self._disputes.reading(ctx.engine))
+            up,
+            "database",
+            lambda: (
+                dl_db.stats(ctx.engine),
+                self._disputes.reading(ctx.engine),
+                webhook_db.backlog(ctx.engine),
+            ),
         )
         if database is not None:
-            letters, disputes = database
+            letters, disputes, hooks = database
             stored = GaugeMetricFamily(
                 DEAD_LETTERS_STORED, "Dead letters in the database", labels=["reason", "status"]
             )
@@ -106,6 +123,7 @@ class PipelineCollector(Collector):
                 stored.add_metric([row.reason, row.status], int(row.count))
             yield stored
             yield from disputes.metrics(dt.datetime.now(dt.UTC))
+            yield from _webhooks(hooks)
         yield up
 
     def _queues(self, readings: list[QueueReading]) -> Iterator[Metric]:
@@ -124,6 +142,30 @@ class PipelineCollector(Collector):
                 age.add_metric([r.queue, r.family], r.oldest_age_s)
         yield depth
         yield age
+
+
+def _webhooks(hooks: webhook_db.Backlog) -> Iterator[Metric]:
+    deliveries = GaugeMetricFamily(
+        WEBHOOK_DELIVERIES, "Webhook deliveries in the database, by status", labels=["status"]
+    )
+    for status, count in hooks.by_status.items():
+        deliveries.add_metric([status], count)
+    yield deliveries
+    oldest = GaugeMetricFamily(
+        WEBHOOK_OLDEST, "Age of the oldest webhook event not yet delivered everywhere (0: none)"
+    )
+    now = dt.datetime.now(dt.UTC)
+    since = hooks.oldest_undelivered
+    oldest.add_metric([], 0.0 if since is None else max(0.0, (now - since).total_seconds()))
+    yield oldest
+    endpoints = GaugeMetricFamily(
+        WEBHOOK_ENDPOINTS,
+        "Webhook endpoints by status (reason: operator, or failing for five days)",
+        labels=["status", "reason"],
+    )
+    for (status, reason), count in sorted(hooks.endpoints.items()):
+        endpoints.add_metric([status, reason], count)
+    yield endpoints
 
 
 class RestartCollector(Collector):

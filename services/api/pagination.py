@@ -142,3 +142,23 @@ def contract_cursor(cursor: str | None) -> tuple[dt.datetime, str, int, str] | N
         return parse_instant(created_at), kind, _id(version), digest
     except ValueError:
         raise _invalid() from None
+
+
+_DELIVERY_ID = re.compile(r"dlv_[0-9a-f]{24}")
+
+
+def encode_delivery_cursor(created_at: dt.datetime, delivery_id: str) -> str:
+    return _encode(iso(created_at) or "", delivery_id)
+
+
+def delivery_cursor(cursor: str | None) -> tuple[dt.datetime, str] | None:
+    """An endpoint's deliveries newest first: the creation time and id of the last shown."""
+    if cursor is None:
+        return None
+    created_at, delivery_id = _decode(cursor, 2)
+    if not _DELIVERY_ID.fullmatch(delivery_id):
+        raise _invalid()
+    try:
+        return parse_instant(created_at), delivery_id
+    except ValueError:
+        raise _invalid() from None

@@ -7,6 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from services.api.disputes.schemas import Dispute
+from services.api.timefmt import iso
+from shared.adapters.db.jobs.queries import JobStatus
+from shared.domain.money import to_wire
 
 
 class SkippedSet(BaseModel):
@@ -60,6 +63,27 @@ class Job(BaseModel):
     outcomes: Outcomes
     amounts: Amounts
     progress: float
+
+
+def job_view(status: JobStatus) -> Job:
+    """A job as ``GET /v1/jobs/{job_id}`` shows it (and ``job.completed`` tells it)."""
+    finished = sum(status.outcomes.values())
+    return Job.model_validate(
+        {
+            "job_id": status.job_id,
+            "kind": status.kind,
+            "source_format": status.source_format,
+            "state": status.state,
+            "created_at": iso(status.created_at),
+            "finished_at": iso(status.finished_at),
+            "documents": status.documents,
+            "lines": status.lines,
+            "chunks": {"total": status.chunks_total, "done": status.chunks_done},
+            "outcomes": status.outcomes,
+            "amounts": {k: to_wire(v) for k, v in status.amounts.items()},
+            "progress": round(finished / status.lines, 4) if status.lines else 1,
+        }
+    )
 
 
 class JobPage(BaseModel):

@@ -1,18 +1,217 @@
-"""``settleq webhooks``: what a receiver's developer reaches for first,
-``verify``: is this request's signature ours? (docs/api.md#webhooks)."""
+"""``settleq webhooks``: a producer key's endpoints (create, list, test,
+deliveries, retry, rotate, delete: signed with the key, as ``submit``), an
+operator's view of every key's (``list --all``, ``disable``), and what a
+receiver's developer reaches for first, ``verify``: is this request's
+signature ours? (docs/api.md#webhooks)."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import urlencode
 
 import typer
+from rich.table import Table
 
-from services.commands.options import console
+from services.commands.errors import answer, refused
+from services.commands.options import (
+    DEFAULT_URL,
+    KeyOpt,
+    OperatorTokenOpt,
+    SecretOpt,
+    UrlOpt,
+    console,
+    make_client,
+    print_more,
+    show,
+)
 from shared.domain import webhooks
 
-app = typer.Typer(help="Webhooks: verify a delivered request's signature.")
+app = typer.Typer(
+    help="Webhooks: a producer key's endpoints and their delivery log; verify a request."
+)
+IdArg = Annotated[str, typer.Argument(help="The endpoint's id (we_..., from webhooks list).")]
+
+
+def _producer(url: str, key_id: str | None, secret: str | None) -> Any:
+    return make_client(url, key_id, secret, None)
+
+
+def _operator(url: str, token: str | None) -> Any:
+    if not token:
+        raise typer.BadParameter("an operator token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
+    return make_client(url, None, None, token)
+
+
+def _endpoints_table(items: list[dict[str, Any]], title: str) -> None:
+    table = Table(title=title)
+    for column in ("id", "key", "url", "events", "status", "failing since"):
+        table.add_column(column)
+    for e in items:
+        status = e["status"] + (f" ({e['disabled_reason']})" if e["disabled_reason"] else "")
+        table.add_row(
+            e["id"],
+            e["key_id"],
+            e["url"],
+            ",".join(e["events"]),
+            status,
+            e["failing_since"] or "",
+        )
+    show(table)
+
+
+@app.command("create")
+def create(
+    endpoint_url: Annotated[str, typer.Argument(metavar="URL", help="https:// receiver URL.")],
+    events: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: " + ", ".join(webhooks.EVENT_TYPES) + ".",
+        ),
+    ] = ",".join(webhooks.EVENT_TYPES),
+    description: Annotated[str | None, typer.Option(help="A note for your team.")] = None,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+) -> None:
+    """Register an endpoint for your key's events; prints its secret, once."""
+    body: dict[str, Any] = {
+        "url": endpoint_url,
+        "events": [e.strip() for e in events.split(",") if e.strip()],
+    }
+    if description is not None:
+        body["description"] = description
+    made = answer(_producer(url, key_id, secret).signed_json("POST", "/v1/webhook-endpoints", body))
+    console.print(f"endpoint {made['id']} ({made['status']}): {made['url']}", soft_wrap=True)
+    console.print(f"events: {', '.join(made['events'])}")
+    console.print(f"secret: {made['secret']}", soft_wrap=True)
+    console.print("keep the secret now: it is not shown again (rotate makes a new one)")
+
+
+@app.command("list")
+def list_endpoints(
+    every: Annotated[
+        bool, typer.Option("--all", help="Every key's endpoints (operator token).")
+    ] = False,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+    token: OperatorTokenOpt = None,
+) -> None:
+    """List your key's endpoints; with --all, every key's."""
+    if every:
+        page = answer(_operator(url, token).bearer("GET", "/admin/webhook-endpoints"))
+    else:
+        page = answer(_producer(url, key_id, secret).signed("GET", "/v1/webhook-endpoints"))
+    _endpoints_table(page["items"], "webhook endpoints")
+
+
+@app.command("test")
+def test(
+    endpoint_id: IdArg,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+) -> None:
+    """Send the endpoint a ping event; see it with webhooks deliveries."""
+    client = _producer(url, key_id, secret)
+    sent = answer(client.signed("POST", f"/v1/webhook-endpoints/{endpoint_id}/test"))
+    console.print(f"ping {sent['event_id']} queued for {endpoint_id}")
+    console.print(f"follow it: settleq webhooks deliveries {endpoint_id}")
+
+
+@app.command("deliveries")
+def deliveries(
+    endpoint_id: IdArg,
+    status: Annotated[
+        str | None, typer.Option(help="Only these: pending, delivered or failed.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="At most this many.")] = 20,
+    cursor: Annotated[str | None, typer.Option(help="The next page's cursor.")] = None,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+) -> None:
+    """The endpoint's deliveries, newest first, with each attempt."""
+    query = urlencode(
+        {k: v for k, v in {"status": status, "limit": limit, "cursor": cursor}.items() if v}
+    )
+    path = f"/v1/webhook-endpoints/{endpoint_id}/deliveries?{query}"
+    page = answer(_producer(url, key_id, secret).signed("GET", path))
+    table = Table(title=f"deliveries of {endpoint_id}")
+    for column in ("delivery", "event", "type", "status", "attempt", "at", "answer", "ms"):
+        table.add_column(column)
+    for d in page["items"]:
+        tries = d["attempt_log"] or [None]
+        for n, t in enumerate(tries, 1):
+            first = n == 1
+            table.add_row(
+                d["id"] if first else "",
+                d["event_id"] if first else "",
+                d["event_type"] if first else "",
+                d["status"] if first else "",
+                str(n) if t else "",
+                t["at"] if t else (d["next_attempt_at"] or ""),
+                "" if t is None else (str(t["status_code"]) if t["status_code"] else t["error"]),
+                "" if t is None else str(t["latency_ms"]),
+            )
+    show(table)
+    print_more(page)
+
+
+@app.command("retry")
+def retry(
+    endpoint_id: IdArg,
+    delivery_id: Annotated[str, typer.Argument(help="The delivery's id (dlv_...).")],
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+) -> None:
+    """Send a delivery again now (same webhook-id), whatever became of it."""
+    path = f"/v1/webhook-endpoints/{endpoint_id}/deliveries/{delivery_id}/retry"
+    found = answer(_producer(url, key_id, secret).signed("POST", path))
+    console.print(f"delivery {found['id']} ({found['event_type']}) is sent again now")
+
+
+@app.command("rotate")
+def rotate(
+    endpoint_id: IdArg,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+) -> None:
+    """A new secret (printed once); the old one signs too for 24 hours."""
+    path = f"/v1/webhook-endpoints/{endpoint_id}/rotate-secret"
+    rotated = answer(_producer(url, key_id, secret).signed("POST", path))
+    console.print(f"secret: {rotated['secret']}", soft_wrap=True)
+    console.print(f"the old secret signs too until {rotated['previous_secret_expires_at']}")
+
+
+@app.command("delete")
+def delete(
+    endpoint_id: IdArg,
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+) -> None:
+    """Delete the endpoint and its delivery log."""
+    gone = _producer(url, key_id, secret).signed("DELETE", f"/v1/webhook-endpoints/{endpoint_id}")
+    if gone.status_code >= 400:
+        raise refused(gone)  # 204 has no body to read
+    console.print(f"endpoint {endpoint_id} deleted")
+
+
+@app.command("disable")
+def disable(
+    endpoint_id: IdArg,
+    url: UrlOpt = DEFAULT_URL,
+    token: OperatorTokenOpt = None,
+) -> None:
+    """Stop deliveries to any key's endpoint (operator token; audited)."""
+    path = f"/admin/webhook-endpoints/{endpoint_id}/disable"
+    found = answer(_operator(url, token).bearer("POST", path))
+    console.print(f"endpoint {found['id']} of {found['key_id']} is disabled")
 
 
 def _split(request: bytes) -> tuple[dict[str, str], bytes]:

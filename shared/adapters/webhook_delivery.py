@@ -70,6 +70,35 @@ def url_problem(url: str, allow_private: bool) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Refused:
+    """Why an endpoint's URL may not be reached (an ``Attempt``'s error and detail)."""
+
+    error: str  # url_refused, dns_failed, address_refused
+    detail: str
+
+
+def destination(url: str, allow_private: bool, resolver: Resolve = resolve) -> str | Refused:
+    """The address a request to ``url`` goes to, checked after DNS: every
+    address the name resolves to must be allowed. At registration and at
+    each attempt."""
+    problem = url_problem(url, allow_private)
+    if problem is not None:
+        return Refused("url_refused", problem)
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        addresses = resolver(host, port)
+    except (OSError, UnicodeError) as exc:
+        return Refused("dns_failed", f"{host} did not resolve ({type(exc).__name__})")
+    refused = [a for a in addresses if not address_allowed(a, allow_private)]
+    if refused or not addresses:
+        what = ", ".join(refused) or "nothing"
+        return Refused("address_refused", f"{host} resolves to {what}: not a public address")
+    return addresses[0]
+
+
 def deliver(
     url: str,
     body: bytes,
@@ -86,21 +115,13 @@ def deliver(
         latency = int((time.monotonic() - started) * 1000)
         return Attempt(status, error, detail, latency, answer[:ANSWER_BYTES])
 
-    problem = url_problem(url, allow_private)
-    if problem is not None:
-        return done(None, "url_refused", problem)
+    found = destination(url, allow_private, resolver)
+    if isinstance(found, Refused):
+        return done(None, found.error, found.detail)
+    address = found
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        addresses = resolver(host, port)
-    except (OSError, UnicodeError) as exc:
-        return done(None, "dns_failed", f"{host} did not resolve ({type(exc).__name__})")
-    refused = [a for a in addresses if not address_allowed(a, allow_private)]
-    if refused or not addresses:
-        what = ", ".join(refused) or "nothing"
-        return done(None, "address_refused", f"{host} resolves to {what}: not a public address")
-    address = addresses[0]
     shown = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
     target = urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/", parts.query, ""))
     sent = {**headers, "Host": parts.netloc.rsplit("@", 1)[-1], "Content-Type": "application/json"}

@@ -16,6 +16,8 @@ from shared.errors import StructuralError
 
 FAST_PATH = "fast_path"
 COMPUTE_HEAVY = "compute_heavy"
+# The webhooks component's queue family: not a settlement tier (services/webhooks).
+WEBHOOKS = "webhooks"
 VALIDATE_ACTOR = "validate"
 SETTLE_ACTOR = "settle"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, MAX_PRIORITY
+from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, MAX_PRIORITY, WEBHOOKS
 
 QueueType = Literal["classic", "quorum"]
 QUEUE_TYPES: tuple[QueueType, ...] = ("classic", "quorum")
@@ -57,6 +57,13 @@ def every_queue(prefix: str, queue_type: QueueType) -> list[str]:
         for name in family_queues(prefix, family, queue_type)
         for suffix in ("", DELAY_SUFFIX, DEAD_SUFFIX)
     ]
+
+
+def webhook_queues(prefix: str) -> list[str]:
+    """The webhooks component's queue, with its delay and dead-letter queue: one
+    name whatever the queue type, so not among ``every_queue``'s, which tell
+    one type's queues from the other's."""
+    return [f"{prefix}.{WEBHOOKS}{suffix}" for suffix in ("", DELAY_SUFFIX, DEAD_SUFFIX)]
 
 
 def work_queue_arguments(

@@ -16,6 +16,7 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import json
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -120,11 +121,6 @@ def next_wait_s(attempt: int, draw: float) -> float:
     return step * (1 - JITTER + 2 * JITTER * draw)
 
 
-def gives_up(first_attempt_at: float, now: float) -> bool:
-    """Whether a delivery has been retried long enough to be marked failed."""
-    return now - first_attempt_at >= GIVE_UP_AFTER_S
-
-
 def address_allowed(address: str, allow_private: bool) -> bool:
     """Whether a delivery may connect to ``address`` (an IP, after DNS): never
     a loopback, private, link-local (169.254.169.254, the cloud metadata
@@ -136,3 +132,17 @@ def address_allowed(address: str, allow_private: bool) -> bool:
     if allow_private:
         return not ip.is_unspecified and not ip.is_multicast
     return ip.is_global and not ip.is_multicast
+
+
+def gives_up(first_attempt_at: float, now: float, scale: float = 1.0) -> bool:
+    """Whether a delivery has been retried long enough to be marked failed (on
+    a schedule shortened ``scale`` times: tests only)."""
+    return now - first_attempt_at >= GIVE_UP_AFTER_S * scale
+
+
+def envelope(event_type: str, event_id: str, created_at: str, data: str) -> bytes:
+    """The body of a delivery: ``{"type", "id", "created_at", "data"}`` with
+    ``data`` (JSON text) as rendered once, so that every attempt sends the same
+    bytes."""
+    head = json.dumps({"type": event_type, "id": event_id, "created_at": created_at})
+    return (head[:-1] + ', "data": ' + data + "}").encode()

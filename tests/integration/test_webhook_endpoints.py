@@ -1,5 +1,5 @@
 """A producer key's webhook endpoints and their secrets
-(shared/adapters/db/webhook_endpoints.py, docs/api.md#webhooks), on both ledgers."""
+(shared/adapters/db/webhooks/endpoints.py, docs/api.md#webhooks), on both ledgers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import Engine
 
-from shared.adapters.db import webhook_endpoints as endpoints
+from shared.adapters.db.webhooks import endpoints
 from shared.domain import webhooks
 from tests.support.factories import uid
 

@@ -23,7 +23,7 @@ import redis
 
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import ensure_internal_key, upgrade
-from shared.domain.queues import QUEUE_TYPES, every_queue
+from shared.domain.queues import QUEUE_TYPES, every_queue, webhook_queues
 from shared.domain.signing import token_digest
 from shared.faults import Faults
 from shared.settings import ProducerKey, Settings
@@ -89,7 +89,8 @@ def migrate(url: str) -> None:
 
 def queue_names(prefix: str) -> list[str]:
     """Every queue a stack of either queue type declares under ``prefix``."""
-    return [name for kind in QUEUE_TYPES for name in every_queue(prefix, kind)]
+    declared = [name for kind in QUEUE_TYPES for name in every_queue(prefix, kind)]
+    return declared + webhook_queues(prefix)
 
 
 # Every queue prefix this run handed out: at the end of the session nothing

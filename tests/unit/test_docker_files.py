@@ -33,7 +33,7 @@ from shared.settings_files import VARIABLES
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "compose.yaml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
-SETTLEQ_SERVICES = {"migrate", "api", "worker-fast", "worker-heavy", "relay"}
+SETTLEQ_SERVICES = {"migrate", "api", "worker-fast", "worker-heavy", "relay", "webhooks"}
 SETTING_NAMES = {f"SETTLEQ_{name.upper()}" for name in Settings.model_fields} | {
     "SETTLEQ_CONFIG",
     *VARIABLES,
@@ -80,7 +80,7 @@ def parse_command(args: list[str]) -> Any:
     return command.make_context(name, list(rest))
 
 
-def test_the_stack_has_its_eight_services(services: dict[str, Any]) -> None:
+def test_the_stack_has_its_nine_services(services: dict[str, Any]) -> None:
     # Plus Prometheus, scraping the API and the workers with the alert rules.
     assert set(services) == {"postgres", "redis", "rabbitmq", "prometheus"} | SETTLEQ_SERVICES
 
@@ -91,7 +91,11 @@ def test_settleq_services_run_real_commands_of_one_image(services: dict[str, Any
         assert service["build"]["dockerfile"] == "docker/Dockerfile", name
         assert (COMPOSE.parent / service["build"]["context"] / "pyproject.toml").exists()
         parse_command(service["command"])
-    for name, tier in (("worker-fast", "fast_path"), ("worker-heavy", "compute_heavy")):
+    for name, tier in (
+        ("worker-fast", "fast_path"),
+        ("worker-heavy", "compute_heavy"),
+        ("webhooks", "webhooks"),
+    ):
         assert parse_command(services[name]["command"]).params["queues"] == tier
         assert parse_command(services[name]["command"]).params["metrics_port"] == 9191
     assert parse_command(services["api"]["command"]).params["port"] == 8000
@@ -128,6 +132,7 @@ def test_health_checks_and_start_order(services: dict[str, Any]) -> None:
     # has its own (a one-shot migration has nothing to probe).
     assert services["migrate"]["healthcheck"] == {"disable": True}
     assert "9191" in check("worker-fast") and "9191" in check("worker-heavy")
+    assert "9191" in check("webhooks")
     assert "/proc/1/stat" in check("relay")
 
 
@@ -312,7 +317,8 @@ def test_prometheus_finds_every_worker_replica_by_dns(services: dict[str, Any]) 
     [workers] = [job for job in jobs if job["job_name"] == "settleq-workers"]
     assert "static_configs" not in workers
     [dns] = workers["dns_sd_configs"]
-    workers_in_compose = {name for name in services if name.startswith("worker-")}
+    # The webhooks component is a Dramatiq worker too, with the same metrics port.
+    workers_in_compose = {n for n in services if n.startswith("worker-") or n == "webhooks"}
     assert set(dns["names"]) == workers_in_compose and dns["type"] == "A"
     for name in workers_in_compose:
         assert parse_command(services[name]["command"]).params["metrics_port"] == dns["port"]

@@ -25,17 +25,20 @@ def test_up_gives_each_worker_process_its_own_metrics_port(
 ) -> None:
     monkeypatch.setenv("SETTLEQ_WORKER_METRICS_PORT", "9300")
     monkeypatch.setenv("SETTLEQ_FAST_PATH_PROCESSES", "2")
-    # fast_path's processes take 9300 and 9301, then compute_heavy's.
+    monkeypatch.setenv("SETTLEQ_WEBHOOK_METRICS_PORT", "9310")
+    # fast_path's processes take 9300 and 9301, then compute_heavy's; webhooks its own.
     assert _ports(Settings()) == {
         "fast_path-0": 9300,
         "fast_path-1": 9301,
         "compute_heavy-0": 9302,
         "compute_heavy-1": 9303,
+        "webhooks": 9310,
     }
 
 
 def test_no_metrics_port_serves_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SETTLEQ_WORKER_METRICS_PORT", raising=False)
+    monkeypatch.delenv("SETTLEQ_WEBHOOK_METRICS_PORT", raising=False)
     assert set(_ports(Settings()).values()) == {0}
 
 
@@ -49,6 +52,7 @@ def test_up_supervises_every_component(monkeypatch: pytest.MonkeyPatch) -> None:
         ("compute_heavy-0", "compute_heavy"),
         ("compute_heavy-1", "compute_heavy"),
         ("relay", "relay"),
+        ("webhooks", "webhooks"),
     ]
 
 

@@ -17,6 +17,9 @@ This plain ASGI middleware decides on the headers alone, before any route:
 
 ``POST /v1/batches`` is exempt: its producers authenticate by a signature over
 the body, and the route streams and caps it itself (``max_body_bytes``).
+A producer's own resources (``/v1/webhook-endpoints...``) take a signed body
+instead of a token: its key and signature header are checked here, before
+the body (which the route's dependency then verifies), within the same limit.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api.auth import bearer_refusal
+from services.api.auth import bearer_refusal, signed_headers
 from services.api.errors import ApiError, BodyRefused, error_response
 from shared.settings import Settings
 
@@ -35,6 +38,7 @@ BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the fro
 # itself, and any other method is a 405 that reads nothing.
 EXEMPT = "/v1/batches"
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
+PRODUCER_OWNED = "/v1/webhook-endpoints"
 TOO_LARGE = f"the request body is larger than {BODY_LIMIT} bytes"
 
 
@@ -61,6 +65,8 @@ class GuardBodies:
         write = scope["method"] not in READS
 
         def refusal() -> ApiError | None:
+            if _producer_owned(scope["path"]) and "x-signature" in headers:
+                return _signature_refusal(self.settings, headers, scope)
             return bearer_refusal(self.settings, headers, write=write)
 
         if not has_body(headers):
@@ -76,6 +82,20 @@ class GuardBodies:
             return
         # Answered without a byte of the body read: the server drops the rest.
         await error_response(refused.status, refused.code, refused.message)(scope, receive, send)
+
+
+def _producer_owned(path: str) -> bool:
+    return path == PRODUCER_OWNED or path.startswith(PRODUCER_OWNED + "/")
+
+
+def _signature_refusal(settings: Settings, headers: Headers, scope: Scope) -> ApiError | None:
+    query = scope.get("query_string", b"").decode("latin-1")
+    target = scope["path"] + (f"?{query}" if query else "")
+    try:
+        signed_headers(settings, headers, scope["method"], target)
+    except ApiError as refused:
+        return refused
+    return None
 
 
 class _Guarded:

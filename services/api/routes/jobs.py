@@ -18,37 +18,15 @@ from services.api.pagination import (
     job_cursor,
     line_cursor,
 )
-from services.api.schemas import Job, JobPage, LineOutcome, LinePage
-from services.api.timefmt import iso
+from services.api.schemas import Job, JobPage, LineOutcome, LinePage, job_view
 from shared.adapters.db.jobs import queries as jobs_db
 from shared.adapters.db.jobs.lines import list_lines
-from shared.domain.money import to_wire
 
 router = APIRouter(tags=["jobs"])
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "unauthenticated"},
     404: {"model": ErrorBody, "description": "no such job"},
 }
-
-
-def _job(status: jobs_db.JobStatus) -> Job:
-    finished = sum(status.outcomes.values())
-    return Job.model_validate(
-        {
-            "job_id": status.job_id,
-            "kind": status.kind,
-            "source_format": status.source_format,
-            "state": status.state,
-            "created_at": iso(status.created_at),
-            "finished_at": iso(status.finished_at),
-            "documents": status.documents,
-            "lines": status.lines,
-            "chunks": {"total": status.chunks_total, "done": status.chunks_done},
-            "outcomes": status.outcomes,
-            "amounts": {k: to_wire(v) for k, v in status.amounts.items()},
-            "progress": round(finished / status.lines, 4) if status.lines else 1,
-        }
-    )
 
 
 def _visible_job(ctx: ApiContext, who: Principal, job_id: str) -> jobs_db.JobStatus:
@@ -61,7 +39,7 @@ def _visible_job(ctx: ApiContext, who: Principal, job_id: str) -> jobs_db.JobSta
 
 @router.get("/v1/jobs/{job_id}", operation_id="getJob", responses=ERRORS)
 async def get_job(job_id: str, ctx: Ctx, who: Reader) -> Job:
-    return _job(await run_in_threadpool(_visible_job, ctx, who, job_id))
+    return job_view(await run_in_threadpool(_visible_job, ctx, who, job_id))
 
 
 @router.get("/v1/jobs", operation_id="listJobs", responses=ERRORS)
@@ -89,7 +67,7 @@ async def list_jobs(
         if len(rows) == limit:
             last_id, last_created = rows[-1]
             next_cursor = encode_job_cursor(last_created, last_id)
-        return JobPage(items=[_job(s) for s in items], next_cursor=next_cursor)
+        return JobPage(items=[job_view(s) for s in items], next_cursor=next_cursor)
 
     return await run_in_threadpool(load)
 

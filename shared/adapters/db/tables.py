@@ -324,3 +324,70 @@ webhook_endpoints = Table(
     Column("created_at", TS, nullable=False),
     Index(None, "key_id"),
 )
+
+# What a producer hears back (docs/api.md#webhooks), an outbox of its own: an
+# event is written in the transaction of what it reports (a job's last chunk,
+# a dispute's resolution) with only its subject; the webhooks component
+# (services/webhooks) renders its data and fans it out to the endpoints that
+# may see it, once, then delivers each copy on its own schedule.
+webhook_events = Table(
+    "webhook_events",
+    metadata,
+    Column("id", String(32), primary_key=True),  # evt_ + 24 hex digits: the webhook-id
+    Column("type", String(32), nullable=False),
+    Column("subject", ID, nullable=False),  # a job id, a dispute id, an endpoint id (ping)
+    Column("partition_keys", Text, nullable=True),  # comma-separated; none for a ping
+    Column("endpoint_id", String(32), nullable=True),  # a ping's one endpoint
+    Column("data", Text, nullable=True),  # JSON, rendered once at fan-out
+    Column("created_at", TS, nullable=False),
+    Column("fanned_out_at", TS, nullable=True),
+    Index(
+        "ix_webhook_events_waiting",
+        "created_at",
+        postgresql_where=text("fanned_out_at IS NULL"),
+        sqlite_where=text("fanned_out_at IS NULL"),
+    ),
+)
+
+# One event for one endpoint: pending until a 2xx (delivered) or until the
+# schedule gives up (failed). ``next_attempt_at`` is when the webhooks
+# component next sends it (a claimed delivery's is pushed past its attempt, so
+# a delivery whose process died is sent again).
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", String(32), primary_key=True),  # dlv_ + 24 hex digits
+    Column("event_id", ForeignKey("webhook_events.id"), nullable=False),
+    Column("endpoint_id", ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), nullable=False),
+    Column("status", String(16), nullable=False),  # pending, delivered, failed
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", TS, nullable=True),
+    Column("first_attempt_at", TS, nullable=True),
+    Column("last_attempt_at", TS, nullable=True),
+    Column("created_at", TS, nullable=False),
+    UniqueConstraint("event_id", "endpoint_id"),
+    Index(None, "endpoint_id", "created_at"),
+    Index(
+        "ix_webhook_deliveries_due",
+        "next_attempt_at",
+        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text("status = 'pending'"),
+    ),
+)
+
+# Every attempt of a delivery: its HTTP status or why there was none, its
+# latency and the first KiB of the answer (webhook_delivery.ANSWER_BYTES).
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("delivery_id", ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("at", TS, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("error", String(32), nullable=True),
+    Column("detail", Text, nullable=False),
+    Column("latency_ms", Integer, nullable=False),
+    Column("answer", Text, nullable=False),
+    Index(None, "delivery_id", "attempt"),
+)

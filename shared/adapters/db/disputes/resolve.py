@@ -47,6 +47,7 @@ from shared.adapters.db.tables import (
     dispute_resolutions,
     ledger_entries,
 )
+from shared.adapters.db.webhooks import events as webhook_events
 from shared.domain.disputes import (
     BULK_DECISIONS,
     BULK_LIMIT_MAX,
@@ -163,6 +164,8 @@ def _record(
         for i, dispute_id, amount in ((r.id, r.supersedes_id, r.amount) for r in resolved)
     ]
     insert_rows(conn, audit_log, entries)
+    decided = [(r.supersedes_id, r.partition_key) for r in resolved if r.supersedes_id is not None]
+    webhook_events.disputes_resolved(conn, decided, now)
     return committed
 
 

@@ -12,7 +12,7 @@ from decimal import Decimal, localcontext
 
 from sqlalchemy import Engine, func, select
 
-from shared.adapters.db.tables import chunk_results, job_partitions, jobs
+from shared.adapters.db.tables import chunk_results, job_partitions, jobs, line_outcomes
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.money import ZERO
 
@@ -130,3 +130,15 @@ def list_jobs(
     query = query.order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit)
     with engine.connect() as conn:
         return [(r.id, r.created_at) for r in conn.execute(query).all()]
+
+
+def dead_letter_reasons(engine: Engine, job_id: str) -> dict[str, int]:
+    """A job's lines waiting in dead letters, counted by reason."""
+    query = (
+        select(line_outcomes.c.reason, func.count())
+        .where(line_outcomes.c.job_id == job_id, line_outcomes.c.outcome == "dead_lettered")
+        .group_by(line_outcomes.c.reason)
+        .order_by(line_outcomes.c.reason)
+    )
+    with engine.connect() as conn:
+        return {reason or "unknown": int(n) for reason, n in conn.execute(query)}

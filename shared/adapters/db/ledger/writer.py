@@ -5,7 +5,8 @@ In order: the unit's processed marker (a redelivered unit stops here), the
 lineage locks, the ledger rows (``rounds.py``'s rules; how they go in is the
 backend's: ``LedgerWriter.insert`` and, on PostgreSQL, the ``COPY`` of the
 fast case), dead letters, per-line outcomes, the unit's counter increments,
-and its outbox row. A unit is a chunk, or a requeued dead letter whose lines
+its outbox row, and for a job's last chunk the job's webhook events
+(webhooks/events.py). A unit is a chunk, or a requeued dead letter whose lines
 move from ``dead_lettered`` to their new outcome.
 """
 
@@ -28,6 +29,7 @@ from shared.adapters.db.tables import (
     line_outcomes,
     outbox,
 )
+from shared.adapters.db.webhooks import events as webhook_events
 from shared.domain.money import ZERO
 from shared.domain.settlement import ChunkPlan, PlannedLine
 from shared.domain.units import ChunkOutcome, ChunkRef, LedgerRow, Unit, UnitResult
@@ -75,6 +77,8 @@ class LedgerWriter:
             row.setdefault("dead_letter_id", None)
         insert_rows(conn, line_outcomes, rows)
         _store_counts(conn, chunk, outcome)
+        if chunk.requeue is None:
+            webhook_events.after_chunk(conn, chunk.job_id, now)
         return UnitResult(outcome, now, written.rows, write_outbox(conn, written.rows, now))
 
     def write(

@@ -5,7 +5,8 @@ An endpoint belongs to one key; every read and change but an operator's
 names the key, so a key never sees or touches another's endpoint (a wrong
 key reads as no such endpoint). The secret is returned by ``create`` and
 ``rotate`` only, to be shown once; an ``Endpoint`` keeps its secrets out of
-its ``repr``, so logging one logs no secret.
+its ``repr``, so logging one logs no secret. A change made for someone
+(``actor``) is audited in its transaction, without the secret.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, delete, insert, select, update
 
-from shared.adapters.db.tables import webhook_endpoints
+from shared.adapters.db.dead_letters import audit
+from shared.adapters.db.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
 from shared.domain.webhooks import EVENT_TYPES, ROTATION_GRACE_S, new_secret
 
 we = webhook_endpoints
@@ -44,12 +46,17 @@ class Endpoint:
     previous_until: dt.datetime | None
 
     def signing_secrets(self, now: dt.datetime) -> list[str]:
-        """The secrets that sign a request sent at ``now``: the current one, and
-        a rotated one during its grace."""
-        until = self.previous_until
-        if self.previous_secret and until is not None and now < _aware(until):
-            return [self.secret, self.previous_secret]
-        return [self.secret]
+        return signing_secrets(self.secret, self.previous_secret, self.previous_until, now)
+
+
+def signing_secrets(
+    secret: str, previous: str | None, previous_until: dt.datetime | None, now: dt.datetime
+) -> list[str]:
+    """The secrets that sign a request sent at ``now``: the current one, and a
+    rotated one during its grace."""
+    if previous and previous_until is not None and now < _aware(previous_until):
+        return [secret, previous]
+    return [secret]
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
@@ -89,17 +96,20 @@ def create(
     events: Iterable[str],
     description: str | None,
     now: dt.datetime,
+    actor: str | None = None,
 ) -> tuple[Endpoint, str]:
     """A new enabled endpoint of ``key_id`` and its secret (shown once)."""
     endpoint_id = "we_" + secrets.token_hex(12)
     secret = new_secret()
+    chosen = events_of(events)
     with engine.begin() as conn:
+        _audit(conn, actor, "webhook_endpoint.create", endpoint_id, url=url, events=chosen)
         conn.execute(
             insert(we).values(
                 id=endpoint_id,
                 key_id=key_id,
                 url=url,
-                events=",".join(events_of(events)),
+                events=",".join(chosen),
                 description=description,
                 status="enabled",
                 secret=secret,
@@ -130,14 +140,28 @@ def get(engine: Engine, endpoint_id: str, key_id: str | None) -> Endpoint | None
     return None if row is None else _endpoint(row)
 
 
-def remove(engine: Engine, endpoint_id: str, key_id: str) -> bool:
-    """Delete a key's endpoint: whether there was one."""
+def remove(engine: Engine, endpoint_id: str, key_id: str, actor: str | None = None) -> bool:
+    """Delete a key's endpoint, and its deliveries: whether there was one."""
     with engine.begin() as conn:
         gone = conn.execute(delete(we).where(we.c.id == endpoint_id, we.c.key_id == key_id))
-    return gone.rowcount == 1
+        if gone.rowcount != 1:
+            return False
+        # Explicitly, not by the foreign keys' cascade: SQLite enforces one only
+        # on a connection that asked.
+        mine = select(webhook_deliveries.c.id).where(
+            webhook_deliveries.c.endpoint_id == endpoint_id
+        )
+        conn.execute(delete(webhook_attempts).where(webhook_attempts.c.delivery_id.in_(mine)))
+        conn.execute(
+            delete(webhook_deliveries).where(webhook_deliveries.c.endpoint_id == endpoint_id)
+        )
+        _audit(conn, actor, "webhook_endpoint.delete", endpoint_id)
+    return True
 
 
-def rotate(engine: Engine, endpoint_id: str, key_id: str, now: dt.datetime) -> str | None:
+def rotate(
+    engine: Engine, endpoint_id: str, key_id: str, now: dt.datetime, actor: str | None = None
+) -> str | None:
     """A new secret for a key's endpoint (shown once); the one it replaces keeps
     signing for ``ROTATION_GRACE_S``. None when the key has no such endpoint."""
     secret = new_secret()
@@ -148,10 +172,12 @@ def rotate(engine: Engine, endpoint_id: str, key_id: str, now: dt.datetime) -> s
             .where(we.c.id == endpoint_id, we.c.key_id == key_id)
             .values(previous_secret=we.c.secret, previous_until=until, secret=secret)
         )
+        if done.rowcount == 1:
+            _audit(conn, actor, "webhook_endpoint.rotate", endpoint_id, previous_until=until)
     return secret if done.rowcount == 1 else None
 
 
-def disable(engine: Engine, endpoint_id: str, reason: str) -> bool:
+def disable(engine: Engine, endpoint_id: str, reason: str, actor: str | None = None) -> bool:
     """An operator's (or the failing rule's) stop: no more deliveries to it."""
     with engine.begin() as conn:
         done = conn.execute(
@@ -159,4 +185,14 @@ def disable(engine: Engine, endpoint_id: str, reason: str) -> bool:
             .where(we.c.id == endpoint_id)
             .values(status="disabled", disabled_reason=reason)
         )
+        if done.rowcount == 1:
+            _audit(conn, actor, "webhook_endpoint.disable", endpoint_id, reason=reason)
     return done.rowcount == 1
+
+
+def _audit(conn: Connection, actor: str | None, action: str, target: str, **details: Any) -> None:
+    """An audit entry of what was done for ``actor`` (none for the system's own
+    changes); never a secret."""
+    if actor is not None:
+        shown = {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in details.items()}
+        audit(conn, actor, action, target, shown)

@@ -1,0 +1,1 @@
+"""Webhook endpoints and their delivery log on the wire (docs/api.md#webhooks)."""

@@ -1,0 +1,59 @@
+"""What each event tells (docs/api.md#webhooks), rendered once, when it is
+fanned out: the job as ``GET /v1/jobs/{job_id}`` shows it, a job's dead
+letters by reason, the dispute of ``GET /v1/disputes/{id}`` with its
+resolution, a ping. The wire shapes are the API's own (services/api/schemas.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Engine
+
+from services.api.disputes.schemas import dispute
+from services.api.schemas import job_view
+from shared.adapters.db.disputes import reads as disputes_db
+from shared.adapters.db.jobs import queries as jobs_db
+from shared.adapters.db.webhooks.deliveries import Waiting
+from shared.adapters.db.webhooks.events import (
+    DEAD_LETTERS_CREATED,
+    DISPUTE_RESOLVED,
+    JOB_COMPLETED,
+    PING,
+)
+
+
+def data_of(engine: Engine, event: Waiting) -> str | None:
+    """The event's data as JSON text; None while its subject cannot be read
+    yet (a job whose intake has not marked it accepted)."""
+    found: Any
+    if event.type == PING:
+        found = {"endpoint_id": event.subject, "message": "a test event from settleq"}
+    elif event.type == DISPUTE_RESOLVED:
+        d = disputes_db.get(engine, int(event.subject))
+        found = None if d is None else dispute(d).model_dump(mode="json")
+    else:
+        status = jobs_db.job_status(engine, event.subject)
+        found = None if status is None else _job_data(engine, event.type, status)
+    return None if found is None else json.dumps(found, separators=(",", ":"))
+
+
+def _job_data(engine: Engine, kind: str, status: jobs_db.JobStatus) -> dict[str, Any]:
+    job_id = status.job_id
+    lines_url = f"/v1/jobs/{job_id}/lines"
+    if kind == JOB_COMPLETED:
+        data = job_view(status).model_dump(mode="json")
+        data["lines_url"] = lines_url
+        if status.source_format == "x12":
+            data["acknowledgement_url"] = f"/v1/jobs/{job_id}/acknowledgement"
+        return data
+    assert kind == DEAD_LETTERS_CREATED
+    reasons = jobs_db.dead_letter_reasons(engine, job_id)
+    return {
+        "job_id": job_id,
+        "kind": status.kind,
+        "dead_lettered": sum(reasons.values()),
+        "reasons": reasons,
+        "lines_url": f"{lines_url}?outcome=dead_lettered",
+    }

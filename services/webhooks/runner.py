@@ -1,0 +1,88 @@
+"""``settleq worker --queues webhooks``: the webhooks component, one process.
+
+A Dramatiq worker on ``<prefix>.webhooks`` whose actor makes one delivery
+attempt per message (delivery.py), ``webhook_threads`` at once, and the
+scheduler thread that fans events out and hands due deliveries to that queue
+(scheduler.py). The retry schedule lives in the database, not in the broker:
+a wait of 12 h would outlast RabbitMQ's consumer timeout in a delay queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+import dramatiq
+from dramatiq.message import Message
+from dramatiq.middleware import ShutdownNotifications, TimeLimit
+
+from services.webhooks.delivery import attempt
+from services.webhooks.metrics import WebhookMetrics
+from services.webhooks.scheduler import Scheduler
+from shared.adapters.broker import close_broker, make_broker
+from shared.adapters.db.engine import make_engine
+from shared.domain.messages import WEBHOOKS
+from shared.faults import load_faults
+from shared.settings import Settings
+
+log = logging.getLogger("settleq.webhooks")
+
+ACTOR = "deliver_webhook"
+
+
+def queue_name(settings: Settings) -> str:
+    return f"{settings.queue_prefix}.{WEBHOOKS}"
+
+
+def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
+    load_faults(log)
+    broker = make_broker(
+        settings,
+        # No Retries: a failed attempt is retried on the database's schedule.
+        [TimeLimit(time_limit=60_000), ShutdownNotifications()],
+    )
+    dramatiq.set_broker(broker)
+    engine = make_engine(settings.database_url, pool_size=settings.webhook_threads + 2)
+    metrics = WebhookMetrics()
+    queue = queue_name(settings)
+
+    def deliver_webhook(delivery_id: str, attempts: int) -> None:
+        attempt(settings, engine, metrics, delivery_id, attempts)
+
+    dramatiq.actor(actor_name=ACTOR, queue_name=queue, broker=broker, max_retries=0)(
+        deliver_webhook
+    )
+    broker.declare_queue(queue)
+
+    def send(delivery_id: str, attempts: int) -> None:
+        broker.enqueue(_message(queue, delivery_id, attempts))
+
+    if metrics_port:
+        from services import metrics_http
+
+        metrics_http.serve(metrics.registry, settings, settings.worker_metrics_host, metrics_port)
+    worker = dramatiq.Worker(broker, queues={queue}, worker_threads=settings.webhook_threads)
+    worker.queue_prefetch = settings.webhook_threads
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    worker.start()
+    scheduler = threading.Thread(
+        target=Scheduler(settings, engine, send).run, args=(stop,), name="scheduler", daemon=True
+    )
+    scheduler.start()
+    log.info("webhooks delivering from %s with %d threads", queue, settings.webhook_threads)
+    stop.wait()
+    log.info("stopping: finishing in-flight attempts")
+    scheduler.join(timeout=10)
+    worker.stop(timeout=15_000)
+    close_broker(broker)
+    engine.dispose()
+
+
+def _message(queue: str, delivery_id: str, attempts: int) -> Message[Any]:
+    return Message(
+        queue_name=queue, actor_name=ACTOR, args=(delivery_id, attempts), kwargs={}, options={}
+    )

@@ -1,0 +1,100 @@
+"""The webhooks process's scheduler thread (docs/architecture.md#webhooks):
+every ``webhook_poll_s`` it fans new events out to the endpoints that may
+see them, and hands every delivery that is due to the ``<prefix>.webhooks``
+queue. Several webhooks processes may run: each takes what the others have
+not locked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable
+
+from dramatiq.errors import DramatiqError
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from services.webhooks.delivery import LEASE
+from services.webhooks.payloads import data_of
+from shared.adapters.db.webhooks import deliveries
+from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
+from shared.settings import Settings
+
+log = logging.getLogger("settleq.webhooks")
+
+Send = Callable[[str, int], None]
+BATCH = 200
+# A job's event waits for its job to be readable (accepted by the front door);
+# one that never is after this long goes to no one.
+SUBJECT_WAIT = dt.timedelta(minutes=10)
+
+
+class Scheduler:
+    def __init__(self, settings: Settings, engine: Engine, send: Send) -> None:
+        self.settings, self.engine, self.send = settings, engine, send
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                busy = self.tick()
+            except (SQLAlchemyError, DramatiqError) as exc:
+                log.warning("webhooks paused: %s", type(exc).__name__)
+                busy = False
+                stop.wait(1.0)
+            if not busy:
+                stop.wait(self.settings.webhook_poll_s)
+
+    def tick(self) -> bool:
+        """One round; whether there may be more to do at once."""
+        now = dt.datetime.now(dt.UTC)
+        with self.engine.connect() as conn:
+            waiting = deliveries.waiting_events(conn, BATCH)
+            subscribers = deliveries.subscribers(conn) if waiting else []
+        # Rendered before the transaction that writes them: a SQLite
+        # transaction holds the one write lock, which a read here would wait on.
+        decided = [self._decide(event, subscribers, now) for event in waiting]
+        handed: list[tuple[str, int]] = []
+        with self.engine.begin() as conn:
+            for event, (targets, data) in zip(waiting, decided, strict=True):
+                if targets is not None:
+                    ids = deliveries.fan_out(conn, event.id, data, targets, now, LEASE)
+                    handed += [(i, 0) for i in ids]
+        with self.engine.begin() as conn:
+            due = deliveries.hand_out_due(conn, now, LEASE, BATCH)
+        for delivery_id, attempts in handed + due:
+            self.send(delivery_id, attempts)
+        return len(waiting) == BATCH or len(due) == BATCH
+
+    def _decide(
+        self, event: Waiting, subscribers: list[Subscriber], now: dt.datetime
+    ) -> tuple[list[str] | None, str | None]:
+        """The endpoints that get the event and its data; no endpoints (None)
+        while its subject cannot be read yet."""
+        targets = self.targets(event, subscribers)
+        data = data_of(self.engine, event) if targets else None
+        if targets and data is None:
+            if now - event.created_at < SUBJECT_WAIT:
+                return None, None  # its job is still being accepted: next round
+            log.warning("webhook event %s: its subject never became readable", event.id)
+            return [], None
+        return targets, data
+
+    def targets(self, event: Waiting, subscribers: list[Subscriber]) -> list[str]:
+        """The endpoints that get ``event``: a ping its own; any other event the
+        endpoints subscribed to its type whose key may submit for every
+        partition it tells of (a ``*`` key for all)."""
+        if event.partition_keys is None:
+            return [s.id for s in subscribers if s.id == event.endpoint_id]
+        found = []
+        for s in subscribers:
+            key = self.settings.producer_key(s.key_id)
+            if key is None or event.type not in s.events:
+                continue
+            partitions = event.partition_keys
+            if ("*" in key.partitions) or (
+                partitions and all(key.may_submit_for(p) for p in partitions)
+            ):
+                found.append(s.id)
+        return found

@@ -1,0 +1,424 @@
+"""Webhook deliveries (docs/architecture.md#webhooks): the events fanned out
+to endpoints, the deliveries due, one attempt claimed and recorded, the
+delivery log, a manual retry, and what the metrics read.
+
+Who sends what is decided by ``next_attempt_at``: a delivery is due when it
+is ``pending`` and that time has come. Handing it to the queue pushes the
+time past the attempt's lease, and so does claiming it for an attempt, so a
+delivery whose message or process was lost is due again once the lease
+runs out; an attempt is recorded only by the claim that counted the same
+attempts (a stale or doubled message sends nothing twice on purpose, and
+records nothing twice).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, select, update
+
+from shared.adapters.db.tables import (
+    webhook_attempts,
+    webhook_deliveries,
+    webhook_endpoints,
+    webhook_events,
+)
+from shared.adapters.db.webhooks.endpoints import signing_secrets
+
+ev, dl, at, we = webhook_events, webhook_deliveries, webhook_attempts, webhook_endpoints
+DELIVERY_STATUSES = ("pending", "delivered", "failed")
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)  # SQLite
+
+
+def _later(value: dt.datetime | None) -> dt.datetime | None:
+    return None if value is None else _aware(value)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An event not yet fanned out."""
+
+    id: str
+    type: str
+    subject: str
+    partition_keys: tuple[str, ...] | None  # None: a ping, for ``endpoint_id`` only
+    endpoint_id: str | None
+    created_at: dt.datetime
+
+
+def waiting_events(conn: Connection, limit: int) -> list[Waiting]:
+    """The oldest events not fanned out."""
+    rows = conn.execute(
+        select(ev.c.id, ev.c.type, ev.c.subject, ev.c.partition_keys, ev.c.endpoint_id)
+        .add_columns(ev.c.created_at)
+        .where(ev.c.fanned_out_at.is_(None))
+        .order_by(ev.c.created_at)
+        .limit(limit)
+    ).all()
+    return [
+        Waiting(
+            r.id,
+            r.type,
+            r.subject,
+            None if r.partition_keys is None else tuple(filter(None, r.partition_keys.split(","))),
+            r.endpoint_id,
+            _aware(r.created_at),
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """An enabled endpoint, as fan-out sees it."""
+
+    id: str
+    key_id: str
+    events: tuple[str, ...]
+
+
+def subscribers(conn: Connection) -> list[Subscriber]:
+    rows = conn.execute(
+        select(we.c.id, we.c.key_id, we.c.events).where(we.c.status == "enabled")
+    ).all()
+    return [Subscriber(r.id, r.key_id, tuple(r.events.split(","))) for r in rows]
+
+
+def fan_out(
+    conn: Connection,
+    event_id: str,
+    data: str | None,
+    endpoint_ids: Sequence[str],
+    now: dt.datetime,
+    lease: dt.timedelta,
+) -> list[str]:
+    """The event marked fanned out with its data, and its deliveries, one per
+    endpoint, handed out at once (so due from ``now + lease`` on); none when
+    another process fanned it out first."""
+    marked = conn.execute(
+        update(ev)
+        .where(ev.c.id == event_id, ev.c.fanned_out_at.is_(None))
+        .values(data=data, fanned_out_at=now)
+    )
+    if marked.rowcount != 1:
+        return []
+    ids = ["dlv_" + secrets.token_hex(12) for _ in endpoint_ids]
+    if ids:
+        conn.execute(
+            insert(dl),
+            [
+                {
+                    "id": delivery_id,
+                    "event_id": event_id,
+                    "endpoint_id": endpoint_id,
+                    "status": "pending",
+                    "attempts": 0,
+                    "next_attempt_at": now + lease,
+                    "created_at": now,
+                }
+                for delivery_id, endpoint_id in zip(ids, endpoint_ids, strict=True)
+            ],
+        )
+    return ids
+
+
+def hand_out_due(
+    conn: Connection, now: dt.datetime, lease: dt.timedelta, limit: int
+) -> list[tuple[str, int]]:
+    """Deliveries due (pending, their time come), oldest due first, each with
+    its attempts so far; their time pushed past ``lease``."""
+    rows = conn.execute(
+        select(dl.c.id, dl.c.attempts)
+        .where(dl.c.status == "pending", dl.c.next_attempt_at <= now)
+        .order_by(dl.c.next_attempt_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if rows:
+        conn.execute(
+            update(dl).where(dl.c.id.in_([r.id for r in rows])).values(next_attempt_at=now + lease)
+        )
+    return [(r.id, r.attempts) for r in rows]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A delivery claimed for one attempt: what to send, where, signed with what."""
+
+    delivery_id: str
+    attempts: int  # before this one
+    first_attempt_at: dt.datetime | None
+    event_id: str
+    event_type: str
+    event_created_at: dt.datetime
+    data: str | None
+    endpoint_id: str
+    url: str
+    endpoint_status: str
+    secret: str = field(repr=False)
+    previous_secret: str | None = field(repr=False)
+    previous_until: dt.datetime | None
+
+    def signing_secrets(self, now: dt.datetime) -> list[str]:
+        return signing_secrets(self.secret, self.previous_secret, self.previous_until, now)
+
+
+def claim(
+    engine: Engine, delivery_id: str, attempts: int, now: dt.datetime, lease: dt.timedelta
+) -> Claimed | None:
+    """The delivery, if it is still pending with ``attempts`` attempts: its time
+    pushed past ``lease`` for this attempt. None for a stale message."""
+    with engine.begin() as conn:
+        done = conn.execute(
+            update(dl)
+            .where(dl.c.id == delivery_id, dl.c.attempts == attempts, dl.c.status == "pending")
+            .values(next_attempt_at=now + lease)
+        )
+        if done.rowcount != 1:
+            return None
+        row = conn.execute(
+            select(
+                dl.c.id,
+                dl.c.attempts,
+                dl.c.first_attempt_at,
+                ev.c.id.label("event_id"),
+                ev.c.type,
+                ev.c.created_at,
+                ev.c.data,
+                we.c.id.label("endpoint_id"),
+                we.c.url,
+                we.c.status,
+                we.c.secret,
+                we.c.previous_secret,
+                we.c.previous_until,
+            )
+            .join(ev, ev.c.id == dl.c.event_id)
+            .join(we, we.c.id == dl.c.endpoint_id)
+            .where(dl.c.id == delivery_id)
+        ).one()
+    return Claimed(
+        delivery_id=row.id,
+        attempts=row.attempts,
+        first_attempt_at=_later(row.first_attempt_at),
+        event_id=row.event_id,
+        event_type=row.type,
+        event_created_at=_aware(row.created_at),
+        data=row.data,
+        endpoint_id=row.endpoint_id,
+        url=row.url,
+        endpoint_status=row.status,
+        secret=row.secret,
+        previous_secret=row.previous_secret,
+        previous_until=_later(row.previous_until),
+    )
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One attempt's result, as the log keeps it."""
+
+    at: dt.datetime
+    status_code: int | None
+    error: str | None
+    detail: str
+    latency_ms: int
+    answer: str
+
+
+@dataclass(frozen=True)
+class Recorded:
+    counted: bool  # False: another claim recorded this attempt first
+    endpoint_disabled: bool  # this failure was the endpoint's fifth day of failing
+
+
+def record(
+    engine: Engine,
+    claimed: Claimed,
+    tried: Tried | None,
+    status: str,
+    next_attempt_at: dt.datetime | None,
+    disable_after: dt.timedelta,
+) -> Recorded:
+    """The attempt (None: none was made, the endpoint being disabled) and the
+    delivery's new ``status``: ``delivered``, ``failed``, or ``pending`` until
+    ``next_attempt_at``. A failure starts or continues the endpoint's failing
+    run, which disables it once ``disable_after`` long; a delivery ends it."""
+    with engine.begin() as conn:
+        n = claimed.attempts + (tried is not None)
+        values: dict[str, Any] = {"status": status, "attempts": n, "next_attempt_at": None}
+        if status == "pending":
+            values["next_attempt_at"] = next_attempt_at
+        if tried is not None:
+            values["last_attempt_at"] = tried.at
+            values["first_attempt_at"] = func.coalesce(dl.c.first_attempt_at, tried.at)
+        done = conn.execute(
+            update(dl)
+            .where(dl.c.id == claimed.delivery_id, dl.c.attempts == claimed.attempts)
+            .values(**values)
+        )
+        if tried is None:
+            return Recorded(done.rowcount == 1, False)
+        conn.execute(
+            insert(at).values(
+                delivery_id=claimed.delivery_id,
+                attempt=n,
+                at=tried.at,
+                status_code=tried.status_code,
+                error=tried.error,
+                detail=tried.detail,
+                latency_ms=tried.latency_ms,
+                answer=tried.answer.replace("\x00", "\ufffd"),  # PostgreSQL text holds no NUL
+            )
+        )
+        if done.rowcount != 1:
+            return Recorded(False, False)
+        if status == "delivered":
+            conn.execute(
+                update(we).where(we.c.id == claimed.endpoint_id).values(failing_since=None)
+            )
+            return Recorded(True, False)
+        conn.execute(
+            update(we)
+            .where(we.c.id == claimed.endpoint_id, we.c.failing_since.is_(None))
+            .values(failing_since=tried.at)
+        )
+        disabled = conn.execute(
+            update(we)
+            .where(
+                we.c.id == claimed.endpoint_id,
+                we.c.status == "enabled",
+                we.c.failing_since <= tried.at - disable_after,
+            )
+            .values(status="disabled", disabled_reason="failing")
+        )
+        return Recorded(True, disabled.rowcount == 1)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery as the log shows it, with every attempt, oldest first."""
+
+    id: str
+    event_id: str
+    event_type: str
+    status: str
+    attempts: int
+    created_at: dt.datetime
+    next_attempt_at: dt.datetime | None
+    tries: list[Tried]
+
+
+def get(engine: Engine, endpoint_id: str, delivery_id: str) -> Delivery | None:
+    """One delivery of an endpoint, with its attempts."""
+    found = _read(engine, _deliveries(endpoint_id).where(dl.c.id == delivery_id))
+    return found[0] if found else None
+
+
+def _deliveries(endpoint_id: str) -> Select[Any]:
+    return (
+        select(dl, ev.c.type)
+        .join(ev, ev.c.id == dl.c.event_id)
+        .where(dl.c.endpoint_id == endpoint_id)
+    )
+
+
+def page(
+    engine: Engine,
+    endpoint_id: str,
+    *,
+    status: str | None,
+    before: tuple[dt.datetime, str] | None,
+    limit: int,
+) -> list[Delivery]:
+    """An endpoint's deliveries, newest first; ``before`` is the (created_at,
+    id) of the last one seen."""
+    query = _deliveries(endpoint_id).order_by(dl.c.created_at.desc(), dl.c.id.desc()).limit(limit)
+    if status is not None:
+        query = query.where(dl.c.status == status)
+    if before is not None:
+        created, last = before
+        query = query.where(
+            or_(dl.c.created_at < created, and_(dl.c.created_at == created, dl.c.id < last))
+        )
+    return _read(engine, query)
+
+
+def _read(engine: Engine, query: Select[Any]) -> list[Delivery]:
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+        tries: dict[str, list[Tried]] = {r.id: [] for r in rows}
+        if rows:
+            for t in conn.execute(
+                select(at).where(at.c.delivery_id.in_(list(tries))).order_by(at.c.attempt, at.c.id)
+            ):
+                tries[t.delivery_id].append(
+                    Tried(_aware(t.at), t.status_code, t.error, t.detail, t.latency_ms, t.answer)
+                )
+    return [
+        Delivery(
+            id=r.id,
+            event_id=r.event_id,
+            event_type=r.type,
+            status=r.status,
+            attempts=r.attempts,
+            created_at=_aware(r.created_at),
+            next_attempt_at=_later(r.next_attempt_at),
+            tries=tries[r.id],
+        )
+        for r in rows
+    ]
+
+
+def retry(engine: Engine, endpoint_id: str, delivery_id: str, now: dt.datetime) -> bool:
+    """Send an endpoint's delivery again now, whatever its status: whether it
+    has one by that id."""
+    with engine.begin() as conn:
+        done = conn.execute(
+            update(dl)
+            .where(dl.c.id == delivery_id, dl.c.endpoint_id == endpoint_id)
+            .values(status="pending", next_attempt_at=now)
+        )
+    return done.rowcount == 1
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What the API's metrics read at scrape time."""
+
+    by_status: dict[str, int]
+    oldest_undelivered: dt.datetime | None  # an event not fanned out, or a pending delivery
+    endpoints: dict[tuple[str, str], int]  # (status, reason) -> endpoints
+
+
+def backlog(engine: Engine) -> Backlog:
+    with engine.connect() as conn:
+        counts: dict[str, int] = {
+            status: n
+            for status, n in conn.execute(select(dl.c.status, func.count()).group_by(dl.c.status))
+        }
+        pending = conn.execute(
+            select(func.min(ev.c.created_at))
+            .select_from(dl.join(ev, ev.c.id == dl.c.event_id))
+            .where(dl.c.status == "pending")
+        ).scalar()
+        waiting = conn.execute(
+            select(func.min(ev.c.created_at)).where(ev.c.fanned_out_at.is_(None))
+        ).scalar()
+        endpoints = conn.execute(
+            select(we.c.status, we.c.disabled_reason, func.count()).group_by(
+                we.c.status, we.c.disabled_reason
+            )
+        ).all()
+    oldest = [_aware(t) for t in (pending, waiting) if t is not None]
+    return Backlog(
+        by_status={s: int(counts.get(s, 0)) for s in DELIVERY_STATUSES},
+        oldest_undelivered=min(oldest) if oldest else None,
+        endpoints={(s, r or ""): int(n) for s, r, n in endpoints},
+    )
