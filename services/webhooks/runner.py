@@ -17,6 +17,7 @@ from typing import Any
 import dramatiq
 from dramatiq.message import Message
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
+from sqlalchemy.exc import SQLAlchemyError
 
 from services.webhooks.delivery import attempt
 from services.webhooks.metrics import WebhookMetrics
@@ -49,11 +50,13 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
     queue = queue_name(settings)
 
     def deliver_webhook(delivery_id: str, attempts: int) -> None:
-        attempt(settings, engine, metrics, delivery_id, attempts)
+        try:
+            attempt(settings, engine, metrics, delivery_id, attempts)
+        except SQLAlchemyError as exc:
+            # The delivery stays pending: handed out again once its lease runs out.
+            log.warning("webhook attempt not recorded (%s); retried later", type(exc).__name__)
 
-    dramatiq.actor(actor_name=ACTOR, queue_name=queue, broker=broker, max_retries=0)(
-        deliver_webhook
-    )
+    dramatiq.actor(actor_name=ACTOR, queue_name=queue, broker=broker)(deliver_webhook)
     broker.declare_queue(queue)
 
     def send(delivery_id: str, attempts: int) -> None:

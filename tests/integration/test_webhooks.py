@@ -30,6 +30,7 @@ from shared.adapters.db.tables import (
     webhook_endpoints,
     webhook_events,
 )
+from shared.adapters.db.webhooks import deliveries
 from shared.domain import webhooks
 from shared.domain.synthetic import promo_contract
 from shared.settings import Settings
@@ -452,3 +453,26 @@ def test_a_resolved_dispute_is_told_with_its_resolution(
     shown = operator.bearer("GET", f"/v1/disputes/{dispute_id}").json()
     assert data == shown
     assert data["status"] == "resolved" and data["resolution"]["decision"] == "accept_model"
+
+
+@pytest.mark.regression
+def test_an_endpoint_deleted_during_an_attempt_records_nothing(
+    settings: Settings, engine: Engine, producer: Client, receiver: Receiver
+) -> None:
+    """Seen in the e2e run: the attempt's log row met a foreign key violation
+    (its delivery deleted with the endpoint while the request was out)."""
+    endpoint = register(producer, receiver.url, ["job.completed"])
+    assert (
+        producer.signed("POST", f"/v1/webhook-endpoints/{endpoint['id']}/test").status_code == 202
+    )
+    handed: list[tuple[str, int]] = []
+    Scheduler(settings, engine, lambda d, n: handed.append((d, n))).tick()
+    [mine] = deliveries.page(engine, endpoint["id"], status=None, before=None, limit=5)
+    assert (mine.id, 0) in handed
+    now = dt.datetime.now(dt.UTC)
+    claimed = deliveries.claim(engine, mine.id, 0, now, dt.timedelta(seconds=60))
+    assert claimed is not None
+    assert producer.signed("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}").status_code == 204
+    tried = deliveries.Tried(now, 200, None, "HTTP 200", 5, "ok")
+    recorded = deliveries.record(engine, claimed, tried, "delivered", None, dt.timedelta(days=5))
+    assert not recorded.counted

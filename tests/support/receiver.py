@@ -35,6 +35,7 @@ class Receiver:
     script: deque[Answer] = field(default_factory=deque)
     default: Answer = field(default_factory=Answer)
     received: list[Received] = field(default_factory=list)
+    in_flight: int = 0  # requests arrived and not yet answered
 
     def __post_init__(self) -> None:
         receiver = self
@@ -47,8 +48,11 @@ class Receiver:
                 with receiver._lock:
                     receiver.received.append(Received(time.time(), self.path, headers, body))
                     answer = receiver.script.popleft() if receiver.script else receiver.default
+                    receiver.in_flight += 1
                     receiver._lock.notify_all()
                 time.sleep(answer.pause_s)
+                with receiver._lock:
+                    receiver.in_flight -= 1
                 self.send_response(answer.status)
                 if answer.location:
                     self.send_header("Location", answer.location)

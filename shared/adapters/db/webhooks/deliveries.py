@@ -263,8 +263,12 @@ def record(
             .where(dl.c.id == claimed.delivery_id, dl.c.attempts == claimed.attempts)
             .values(**values)
         )
+        if done.rowcount != 1:
+            # Another claim recorded this attempt first, or the endpoint and its
+            # deliveries were deleted meanwhile: nothing to record.
+            return Recorded(False, False)
         if tried is None:
-            return Recorded(done.rowcount == 1, False)
+            return Recorded(True, False)
         conn.execute(
             insert(at).values(
                 delivery_id=claimed.delivery_id,
@@ -277,8 +281,6 @@ def record(
                 answer=tried.answer.replace("\x00", "\ufffd"),  # PostgreSQL text holds no NUL
             )
         )
-        if done.rowcount != 1:
-            return Recorded(False, False)
         if status == "delivered":
             conn.execute(
                 update(we).where(we.c.id == claimed.endpoint_id).values(failing_since=None)

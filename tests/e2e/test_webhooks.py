@@ -1,0 +1,124 @@
+"""Webhooks through the real processes (docs/api.md#webhooks): the API, both
+worker tiers and the webhooks component (``settleq worker --queues
+webhooks``) on PostgreSQL and RabbitMQ, a receiver on 127.0.0.1. A batch's
+``job.completed`` arrives signed with the job's final counters; a webhooks
+process killed with SIGKILL mid-delivery loses nothing (the same webhook-id
+arrives again); an endpoint that hangs on every attempt holds up no
+settlement."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from standardwebhooks.webhooks import Webhook
+
+from shared.domain.synthetic import promo_batch, promo_contract
+from tests.support.receiver import Answer, Receiver
+from tests.support.stack import Stack
+
+STACK_SETTINGS = {"webhook_allow_private": True, "webhook_schedule_scale": 0.01}
+
+
+def _endpoint(stack: Stack, receiver: Receiver) -> dict[str, Any]:
+    body = {"url": receiver.url, "events": ["job.completed"]}
+    made = stack.producer().signed_json("POST", "/v1/webhook-endpoints", body)
+    assert made.status_code == 201, made.text
+    found: dict[str, Any] = made.json()
+    return found
+
+
+def _submit(stack: Stack, seed: int, lines: int = 60) -> str:
+    batch = promo_batch(lines, vendors=2, seed=seed, document_prefix=f"WH{seed}")
+    for vendor in sorted({d["partition_key"] for d in batch["documents"]}):
+        path = f"/v1/contracts/promo_accrual/{vendor}/1"
+        assert stack.operator().bearer("PUT", path, promo_contract()).status_code in (200, 201)
+    answer = stack.producer().submit(json.dumps(batch).encode())
+    assert answer.status_code == 202, answer.text
+    job_id: str = answer.json()["job_id"]
+    return job_id
+
+
+def _deliveries(stack: Stack, endpoint_id: str) -> list[dict[str, Any]]:
+    path = f"/v1/webhook-endpoints/{endpoint_id}/deliveries"
+    items: list[dict[str, Any]] = stack.producer().signed("GET", path).json()["items"]
+    return items
+
+
+def _start_webhooks(stack: Stack) -> None:
+    stack.start_worker("webhooks")
+
+
+def test_job_completed_arrives_signed_with_the_final_job(stack: Stack) -> None:
+    _start_webhooks(stack)
+    receiver = Receiver()
+    try:
+        endpoint = _endpoint(stack, receiver)
+        job_id = _submit(stack, seed=1)
+        job = stack.producer().wait(job_id, timeout=60)
+        assert job["state"] == "completed"
+        [got] = receiver.wait_for(1)
+        Webhook(endpoint["secret"]).verify(got.body, got.headers)
+        event = json.loads(got.body)
+        assert event["type"] == "job.completed" and event["id"] == got.webhook_id
+        assert {k: event["data"][k] for k in job} == job
+        assert sum(job["outcomes"].values()) == job["lines"] == 60
+        [delivery] = _deliveries(stack, endpoint["id"])
+        assert delivery["status"] == "delivered"
+    finally:
+        stack.producer().signed("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}")
+        receiver.close()
+
+
+def test_a_webhooks_process_killed_mid_delivery_delivers_again(stack: Stack) -> None:
+    """SIGKILL while the receiver holds the request: the message was never
+    acknowledged, so RabbitMQ gives it to the next process, which sends the
+    same event again (at least once, one webhook-id)."""
+    if "webhooks" not in stack.processes:
+        _start_webhooks(stack)
+    receiver = Receiver()
+    receiver.script.append(Answer(200, pause_s=8))
+    try:
+        endpoint = _endpoint(stack, receiver)
+        _submit(stack, seed=2)
+        [first] = receiver.wait_for(1)
+        stack.kill("webhooks")
+        _start_webhooks(stack)
+        second = receiver.wait_for(2)[1]
+        assert second.webhook_id == first.webhook_id
+        deadline = time.monotonic() + 30
+        while _deliveries(stack, endpoint["id"])[0]["status"] != "delivered":
+            assert time.monotonic() < deadline, _deliveries(stack, endpoint["id"])
+            time.sleep(0.2)
+    finally:
+        stack.producer().signed("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}")
+        receiver.close()
+
+
+def test_an_endpoint_that_hangs_holds_up_no_settlement(stack: Stack) -> None:
+    """Every attempt hangs past the 10 s limit (the receiver holds each request
+    for 30 s); jobs submitted while one hangs settle meanwhile, and the
+    attempts are logged as timeouts. (bench/webhooks.py measures the lines/s.)"""
+    if "webhooks" not in stack.processes:
+        _start_webhooks(stack)
+    receiver = Receiver(default=Answer(200, pause_s=30))
+    try:
+        endpoint = _endpoint(stack, receiver)
+        assert stack.producer().wait(_submit(stack, seed=10), timeout=60)["state"] == "completed"
+        receiver.wait_for(1)
+        jobs = [_submit(stack, seed=11 + n) for n in range(3)]
+        for job_id in jobs:
+            assert stack.producer().wait(job_id, timeout=60)["state"] == "completed"
+        assert receiver.in_flight >= 1  # the first attempt still hangs
+        deadline = time.monotonic() + 30
+        while True:
+            logged = [a for d in _deliveries(stack, endpoint["id"]) for a in d["attempt_log"]]
+            if logged:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert logged[0]["error"] == "timeout" and logged[0]["latency_ms"] >= 9_900
+    finally:
+        stack.producer().signed("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}")
+        receiver.close()
