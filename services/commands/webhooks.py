@@ -129,16 +129,24 @@ def deliveries(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=200, help="At most this many.")] = 20,
     cursor: Annotated[str | None, typer.Option(help="The next page's cursor.")] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Any key's endpoint (operator token).")
+    ] = False,
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
+    token: OperatorTokenOpt = None,
 ) -> None:
     """The endpoint's deliveries, newest first, with each attempt."""
     query = urlencode(
         {k: v for k, v in {"status": status, "limit": limit, "cursor": cursor}.items() if v}
     )
-    path = f"/v1/webhook-endpoints/{endpoint_id}/deliveries?{query}"
-    page = answer(_producer(url, key_id, secret).signed("GET", path))
+    if every:
+        path = f"/admin/webhook-endpoints/{endpoint_id}/deliveries?{query}"
+        page = answer(_operator(url, token).bearer("GET", path))
+    else:
+        path = f"/v1/webhook-endpoints/{endpoint_id}/deliveries?{query}"
+        page = answer(_producer(url, key_id, secret).signed("GET", path))
     table = Table(title=f"deliveries of {endpoint_id}")
     for column in ("delivery", "event", "type", "status", "attempt", "at", "answer", "ms"):
         table.add_column(column)

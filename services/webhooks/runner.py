@@ -43,9 +43,17 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
         settings,
         # No Retries: a failed attempt is retried on the database's schedule.
         [TimeLimit(time_limit=60_000), ShutdownNotifications()],
+        # Nor publisher confirms: a message lost on its way is a delivery whose
+        # lease runs out, handed out again (scheduler.py); a confirm a message
+        # made the scheduler wait a round trip per delivery.
+        confirm=False,
     )
     dramatiq.set_broker(broker)
-    engine = make_engine(settings.database_url, pool_size=settings.webhook_threads + 2)
+    # Its writes are bookkeeping whose loss in a crash means a delivery sent
+    # again (never an event lost: those are settlement's durable writes).
+    engine = make_engine(
+        settings.database_url, pool_size=settings.webhook_threads + 2, durable_commits=False
+    )
     metrics = WebhookMetrics()
     queue = queue_name(settings)
 

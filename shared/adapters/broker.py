@@ -31,12 +31,14 @@ DEFAULT_HEARTBEAT_S = 60  # what RabbitMQ proposes when the URL names none
 
 
 def make_broker(
-    settings: Settings, middleware: Sequence[Middleware] | None = None
+    settings: Settings, middleware: Sequence[Middleware] | None = None, confirm: bool = True
 ) -> RabbitmqBroker:
+    """``confirm=False`` only where a lost message costs nothing: the webhooks
+    component's, whose database hands a delivery out again (services/webhooks)."""
     quiet_connection_loss()  # also where no process-wide logging was configured
     broker = SettleqBroker(
         url=broker_urls(settings.broker_url),
-        confirm_delivery=True,
+        confirm_delivery=confirm,
         middleware=list(middleware) if middleware is not None else [],
         max_priority=MAX_PRIORITY,
         queue_type=settings.queue_type,

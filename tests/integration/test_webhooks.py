@@ -332,6 +332,16 @@ def test_endpoints_belong_to_their_key_and_changes_are_audited(
     assert viewer.bearer("GET", "/admin/webhook-endpoints").status_code == 403
     everyone = operator.bearer("GET", "/admin/webhook-endpoints").json()["items"]
     assert endpoint["id"] in {e["id"] for e in everyone}
+    log = operator.bearer("GET", f"/admin/webhook-endpoints/{endpoint['id']}/deliveries")
+    assert log.status_code == 200 and log.json()["items"] == []
+    assert (
+        viewer.bearer("GET", f"/admin/webhook-endpoints/{endpoint['id']}/deliveries").status_code
+        == 403
+    )
+    missing = operator.bearer(
+        "GET", "/admin/webhook-endpoints/we_000000000000000000000000/deliveries"
+    )
+    assert missing.status_code == 404
     disabled = operator.bearer("POST", f"/admin/webhook-endpoints/{endpoint['id']}/disable")
     assert disabled.json()["status"] == "disabled"
     test = producer.signed("POST", f"/v1/webhook-endpoints/{endpoint['id']}/test")

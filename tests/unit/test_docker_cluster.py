@@ -24,7 +24,7 @@ def load(name: str) -> dict[str, Any]:
 def test_the_overlay_gives_every_settleq_service_the_node_list_and_quorum_queues() -> None:
     base, overlay = load("compose.yaml")["services"], load("compose.cluster.yaml")["services"]
     settleq = {name for name, service in base.items() if service.get("image") == "settleq:local"}
-    assert settleq == {"migrate", "api", "worker-fast", "worker-heavy", "relay"}
+    assert settleq == {"migrate", "api", "worker-fast", "worker-heavy", "relay", "webhooks"}
     for name in settleq:
         environment = overlay[name]["environment"]
         assert environment["SETTLEQ_QUEUE_TYPE"] == "quorum"

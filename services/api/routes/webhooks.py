@@ -166,16 +166,24 @@ async def list_deliveries(
 
     def load() -> wire.DeliveryPage:
         _own(ctx, who, endpoint_id)
-        found = deliveries_db.page(
-            ctx.engine, endpoint_id, status=status, before=before, limit=limit
-        )
-        last = found[-1] if len(found) == limit else None
-        return wire.DeliveryPage(
-            items=[wire.delivery(d) for d in found],
-            next_cursor=None if last is None else encode_delivery_cursor(last.created_at, last.id),
-        )
+        return _deliveries(ctx, endpoint_id, status, before, limit)
 
     return await run_in_threadpool(load)
+
+
+def _deliveries(
+    ctx: ApiContext,
+    endpoint_id: str,
+    status: str | None,
+    before: tuple[dt.datetime, str] | None,
+    limit: int,
+) -> wire.DeliveryPage:
+    found = deliveries_db.page(ctx.engine, endpoint_id, status=status, before=before, limit=limit)
+    last = found[-1] if len(found) == limit else None
+    return wire.DeliveryPage(
+        items=[wire.delivery(d) for d in found],
+        next_cursor=None if last is None else encode_delivery_cursor(last.created_at, last.id),
+    )
 
 
 @router.post(
@@ -205,6 +213,30 @@ async def list_all_endpoints(ctx: Ctx, who: Operator) -> wire.EndpointList:
     """Every key's endpoints (operator token)."""
     found = await run_in_threadpool(endpoints_db.list_for, ctx.engine, None)
     return wire.EndpointList(items=[wire.endpoint(e) for e in found])
+
+
+@router.get(
+    "/admin/webhook-endpoints/{endpoint_id}/deliveries",
+    operation_id="listAnyWebhookDeliveries",
+    responses=ERRORS,
+)
+async def list_any_deliveries(
+    endpoint_id: IdPath,
+    ctx: Ctx,
+    who: Operator,
+    status: Literal["pending", "delivered", "failed"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: CursorQuery = None,
+) -> wire.DeliveryPage:
+    """Any key's endpoint's delivery log (operator token): the runbook's first look."""
+    before = delivery_cursor(cursor)
+
+    def load() -> wire.DeliveryPage:
+        if endpoints_db.get(ctx.engine, endpoint_id, None) is None:
+            raise _not_found()
+        return _deliveries(ctx, endpoint_id, status, before, limit)
+
+    return await run_in_threadpool(load)
 
 
 @router.post(

@@ -16,17 +16,25 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str, pool_size: int = 5) -> Engine:
+def make_engine(url: str, pool_size: int = 5, durable_commits: bool = True) -> Engine:
+    """``durable_commits=False``: PostgreSQL's ``synchronous_commit = off`` on
+    every connection, a commit not waiting for its WAL's flush; only for a
+    process whose every write may be lost in a crash's last milliseconds
+    without harm (the webhooks component's bookkeeping: what it forgets it
+    sends again, and at-least-once allows that)."""
     url = normalize_url(url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
+    connect_args: dict[str, Any] = {"connect_timeout": 5}
+    if not durable_commits:
+        connect_args["options"] = "-c synchronous_commit=off"
     return create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_timeout=10,
-        connect_args={"connect_timeout": 5},
+        connect_args=connect_args,
     )
 
 

@@ -162,6 +162,7 @@ class Claimed:
     endpoint_id: str
     url: str
     endpoint_status: str
+    failing: bool  # the endpoint's last attempts failed
     secret: str = field(repr=False)
     previous_secret: str | None = field(repr=False)
     previous_until: dt.datetime | None
@@ -170,39 +171,63 @@ class Claimed:
         return signing_secrets(self.secret, self.previous_secret, self.previous_until, now)
 
 
+_CLAIMED = (
+    dl.c.id,
+    dl.c.attempts,
+    dl.c.first_attempt_at,
+    ev.c.id.label("event_id"),
+    ev.c.type,
+    ev.c.created_at,
+    ev.c.data,
+    we.c.id.label("endpoint_id"),
+    we.c.url,
+    we.c.status,
+    we.c.failing_since,
+    we.c.secret,
+    we.c.previous_secret,
+    we.c.previous_until,
+)
+
+
+def _claimed_select(delivery_id: str) -> Select[Any]:
+    return (
+        select(*_CLAIMED)
+        .join(ev, ev.c.id == dl.c.event_id)
+        .join(we, we.c.id == dl.c.endpoint_id)
+        .where(dl.c.id == delivery_id)
+    )
+
+
 def claim(
     engine: Engine, delivery_id: str, attempts: int, now: dt.datetime, lease: dt.timedelta
 ) -> Claimed | None:
     """The delivery, if it is still pending with ``attempts`` attempts: its time
     pushed past ``lease`` for this attempt. None for a stale message."""
-    with engine.begin() as conn:
-        done = conn.execute(
-            update(dl)
-            .where(dl.c.id == delivery_id, dl.c.attempts == attempts, dl.c.status == "pending")
-            .values(next_attempt_at=now + lease)
+    # On PostgreSQL one statement: the claim and what it claims.
+    claiming = (
+        update(dl)
+        .where(
+            dl.c.id == delivery_id,
+            dl.c.attempts == attempts,
+            dl.c.status == "pending",
+            ev.c.id == dl.c.event_id,
+            we.c.id == dl.c.endpoint_id,
         )
-        if done.rowcount != 1:
-            return None
-        row = conn.execute(
-            select(
-                dl.c.id,
-                dl.c.attempts,
-                dl.c.first_attempt_at,
-                ev.c.id.label("event_id"),
-                ev.c.type,
-                ev.c.created_at,
-                ev.c.data,
-                we.c.id.label("endpoint_id"),
-                we.c.url,
-                we.c.status,
-                we.c.secret,
-                we.c.previous_secret,
-                we.c.previous_until,
+        .values(next_attempt_at=now + lease)
+        .returning(*_CLAIMED)
+    )
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            row = conn.execute(claiming).first()
+        else:  # SQLite returns the updated table's columns only
+            done = conn.execute(
+                update(dl)
+                .where(dl.c.id == delivery_id, dl.c.attempts == attempts, dl.c.status == "pending")
+                .values(next_attempt_at=now + lease)
             )
-            .join(ev, ev.c.id == dl.c.event_id)
-            .join(we, we.c.id == dl.c.endpoint_id)
-            .where(dl.c.id == delivery_id)
-        ).one()
+            row = None if done.rowcount != 1 else conn.execute(_claimed_select(delivery_id)).one()
+    if row is None:
+        return None
     return Claimed(
         delivery_id=row.id,
         attempts=row.attempts,
@@ -214,6 +239,7 @@ def claim(
         endpoint_id=row.endpoint_id,
         url=row.url,
         endpoint_status=row.status,
+        failing=row.failing_since is not None,
         secret=row.secret,
         previous_secret=row.previous_secret,
         previous_until=_later(row.previous_until),
@@ -282,9 +308,10 @@ def record(
             )
         )
         if status == "delivered":
-            conn.execute(
-                update(we).where(we.c.id == claimed.endpoint_id).values(failing_since=None)
-            )
+            if claimed.failing:
+                conn.execute(
+                    update(we).where(we.c.id == claimed.endpoint_id).values(failing_since=None)
+                )
             return Recorded(True, False)
         conn.execute(
             update(we)

@@ -30,9 +30,13 @@ def after_chunk(conn: Connection, job_id: str, now: dt.datetime) -> None:
     """At the end of a chunk's transaction: when it is its job's last, the job's
     events. The job's row is locked first, so that of two last chunks
     committing at once the second sees the first's result (READ COMMITTED
-    reads what committed before each statement): exactly one writes them."""
+    reads what committed before each statement): exactly one writes them.
+    ``FOR NO KEY UPDATE``, not ``FOR UPDATE``: every chunk's transaction
+    already holds the row ``FOR KEY SHARE`` (its result row's foreign key),
+    which ``FOR UPDATE`` would wait on: two chunks, each waiting for the
+    other, a deadlock (tests/integration/test_job_completion_race.py)."""
     total = conn.execute(
-        select(jobs.c.chunks_total).where(jobs.c.id == job_id).with_for_update()
+        select(jobs.c.chunks_total).where(jobs.c.id == job_id).with_for_update(key_share=True)
     ).scalar_one_or_none()
     if total is None:
         return
