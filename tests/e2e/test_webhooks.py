@@ -9,12 +9,15 @@ settlement."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
 from shared.domain.synthetic import promo_batch, promo_contract
+from tests.support.cli import client_environ, run_settleq
+from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
 from tests.support.receiver import Answer, Receiver
 from tests.support.stack import Stack
 
@@ -121,4 +124,63 @@ def test_an_endpoint_that_hangs_holds_up_no_settlement(stack: Stack) -> None:
         assert logged[0]["error"] == "timeout" and logged[0]["latency_ms"] >= 9_900
     finally:
         stack.producer().signed("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}")
+        receiver.close()
+
+
+def _cli(stack: Stack, prefix: str, *args: str, code: int = 0, token: str = VIEWER_TOKEN) -> str:
+    """A ``settleq webhooks`` command as a user runs it: its output (exit ``code``)."""
+    result = run_settleq(
+        ["webhooks", *args, "--url", stack.url], client_environ(prefix, token=token)
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == code, out
+    assert "Traceback" not in out
+    return result.stdout
+
+
+def test_the_cli_manages_an_endpoint_from_create_to_delete(
+    stack: Stack, stack_env: ServiceEnv
+) -> None:
+    if "webhooks" not in stack.processes:
+        _start_webhooks(stack)
+    prefix = stack_env.queue_prefix
+    receiver = Receiver()
+    receiver.script.append(Answer(500))
+    try:
+        made = _cli(stack, prefix, "create", receiver.url, "--events", "job.completed")
+        endpoint_id = re.search(r"endpoint (we_[0-9a-f]{24})", made).group(1)  # type: ignore[union-attr]
+        secret = re.search(r"secret: (whsec_\S+)", made).group(1)  # type: ignore[union-attr]
+        assert endpoint_id in _cli(stack, prefix, "list")
+        assert endpoint_id in _cli(stack, prefix, "list", "--all", token=OPERATOR_TOKEN)
+        _cli(stack, prefix, "test", endpoint_id)
+        [failed] = receiver.wait_for(1)
+        # The ping, saved as a receiver's developer would, verifies with the secret.
+        saved = "".join(f"{k}: {v}\n" for k, v in failed.headers.items()) + "\n"
+        checked = run_settleq(
+            ["webhooks", "verify", "--secret", secret, "--at", failed.headers["webhook-timestamp"]],
+            client_environ(prefix),
+            stdin=saved + failed.body.decode(),
+        )
+        assert checked.returncode == 0 and checked.stdout.startswith("valid"), checked.stdout
+        # The 500 is in the log; a retry sends it again now.
+        deadline = time.monotonic() + 20
+        while "500" not in (log := _cli(stack, prefix, "deliveries", endpoint_id)):
+            assert time.monotonic() < deadline, log
+            time.sleep(0.2)
+        delivery_id = re.search(r"(dlv_[0-9a-f]{24})", log).group(1)  # type: ignore[union-attr]
+        assert "500" in _cli(
+            stack, prefix, "deliveries", endpoint_id, "--all", token=OPERATOR_TOKEN
+        )
+        _cli(stack, prefix, "retry", endpoint_id, delivery_id)
+        second = receiver.wait_for(2)[1]
+        assert second.webhook_id == failed.webhook_id
+        rotated = _cli(stack, prefix, "rotate", endpoint_id)
+        assert "whsec_" in rotated and secret not in rotated
+        # A refusal is one line and exit 1; usage is exit 2.
+        _cli(stack, prefix, "create", "ftp://x/h", code=1)
+        _cli(stack, prefix, "disable", endpoint_id, code=2, token="")
+        _cli(stack, prefix, "disable", endpoint_id, token=OPERATOR_TOKEN)
+        _cli(stack, prefix, "delete", endpoint_id)
+        _cli(stack, prefix, "delete", endpoint_id, code=1)
+    finally:
         receiver.close()
