@@ -56,11 +56,12 @@ class Scheduler:
         # transaction holds the one write lock, which a read here would wait on.
         decided = [self._decide(event, subscribers, now) for event in waiting]
         handed: list[tuple[str, int]] = []
-        with self.engine.begin() as conn:
-            for event, (targets, data) in zip(waiting, decided, strict=True):
-                if targets is not None:
-                    ids = deliveries.fan_out(conn, event.id, data, targets, now, LEASE)
-                    handed += [(i, 0) for i in ids]
+        if waiting:  # no write transaction for nothing: on SQLite it takes the one lock
+            with self.engine.begin() as conn:
+                for event, (targets, data) in zip(waiting, decided, strict=True):
+                    if targets is not None:
+                        ids = deliveries.fan_out(conn, event.id, data, targets, now, LEASE)
+                        handed += [(i, 0) for i in ids]
         with self.engine.begin() as conn:
             due = deliveries.hand_out_due(conn, now, LEASE, BATCH)
         for delivery_id, attempts in handed + due:
