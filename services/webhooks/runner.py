@@ -25,7 +25,6 @@ from services.webhooks.scheduler import Scheduler
 from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
 from shared.domain.messages import WEBHOOKS
-from shared.faults import load_faults
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
@@ -38,7 +37,6 @@ def queue_name(settings: Settings) -> str:
 
 
 def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
-    load_faults(log)
     broker = make_broker(
         settings,
         # No Retries: a failed attempt is retried on the database's schedule.

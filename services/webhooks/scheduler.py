@@ -66,7 +66,10 @@ class Scheduler:
             due = deliveries.hand_out_due(conn, now, LEASE, BATCH)
         for delivery_id, attempts in handed + due:
             self.send(delivery_id, attempts)
-        return len(waiting) == BATCH or len(due) == BATCH
+        # A full batch of events that all wait for their jobs is no reason to
+        # read them again at once.
+        fanned = any(targets is not None for targets, _ in decided)
+        return (len(waiting) == BATCH and fanned) or len(due) == BATCH
 
     def _decide(
         self, event: Waiting, subscribers: list[Subscriber], now: dt.datetime

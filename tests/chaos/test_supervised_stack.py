@@ -241,7 +241,7 @@ def test_sigterm_stops_up_within_the_grace_even_with_a_stuck_child(
     try:
         up = stack._spawn("up", ["up", "--port", str(stack.port)])
         wait_for("the API", lambda: httpx.get(f"{stack.url}/healthz", timeout=1).status_code == 200)
-        roles = wait_for("every child", lambda: len(up_children(up)) == 4 and up_children(up))
+        roles = wait_for("every child", lambda: len(up_children(up)) == 5 and up_children(up))
         time.sleep(3)  # the workers are consuming
         if stuck:
             subprocess.run(["kill", "-STOP", str(roles["fast_path"][0])], check=True)

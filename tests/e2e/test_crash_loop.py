@@ -61,7 +61,7 @@ def test_a_crash_looping_worker_is_reported_and_restarted_and_the_stack_goes_on(
         others = wait_for(
             "every child",
             lambda: (
-                len(up_children(up)) == 4
+                len(up_children(up)) == 5
                 and {r: p for r, p in up_children(up).items() if r != "fast_path"}
             ),
         )
@@ -73,6 +73,7 @@ def test_a_crash_looping_worker_is_reported_and_restarted_and_the_stack_goes_on(
             "compute_heavy": 0,
             "fast_path": 0,
             "relay": 0,
+            "webhooks": 0,
         }
         with HealthPoller(stack.url) as health:
             for _ in range(5):
@@ -98,9 +99,16 @@ def test_a_crash_looping_worker_is_reported_and_restarted_and_the_stack_goes_on(
                 "api": "ok",
                 "compute_heavy": "ok",
                 "relay": "ok",
+                "webhooks": "ok",
             }
             looping = supervised_series(stack, CRASH_LOOPING)
-            assert looping == {"api": 0, "compute_heavy": 0, "fast_path": 1, "relay": 0}
+            assert looping == {
+                "api": 0,
+                "compute_heavy": 0,
+                "fast_path": 1,
+                "relay": 0,
+                "webhooks": 0,
+            }
 
             # Restarted again at the capped backoff, and `up` never stopped.
             [back] = wait_for(

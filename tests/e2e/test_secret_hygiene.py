@@ -30,6 +30,7 @@ from tests.support.infra import (
     VIEWER_TOKEN,
     ServiceEnv,
 )
+from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 
 
@@ -47,12 +48,20 @@ def internal_key(stack_env: ServiceEnv) -> Iterator[str]:
 def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: str) -> None:
     logs = ARTIFACTS / "logs" / "secret_hygiene"
     logs.mkdir(parents=True, exist_ok=True)
-    stack = Stack(stack_env, logs)
+    stack = Stack(stack_env, logs, webhook_allow_private=True)
     bodies: list[str] = []
+    receiver = Receiver()
     try:
         stack.start()
         stack._spawn("relay", ["relay"])
+        stack.start_worker("webhooks")
         producer, viewer, operator = stack.producer(), stack.viewer(), stack.operator()
+        # The two answers that show a webhook secret, once each, are left out of the search.
+        created = producer.signed_json(
+            "POST", "/v1/webhook-endpoints", {"url": receiver.url, "events": ["job.completed"]}
+        )
+        endpoint = created.json()["id"]
+        webhook_secrets = [created.json()["secret"]]
         vendor = uid("SECRET-")
         contract = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
         good = json.dumps(
@@ -82,6 +91,11 @@ def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: s
         ]
         job_id = responses[3].json()["job_id"]
         job = producer.wait(job_id, timeout=60)
+        receiver.wait_for(1)
+        rotated = producer.signed("POST", f"/v1/webhook-endpoints/{endpoint}/rotate-secret")
+        webhook_secrets.append(rotated.json()["secret"])
+        assert producer.signed("POST", f"/v1/webhook-endpoints/{endpoint}/test").status_code == 202
+        receiver.wait_for(2)
         letters = operator.bearer("GET", f"/admin/dead-letters?job_id={job_id}").json()["items"]
         responses += [
             viewer.bearer("GET", f"/v1/jobs/{job_id}"),
@@ -99,10 +113,16 @@ def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: s
             stack.client().bearer("GET", "/healthz"),
             viewer.bearer("GET", "/v1/dashboard/summary"),
             stack.client().bearer("GET", "/dashboard"),
+            producer.signed("GET", f"/v1/webhook-endpoints/{endpoint}"),
+            producer.signed("GET", "/v1/webhook-endpoints"),
+            producer.signed("GET", f"/v1/webhook-endpoints/{endpoint}/deliveries"),
+            operator.bearer("GET", "/admin/webhook-endpoints"),
+            operator.bearer("GET", f"/admin/webhook-endpoints/{endpoint}/deliveries"),
+            operator.bearer("GET", "/admin/audit"),
         ]
         # Every /metrics (the API's and each worker's), once the batch has been counted.
-        scrapes = [stack.scrape(name) for name in ("api", "fast_path", "compute_heavy")]
-        assert [r.status_code for r in scrapes] == [200, 200, 200]
+        scrapes = [stack.scrape(name) for name in ("api", "fast_path", "compute_heavy", "webhooks")]
+        assert [r.status_code for r in scrapes] == [200, 200, 200, 200]
         assert all("settleq_" in r.text for r in scrapes)
         responses += [*scrapes, stack.scrape("api", token=None), stack.scrape("fast_path", "x")]
         assert job["state"] == "completed"
@@ -110,8 +130,12 @@ def test_no_secret_in_any_log_or_response(stack_env: ServiceEnv, internal_key: s
         bodies = [r.text + json.dumps(dict(r.headers)) for r in responses]
     finally:
         stack.stop()
+        receiver.close()
 
     secrets = {
+        **{f"webhook secret {n}": s for n, s in enumerate(webhook_secrets)},
+        # Its key material alone, as a log of the key bytes would show it.
+        **{f"webhook key {n}": s.removeprefix("whsec_") for n, s in enumerate(webhook_secrets)},
         "producer secret": PRODUCER_SECRET,
         "other producer secret": SCOPED_SECRET,
         "viewer token": VIEWER_TOKEN,

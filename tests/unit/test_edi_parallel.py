@@ -337,7 +337,10 @@ def test_a_request_stopped_early_leaves_no_child() -> None:
     mappers = edi_parallel.start(source, spool.size, data[:4096], stream.query, 2)
     entries = edi_parallel.entries(stream, mappers)
     got = [next(entries) for _ in range(20)]
-    assert len(got) == 20 and _descendants()
+    # A child was started (whether it still runs when the 20th line is read
+    # depends on the machine's load: it may have mapped its half already).
+    assert len(got) == 20 and mappers is not None
+    assert any(child is not None for child in mappers.children)
     entries.close()
     spool.close()
 
