@@ -20,11 +20,13 @@ from services.commands import (
     demo,
     disputes,
     dlq,
+    edi,
     errors,
     events,
     history,
     jobs,
     openapi_doc,
+    partners,
     webhooks,
 )
 from services.commands.help import default
@@ -363,6 +365,8 @@ app.add_typer(disputes.app, name="disputes")
 app.add_typer(history.lines, name="lines")
 app.add_typer(history.identity_app)
 app.add_typer(webhooks.app, name="webhooks")
+app.add_typer(partners.app, name="partners")
+app.add_typer(edi.ack_app, name="edi")
 app.add_typer(audit.app, name="audit")
 app.add_typer(events.app, name="events")
 app.add_typer(credentials.keys, name="keys")

@@ -30,6 +30,7 @@ from services.api.routes import (
     jobs,
     kinds,
     ops,
+    partners,
     webhooks,
 )
 from shared.adapters.broker import close_broker, make_broker
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         kinds,
         ops,
         dashboard,
+        partners,
         webhooks,
     ):
         app.include_router(module.router)

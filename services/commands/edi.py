@@ -10,13 +10,21 @@ hold ``[``); a refusal is printed on stderr, as every refusal is.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import typer
 
 from services.commands.errors import answer, refused, say
-from services.commands.options import console
+from services.commands.options import (
+    DEFAULT_URL,
+    KeyOpt,
+    SecretOpt,
+    TokenOpt,
+    UrlOpt,
+    console,
+    make_client,
+)
 
 EDI_X12 = "application/edi-x12"
 _BOM = b"\xef\xbb\xbf"
@@ -85,3 +93,21 @@ def print_accepted(client: Any, accepted: dict[str, Any]) -> None:
     if response.status_code >= 400:
         answer(response)  # raises: printed as the command line's one-line refusal
     print_997(response.text, "997 acknowledgement")
+
+
+ack_app = typer.Typer(help="X12 intake: a job's 997.")
+
+
+@ack_app.command("ack")
+def ack(
+    job_id: Annotated[str, typer.Argument(help="The X12 job's id (its POST's answer).")],
+    url: UrlOpt = DEFAULT_URL,
+    key_id: KeyOpt = None,
+    secret: SecretOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Print an X12 job's 997 as the partner gets it (signed GET, or a viewer token)."""
+    response = make_client(url, key_id, secret, token).acknowledgement(job_id)
+    if response.status_code >= 400:
+        answer(response)  # raises: the one-line refusal (no_acknowledgement, job_not_found)
+    print_997(response.text, verdict(response.text))

@@ -100,12 +100,21 @@ class Stack:
         return process
 
     def start_api(self, netns: str | None = None) -> None:
-        args = ["api", "--host", self.api_address, "--port", str(self.port)]
-        self._spawn("api", args, netns=netns)
-        try:
-            wait_ready(self.url, timeout=30)
-        except RuntimeError:
-            raise RuntimeError(f"API did not start:\n{self.log('api')}") from None
+        for _ in range(3):
+            args = ["api", "--host", self.api_address, "--port", str(self.port)]
+            process = self._spawn("api", args, netns=netns)
+            try:
+                wait_ready(self.url, timeout=30)
+                return
+            except RuntimeError:
+                # free_port's port, released for the API to bind, can be taken
+                # first by another test's process (under xdist): another one.
+                if process.poll() is not None and "port_in_use" in self.log("api"):
+                    self.port = free_port()
+                    self.url = f"http://{self.api_address}:{self.port}"
+                    continue
+                raise RuntimeError(f"API did not start:\n{self.log('api')}") from None
+        raise RuntimeError(f"API did not start:\n{self.log('api')}")
 
     def start_up(self) -> None:
         """The whole stack as one ``settleq up`` (api, both worker tiers, relay)."""

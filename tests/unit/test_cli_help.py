@@ -20,7 +20,13 @@ from tests.unit.test_cli import ALL
 pytestmark = pytest.mark.usefixtures("restore_logging")
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERM": "dumb"}
-WRITES = {("dlq", "requeue"), ("dlq", "discard"), ("disputes", "resolve"), ("contracts", "put")}
+WRITES = {
+    ("dlq", "requeue"),
+    ("dlq", "discard"),
+    ("disputes", "resolve"),
+    ("contracts", "put"),
+    ("partners", "put"),
+}
 
 
 def render(path: tuple[str, ...]) -> str:

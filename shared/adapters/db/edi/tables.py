@@ -13,10 +13,12 @@ from sqlalchemy import (
     Column,
     ForeignKey,
     Index,
+    Integer,
     LargeBinary,
     Sequence,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -38,6 +40,22 @@ edi_interchanges = Table(
     Column("received_at", TS, nullable=False),
     UniqueConstraint("sender_qualifier", "sender_id", "control_number"),
     Index(None, "job_id"),
+)
+
+# An operator's profile of a trading partner (docs/api.md#trading-partners):
+# what the files of this ISA05/ISA06 sender settle against when their query
+# names nothing, and whether they are acknowledged.
+edi_partners = Table(
+    "edi_partners",
+    metadata,
+    Column("sender_qualifier", String(8), primary_key=True),
+    Column("sender_id", ID, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("contract_version", Integer, nullable=False),
+    Column("partition_key", ID, nullable=True),  # 810s: the vendor
+    Column("period", ID, nullable=True),  # 810s
+    Column("acknowledge", String(16), nullable=False),  # always, errors_only, never
+    Column("updated_at", TS, nullable=False),
 )
 
 edi_acknowledgements = Table(

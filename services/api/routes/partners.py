@@ -1,0 +1,132 @@
+"""Trading-partner profiles (docs/api.md#trading-partners): an operator puts a
+partner's profile (audited); a viewer reads them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Response
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.api.auth import Ctx, Operator, Viewer
+from services.api.errors import ApiError, ErrorBody
+from services.api.timefmt import iso
+from shared.adapters.db.edi import partners as partners_db
+from shared.domain.kinds.base import Identifier
+from shared.domain.kinds.ids import address_problem, refusal_message
+from shared.domain.partners import Acknowledge, sender_problem
+
+router = APIRouter(tags=["partners"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody},
+    403: {"model": ErrorBody},
+    404: {"model": ErrorBody, "description": "partner_not_found"},
+    422: {"model": ErrorBody, "description": "partner_sender_invalid, or another invalid value"},
+}
+QualifierPath = Annotated[str, Path(max_length=8, description="ISA05, e.g. ZZ or 02.")]
+SenderPath = Annotated[str, Path(max_length=32, description="ISA06, without its padding.")]
+
+
+class PartnerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")
+    contract_version: int = Field(ge=1, le=2**31 - 1)
+    partition_key: Identifier | None = Field(None, description="810s: the vendor")
+    period: Identifier | None = Field(None, description="810s: e.g. 2026-Q3")
+    acknowledge: Acknowledge = "always"
+
+
+class Partner(BaseModel):
+    isa_qualifier: str
+    isa_id: str
+    name: str
+    contract_version: int
+    partition_key: str | None
+    period: str | None
+    acknowledge: Acknowledge
+    updated_at: str
+
+
+class PartnerList(BaseModel):
+    items: list[Partner]
+
+
+def _wire(found: partners_db.Partner) -> Partner:
+    return Partner(
+        isa_qualifier=found.sender_qualifier,
+        isa_id=found.sender_id,
+        name=found.name,
+        contract_version=found.contract_version,
+        partition_key=found.partition_key,
+        period=found.period,
+        acknowledge=found.acknowledge,
+        updated_at=iso(found.updated_at) or "",
+    )
+
+
+def _sender(qualifier: str, sender_id: str) -> None:
+    problem = sender_problem(qualifier, sender_id)
+    if problem is not None:
+        detail = {"loc": ["path"], "type": "partner_sender_invalid", "msg": problem}
+        raise ApiError(422, "partner_sender_invalid", problem, [detail])
+
+
+@router.put(
+    "/v1/partners/{isa_qualifier}/{isa_id}",
+    operation_id="putPartner",
+    responses={**ERRORS, 200: {"model": Partner, "description": "replaced"}},
+    status_code=201,
+)
+async def put_partner(
+    isa_qualifier: QualifierPath,
+    isa_id: SenderPath,
+    body: Annotated[PartnerIn, Body()],
+    ctx: Ctx,
+    who: Operator,
+    response: Response,
+) -> Partner:
+    """Create (201) or replace (200) a trading partner's profile (operator token; audited)."""
+    _sender(isa_qualifier, isa_id)
+    if body.partition_key is not None and (problem := address_problem(body.partition_key)):
+        message = refusal_message("partition_key", body.partition_key, problem)
+        raise ApiError(422, "partition_key_invalid", message)
+    new = partners_db.Partner(
+        isa_qualifier,
+        isa_id,
+        body.name,
+        body.contract_version,
+        body.partition_key,
+        body.period,
+        body.acknowledge,
+    )
+
+    def store() -> Partner:
+        created = partners_db.put(ctx.engine, new, who.actor, dt.datetime.now(dt.UTC))
+        response.status_code = 201 if created else 200
+        found = partners_db.get(ctx.engine, isa_qualifier, isa_id)
+        assert found is not None
+        return _wire(found)
+
+    return await run_in_threadpool(store)
+
+
+@router.get("/v1/partners", operation_id="listPartners", responses=ERRORS)
+async def list_partners(ctx: Ctx, _: Viewer) -> PartnerList:
+    """Every trading partner's profile, by name (viewer token)."""
+    found = await run_in_threadpool(partners_db.listing, ctx.engine)
+    return PartnerList(items=[_wire(f) for f in found])
+
+
+@router.get("/v1/partners/{isa_qualifier}/{isa_id}", operation_id="getPartner", responses=ERRORS)
+async def get_partner(
+    isa_qualifier: QualifierPath, isa_id: SenderPath, ctx: Ctx, _: Viewer
+) -> Partner:
+    """A trading partner's profile (viewer token)."""
+    _sender(isa_qualifier, isa_id)
+    found = await run_in_threadpool(partners_db.get, ctx.engine, isa_qualifier, isa_id)
+    if found is None:
+        raise ApiError(404, "partner_not_found", f"no profile for sender {isa_qualifier}/{isa_id}")
+    return _wire(found)

@@ -1,0 +1,122 @@
+"""``settleq partners``: trading-partner profiles (docs/api.md#trading-partners).
+``put`` needs an operator token, ``list`` and ``show`` a viewer's."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+from rich.table import Table
+
+from services.commands.errors import answer
+from services.commands.options import (
+    DEFAULT_URL,
+    OperatorTokenOpt,
+    TokenOpt,
+    UrlOpt,
+    console,
+    make_client,
+    show,
+)
+from shared.domain.partners import ACKNOWLEDGE
+
+app = typer.Typer(help="Trading-partner profiles: what an X12 sender's files settle against.")
+QualifierArg = Annotated[str, typer.Argument(help="The sender's ISA05 qualifier, e.g. ZZ or 02.")]
+SenderArg = Annotated[str, typer.Argument(help="The sender's ISA06 id, without its padding.")]
+
+
+def _client(url: str, token: str | None, role: str) -> Any:
+    if not token:
+        raise typer.BadParameter(f"{role} token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
+    return make_client(url, None, None, token)
+
+
+def _path(qualifier: str, sender_id: str) -> str:
+    return f"/v1/partners/{quote(qualifier, safe='')}/{quote(sender_id, safe='')}"
+
+
+def _acknowledge(value: str) -> str:
+    if value not in ACKNOWLEDGE:
+        raise typer.BadParameter(f"{value!r}: one of {', '.join(ACKNOWLEDGE)}")
+    return value
+
+
+@app.command("put")
+def put(
+    qualifier: QualifierArg,
+    sender_id: SenderArg,
+    name: Annotated[str, typer.Option(help="The partner's name, for people.")],
+    contract_version: Annotated[
+        int, typer.Option(min=1, help="The contract version its files settle against.")
+    ],
+    partition_key: Annotated[
+        str | None, typer.Option(help="810s: the vendor its invoices settle for.")
+    ] = None,
+    period: Annotated[str | None, typer.Option(help="810s: the period, e.g. 2026-Q3.")] = None,
+    acknowledge: Annotated[
+        str,
+        typer.Option(callback=_acknowledge, help="997s: " + ", ".join(ACKNOWLEDGE) + "."),
+    ] = "always",
+    url: UrlOpt = DEFAULT_URL,
+    token: OperatorTokenOpt = None,
+) -> None:
+    """Create or replace a trading partner's profile (operator token; audited)."""
+    body: dict[str, Any] = {
+        "name": name,
+        "contract_version": contract_version,
+        "acknowledge": acknowledge,
+    }
+    if partition_key is not None:
+        body["partition_key"] = partition_key
+    if period is not None:
+        body["period"] = period
+    client = _client(url, token, "an operator")
+    response = client.bearer("PUT", _path(qualifier, sender_id), body)
+    found = answer(response)
+    verb = "created" if response.status_code == 201 else "replaced"
+    console.print(
+        f"{verb} partner {found['isa_qualifier']}/{found['isa_id']} ({found['name']}):"
+        f" contract version {found['contract_version']}, acknowledge {found['acknowledge']}",
+        markup=False,
+    )
+
+
+@app.command("list")
+def list_partners(url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
+    """Every trading partner's profile (viewer token)."""
+    page = answer(_client(url, token, "a viewer").bearer("GET", "/v1/partners"))
+    table = Table(title="trading partners")
+    for column in ("sender", "name", "version", "partition", "period", "acknowledge"):
+        table.add_column(column)
+    for p in page["items"]:
+        table.add_row(
+            f"{p['isa_qualifier']}/{p['isa_id']}",
+            p["name"],
+            str(p["contract_version"]),
+            p["partition_key"] or "",
+            p["period"] or "",
+            p["acknowledge"],
+        )
+    show(table)
+
+
+@app.command("show")
+def show_partner(
+    qualifier: QualifierArg,
+    sender_id: SenderArg,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """A trading partner's profile (viewer token)."""
+    p = answer(_client(url, token, "a viewer").bearer("GET", _path(qualifier, sender_id)))
+    for label, value in (
+        ("sender", f"{p['isa_qualifier']}/{p['isa_id']}"),
+        ("name", p["name"]),
+        ("contract version", p["contract_version"]),
+        ("partition", p["partition_key"] or "-"),
+        ("period", p["period"] or "-"),
+        ("acknowledge", p["acknowledge"]),
+        ("updated", p["updated_at"]),
+    ):
+        console.print(f"{label}: {value}", markup=False)

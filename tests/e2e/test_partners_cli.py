@@ -1,0 +1,56 @@
+"""``settleq partners`` and ``settleq edi ack`` against a running stack
+(docs/api.md#trading-partners, #acknowledgements): a profile put, listed and
+shown; an X12 file's 997 printed again later; refusals in one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.cli import client_environ, run_settleq
+from tests.support.factories import uid
+from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
+from tests.support.stack import Stack
+from tests.support.x12_files import Freight, freight_contract, freight_file
+
+
+def _cli(
+    stack: Stack, env: ServiceEnv, *args: str, token: str = VIEWER_TOKEN, code: int = 0
+) -> str:
+    result = run_settleq([*args, "--url", stack.url], client_environ(env.queue_prefix, token=token))
+    out = result.stdout + result.stderr
+    assert result.returncode == code, out
+    assert "Traceback" not in out
+    if code == 1:  # a refusal: one line
+        assert result.stderr.count("\n") == 1, result.stderr
+    return result.stdout
+
+
+def test_partners_put_list_show(stack: Stack, stack_env: ServiceEnv) -> None:
+    sender = uid("MG")[:15].upper()
+    put = ["partners", "put", "ZZ", sender, "--name", "Magic Catalyst", "--contract-version"]
+    made = _cli(stack, stack_env, *put, "2", "--acknowledge", "errors_only", token=OPERATOR_TOKEN)
+    assert f"created partner ZZ/{sender}" in made
+    again = _cli(stack, stack_env, *put, "3", token=OPERATOR_TOKEN)
+    assert "replaced" in again and "contract version 3" in again
+    assert sender in _cli(stack, stack_env, "partners", "list")
+    shown = _cli(stack, stack_env, "partners", "show", "ZZ", sender)
+    assert "contract version: 3" in shown and "acknowledge: always" in shown
+    _cli(stack, stack_env, "partners", "show", "ZZ", "NOBODY", code=1)
+    _cli(stack, stack_env, *put, "1", code=1)  # a viewer's token: 403
+    _cli(stack, stack_env, *put, "1", "--acknowledge", "sometimes", token=OPERATOR_TOKEN, code=2)
+
+
+def test_edi_ack_prints_a_jobs_997(stack: Stack, stack_env: ServiceEnv) -> None:
+    carrier = uid("C").upper()[:8]
+    operator = stack.operator()
+    path = f"/v1/contracts/freight_audit/{carrier}/1"
+    assert operator.bearer("PUT", path, freight_contract()).status_code == 201
+    body = freight_file(Freight(uid("F"), carrier))
+    answer: Any = stack.producer().submit(
+        body, content_type="application/edi-x12", query={"contract_version": 1}
+    )
+    assert answer.status_code == 202, answer.text
+    job_id = answer.json()["job_id"]
+    printed = _cli(stack, stack_env, "edi", "ack", job_id)
+    assert printed.startswith("997 accepting all 1 set(s):") and "AK5*A" in printed
+    _cli(stack, stack_env, "edi", "ack", "0" * 32, code=1)
