@@ -212,5 +212,10 @@ def response_body(s: Submitted, batch: Ingested) -> dict[str, Any]:
         body["skipped"] = [
             {"control_number": k.control_number, "reason": k.reason} for k in batch.edi.skipped
         ]
-        body["acknowledgement_url"] = f"/v1/jobs/{s.job_id}/acknowledgement"
+        # None when the partner's profile asks for no 997 of an accepted file.
+        body["acknowledgement_url"] = (
+            f"/v1/jobs/{s.job_id}/acknowledgement"
+            if batch.edi.acknowledgement is not None
+            else None
+        )
     return body

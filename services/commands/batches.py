@@ -65,7 +65,9 @@ def submit(
     contract_version: Annotated[
         int | None,
         typer.Option(
-            min=1, help="X12: the contract version the file's documents settle under (required)."
+            min=1,
+            help="X12: the contract version the file's documents settle under"
+            " (else its sender's trading-partner profile's).",
         ),
     ] = None,
     partition_key: Annotated[
@@ -114,10 +116,6 @@ def submit(
     body = sys.stdin.buffer.read() if stdin else file.read_bytes()
     ctype = content_type or _content_type(body, ndjson, None if stdin else file)
     x12 = ctype == edi.EDI_X12
-    if x12 and contract_version is None:
-        raise typer.BadParameter(
-            "an X12 file needs --contract-version N", param_hint="--contract-version"
-        )
     query = {"contract_version": contract_version, "partition_key": partition_key, "period": period}
     client = make_client(url, key_id, secret, None)
     response = client.submit(body, ctype, idempotency_key, query if x12 else None)

@@ -89,6 +89,9 @@ def print_accepted(client: Any, accepted: dict[str, Any]) -> None:
             f"skipped set {skipped['control_number']}: {skipped['reason']}",
             markup=False,
         )
+    if accepted.get("acknowledgement_url") is None:
+        console.print("no 997: the partner's profile asks for none of an accepted file")
+        return
     response = client.acknowledgement(accepted["job_id"])
     if response.status_code >= 400:
         answer(response)  # raises: printed as the command line's one-line refusal

@@ -4,6 +4,7 @@ shown; an X12 file's 997 printed again later; refusals in one line."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.support.cli import client_environ, run_settleq
@@ -54,3 +55,27 @@ def test_edi_ack_prints_a_jobs_997(stack: Stack, stack_env: ServiceEnv) -> None:
     printed = _cli(stack, stack_env, "edi", "ack", job_id)
     assert printed.startswith("997 accepting all 1 set(s):") and "AK5*A" in printed
     _cli(stack, stack_env, "edi", "ack", "0" * 32, code=1)
+
+
+def test_submit_takes_an_x12_file_without_a_version_from_a_profiled_sender(
+    stack: Stack, stack_env: ServiceEnv, tmp_path: Path
+) -> None:
+    carrier = uid("C").upper()[:8]
+    path = f"/v1/contracts/freight_audit/{carrier}/1"
+    assert stack.operator().bearer("PUT", path, freight_contract()).status_code == 201
+    sender = uid("SB")[:15].upper()
+    file = tmp_path / "invoice.edi"
+    file.write_bytes(freight_file(Freight(uid("F"), carrier), sender=sender))
+    env = client_environ(stack_env.queue_prefix)
+    unknown = run_settleq(["submit", str(file), "--url", stack.url], env)
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stderr
+    assert "edi_partner_unknown" in unknown.stderr and "997 rejecting" in unknown.stderr
+    _cli(
+        stack, stack_env, "partners", "put", "ZZ", sender, "--name", "Test carrier",
+        "--contract-version", "1", "--acknowledge", "errors_only", token=OPERATOR_TOKEN,
+    )  # fmt: skip
+    other = tmp_path / "other.edi"
+    other.write_bytes(freight_file(Freight(uid("F"), carrier), sender=sender))
+    done = run_settleq(["submit", str(other), "--wait", "--url", stack.url], env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no 997: the partner's profile asks for none" in done.stdout

@@ -419,7 +419,6 @@ def test_a_file_that_is_not_x12_has_no_997(api: Client, trace: Trace) -> None:
 @pytest.mark.parametrize(
     ("query", "code"),
     [
-        ({"contract_version": None}, "contract_version_required"),
         ({"contract_version": "0"}, "contract_version_invalid"),
         ({"contract_version": "v1"}, "contract_version_invalid"),
         ({"contract_version": "2147483648"}, "contract_version_invalid"),

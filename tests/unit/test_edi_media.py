@@ -57,13 +57,13 @@ def test_any_other_media_type_is_415_naming_the_three(header: str) -> None:
     assert EDI_X12 in refused.value.message
 
 
-def test_an_x12_query_needs_a_contract_version_and_carries_the_810_defaults() -> None:
+def test_an_x12_query_carries_the_contract_version_and_the_810_defaults() -> None:
     assert edi_query({"contract_version": "3"}, EDI_X12) == EdiQuery(3)
     given = {"contract_version": "7", "partition_key": "VENDOR-1", "period": "2026-Q3"}
     assert edi_query(given, EDI_X12) == EdiQuery(7, "VENDOR-1", "2026-Q3")
-    with pytest.raises(ApiError) as missing:
-        edi_query({}, EDI_X12)
-    assert (missing.value.status, missing.value.code) == (422, "contract_version_required")
+    # None: the sender's trading-partner profile gives it, or the file is refused
+    # edi_partner_unknown once its envelope is read (tests/integration/test_partner_files.py).
+    assert edi_query({}, EDI_X12) == EdiQuery(None)
 
 
 @pytest.mark.parametrize(
@@ -242,12 +242,17 @@ def test_submit_sends_an_x12_file_with_its_query_and_prints_outcomes_and_997(
     assert result.output.rstrip().endswith("*997 accepted~")
 
 
-def test_submit_of_an_x12_file_needs_a_contract_version(
+def test_submit_of_an_x12_file_without_a_version_leaves_it_to_the_profile(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    fake, result = _submit(monkeypatch, tmp_path, httpx.Response(202, json={}))
-    assert result.exit_code == 2 and "--contract-version" in result.output
-    assert fake.sent == []
+    """No --contract-version: none in the query, the sender's trading-partner
+    profile gives it (tests/e2e/test_partners_cli.py runs it for real)."""
+    accepted = {"job_id": "j1", "lines": 1, "skipped": [], "acknowledgement_url": None}
+    fake, result = _submit(monkeypatch, tmp_path, httpx.Response(202, json=accepted))
+    assert result.exit_code == 0, result.output
+    [(_, _, query)] = fake.sent
+    assert query["contract_version"] is None
+    assert "no 997: the partner's profile asks for none" in result.output
 
 
 def test_a_refused_file_prints_its_code_each_problem_and_the_997(

@@ -30,11 +30,13 @@ from services.api.edi.spool import Spool
 from services.api.errors import ApiError
 from services.api.intake.ingest import Ingest, Ingested
 from services.gcpause import collector_paused
+from shared.adapters.db.edi.partners import Partner
 from shared.adapters.db.edi.store import Sender
 from shared.domain.chunking import NewChunk
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.screen import screen
 from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, TransactionSet
+from shared.domain.x12.envelope import sender_of
 from shared.domain.x12.freight_fast import FastLine
 from shared.domain.x12.mapping import MappedStream, map_stream
 from shared.domain.x12.reader import read_file
@@ -53,7 +55,7 @@ class EdiIntake:
     senders: list[Sender]  # its interchanges' names
     skipped: list[Skipped]
     file_sha256: str  # of the bytes as received: the default Idempotency-Key
-    acknowledgement: bytes  # its 997, every set accepted
+    acknowledgement: bytes | None  # its 997, every set accepted; none if its profile says so
 
 
 @dataclass(frozen=True)
@@ -87,11 +89,16 @@ _HEAD_BYTES = 1 << 16
 class EdiIngest(Ingest):
     query: EdiQuery = field(default_factory=lambda: EdiQuery(1))
     acknowledge: Acknowledge | None = None
+    # The trading partner's profile of a sender (ISA05, ISA06), if any: what the
+    # file settles against where the query is silent, and its 997 policy.
+    partner: Callable[[str, str], Partner | None] | None = None
+    profile: Partner | None = None
     # The file as it arrives, spooled (``edi/spool.py``): read whole once complete,
     # from its mapped pages.
     _spool: Spool = field(default_factory=Spool)
     _read: tuple[tuple[Interchange, ...], EdiFile] | None = None
     _mappers: edi_parallel.Mappers | None = None  # a large file's mapping children
+    _given: EdiQuery = field(default_factory=lambda: EdiQuery(1))  # the query as sent
 
     def _parse(self, data: bytes) -> None:
         self._spool.write(data)
@@ -101,11 +108,17 @@ class EdiIngest(Ingest):
         by, before anything is mapped. Once; ``finish`` reads it if not yet."""
         if self._read is None:
             body = self._spool.mapped()
-            self._start_mappers(body[:_HEAD_BYTES])
+            head = body[:_HEAD_BYTES]
+            self._given = self.query
+            self._apply_profile(head)
+            if self.query.contract_version is not None:
+                self._start_mappers(head)
             # ``bytes`` to the reader, which also reads a spooled file's pages.
             try:
                 with collector_paused():
                     interchanges = read_file(cast(bytes, body))
+                if self.query.contract_version is None:
+                    raise _partner_unknown(interchanges)
             except BaseException:
                 self.close()
                 raise
@@ -117,12 +130,34 @@ class EdiIngest(Ingest):
             self._read = (interchanges, file)
         return self._read[1]
 
+    @property
+    def acknowledge_policy(self) -> str:
+        """always (a 997 for every file), errors_only or never: its profile's."""
+        return self.profile.acknowledge if self.profile is not None else "always"
+
+    def _apply_profile(self, head: bytes) -> None:
+        """The query completed by the sender's profile: a value the request
+        gives wins; one it leaves out is the profile's."""
+        sender = sender_of(head)
+        if self.partner is None or sender is None:
+            return
+        self.profile = found = self.partner(*sender)
+        if found is None:
+            return
+        q = self.query
+        self.query = EdiQuery(
+            found.contract_version if q.contract_version is None else q.contract_version,
+            found.partition_key if q.partition_key is None else q.partition_key,
+            found.period if q.period is None else q.period,
+        )
+
     def _start_mappers(self, head: bytes) -> None:
         """A large 210 file's mapping children, started now so that each reads the
         file while this thread does (``edi/parallel.py``); ``head``: its first bytes."""
         source, processes = self._spool.fileno(), self.settings.x12_map_processes
         if source is not None and processes > 1:
             q = self.query
+            assert q.contract_version is not None  # started once the version is known
             query = Query(q.contract_version, q.partition_key, q.period)
             size = self._spool.size
             self._mappers = edi_parallel.start(source, size, head, query, processes)
@@ -150,19 +185,25 @@ class EdiIngest(Ingest):
         assert self._read is not None
         interchanges = self._read[0]
         self._read = ((), file)  # held only by this call: let go when it returns
+        version = self.query.contract_version
+        assert version is not None  # read() refused the file otherwise
         mapped = map_stream(
             interchanges,
-            contract_version=self.query.contract_version,
+            contract_version=version,
             partition_key=self.query.partition_key,
             period=self.query.period,
         )
-        query_applies(self.query, mapped.kind)
+        # What the request named, not what a profile filled in: a 210 partner's
+        # profile may name an 810's partition without refusing its 210s.
+        query_applies(self._given, mapped.kind)
         # Written before the job's transaction opens (its control numbers come
         # from the database): that transaction is then the one connection a
         # file holds while it is mapped, so files mapped at once can never each
         # hold one and wait for another. A file refused from here on leaves a
         # gap in the numbers, as a 997 may.
-        acknowledgement = self.acknowledge(interchanges, [])
+        acknowledgement = (
+            self.acknowledge(interchanges, []) if self.acknowledge_policy == "always" else None
+        )
         if store is not None:
             store.begin(mapped.kind)
             self.builder.on_close = store.put
@@ -222,6 +263,19 @@ class EdiIngest(Ingest):
             if not self.key.may_submit_for(partition):
                 self.refused.add(partition)
         self.builder.add(line.json, 1)
+
+
+def _partner_unknown(interchanges: tuple[Interchange, ...]) -> EdiRefused:
+    """A file that names no contract version, from a sender without a profile."""
+    isa = interchanges[0].isa
+    qualifier, sender = interchanges[0].sender_qualifier, interchanges[0].sender_id
+    message = (
+        f"sender {qualifier}/{sender} has no trading-partner profile and the request names no"
+        f" contract_version: send ?contract_version=N, or have an operator put the partner's"
+        f" profile (PUT /v1/partners/{qualifier}/{sender})"
+    )
+    problem = Problem("edi_partner_unknown", message, segment=isa.position, tag="ISA", element=6)
+    return EdiRefused([problem], interchanges)
 
 
 def _senders(interchanges: tuple[Interchange, ...]) -> list[Sender]:

@@ -20,7 +20,8 @@ from shared.domain.kinds.ids import address_problem, refusal_message
 class EdiQuery:
     """The query of an X12 submission: what the file itself does not say."""
 
-    contract_version: int
+    # None: the file's sender's trading-partner profile says it (edi/ingest.py).
+    contract_version: int | None
     partition_key: str | None = None  # 810s: else REF*IA, REF*VN or the vendor's N1
     period: str | None = None  # 810s: else the quarter of BIG-01
 
@@ -62,12 +63,8 @@ def edi_query(params: Mapping[str, str], media: str) -> EdiQuery | None:
     period = _identifier(params, "period")
     if media != "application/edi-x12":
         return None
-    if version is None:
-        raise ApiError(
-            422,
-            "contract_version_required",
-            "an application/edi-x12 batch needs ?contract_version=N: an X12 file does not say it",
-        )
+    # Without a contract_version, the sender's profile must give one (else
+    # edi_partner_unknown, once the file's envelope is read).
     return EdiQuery(version, partition_key, period)
 
 

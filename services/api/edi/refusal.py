@@ -35,10 +35,12 @@ def text_of(ack: bytes) -> str:
     return ack.decode("utf-8", errors="replace")
 
 
-def refusal(ctx: ApiContext, refused: EdiRefused) -> ApiError:
+def refusal(ctx: ApiContext, refused: EdiRefused, acknowledge: bool = True) -> ApiError:
+    """The 422; without its 997 when the partner's profile asks for none
+    (``acknowledge`` false: the details still say what is wrong)."""
     problems = refused.problems
     ack = None
-    if refused.interchanges:
+    if refused.interchanges and acknowledge:
         ack = text_of(write_997(ctx, refused.interchanges, problems))
     message = problems[0].message
     if len(problems) > 1:

@@ -154,7 +154,7 @@ class HeldStore:
     def commit(self, totals: JobTotals) -> None:
         head = self.head
         edi = None
-        if totals.acknowledgement is not None:
+        if head.source_format == "x12":  # its interchanges, and its 997 if it has one
             edi = EdiRecord(head.senders, head.file_sha256, totals.acknowledgement)
         new = jobs_db.NewJob(
             id=head.id,

@@ -22,10 +22,16 @@ router = APIRouter(tags=["jobs"])
 
 
 def _acknowledgement(ctx: ApiContext, who: Principal, job_id: str) -> bytes:
-    _visible_job(ctx, who, job_id)
+    job = _visible_job(ctx, who, job_id)
     body = edi_db.acknowledgement(ctx.engine, job_id)
     if body is None:
-        raise ApiError(404, "no_acknowledgement", "this job was not an X12 file: it has no 997")
+        why = (
+            "its partner's profile asks for no 997 of an accepted file (acknowledge:"
+            " errors_only or never)"
+            if job.source_format == "x12"
+            else "this job was not an X12 file: it has no 997"
+        )
+        raise ApiError(404, "no_acknowledgement", why)
     return body
 
 

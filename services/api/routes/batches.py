@@ -21,6 +21,7 @@ from services.api.errors import ApiError, ErrorBody
 from services.api.intake.ingest import Ingest, Ingested, media_type
 from services.api.schemas import Accepted
 from services.api.submission import Submitted, response_body, submit, submit_file
+from shared.adapters.db.edi import partners as partners_db
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.kinds.ids import PartitionKey
 from shared.domain.signing import SignatureError
@@ -99,16 +100,21 @@ _X12_QUERY = [
         "contract_version",
         {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
         "application/edi-x12: the contract version every document of the file settles"
-        " under (required for X12; ignored for JSON, whose documents carry theirs)",
+        " under (else the sender's trading-partner profile's; edi_partner_unknown without"
+        " one; ignored for JSON, whose documents carry theirs)",
     ),
     _query_parameter(
         "partition_key",
         # As a document's partition_key (shared/domain/kinds/ids.py).
         TypeAdapter(PartitionKey).json_schema(),
-        "application/edi-x12, 810s: the vendor (else REF*IA, REF*VN or the N1 VN/SU/SE's id)",
+        "application/edi-x12, 810s: the vendor (else the sender's profile's, else REF*IA,"
+        " REF*VN or the N1 VN/SU/SE's id)",
     ),
     _query_parameter(
-        "period", _IDENTIFIER, "application/edi-x12, 810s: the period (else BIG-01's quarter)"
+        "period",
+        _IDENTIFIER,
+        "application/edi-x12, 810s: the period (else the sender's profile's, else BIG-01's"
+        " quarter)",
     ),
 ]
 
@@ -118,7 +124,14 @@ def _new_ingest(ctx: ApiContext, request: Request, key: Any) -> Ingest:
     query = edi_query(request.query_params, media)
     if query is None:
         return Ingest(ctx.settings, key, media)
-    return EdiIngest(ctx.settings, key, media, query=query, acknowledge=partial(write_997, ctx))
+    return EdiIngest(
+        ctx.settings,
+        key,
+        media,
+        query=query,
+        acknowledge=partial(write_997, ctx),
+        partner=partial(partners_db.get, ctx.engine),
+    )
 
 
 def _submit_file(
@@ -127,7 +140,7 @@ def _submit_file(
     try:
         return submit_file(ctx, key, ingest, idempotency_key)
     except EdiRefused as refused:
-        raise refusal(ctx, refused) from None
+        raise refusal(ctx, refused, ingest.acknowledge_policy != "never") from None
 
 
 def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started: float) -> None:

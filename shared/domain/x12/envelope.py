@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.domain.x12.model import Delimiters, Problem, Segment
+from shared.domain.x12.model import Delimiters, Problem, Segment, sender_of_isa
 
 BOM = b"\xef\xbb\xbf"
 _SPACE = re.compile(rb"[ \t\r\n]*+")
@@ -76,6 +76,16 @@ def first_isa(data: bytes) -> int:
             )
         )
     raise Fatal(Problem("edi_not_x12", "the file does not start with an ISA interchange header"))
+
+
+def sender_of(head: bytes) -> tuple[str, str] | None:
+    """The first interchange's sender (ISA05, ISA06 trimmed), read from a file's
+    first bytes before the file is read whole; None when they hold no ISA
+    that can be read (the reading of the file then says why)."""
+    try:
+        return sender_of_isa(read_isa(head, first_isa(head), 1).isa)
+    except (Fatal, IndexError, ValueError):
+        return None
 
 
 def usable(delimiter: bytes) -> bool:

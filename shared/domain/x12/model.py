@@ -89,11 +89,11 @@ class Interchange:
 
     @property
     def sender_qualifier(self) -> str:  # ISA05
-        return self.isa.get(5).strip()
+        return sender_of_isa(self.isa)[0]
 
     @property
     def sender_id(self) -> str:  # ISA06, trimmed (spaces and U+00A0 padding)
-        return self.isa.get(6).strip(" \u00a0")
+        return sender_of_isa(self.isa)[1]
 
     @property
     def receiver_qualifier(self) -> str:  # ISA07
@@ -128,6 +128,12 @@ class Problem:
             "control_number": self.control_number,
             "message": self.message,
         }
+
+
+def sender_of_isa(isa: Segment) -> tuple[str, str]:
+    """An interchange's sender: ISA05, and ISA06 trimmed of its padding (spaces
+    and U+00A0): what a trading partner's profile is named by."""
+    return isa.get(5).strip(), isa.get(6).strip(" \u00a0")
 
 
 class EdiRefused(Exception):

@@ -38,7 +38,7 @@ class EdiRecord:
 
     interchanges: Sequence[Sender]
     file_sha256: str
-    acknowledgement: bytes  # the 997 file
+    acknowledgement: bytes | None  # the 997 file; none when the partner's profile asks none
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ def insert_edi(conn: Connection, job_id: str, record: EdiRecord, now: dt.datetim
     """Store a new X12 job's interchanges and 997; an interchange received
     before makes the transaction fail (IntegrityError), whoever wrote it first."""
     insert_interchanges(conn, job_id, record.interchanges, record.file_sha256, now)
-    insert_acknowledgement(conn, job_id, record.acknowledgement, now)
+    if record.acknowledgement is not None:
+        insert_acknowledgement(conn, job_id, record.acknowledgement, now)
 
 
 def insert_interchanges(
