@@ -16,6 +16,9 @@
   and ``settleq_webhook_endpoints{status, reason}``: what producers have not
   heard yet, and endpoints disabled (services/webhooks/metrics.py counts the
   attempts where they are made).
+- ``settleq_edi_files_refused_total{partner}``: X12 files refused for their
+  content, by profiled trading partner (``Q/ID``), counted from the stored
+  refusals at scrape time (never deleted: the count only grows).
 - ``settleq_stats_source_up{source}``: 0 when the broker or the database could
   not be read for this scrape (their series are then left out, not zeroed).
 - ``settleq_process_restarts_total{component}``: restarts by the supervisor of
@@ -54,6 +57,7 @@ from services.api.disputes.metrics import DISPUTE_METRICS, DisputeGauges
 from services.api.queue_stats import QueueReading
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
+from shared.adapters.db.edi import partners as partners_db
 from shared.adapters.db.webhooks import deliveries as webhook_db
 
 if TYPE_CHECKING:
@@ -70,6 +74,7 @@ SOURCE_UP = "settleq_stats_source_up"
 WEBHOOK_DELIVERIES = "settleq_webhook_deliveries"
 WEBHOOK_OLDEST = "settleq_webhook_oldest_undelivered_age_seconds"
 WEBHOOK_ENDPOINTS = "settleq_webhook_endpoints"
+EDI_REFUSED = "settleq_edi_files_refused_total"
 PROCESS_RESTARTS = "settleq_process_restarts"  # exposed with the counter's _total
 PROCESS_CRASH_LOOPING = "settleq_process_crash_looping"
 # Served only under a supervisor (`settleq up`), so not among API_METRICS.
@@ -84,6 +89,7 @@ API_METRICS = (
     WEBHOOK_DELIVERIES,
     WEBHOOK_OLDEST,
     WEBHOOK_ENDPOINTS,
+    EDI_REFUSED,
 )
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -112,10 +118,11 @@ class PipelineCollector(Collector):
                 dl_db.stats(ctx.engine),
                 self._disputes.reading(ctx.engine),
                 webhook_db.backlog(ctx.engine),
+                partners_db.refusals_by_partner(ctx.engine),
             ),
         )
         if database is not None:
-            letters, disputes, hooks = database
+            letters, disputes, hooks, refused = database
             stored = GaugeMetricFamily(
                 DEAD_LETTERS_STORED, "Dead letters in the database", labels=["reason", "status"]
             )
@@ -124,6 +131,14 @@ class PipelineCollector(Collector):
             yield stored
             yield from disputes.metrics(dt.datetime.now(dt.UTC))
             yield from _webhooks(hooks)
+            files = CounterMetricFamily(
+                EDI_REFUSED.removesuffix("_total"),
+                "X12 files refused for their content, by trading partner (ISA05/ISA06)",
+                labels=["partner"],
+            )
+            for partner, count in sorted(refused.items()):
+                files.add_metric([partner], count)
+            yield files
         yield up
 
     def _queues(self, readings: list[QueueReading]) -> Iterator[Metric]:

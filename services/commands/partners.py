@@ -87,7 +87,8 @@ def list_partners(url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
     """Every trading partner's profile (viewer token)."""
     page = answer(_client(url, token, "a viewer").bearer("GET", "/v1/partners"))
     table = Table(title="trading partners")
-    for column in ("sender", "name", "version", "partition", "period", "acknowledge"):
+    columns = ("sender", "name", "version", "partition", "period", "acknowledge", "last file")
+    for column in (*columns, "refused"):
         table.add_column(column)
     for p in page["items"]:
         table.add_row(
@@ -97,6 +98,8 @@ def list_partners(url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
             p["partition_key"] or "",
             p["period"] or "",
             p["acknowledge"],
+            p["last_file_at"] or "none yet",
+            f"{p['refusal_rate']:.0%}",
         )
     show(table)
 
@@ -108,7 +111,8 @@ def show_partner(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
-    """A trading partner's profile (viewer token)."""
+    """A trading partner's profile and health: its latest files, the lines of its
+    jobs waiting in dead letters and why, its open disputes (viewer token)."""
     p = answer(_client(url, token, "a viewer").bearer("GET", _path(qualifier, sender_id)))
     for label, value in (
         ("sender", f"{p['isa_qualifier']}/{p['isa_id']}"),
@@ -120,3 +124,48 @@ def show_partner(
         ("updated", p["updated_at"]),
     ):
         console.print(f"{label}: {value}", markup=False)
+    _print_health(p)
+
+
+# What a partner's dead-lettered lines are waiting for, said to its operator.
+_WAITING = {
+    "unknown_contract_version": (
+        "the contract version its files settle at is not published for their partition:"
+        " publish it (settleq contracts put KIND PARTITION {version} FILE), then requeue"
+        " them (settleq dlq requeue)"
+    ),
+}
+
+
+def _print_health(p: dict[str, Any]) -> None:
+    health = p["health"]
+    files = health["accepted_files"] + health["refused_files"]
+    console.print(
+        f"files: {files} ({health['refused_files']} refused, {health['refusal_rate']:.0%})",
+        markup=False,
+    )
+    if health["files"]:
+        table = Table(title="latest files")
+        for column in ("received", "job", "sets accepted", "sets refused", "refused for"):
+            table.add_column(column)
+        for f in health["files"]:
+            table.add_row(
+                f["received_at"],
+                f["job_id"] or "refused",
+                str(f["sets_accepted"]),
+                str(f["sets_refused"]),
+                ", ".join(f["refusal_codes"]),
+            )
+        show(table)
+    for reason, count in health["dead_letters"].items():
+        why = _WAITING.get(reason, "see settleq dlq list --reason " + reason)
+        console.print(
+            f"{count:,} line(s) wait in dead letters as {reason}: "
+            + why.format(version=p["contract_version"]),
+            markup=False,
+            soft_wrap=True,
+        )
+    disputes = health["open_disputes"]
+    console.print(
+        f"open disputes: {disputes['count']:,} (variance {disputes['variance']})", markup=False
+    )

@@ -79,3 +79,19 @@ def test_submit_takes_an_x12_file_without_a_version_from_a_profiled_sender(
     done = run_settleq(["submit", str(other), "--wait", "--url", stack.url], env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no 997: the partner's profile asks for none" in done.stdout
+    # The profile names a version not published yet: the file is accepted, its
+    # line waits in dead letters, and the partner's page says why in words.
+    _cli(
+        stack, stack_env, "partners", "put", "ZZ", sender, "--name", "Test carrier",
+        "--contract-version", "2", token=OPERATOR_TOKEN,
+    )  # fmt: skip
+    later = tmp_path / "later.edi"
+    later.write_bytes(freight_file(Freight(uid("F"), carrier), sender=sender))
+    waiting = run_settleq(["submit", str(later), "--wait", "--url", stack.url], env)
+    assert waiting.returncode == 3, waiting.stdout + waiting.stderr  # dead-lettered lines
+    shown = _cli(stack, stack_env, "partners", "show", "ZZ", sender)
+    assert "files: 3 (1 refused, 33%)" in shown
+    assert "1 line(s) wait in dead letters as unknown_contract_version" in shown
+    assert "settleq contracts put KIND PARTITION 2 FILE" in shown
+    listed = _cli(stack, stack_env, "partners", "list")
+    assert sender in listed and "33%" in listed

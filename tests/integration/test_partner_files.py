@@ -9,20 +9,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from services.api.app import create_app
 from services.client import Client
+from services.worker.actors import build_broker
+from services.worker.context import WorkerContext, make_context
+from services.worker.stages import settle_chunk
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.tables import chunks
+from shared.adapters.db.tables import chunks, ledger_entries, line_outcomes
+from shared.domain.messages import ChunkMessage
 from shared.domain.x12.envelope import sender_of
 from tests.support.factories import uid
-from tests.support.infra import OPERATOR_TOKEN, PRODUCER_ID, PRODUCER_SECRET, isolated_env
-from tests.support.x12_files import Freight, freight_file
+from tests.support.infra import (
+    OPERATOR_TOKEN,
+    PRODUCER_ID,
+    PRODUCER_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+    isolated_env,
+)
+from tests.support.x12_files import Freight, freight_contract, freight_file
 from tests.unit.x12.build import REALDATA
 
 X12 = "application/edi-x12"
@@ -38,11 +50,28 @@ real = pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is a
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[tuple[TestClient, Engine]]:
-    with isolated_env("pf") as env, TestClient(create_app(env.settings())) as http:
+def env() -> Iterator[ServiceEnv]:
+    with isolated_env("pf") as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def stack(env: ServiceEnv) -> Iterator[tuple[TestClient, Engine]]:
+    with TestClient(create_app(env.settings())) as http:
         engine = make_engine(env.database_url)
         yield http, engine
         engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def worker_ctx(env: ServiceEnv) -> Iterator[WorkerContext]:
+    """A worker's context on this module's database, to settle in process."""
+    settings = env.settings()
+    broker = build_broker(settings)
+    context = make_context(settings, broker)
+    yield context
+    context.engine.dispose()
+    broker.close()
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +201,73 @@ def test_a_210_partners_profile_may_name_an_810_partition(
     answer = producer.submit(body, X12)
     assert answer.status_code == 202, answer.text
     assert versions(stack[1], answer.json()["job_id"]) == {3}
+
+
+def test_the_partner_page_counts_what_the_ledger_and_dead_letters_hold(
+    producer: Client, operator: Client, stack: tuple[TestClient, Engine], worker_ctx: Any
+) -> None:
+    """Four files of one partner: one posts, one disputes, one waits in dead
+    letters (its carrier has no contract), one is refused. Settled in process."""
+    engine = stack[1]
+    ctx = worker_ctx
+    priced, unpriced = uid("P").upper()[:8], uid("U").upper()[:8]
+    path = f"/v1/contracts/freight_audit/{priced}/1"
+    assert operator.bearer("PUT", path, freight_contract()).status_code == 201
+    sender = uid("HP")[:15].upper()
+    files = [
+        freight_file(Freight(uid("F"), priced), sender=sender),
+        freight_file(Freight(uid("F"), priced, linehaul="300.00"), sender=sender),  # overclaims
+        freight_file(Freight(uid("F"), unpriced), sender=sender),
+    ]
+    qualifier, _ = profile(operator, files[0], 1)
+    job_ids = []
+    for body in files:
+        answer = producer.submit(body, X12)
+        assert answer.status_code == 202, answer.text
+        job_ids.append(answer.json()["job_id"])
+    broken = freight_file(Freight(uid("F"), priced), sender=sender).replace(
+        b"SE*9*0001", b"SE*8*0001"
+    )
+    assert producer.submit(broken, X12).status_code == 422
+    with engine.connect() as conn:
+        stored = conn.execute(
+            select(chunks.c.id, chunks.c.job_id, chunks.c.kind, chunks.c.payload_sha256).where(
+                chunks.c.job_id.in_(job_ids)
+            )
+        ).all()
+    for c in stored:
+        settle_chunk(ctx, ChunkMessage(c.id, c.job_id, c.kind, c.payload_sha256).signed(
+            ctx.internal_key
+        ), 1)  # fmt: skip
+    page = Client("http://testserver", token=VIEWER_TOKEN, http=stack[0]).bearer(
+        "GET", f"/v1/partners/{qualifier}/{sender}"
+    )
+    assert page.status_code == 200, page.text
+    health = page.json()["health"]
+    with engine.connect() as conn:
+        waiting = conn.execute(
+            select(line_outcomes.c.reason, func.count())
+            .where(line_outcomes.c.job_id.in_(job_ids), line_outcomes.c.outcome == "dead_lettered")
+            .group_by(line_outcomes.c.reason)
+        ).all()
+        disputed = conn.execute(
+            select(ledger_entries.c.claimed_amount, ledger_entries.c.amount).where(
+                ledger_entries.c.job_id.in_(job_ids), ledger_entries.c.outcome == "disputed"
+            )
+        ).all()
+    assert health["dead_letters"] == {r: n for r, n in waiting} == {"unknown_contract_version": 1}
+    assert health["open_disputes"]["count"] == len(disputed) == 1
+    variance = sum(Decimal(c) - Decimal(a) for c, a in disputed)
+    assert Decimal(health["open_disputes"]["variance"]) == variance == Decimal("85")
+    assert (health["accepted_files"], health["refused_files"]) == (3, 1)
+    assert health["refusal_rate"] == 0.25
+    newest = health["files"][0]
+    assert newest["job_id"] is None and newest["refusal_codes"] == ["edi_count_mismatch"]
+    assert {f["job_id"] for f in health["files"][1:]} == set(job_ids)
+    listed = Client("http://testserver", token=VIEWER_TOKEN, http=stack[0]).bearer(
+        "GET", "/v1/partners"
+    )
+    [mine] = [p for p in listed.json()["items"] if p["isa_id"] == sender]
+    assert mine["refusal_rate"] == 0.25 and mine["last_file_at"] == newest["received_at"]
+    metrics = operator.bearer("GET", "/metrics").text
+    assert f'settleq_edi_files_refused_total{{partner="{qualifier}/{sender}"}} 1.0' in metrics

@@ -12,6 +12,7 @@ import datetime as dt
 from services.api.context import ApiContext
 from services.api.errors import ApiError
 from services.gcpause import collector_paused
+from shared.adapters.db.edi.partners import Refusal
 from shared.adapters.db.edi.store import allocate_control_numbers
 from shared.domain.x12 import EdiRefused, Interchange, Problem
 from shared.domain.x12.ack import acknowledge
@@ -51,4 +52,24 @@ def refusal(ctx: ApiContext, refused: EdiRefused, acknowledge: bool = True) -> A
         message,
         [p.detail() for p in problems[:MAX_DETAILS]],
         extra={"acknowledgement": ack},
+    )
+
+
+def kept(refused: EdiRefused, key_id: str, file_sha256: str) -> Refusal | None:
+    """What its sender's health keeps of a refused file (None when its envelope
+    could not be read: no sender to keep it for)."""
+    if not refused.interchanges:
+        return None
+    first = refused.interchanges[0]
+    sets = sum(len(g.sets) for ic in refused.interchanges for g in ic.groups)
+    named = {p.control_number for p in refused.problems if p.control_number}
+    return Refusal(
+        qualifier=first.sender_qualifier,
+        sender_id=first.sender_id,
+        key_id=key_id,
+        code=refused.code,
+        codes=tuple(p.code for p in refused.problems),
+        sets=sets,
+        sets_at_fault=min(len(named), sets),
+        file_sha256=file_sha256,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from functools import partial
@@ -11,17 +12,19 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter
+from sqlalchemy.exc import SQLAlchemyError
 
 from services.api.auth import Ctx, producer_verifier
 from services.api.context import ApiContext
 from services.api.edi.ingest import EdiIngest
 from services.api.edi.query import edi_query
-from services.api.edi.refusal import refusal, write_997
+from services.api.edi.refusal import kept, refusal, write_997
 from services.api.errors import ApiError, ErrorBody
 from services.api.intake.ingest import Ingest, Ingested, media_type
 from services.api.schemas import Accepted
 from services.api.submission import Submitted, response_body, submit, submit_file
 from shared.adapters.db.edi import partners as partners_db
+from shared.adapters.db.edi.partners import Refusal
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.kinds.ids import PartitionKey
 from shared.domain.signing import SignatureError
@@ -140,7 +143,19 @@ def _submit_file(
     try:
         return submit_file(ctx, key, ingest, idempotency_key)
     except EdiRefused as refused:
+        _keep(ctx, kept(refused, key.key_id, ingest.sha.hexdigest()))
         raise refusal(ctx, refused, ingest.acknowledge_policy != "never") from None
+
+
+def _keep(ctx: ApiContext, refused: Refusal | None) -> None:
+    """A refused file, for its partner's health; the 422 goes out even if the
+    database cannot keep it."""
+    if refused is None:
+        return
+    try:
+        partners_db.record_refusal(ctx.engine, refused, dt.datetime.now(dt.UTC))
+    except SQLAlchemyError as exc:
+        log.warning("a refused X12 file was not kept for its partner: %s", type(exc).__name__)
 
 
 def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started: float) -> None:

@@ -16,6 +16,7 @@ from services.api.timefmt import iso
 from shared.adapters.db.edi import partners as partners_db
 from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.ids import address_problem, refusal_message
+from shared.domain.money import to_wire
 from shared.domain.partners import Acknowledge, sender_problem
 
 router = APIRouter(tags=["partners"])
@@ -50,8 +51,39 @@ class Partner(BaseModel):
     updated_at: str
 
 
+class PartnerFile(BaseModel):
+    received_at: str
+    job_id: str | None  # None: refused
+    sets_accepted: int
+    sets_refused: int
+    refusal_codes: list[str]
+
+
+class OpenDisputes(BaseModel):
+    count: int
+    variance: str  # claimed - model, summed
+
+
+class PartnerHealth(BaseModel):
+    files: list[PartnerFile]  # the latest, newest first
+    accepted_files: int
+    refused_files: int
+    refusal_rate: float  # refused / all files
+    dead_letters: dict[str, int]  # the lines of its jobs waiting, by reason
+    open_disputes: OpenDisputes
+
+
+class PartnerPage(Partner):
+    health: PartnerHealth
+
+
+class PartnerSummary(Partner):
+    last_file_at: str | None
+    refusal_rate: float
+
+
 class PartnerList(BaseModel):
-    items: list[Partner]
+    items: list[PartnerSummary]
 
 
 def _wire(found: partners_db.Partner) -> Partner:
@@ -64,6 +96,29 @@ def _wire(found: partners_db.Partner) -> Partner:
         period=found.period,
         acknowledge=found.acknowledge,
         updated_at=iso(found.updated_at) or "",
+    )
+
+
+def _health(found: partners_db.Health) -> PartnerHealth:
+    total = found.accepted_files + found.refused_files
+    return PartnerHealth(
+        files=[
+            PartnerFile(
+                received_at=iso(f.received_at) or "",
+                job_id=f.job_id,
+                sets_accepted=f.sets_accepted,
+                sets_refused=f.sets_refused,
+                refusal_codes=list(f.codes),
+            )
+            for f in found.files
+        ],
+        accepted_files=found.accepted_files,
+        refused_files=found.refused_files,
+        refusal_rate=round(found.refused_files / total, 4) if total else 0.0,
+        dead_letters=found.dead_letters,
+        open_disputes=OpenDisputes(
+            count=found.open_disputes, variance=to_wire(found.open_variance)
+        ),
     )
 
 
@@ -115,18 +170,41 @@ async def put_partner(
 
 @router.get("/v1/partners", operation_id="listPartners", responses=ERRORS)
 async def list_partners(ctx: Ctx, _: Viewer) -> PartnerList:
-    """Every trading partner's profile, by name (viewer token)."""
-    found = await run_in_threadpool(partners_db.listing, ctx.engine)
-    return PartnerList(items=[_wire(f) for f in found])
+    """Every trading partner's profile, by name, with its last file and the share
+    of its files refused (viewer token)."""
+
+    def load() -> PartnerList:
+        items = []
+        for found in partners_db.listing(ctx.engine):
+            seen = _health(
+                partners_db.health(ctx.engine, found.sender_qualifier, found.sender_id, 1)
+            )
+            last = seen.files[0].received_at if seen.files else None
+            items.append(
+                PartnerSummary(
+                    **_wire(found).model_dump(), last_file_at=last, refusal_rate=seen.refusal_rate
+                )
+            )
+        return PartnerList(items=items)
+
+    return await run_in_threadpool(load)
 
 
 @router.get("/v1/partners/{isa_qualifier}/{isa_id}", operation_id="getPartner", responses=ERRORS)
 async def get_partner(
     isa_qualifier: QualifierPath, isa_id: SenderPath, ctx: Ctx, _: Viewer
-) -> Partner:
-    """A trading partner's profile (viewer token)."""
+) -> PartnerPage:
+    """A trading partner's profile and health: its latest files, accepted and
+    refused, the lines of its jobs waiting in dead letters, its open disputes
+    (viewer token)."""
     _sender(isa_qualifier, isa_id)
-    found = await run_in_threadpool(partners_db.get, ctx.engine, isa_qualifier, isa_id)
-    if found is None:
-        raise ApiError(404, "partner_not_found", f"no profile for sender {isa_qualifier}/{isa_id}")
-    return _wire(found)
+
+    def load() -> PartnerPage:
+        found = partners_db.get(ctx.engine, isa_qualifier, isa_id)
+        if found is None:
+            why = f"no profile for sender {isa_qualifier}/{isa_id}"
+            raise ApiError(404, "partner_not_found", why)
+        health = partners_db.health(ctx.engine, isa_qualifier, isa_id)
+        return PartnerPage(**_wire(found).model_dump(), health=_health(health))
+
+    return await run_in_threadpool(load)

@@ -58,6 +58,24 @@ edi_partners = Table(
     Column("updated_at", TS, nullable=False),
 )
 
+# Files refused for their content (422), which store nothing else: kept for
+# their sender's health (GET /v1/partners/{q}/{id}), by sender and time.
+edi_refusals = Table(
+    "edi_refusals",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("sender_qualifier", String(8), nullable=False),
+    Column("sender_id", ID, nullable=False),
+    Column("key_id", ID, nullable=False),
+    Column("received_at", TS, nullable=False),
+    Column("code", String(64), nullable=False),  # the first problem's edi_* code
+    Column("codes", Text, nullable=False),  # every problem's, comma-separated, sorted
+    Column("sets", Integer, nullable=False),  # transaction sets in the file
+    Column("sets_at_fault", Integer, nullable=False),  # of them, those a problem names
+    Column("file_sha256", KEY, nullable=False),
+    Index(None, "sender_qualifier", "sender_id", "received_at"),
+)
+
 edi_acknowledgements = Table(
     "edi_acknowledgements",
     metadata,

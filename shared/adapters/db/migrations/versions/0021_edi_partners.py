@@ -1,6 +1,6 @@
-"""edi_partners: an operator's profile of each X12 trading partner
+"""edi_partners, edi_refusals: X12 trading partners' profiles, and the files refused
 
-A small table of its own, read by sender; nothing else refers to it.
+Two small tables of their own, read by sender; nothing else refers to them.
 
 Revision ID: 0021
 Revises: 0020
@@ -32,6 +32,31 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("sender_qualifier", "sender_id", name="pk_edi_partners"),
     )
 
+    op.create_table(
+        "edi_refusals",
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            primary_key=True,
+            autoincrement=True,
+        ),
+        sa.Column("sender_qualifier", sa.String(8), nullable=False),
+        sa.Column("sender_id", sa.String(128), nullable=False),
+        sa.Column("key_id", sa.String(128), nullable=False),
+        sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("code", sa.String(64), nullable=False),
+        sa.Column("codes", sa.Text(), nullable=False),
+        sa.Column("sets", sa.Integer(), nullable=False),
+        sa.Column("sets_at_fault", sa.Integer(), nullable=False),
+        sa.Column("file_sha256", sa.String(64), nullable=False),
+    )
+    op.create_index(
+        "ix_edi_refusals_sender_qualifier_sender_id_received_at",
+        "edi_refusals",
+        ["sender_qualifier", "sender_id", "received_at"],
+    )
+
 
 def downgrade() -> None:
+    op.drop_table("edi_refusals")
     op.drop_table("edi_partners")
