@@ -33,6 +33,7 @@ from tests.e2e.conftest import ARTIFACTS
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN
 from tests.support.stack import Stack
+from tests.support.x12_files import Freight, freight_contract, freight_file
 
 pytestmark = pytest.mark.e2e
 
@@ -562,6 +563,41 @@ def test_an_operator_requeues_a_dead_letter_from_the_page(stack: Stack, settled:
     assert any(
         a["action"] == "dead_letter.requeue" and a["target"] == f"dead_letter:{lid}" for a in audit
     )
+
+
+def test_partners_are_listed_and_a_partners_page_shows_its_files(stack: Stack) -> None:
+    """A partner with one accepted and one refused file: 50% refused in the
+    list, and its page lists both files (the refused one with its code)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    carrier, sender = uid("C").upper()[:8], uid("PT")[:15].upper()
+    operator, producer = stack.operator(), stack.producer()
+    contract = f"/v1/contracts/freight_audit/{carrier}/1"
+    assert operator.bearer("PUT", contract, freight_contract()).status_code == 201
+    body = {"name": "Browser carrier", "contract_version": 1}
+    assert operator.bearer("PUT", f"/v1/partners/ZZ/{sender}", body).status_code == 201
+    good = freight_file(Freight(uid("F"), carrier), sender=sender)
+    assert producer.submit(good, "application/edi-x12").status_code == 202
+    broken = freight_file(Freight(uid("F"), carrier), sender=sender)
+    broken = broken.replace(b"SE*9*0001", b"SE*8*0001")
+    assert producer.submit(broken, "application/edi-x12").status_code == 422
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = signed_in(browser, stack, 1400)
+            page.click("#view-partners")
+            mine = page.locator(f'#partners-table tr[data-partner="ZZ/{sender}"]')
+            expect(mine).to_contain_text("Browser carrier")
+            expect(mine).to_contain_text("50%")
+            mine.locator("a").click()
+            expect(page.locator("#partner-name")).to_contain_text(f"ZZ/{sender}")
+            expect(page.locator("#partner-files tbody tr")).to_have_count(2)
+            expect(page.locator("#partner-files")).to_contain_text("edi_count_mismatch")
+            expect(page.locator("#partner-files-summary")).to_have_attribute("data-refused", "1")
+            expect(page.locator("#overview")).to_be_hidden()
+            page.screenshot(path=str(ARTIFACTS / "dashboard-partner.png"), full_page=True)
+        finally:
+            browser.close()
 
 
 def _resolution(engine: Engine, dispute_id: int) -> Any:

@@ -8,6 +8,7 @@ import { jobIdInHash, jobLink, jobState, showJob, wireJobPage } from "./job.js";
 import { reasonInHash, showLetters, wireLetters } from "./letters.js";
 import { documentInHash, identityInHash, showDocument, showIdentity, wireSearch } from "./history.js";
 import { disputesInHash, showDisputes, wireDisputes } from "./disputes.js";
+import { partnerInHash, partnersInHash, showPartner, showPartners } from "./partners.js";
 
 const REFRESH_MS = 2000;
 // The dispute stats sum every open dispute (a query over the whole queue): read
@@ -251,7 +252,13 @@ function signOut(message, everywhere = true) {
 
 function route() {
   $("overview").hidden = Boolean(
-    jobIdInHash() || reasonInHash() || documentInHash() || identityInHash() || disputesInHash(),
+    jobIdInHash() ||
+      reasonInHash() ||
+      documentInHash() ||
+      identityInHash() ||
+      disputesInHash() ||
+      partnersInHash() ||
+      partnerInHash(),
   );
   showView();
   showJob();
@@ -259,6 +266,8 @@ function route() {
   showDocument();
   showIdentity();
   showDisputes();
+  showPartners();
+  showPartner();
 }
 
 async function open() {
