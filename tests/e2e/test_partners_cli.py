@@ -10,7 +10,7 @@ from typing import Any
 from tests.support.cli import client_environ, run_settleq
 from tests.support.factories import uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
-from tests.support.stack import Stack
+from tests.support.stack import ROOT, Stack
 from tests.support.x12_files import Freight, freight_contract, freight_file
 
 
@@ -95,3 +95,34 @@ def test_submit_takes_an_x12_file_without_a_version_from_a_profiled_sender(
     assert "settleq contracts put KIND PARTITION 2 FILE" in shown
     listed = _cli(stack, stack_env, "partners", "list")
     assert sender in listed and "33%" in listed
+
+
+def test_the_onboarding_runbook_onboards_the_real_210s_carrier(
+    stack: Stack, stack_env: ServiceEnv, tmp_path: Path
+) -> None:
+    """docs/operations.md#onboarding-a-trading-partner, step by step, with the
+    real 210 of tests/data/x12 and no query string: refused before the
+    profile, one posted line at 659.40 after it, its 997 printed again."""
+    file = str(ROOT / "tests" / "data" / "x12" / "210-MGCTLYST-SAMPLE.EDI")
+    viewer = client_environ(stack_env.queue_prefix)
+    operator = client_environ(stack_env.queue_prefix, token=OPERATOR_TOKEN)
+    submit = ["submit", file, "--content-type", "application/edi-x12", "--wait"]
+    before = run_settleq([*submit, "--url", stack.url], viewer)
+    assert before.returncode == 1 and "edi_partner_unknown" in before.stderr
+    contract = tmp_path / "contract.json"
+    contract.write_text(
+        '{"rates": {"cwt": "46.09"}, "discount_pct": "0.83", "fuel_surcharge": "0.0425",'
+        ' "accessorials": {"CUS": "15.00"}, "tolerance": "1.00"}'
+    )
+    for args in (
+        ["contracts", "put", "freight_audit", "SCAC", "1", str(contract)],
+        ["partners", "put", "02", "SCAC", "--name", "SCAC carrier", "--contract-version", "1"],
+    ):
+        done = run_settleq([*args, "--url", stack.url], operator)
+        assert done.returncode == 0, done.stdout + done.stderr
+    after = run_settleq([*submit, "--url", stack.url], viewer)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "posted        │     1 │ 659.40" in after.stdout
+    job_id = after.stdout.split("accepted job ", 1)[1].split(":", 1)[0]
+    again = _cli(stack, stack_env, "edi", "ack", job_id)
+    assert again.startswith("997 accepting all 1 set(s):")

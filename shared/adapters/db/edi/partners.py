@@ -180,13 +180,8 @@ def health(engine: Engine, qualifier: str, sender_id: str, limit: int = 20) -> H
             disputes_query(Filter(status="open"), conn.dialect.name).where(d.c.job_id.in_(its_jobs))
         ).all()
     files = [FileSeen(_utc(r.at), r.job_id, r.documents, 0, ()) for r in accepted] + [
-        FileSeen(
-            _utc(r.received_at),
-            None,
-            r.sets - r.sets_at_fault,
-            r.sets_at_fault,
-            tuple(r.codes.split(",")),
-        )
+        # A refused file settles none of its sets, whatever its 997 says of each.
+        FileSeen(_utc(r.received_at), None, 0, r.sets, tuple(r.codes.split(",")))
         for r in refused
     ]
     files.sort(key=lambda f: f.received_at, reverse=True)
