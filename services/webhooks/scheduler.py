@@ -43,6 +43,12 @@ class Scheduler:
                 log.warning("webhooks paused: %s", type(exc).__name__)
                 busy = False
                 stop.wait(1.0)
+            except Exception:
+                # A bug must not end the thread while the process lives on and
+                # delivers nothing: logged, then the next round.
+                log.exception("webhooks scheduler round failed")
+                busy = False
+                stop.wait(1.0)
             if not busy:
                 stop.wait(self.settings.webhook_poll_s)
 
