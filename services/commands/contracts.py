@@ -20,9 +20,9 @@ from services.commands.options import (
     UrlOpt,
     console,
     kind_name,
-    make_client,
     print_more,
     show,
+    token_client,
 )
 from shared.domain.kinds import KINDS
 
@@ -36,9 +36,7 @@ VersionArg = Annotated[int, typer.Argument(min=1, help="Contract version (1, 2, 
 
 
 def _operator(url: str, token: str | None) -> Any:
-    if not token:
-        raise typer.BadParameter("an operator token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
-    return make_client(url, None, None, token)
+    return token_client(url, token, "an operator")
 
 
 def _path(kind: str, partition: str, version: int | None = None) -> str:

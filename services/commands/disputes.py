@@ -26,10 +26,10 @@ from services.commands.options import (
     console,
     job_id_option,
     kind_name,
-    make_client,
     partition_key_option,
     print_more,
     show,
+    token_client,
 )
 
 app = typer.Typer(
@@ -50,9 +50,7 @@ NoteOpt = Annotated[str, typer.Option(help="Why (1-2,000 characters; kept in the
 
 
 def _client(url: str, token: str | None) -> Any:
-    if not token:
-        raise typer.BadParameter("a bearer token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
-    return make_client(url, None, None, token)
+    return token_client(url, token, "a bearer")
 
 
 def _query(**fields: Any) -> str:

@@ -16,19 +16,17 @@ from services.commands.options import (
     console,
     job_id_option,
     kind_name,
-    make_client,
     partition_key_option,
     print_more,
     show,
+    token_client,
 )
 
 app = typer.Typer(help="Inspect, requeue and discard dead letters (operator token).")
 
 
 def _operator(url: str, token: str | None) -> Any:
-    if not token:
-        raise typer.BadParameter("an operator token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
-    return make_client(url, None, None, token)
+    return token_client(url, token, "an operator")
 
 
 @app.command("list")

@@ -18,10 +18,10 @@ from services.commands.options import (
     UrlOpt,
     amount_column,
     console,
-    make_client,
     partition_key_option,
     print_more,
     show,
+    token_client,
 )
 
 lines = typer.Typer(help="Find a document's lines across every job (viewer token).")
@@ -29,9 +29,7 @@ identity_app = typer.Typer()
 
 
 def _reader(url: str, token: str | None) -> Any:
-    if not token:
-        raise typer.BadParameter("a viewer token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
-    return make_client(url, None, None, token)
+    return token_client(url, token, "a viewer")
 
 
 @lines.command("find")

@@ -21,10 +21,10 @@ from services.commands.options import (
     amount_column,
     console,
     export_progress,
-    make_client,
     partition_key_option,
     print_more,
     show,
+    token_client,
 )
 
 app = typer.Typer(help="List jobs and a job's lines; export lines as CSV (viewer token).")
@@ -34,9 +34,7 @@ CursorOpt = Annotated[str | None, typer.Option(help="The next page's cursor.")]
 
 
 def _reader(url: str, token: str | None) -> Any:
-    if not token:
-        raise typer.BadParameter("a viewer token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
-    return make_client(url, None, None, token)
+    return token_client(url, token, "a viewer")
 
 
 def _get(client: Any, path: str, **query: Any) -> Any:

@@ -70,6 +70,14 @@ def make_client(url: str, key_id: str | None, secret: str | None, token: str | N
     return Client(url, key_id=key_id, secret=secret, token=token)
 
 
+def token_client(url: str, token: str | None, role: str) -> Any:
+    """A client with a bearer token; without one, a usage error naming the
+    ``role`` the command needs ("an operator", "a viewer", "a bearer")."""
+    if not token:
+        raise typer.BadParameter(f"{role} token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
+    return make_client(url, None, None, token)
+
+
 def amount_column(table: Table, name: str) -> None:
     """A money (or count) column: right-aligned, never cut off (``27515506…``); its
     header may wrap, its figures do not."""

@@ -16,20 +16,14 @@ from services.commands.options import (
     TokenOpt,
     UrlOpt,
     console,
-    make_client,
     show,
+    token_client,
 )
 from shared.domain.partners import ACKNOWLEDGE
 
 app = typer.Typer(help="Trading-partner profiles: what an X12 sender's files settle against.")
 QualifierArg = Annotated[str, typer.Argument(help="The sender's ISA05 qualifier, e.g. ZZ or 02.")]
 SenderArg = Annotated[str, typer.Argument(help="The sender's ISA06 id, without its padding.")]
-
-
-def _client(url: str, token: str | None, role: str) -> Any:
-    if not token:
-        raise typer.BadParameter(f"{role} token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
-    return make_client(url, None, None, token)
 
 
 def _path(qualifier: str, sender_id: str) -> str:
@@ -71,7 +65,7 @@ def put(
         body["partition_key"] = partition_key
     if period is not None:
         body["period"] = period
-    client = _client(url, token, "an operator")
+    client = token_client(url, token, "an operator")
     response = client.bearer("PUT", _path(qualifier, sender_id), body)
     found = answer(response)
     verb = "created" if response.status_code == 201 else "replaced"
@@ -85,7 +79,7 @@ def put(
 @app.command("list")
 def list_partners(url: UrlOpt = DEFAULT_URL, token: TokenOpt = None) -> None:
     """Every trading partner's profile (viewer token)."""
-    page = answer(_client(url, token, "a viewer").bearer("GET", "/v1/partners"))
+    page = answer(token_client(url, token, "a viewer").bearer("GET", "/v1/partners"))
     table = Table(title="trading partners")
     columns = ("sender", "name", "version", "partition", "period", "acknowledge", "last file")
     for column in (*columns, "refused"):
@@ -113,7 +107,7 @@ def show_partner(
 ) -> None:
     """A trading partner's profile and health: its latest files, the lines of its
     jobs waiting in dead letters and why, its open disputes (viewer token)."""
-    p = answer(_client(url, token, "a viewer").bearer("GET", _path(qualifier, sender_id)))
+    p = answer(token_client(url, token, "a viewer").bearer("GET", _path(qualifier, sender_id)))
     for label, value in (
         ("sender", f"{p['isa_qualifier']}/{p['isa_id']}"),
         ("name", p["name"]),

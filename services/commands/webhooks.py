@@ -25,6 +25,7 @@ from services.commands.options import (
     make_client,
     print_more,
     show,
+    token_client,
 )
 from shared.domain import webhooks
 
@@ -39,9 +40,7 @@ def _producer(url: str, key_id: str | None, secret: str | None) -> Any:
 
 
 def _operator(url: str, token: str | None) -> Any:
-    if not token:
-        raise typer.BadParameter("an operator token is needed (--token or SETTLEQ_CLIENT_TOKEN)")
-    return make_client(url, None, None, token)
+    return token_client(url, token, "an operator")
 
 
 def _endpoints_table(items: list[dict[str, Any]], title: str) -> None:

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from services.api.app import create_app
 from services.cli import app
 from services.client import Client
-from services.commands import contracts as contracts_cli
+from services.commands import options as cli_options
 from services.commands.errors import Refused
 from shared.domain.kinds import KINDS
 from shared.domain.synthetic import freight_contract, promo_contract, recipe_contract
@@ -380,7 +380,8 @@ runner = CliRunner()
 
 @pytest.fixture
 def cli(operator: Client, monkeypatch: pytest.MonkeyPatch) -> Client:
-    monkeypatch.setattr(contracts_cli, "make_client", lambda *args: operator)
+    # The commands' clients are made by services/commands/options.py.
+    monkeypatch.setattr(cli_options, "make_client", lambda *args: operator)
     return operator
 
 

@@ -265,7 +265,7 @@ def test_the_cli_finds_a_document_and_tells_a_lines_story(
     monkeypatch.setattr(options, "console", console)
     monkeypatch.setattr(history_cli, "console", console)
     viewer = as_role(http, VIEWER_TOKEN)
-    monkeypatch.setattr(history_cli, "make_client", lambda *_: viewer)
+    monkeypatch.setattr(options, "make_client", lambda *_: viewer)
     page = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines").json()["items"]
     disputed = next(i for i in page if i["outcome"] == "disputed")
 

@@ -16,7 +16,7 @@ from decimal import Decimal, localcontext
 from sqlalchemy import ColumnElement, Connection, Integer, cast, exists, func, select
 
 from shared.adapters.db.tables import chunk_results, chunks, jobs, outbox
-from shared.adapters.db.types import EXACT_SUMS
+from shared.adapters.db.types import EXACT_SUMS, utc
 
 OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
 
@@ -35,10 +35,6 @@ def _epoch(conn: Connection, column: ColumnElement[dt.datetime]) -> ColumnElemen
     if conn.dialect.name == "postgresql":
         return cast(func.floor(func.extract("epoch", column)), Integer)
     return cast(func.strftime("%s", column), Integer)  # SQLite stores UTC text
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
 def throughput(conn: Connection, now: dt.datetime, window_s: int, bucket_s: int) -> Throughput:
@@ -112,7 +108,7 @@ def oldest_unsettled_chunk(conn: Connection, since: dt.datetime) -> dt.datetime 
         .order_by(chunks.c.created_at)
         .limit(1)
     ).scalar()
-    return None if created is None else _aware(created)
+    return None if created is None else utc(created)
 
 
 @dataclass(frozen=True)
@@ -126,5 +122,5 @@ def relay_state(conn: Connection) -> RelayState:
     row = conn.execute(
         select(func.count(), func.min(outbox.c.created_at)).where(outbox.c.published_at.is_(None))
     ).one()
-    oldest = None if row[1] is None else _aware(row[1])
+    oldest = None if row[1] is None else utc(row[1])
     return RelayState(int(row[0]), oldest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
@@ -79,3 +80,10 @@ def sqlite_sub(a: Any, b: Any) -> str | None:
         return None
     with localcontext(EXACT_SUMS):
         return format((Decimal(str(a)) - Decimal(str(b))).quantize(SCALE), "f")
+
+
+def utc(value: dt.datetime) -> dt.datetime:
+    """Aware UTC (SQLite reads timestamps back naive; they were written in UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC)

@@ -21,10 +21,9 @@ from shared.adapters.db.disputes.sql import (
     res,
     status,
     to_dispute,
-    utc,
 )
 from shared.adapters.db.disputes.types import Dispute, Filter, PartitionVariance, Stats, Totals
-from shared.adapters.db.types import EXACT_SUMS
+from shared.adapters.db.types import EXACT_SUMS, utc
 from shared.domain.disputes import Status
 from shared.domain.money import ZERO
 

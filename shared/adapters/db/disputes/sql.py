@@ -11,7 +11,6 @@ through ``ix_ledger_entries_disputes`` (disputed rows only, by id).
 
 from __future__ import annotations
 
-import datetime as dt
 import operator
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -36,6 +35,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.disputes.types import Dispute, Filter, Resolution
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, dispute_resolutions, ledger_entries
+from shared.adapters.db.types import utc
 from shared.domain.disputes import Status, status_of, variance
 
 d = ledger_entries.alias("d")  # the disputed row: the dispute
@@ -136,13 +136,6 @@ def id_in(column: Any, ids: Sequence[int], dialect: str) -> ColumnElement[bool]:
     if dialect == "postgresql":
         return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))  # type: ignore[no-any-return]
     return column.in_(list(ids))  # type: ignore[no-any-return]
-
-
-def utc(value: dt.datetime) -> dt.datetime:
-    """Aware UTC (SQLite reads timestamps back naive; they were written in UTC)."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC)
 
 
 def status(row: Any) -> Status:

@@ -16,7 +16,7 @@ from shared.adapters.db.disputes.sql import d, disputes_query, to_dispute
 from shared.adapters.db.disputes.types import Filter
 from shared.adapters.db.edi.tables import edi_interchanges, edi_partners, edi_refusals
 from shared.adapters.db.tables import jobs, line_outcomes
-from shared.adapters.db.types import EXACT_SUMS
+from shared.adapters.db.types import EXACT_SUMS, utc
 from shared.domain.partners import Acknowledge
 
 p = edi_partners
@@ -35,7 +35,6 @@ class Partner:
 
 
 def _partner(row: Any) -> Partner:
-    updated = row.updated_at
     return Partner(
         sender_qualifier=row.sender_qualifier,
         sender_id=row.sender_id,
@@ -44,7 +43,7 @@ def _partner(row: Any) -> Partner:
         partition_key=row.partition_key,
         period=row.period,
         acknowledge=row.acknowledge,
-        updated_at=updated if updated.tzinfo else updated.replace(tzinfo=dt.UTC),
+        updated_at=utc(row.updated_at),
     )
 
 
@@ -141,10 +140,6 @@ def _reason(row: Any) -> str:
     return str(row[0] or "")
 
 
-def _utc(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
 def health(engine: Engine, qualifier: str, sender_id: str, limit: int = 20) -> Health:
     """What became of a sender's files: the latest, how many were refused, the
     lines of its jobs waiting in dead letters and its open disputes."""
@@ -179,9 +174,9 @@ def health(engine: Engine, qualifier: str, sender_id: str, limit: int = 20) -> H
         disputes = conn.execute(
             disputes_query(Filter(status="open"), conn.dialect.name).where(d.c.job_id.in_(its_jobs))
         ).all()
-    files = [FileSeen(_utc(r.at), r.job_id, r.documents, 0, ()) for r in accepted] + [
+    files = [FileSeen(utc(r.at), r.job_id, r.documents, 0, ()) for r in accepted] + [
         # A refused file settles none of its sets, whatever its 997 says of each.
-        FileSeen(_utc(r.received_at), None, 0, r.sets, tuple(r.codes.split(",")))
+        FileSeen(utc(r.received_at), None, 0, r.sets, tuple(r.codes.split(",")))
         for r in refused
     ]
     files.sort(key=lambda f: f.received_at, reverse=True)

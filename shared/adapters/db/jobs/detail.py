@@ -16,6 +16,7 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.tables import chunk_results, dead_letters, ledger_entries
+from shared.adapters.db.types import utc
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,6 @@ class PartitionOutcomes:
     )
 
 
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-
-
 def chunks_done(engine: Engine, job_id: str) -> list[ChunkDone]:
     """Each settled chunk of the job (and each requeue's result), oldest first."""
     c = chunk_results.c
@@ -49,7 +46,7 @@ def chunks_done(engine: Engine, job_id: str) -> list[ChunkDone]:
             .where(c.job_id == job_id)
             .order_by(c.created_at, c.chunk_id)
         ).all()
-    return [ChunkDone(_aware(r.created_at), int(r.lines or 0)) for r in rows]
+    return [ChunkDone(utc(r.created_at), int(r.lines or 0)) for r in rows]
 
 
 def partitions(engine: Engine, job_id: str) -> list[PartitionOutcomes]:

@@ -27,18 +27,15 @@ from shared.adapters.db.tables import (
     webhook_endpoints,
     webhook_events,
 )
+from shared.adapters.db.types import utc
 from shared.adapters.db.webhooks.endpoints import signing_secrets
 
 ev, dl, at, we = webhook_events, webhook_deliveries, webhook_attempts, webhook_endpoints
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
 
 
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)  # SQLite
-
-
 def _later(value: dt.datetime | None) -> dt.datetime | None:
-    return None if value is None else _aware(value)
+    return None if value is None else utc(value)
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,7 @@ def waiting_events(conn: Connection, limit: int) -> list[Waiting]:
             r.subject,
             None if r.partition_keys is None else tuple(filter(None, r.partition_keys.split(","))),
             r.endpoint_id,
-            _aware(r.created_at),
+            utc(r.created_at),
         )
         for r in rows
     ]
@@ -234,7 +231,7 @@ def claim(
         first_attempt_at=_later(row.first_attempt_at),
         event_id=row.event_id,
         event_type=row.type,
-        event_created_at=_aware(row.created_at),
+        event_created_at=utc(row.created_at),
         data=row.data,
         endpoint_id=row.endpoint_id,
         url=row.url,
@@ -388,7 +385,7 @@ def _read(engine: Engine, query: Select[Any]) -> list[Delivery]:
                 select(at).where(at.c.delivery_id.in_(list(tries))).order_by(at.c.attempt, at.c.id)
             ):
                 tries[t.delivery_id].append(
-                    Tried(_aware(t.at), t.status_code, t.error, t.detail, t.latency_ms, t.answer)
+                    Tried(utc(t.at), t.status_code, t.error, t.detail, t.latency_ms, t.answer)
                 )
     return [
         Delivery(
@@ -397,7 +394,7 @@ def _read(engine: Engine, query: Select[Any]) -> list[Delivery]:
             event_type=r.type,
             status=r.status,
             attempts=r.attempts,
-            created_at=_aware(r.created_at),
+            created_at=utc(r.created_at),
             next_attempt_at=_later(r.next_attempt_at),
             tries=tries[r.id],
         )
@@ -445,7 +442,7 @@ def backlog(engine: Engine) -> Backlog:
                 we.c.status, we.c.disabled_reason
             )
         ).all()
-    oldest = [_aware(t) for t in (pending, waiting) if t is not None]
+    oldest = [utc(t) for t in (pending, waiting) if t is not None]
     return Backlog(
         by_status={s: int(counts.get(s, 0)) for s in DELIVERY_STATUSES},
         oldest_undelivered=min(oldest) if oldest else None,

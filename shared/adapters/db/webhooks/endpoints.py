@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, delete, insert, select, update
 
 from shared.adapters.db.dead_letters import audit
 from shared.adapters.db.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
+from shared.adapters.db.types import utc
 from shared.domain.webhooks import EVENT_TYPES, ROTATION_GRACE_S, new_secret
 
 we = webhook_endpoints
@@ -54,13 +55,9 @@ def signing_secrets(
 ) -> list[str]:
     """The secrets that sign a request sent at ``now``: the current one, and a
     rotated one during its grace."""
-    if previous and previous_until is not None and now < _aware(previous_until):
+    if previous and previous_until is not None and now < utc(previous_until):
         return [secret, previous]
     return [secret]
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)  # SQLite
 
 
 def _endpoint(row: Any) -> Endpoint:
@@ -72,11 +69,11 @@ def _endpoint(row: Any) -> Endpoint:
         description=row.description,
         status=row.status,
         disabled_reason=row.disabled_reason,
-        created_at=_aware(row.created_at),
-        failing_since=None if row.failing_since is None else _aware(row.failing_since),
+        created_at=utc(row.created_at),
+        failing_since=None if row.failing_since is None else utc(row.failing_since),
         secret=row.secret,
         previous_secret=row.previous_secret,
-        previous_until=None if row.previous_until is None else _aware(row.previous_until),
+        previous_until=None if row.previous_until is None else utc(row.previous_until),
     )
 
 
