@@ -457,7 +457,7 @@ def test_a_resolved_dispute_is_told_with_its_resolution(
                 webhook_events.c.subject == str(dispute_id),
             )
         ).all()
-    assert event.partition_keys == vendor
+    assert event.partitions == [vendor]
     deliverer.until(receiver, 1)
     data = json.loads(receiver.received[0].body)["data"]
     shown = operator.bearer("GET", f"/v1/disputes/{dispute_id}").json()

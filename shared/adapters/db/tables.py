@@ -6,6 +6,7 @@ deleted.
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Column,
     DateTime,
@@ -336,7 +337,9 @@ webhook_events = Table(
     Column("id", String(32), primary_key=True),  # evt_ + 24 hex digits: the webhook-id
     Column("type", String(32), nullable=False),
     Column("subject", ID, nullable=False),  # a job id, a dispute id, an endpoint id (ping)
-    Column("partition_keys", Text, nullable=True),  # comma-separated; none for a ping
+    # A JSON array, never joined text: a partition key may hold any separator
+    # (SPEC §3.2). None for a ping.
+    Column("partitions", JSON, nullable=True),
     Column("endpoint_id", String(32), nullable=True),  # a ping's one endpoint
     Column("data", Text, nullable=True),  # JSON, rendered once at fan-out
     Column("created_at", TS, nullable=False),

@@ -53,7 +53,7 @@ class Waiting:
 def waiting_events(conn: Connection, limit: int) -> list[Waiting]:
     """The oldest events not fanned out."""
     rows = conn.execute(
-        select(ev.c.id, ev.c.type, ev.c.subject, ev.c.partition_keys, ev.c.endpoint_id)
+        select(ev.c.id, ev.c.type, ev.c.subject, ev.c.partitions, ev.c.endpoint_id)
         .add_columns(ev.c.created_at)
         .where(ev.c.fanned_out_at.is_(None))
         .order_by(ev.c.created_at)
@@ -64,7 +64,7 @@ def waiting_events(conn: Connection, limit: int) -> list[Waiting]:
             r.id,
             r.type,
             r.subject,
-            None if r.partition_keys is None else tuple(filter(None, r.partition_keys.split(","))),
+            None if r.partitions is None else tuple(r.partitions),
             r.endpoint_id,
             utc(r.created_at),
         )

@@ -84,7 +84,7 @@ def _row(
         "id": new_event_id(),
         "type": kind,
         "subject": subject,
-        "partition_keys": None if partitions is None else ",".join(partitions),
+        "partitions": None if partitions is None else list(partitions),
         "endpoint_id": None,
         "created_at": now,
     }

@@ -1,0 +1,115 @@
+"""Who hears an event when partition keys hold the characters a list would be
+joined on (SPEC §3.2: a comma is data; §3.8: an endpoint hears only events of
+partitions its key may submit for). The review's leak (C1, M1): a key scoped
+to ``VENDOR-A`` heard the jobs and the resolved disputes of partition
+``VENDOR-A,VENDOR-A``, and a key scoped to ``CX-1,CX-2`` never heard its own.
+
+Each hostile partition is settled by the ``*`` key's producer and fanned out by
+the real scheduler to real receivers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from services.api.app import create_app
+from services.client import Client
+from services.worker.context import WorkerContext
+from shared.settings import ProducerKey, Settings
+from tests.integration.test_webhooks import Deliverer, register, settled_job
+from tests.support.disputes import disputed_doc, job_disputes, settle
+from tests.support.factories import uid
+from tests.support.infra import OPERATOR_TOKEN, PRODUCER_ID, PRODUCER_SECRET, ServiceEnv
+from tests.support.receiver import Receiver
+
+pytestmark = [pytest.mark.both_backends, pytest.mark.regression]
+
+VENDOR = uid("VENDOR-A-")
+PAIR = f"{uid('CX-1-')},{uid('CX-2-')}"  # one partition, with a comma in its name
+HOSTILE = [f"{VENDOR},{VENDOR}", f",{VENDOR}", f"{VENDOR},", f'{VENDOR}","x', f"{VENDOR}\\,"]
+
+
+@pytest.fixture(scope="module")
+def settings(backend_env: ServiceEnv) -> Settings:
+    base = backend_env.settings()
+    keys = [
+        *base.producer_keys,
+        ProducerKey(key_id="only-a", secrets=["secret-only-a-0001"], partitions=[VENDOR]),
+        ProducerKey(key_id="the-pair", secrets=["secret-the-pair-01"], partitions=[PAIR]),
+    ]
+    return backend_env.settings(
+        webhook_allow_private=True, webhook_schedule_scale=0.001, producer_keys=keys
+    )
+
+
+@pytest.fixture(scope="module")
+def http(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.fixture
+def receivers() -> Iterator[dict[str, Receiver]]:
+    found = {"only-a": Receiver(), "the-pair": Receiver(), PRODUCER_ID: Receiver()}
+    yield found
+    for receiver in found.values():
+        receiver.close()
+
+
+def client(http: TestClient, key_id: str, secret: str) -> Client:
+    return Client("http://testserver", key_id=key_id, secret=secret, http=http)
+
+
+def test_no_event_crosses_a_partition_whatever_its_name_holds(
+    ctx: WorkerContext,
+    settings: Settings,
+    engine: Engine,
+    http: TestClient,
+    receivers: dict[str, Receiver],
+) -> None:
+    operator = Client("http://testserver", token=OPERATOR_TOKEN, http=http)
+    deliverer = Deliverer(settings, engine)
+    while deliverer.round():  # what earlier tests left due
+        pass
+    events = ["job.completed", "dead_letters.created", "dispute.resolved"]
+    register(client(http, "only-a", "secret-only-a-0001"), receivers["only-a"].url, events)
+    register(client(http, "the-pair", "secret-the-pair-01"), receivers["the-pair"].url, events)
+    everyone = client(http, PRODUCER_ID, PRODUCER_SECRET)
+    register(everyone, receivers[PRODUCER_ID].url, events)
+
+    hostile_jobs = [settled_job(ctx, settings, p, operator) for p in HOSTILE]
+    own_job = settled_job(ctx, settings, VENDOR, operator)
+    pair_job = settled_job(ctx, settings, PAIR, operator)
+    # A resolved dispute of a hostile partition: the full claim, model and note.
+    hostile = HOSTILE[0]
+    docs = [disputed_doc(hostile, ["999.00"])]  # settled_job published its contract
+    [dispute_id] = job_disputes(engine, settle(engine, docs), docs)
+    answer = operator.bearer(
+        "POST",
+        f"/admin/disputes/{dispute_id}/resolve",
+        {"decision": "accept_model", "note": "secret to VENDOR-A,VENDOR-A"},
+    )
+    assert answer.status_code in (200, 201), answer.text
+
+    # The `*` key hears everything: 7 jobs x 2 events, and the resolution.
+    deliverer.until(receivers[PRODUCER_ID], 2 * (len(HOSTILE) + 2) + 1)
+    for _ in range(5):
+        deliverer.round()
+
+    def heard(key: str) -> list[tuple[str, str]]:
+        bodies = [json.loads(r.body) for r in receivers[key].received]
+        return sorted((b["type"], json.dumps(b["data"])) for b in bodies)
+
+    only_a = heard("only-a")
+    assert {t for t, _ in only_a} == {"job.completed", "dead_letters.created"}, only_a
+    assert len(only_a) == 2 and all(own_job in data for _, data in only_a), only_a
+    for job_id in hostile_jobs:
+        assert not any(job_id in data for _, data in only_a)
+    assert not any("secret to" in data for _, data in only_a)
+
+    pair = heard("the-pair")
+    assert len(pair) == 2 and all(pair_job in data for _, data in pair), pair
