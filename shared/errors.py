@@ -27,6 +27,20 @@ class TransientError(SettleqError):
     reason = "transient"
 
 
+class ClaimContended(TransientError):
+    """Another attempt holds a lease this one needs. That says nothing against
+    this attempt: the holder is alive (it commits, and these lines are then
+    duplicates) or dead (its lease runs out within ``wait_ms``). So the unit is
+    retried once the lease has run, and the wait is not counted as an attempt
+    (docs/architecture.md#dedup-leases)."""
+
+    reason = "claim_contended"
+
+    def __init__(self, keys: int, wait_ms: int) -> None:
+        super().__init__(message=f"{keys} keys are leased by another worker")
+        self.wait_ms = wait_ms
+
+
 class StructuralError(SettleqError):
     reason = "schema_invalid"
 

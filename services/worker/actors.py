@@ -8,6 +8,7 @@ when the module is imported.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,7 @@ from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chu
 from shared.adapters.broker import make_broker
 from shared.adapters.queue_declare import RETURNS
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
-from shared.errors import TransientError
+from shared.errors import ClaimContended, TransientError
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")
@@ -60,10 +61,33 @@ def build_broker(settings: Settings) -> RabbitmqBroker:
     )
 
 
+# Message option: how many of its retries were waits on another attempt's
+# lease (ClaimContended), which are not attempts.
+CONTENDED = "contended"
+
+
 def current_attempt() -> int:
     message = CurrentMessage.get_current_message()
-    retries = message.options.get("retries", 0) if message is not None else 0
-    return int(retries) + 1
+    if message is None:
+        return 1
+    return int(message.options.get("retries", 0)) - int(message.options.get(CONTENDED, 0)) + 1
+
+
+def _wait_for_lease(ctx: WorkerContext, exc: ClaimContended) -> dramatiq.Retry | None:
+    """The retry that waits out another attempt's lease without counting as an
+    attempt; None once a unit has waited so often that its holder cannot be
+    a live attempt (a live one is done within task_timeout_s), so that the
+    wait then counts and cannot loop forever."""
+    message = CurrentMessage.get_current_message()
+    settings = ctx.settings
+    limit = max(10, 4 * settings.task_timeout_s * 1000 // settings.claim_lease_ms)
+    if message is None or int(message.options.get(CONTENDED, 0)) >= limit:
+        return None
+    message.options[CONTENDED] = int(message.options.get(CONTENDED, 0)) + 1
+    # Past the lease, jittered so that the units a dead worker held do not all
+    # come back at the same instant.
+    wait = max(exc.wait_ms, settings.backoff_base_ms)
+    return dramatiq.Retry(exc.reason, delay=int(wait * random.uniform(1.05, 1.25)))
 
 
 def current_returns() -> int:
@@ -114,6 +138,9 @@ def _failed(
     started: float,
 ) -> None:
     reason = reason_of(exc)
+    if isinstance(exc, ClaimContended) and (retry := _wait_for_lease(ctx, exc)) is not None:
+        events.emit(name, started, logging.INFO, status="retry", reason=reason)
+        raise retry from exc
     if is_transient(exc):
         if attempt < ctx.settings.max_attempts:
             events.emit(name, started, logging.WARNING, status="retry", reason=reason)

@@ -27,7 +27,7 @@ from shared.domain.leasing import leases_by_version
 from shared.domain.messages import COMPUTE_HEAVY, MAX_PRIORITY, SETTLE_ACTOR
 from shared.domain.settlement import plan_chunk, plan_failure, unreadable
 from shared.domain.units import ChunkOutcome
-from shared.errors import StructuralError, TransientError
+from shared.errors import ClaimContended, StructuralError, TransientError
 
 log = logging.getLogger("settleq.worker")
 
@@ -100,9 +100,7 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
     claim = ctx.claims.claim(ctx.claims.keys(kind.name, leases))
     if claim.contended:
         ctx.claims.release(claim)
-        raise TransientError(
-            "claim_contended", f"{len(claim.contended)} keys are leased by another worker"
-        )
+        raise ClaimContended(len(claim.contended), claim.contended_for_ms)
     try:
         with LeaseKeeper(ctx.claims, claim, ctx.settings.claim_lease_ms):
             _injected_faults(ctx, attempt)
@@ -122,6 +120,7 @@ def _injected_faults(ctx: WorkerContext, attempt: int) -> None:
     claims and the commit, the most delicate point of the protocol."""
     faults = ctx.faults
     if faults.settle_pause_s:
+        log.warning("injected pause of %.1f s between claims and commit", faults.settle_pause_s)
         time.sleep(faults.settle_pause_s)
     if attempt <= faults.transient_attempts:
         log.warning("injected transient fault on attempt %d", attempt)

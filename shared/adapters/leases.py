@@ -21,12 +21,13 @@ _BATCH = 20_000  # keys per script call: one call per chunk, a bounded Redis pau
 
 # Lease every free key in one call: SET NX PX with the attempt's token. A key
 # still holding the token of a finished attempt (its done marker exists) is
-# free: it is taken over. Returns the 1-based positions of keys held by another
-# live attempt. ARGV[3] is the prefix of done markers; reading a key outside
-# KEYS is fine on a single Redis (not on Redis Cluster). A bare 'done' value
-# is how older settleq versions marked finished keys.
+# free: it is taken over. Returns the longest time (ms) any contended lease
+# still has to run, then the 1-based positions of keys held by another live
+# attempt. ARGV[3] is the prefix of done markers; reading a key outside KEYS is
+# fine on a single Redis (not on Redis Cluster). A bare 'done' value is how
+# older settleq versions marked finished keys.
 _CLAIM = """
-local contended = {}
+local contended = {0}
 for i, key in ipairs(KEYS) do
   local holder = redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
   if holder and holder ~= ARGV[1] then
@@ -34,6 +35,8 @@ for i, key in ipairs(KEYS) do
       redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
     else
       contended[#contended + 1] = i
+      local left = redis.call('PTTL', key)
+      if left > contended[1] then contended[1] = left end
     end
   end
 end
@@ -63,6 +66,9 @@ class Claim:
     token: str
     keys: list[str]
     contended: list[str] = field(default_factory=list)
+    # How long (ms) the longest of the contended leases still runs: a holder
+    # that died lets go of it no later than that.
+    contended_for_ms: int = 0
 
 
 class ClaimStore:
@@ -97,10 +103,11 @@ class ClaimStore:
         claim = Claim(token=uuid.uuid4().hex, keys=list(keys))
         for start in range(0, len(keys), _BATCH):
             part = claim.keys[start : start + _BATCH]
-            positions = self._claim(
+            left, *positions = self._claim(
                 keys=part, args=[claim.token, self._lease_ms, self._done_prefix]
             )
             claim.contended += [part[i - 1] for i in positions]
+            claim.contended_for_ms = max(claim.contended_for_ms, int(left))
         return claim
 
     def renew(self, claim: Claim) -> None:
