@@ -5,7 +5,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.infra import PREFIXES, ServiceEnv, isolated_env, leftover_broker_objects
+from tests.support.infra import (
+    PREFIXES,
+    ServiceEnv,
+    isolated_env,
+    leftover_broker_objects,
+    sweep_leftovers,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,6 +29,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             " below ~200,000 the batch drains before its faults are done, which fails)"
         ),
     )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before anything runs (in the controller, once): remove what an earlier,
+    interrupted run left on the services."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker
+        return
+    try:
+        removed = sweep_leftovers()
+    except Exception as exc:  # a service down: the tests that need it say so
+        print(f"\nleftovers of interrupted runs not swept: {exc}")
+        return
+    if removed:
+        print(f"\nremoved {len(removed)} leftovers of interrupted test runs")
 
 
 @pytest.fixture(scope="session")

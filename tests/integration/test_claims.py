@@ -55,9 +55,11 @@ def test_a_dead_workers_lease_expires(redis_client):
 
 
 def test_a_working_attempt_keeps_its_lease(redis_client):
-    claims = store(redis_client, lease_ms=300)
+    # Renewed every 0.5 s, it outlives 2.5 leases; a scheduler stall shorter than
+    # a second on a loaded machine cannot let it lapse (a 300 ms lease did).
+    claims = store(redis_client, lease_ms=1500)
     keys = [claims.key("promo_accrual", uid(), 1)]
     mine = claims.claim(keys)
-    with LeaseKeeper(claims, mine, 300):
-        time.sleep(0.8)
+    with LeaseKeeper(claims, mine, 1500):
+        time.sleep(3.8)
         assert claims.claim(keys).contended == keys

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Collection, Iterator
@@ -101,9 +102,69 @@ CONSUMER_QUEUES = ("test-consumer", "chaos-consumer")
 
 
 def new_prefix() -> str:
-    prefix = f"t{uuid.uuid4().hex[:10]}"
+    """``t<pid>z<random>``: the process that made it is named in every database,
+    queue and exchange under it, so that what an interrupted run left behind
+    can be told from what a live run uses (``sweep_leftovers``)."""
+    prefix = f"t{os.getpid():x}z{uuid.uuid4().hex[:8]}"
     PREFIXES.add(prefix)
     return prefix
+
+
+def _owner_gone(name: str) -> bool:
+    """Whether ``name`` (a prefix, or a database named after one) was made by a
+    process that no longer runs. Names of another form are never judged."""
+    match = re.search(r"(?:^|_)t?([0-9a-f]{1,8})z[0-9a-f]{8}(?:$|\.)", name)
+    if match is None:
+        return False
+    try:
+        os.kill(int(match.group(1), 16), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def sweep_leftovers() -> list[str]:
+    """Drop the test databases and delete the queues and exchanges that a run
+    which was interrupted left behind (their maker is dead); what a live run
+    (another checkout's, a developer's) uses is left alone. What was removed."""
+    removed = []
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        names = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'settleq\\_test\\_%'"
+        ).fetchall()
+    for (name,) in names:
+        if _owner_gone(name):
+            drop_database(name)
+            removed.append(f"database {name}")
+    for what in ("queue", "exchange"):
+        listing = subprocess.run(
+            ["rabbitmqctl", "-q", f"list_{what}s", "name"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        stale = [
+            n
+            for n in listing.stdout.split()
+            if n.startswith("t") and _owner_gone(n.split(".", 1)[0])
+        ]
+        if not stale:
+            continue
+        connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        try:
+            for name in stale:
+                channel = connection.channel()
+                if what == "queue":
+                    channel.queue_delete(queue=name)
+                else:
+                    channel.exchange_delete(exchange=name)
+                channel.close()
+                removed.append(f"{what} {name}")
+        finally:
+            connection.close()
+    return removed
 
 
 def delete_queues(prefix: str) -> None:

@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 
 from services.client import Client
-from services.commands.demo import wait_ready
 from shared.faults import Faults
 from tests.support.infra import (
     OPERATOR_TOKEN,
@@ -27,6 +26,27 @@ from tests.support.infra import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+# How long a starting process may take to answer /readyz while it is alive: a
+# cap for a hung start, not an expectation (a loaded CI machine took over 30 s).
+START_CAP_S = 180.0
+
+
+def wait_serving(process: subprocess.Popen[bytes], url: str, timeout: float = START_CAP_S) -> None:
+    """Until ``url`` answers /readyz 200. Raises RuntimeError as soon as the
+    process has exited (waiting on it, not on the clock), or after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while process.poll() is None:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not ready at {url} after {timeout:.0f} s")
+        time.sleep(0.2)
+    raise RuntimeError(f"exited with {process.returncode} before it was ready at {url}")
 
 
 def free_port() -> int:
@@ -104,7 +124,7 @@ class Stack:
             args = ["api", "--host", self.api_address, "--port", str(self.port)]
             process = self._spawn("api", args, netns=netns)
             try:
-                wait_ready(self.url, timeout=30)
+                wait_serving(process, self.url)
                 return
             except RuntimeError:
                 # free_port's port, released for the API to bind, can be taken
@@ -118,9 +138,9 @@ class Stack:
 
     def start_up(self) -> None:
         """The whole stack as one ``settleq up`` (api, both worker tiers, relay)."""
-        self._spawn("up", ["up", "--port", str(self.port)])
+        process = self._spawn("up", ["up", "--port", str(self.port)])
         try:
-            wait_ready(self.url, timeout=60)
+            wait_serving(process, self.url)
         except RuntimeError:
             raise RuntimeError(f"settleq up did not start:\n{self.log('up')}") from None
 

@@ -6,7 +6,6 @@ same problems, the same values from every accessor a consumer uses."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -145,7 +144,7 @@ def envelope_mutated(draw: st.DrawFn) -> bytes:
 
 _SETTINGS = settings(
     max_examples=600,
-    deadline=timedelta(seconds=2),
+    deadline=None,  # an example's time depends on the machine's load (test_fuzz)
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
