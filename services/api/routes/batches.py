@@ -143,17 +143,18 @@ def _submit_file(
     try:
         return submit_file(ctx, key, ingest, idempotency_key)
     except EdiRefused as refused:
-        _keep(ctx, kept(refused, key.key_id, ingest.sha.hexdigest()))
-        raise refusal(ctx, refused, ingest.acknowledge_policy != "never") from None
+        error = refusal(ctx, refused, ingest.acknowledge_policy != "never")
+        _keep(ctx, kept(refused, key.key_id, ingest.sha.hexdigest(), error))
+        raise error from None
 
 
-def _keep(ctx: ApiContext, refused: Refusal | None) -> None:
-    """A refused file, for its partner's health; the 422 goes out even if the
+def _keep(ctx: ApiContext, refused: list[Refusal]) -> None:
+    """A refused file, for its partners' health; the 422 goes out even if the
     database cannot keep it."""
-    if refused is None:
+    if not refused:
         return
     try:
-        partners_db.record_refusal(ctx.engine, refused, dt.datetime.now(dt.UTC))
+        partners_db.record_refusals(ctx.engine, refused, dt.datetime.now(dt.UTC))
     except SQLAlchemyError as exc:
         log.warning("a refused X12 file was not kept for its partner: %s", type(exc).__name__)
 
