@@ -62,10 +62,15 @@ _errors: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
         401: "signature missing, invalid, stale or of an unknown key",
-        403: "a document names a partition the key may not submit for",
+        403: (
+            "a document names a partition the key may not submit for, or an X12 sender's"
+            " trading-partner profile names the keys that may send its files and this key is"
+            " not one (edi_sender_not_allowed)"
+        ),
         409: (
             "Idempotency-Key reused with a different body (idempotency_key_reused), or an X12"
-            " interchange accepted before as part of another file (edi_duplicate_interchange)"
+            " interchange this key had accepted before as part of another file"
+            " (edi_duplicate_interchange)"
         ),
         413: "body above the configured limit",
         415: "unsupported content type",
