@@ -6,19 +6,20 @@ profile changed; what a partner's page counts and shows; the list's queries."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, event, select
+from sqlalchemy import Engine, event, select, update
 
 from services.api.app import create_app
 from services.client import Client
 from services.commands.edi import verdict
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.tables import chunks
+from shared.adapters.db.tables import chunks, jobs
 from shared.domain.x12.ack_summary import summarize
 from shared.settings import ProducerKey
 from tests.support.factories import uid
@@ -212,6 +213,26 @@ def test_the_same_bytes_after_a_profile_change_are_the_same_job(
     again = acme.submit(body, X12)
     assert again.status_code == 200, again.text
     assert again.json()["job_id"] == first.json()["job_id"]
+
+
+def test_a_job_stored_before_0024_is_still_its_files_repeat(
+    acme: Client, operator: Client, stack: tuple[TestClient, Engine]
+) -> None:
+    """Stored with the query as the profile completed it (as before issue 42):
+    the same bytes are its repeat while that profile stands."""
+    sender = sender_name()
+    put_profile(operator, sender, 3)
+    body = freight_file(Freight(uid("F"), "ABCD"), sender=sender)
+    first = acme.submit(body, X12)
+    assert first.status_code == 202, first.text
+    file_sha256 = hashlib.sha256(body).hexdigest()
+    earlier = hashlib.sha256(f"x12\n{file_sha256}\n3\nNone\nNone".encode()).hexdigest()
+    with stack[1].begin() as conn:
+        conn.execute(
+            update(jobs).where(jobs.c.id == first.json()["job_id"]).values(body_sha256=earlier)
+        )
+    again = acme.submit(body, X12)
+    assert (again.status_code, again.json()["job_id"]) == (200, first.json()["job_id"])
 
 
 # -- what a partner's page counts and shows ------------------------------------------------------

@@ -66,6 +66,13 @@ class EdiFile:
     senders: list[Sender]  # its interchanges' names
     file_sha256: str  # of the bytes as received: the default Idempotency-Key
     submission_sha256: str  # of the bytes and the query: what a repeat must match
+    # What a job accepted before migration 0024 was known by: the bytes and the
+    # query as the first sender's profile completed it (None: the same).
+    earlier_sha256: str | None = None
+
+    def repeats(self, body_sha256: str) -> bool:
+        """Whether a job stored with ``body_sha256`` took this very submission."""
+        return body_sha256 in (self.submission_sha256, self.earlier_sha256)
 
 
 class ChunkStore(Protocol):
@@ -134,8 +141,13 @@ class EdiIngest(Ingest):
                 raise
             del body  # the interchanges hold it while they live
             file_sha256 = self.sha.hexdigest()
+            submission = self._submission_sha256(file_sha256, self._given)
+            earlier = self._submission_sha256(file_sha256, self.query)
             file = EdiFile(
-                _senders(interchanges), file_sha256, self._submission_sha256(file_sha256)
+                _senders(interchanges),
+                file_sha256,
+                submission,
+                None if earlier == submission else earlier,
             )
             self._read = (interchanges, file)
         return self._read[1]
@@ -267,13 +279,12 @@ class EdiIngest(Ingest):
         intake = EdiIntake(file.senders, list(mapped.skipped), file.file_sha256, acknowledgement)
         return replace(batch, body_sha256=file.submission_sha256, edi=intake)
 
-    def _submission_sha256(self, file_sha256: str) -> str:
+    def _submission_sha256(self, file_sha256: str, q: EdiQuery) -> str:
         """What a repeat must match: the bytes, and the query as the request gave
         it (the same file under another contract version is another submission,
         refused as a reused key or interchange, not its old job). Not what a
         profile filled in: the same bytes resent after the profile changed are
         the same submission, answered with the job that took them."""
-        q = self._given
         text = f"x12\n{file_sha256}\n{q.contract_version}\n{q.partition_key}\n{q.period}"
         return hashlib.sha256(text.encode()).hexdigest()
 

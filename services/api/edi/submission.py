@@ -32,7 +32,7 @@ def accepted_before(ctx: ApiContext, key: ProducerKey, file: EdiFile) -> jobs_db
     jobs = {r.job_id for r in found}
     if len(jobs) == 1 and len(found) == len(file.senders):
         job = jobs_db.job_by_id(ctx.engine, found[0].job_id)
-        if job is not None and job.body_sha256 == file.submission_sha256:
+        if job is not None and file.repeats(job.body_sha256):
             return job
     same_bytes = all(r.file_sha256 == file.file_sha256 for r in found)
     why = "with other query parameters" if same_bytes else "in another file"
