@@ -1,4 +1,4 @@
-"""Trading partners at the edges (SPEC §10, issue 42 round four), over HTTP in
+"""Trading partners at the edges (docs/api.md#trading-partners, issue 42 round four), over HTTP in
 process on a database of this module's own, with a second producer key of
 all partitions: each key names its own interchanges; a profile's ``key_ids``;
 each interchange of a file at its own sender's profile; a repeat after a

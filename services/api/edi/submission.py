@@ -1,8 +1,9 @@
 """Storing an X12 submission (docs/api.md#edi-intake): a partner names each
 interchange once, by its sender and control number (ISA13).
 
-Each producer key names its own interchanges (SPEC §10): another key's
-files never block, name or count against its own. The same file again, from
+Each producer key names its own interchanges
+(docs/api.md#duplicate-interchanges): another key's files never block, name
+or count against its own. The same file again, from
 the same producer key and with the same query, is the same job (200),
 whatever its Idempotency-Key and whatever profile changed meanwhile. The same
 interchange from the same key with other bytes or another query is 409

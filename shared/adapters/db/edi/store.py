@@ -127,7 +127,7 @@ def delete_edi(conn: Connection, job_id: str) -> None:
 def received_before(engine: Engine, key_id: str, senders: Sequence[Sender]) -> list[Received]:
     """Those of ``senders`` already accepted from producer key ``key_id``, with
     their jobs. Another key's interchanges are never found: each key names its
-    own (SPEC §10)."""
+    own (docs/api.md#duplicate-interchanges)."""
     if not senders:
         return []
     i = edi_interchanges.c

@@ -1,7 +1,8 @@
 """edi_interchanges by producer key; edi_partner_keys; what a refusal said
 
-An interchange is named within the producer key that submitted it (SPEC §10:
-one key's files never block, name or count against another key's): its
+An interchange is named within the producer key that submitted it
+(docs/api.md#duplicate-interchanges: one key's files never block, name or
+count against another key's): its
 unique constraint gains ``key_id``, filled from its job. Each interchange
 keeps how many transaction sets it held (its sender's page counts its own,
 not the whole file's; NULL for those stored before). A partner's profile may
