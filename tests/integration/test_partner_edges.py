@@ -182,8 +182,10 @@ def test_a_file_with_an_interchange_of_an_unknown_sender_is_refused_whole(
 ) -> None:
     known, unknown = sender_name(), sender_name()
     put_profile(operator, known, 1)
-    body = freight_file(Freight(uid("F"), "ABCD"), sender=known) + freight_file(
-        Freight(uid("F"), "ABCD"), sender=unknown
+    body = (
+        freight_file(Freight(uid("F"), "ABCD"), sender=known)
+        + freight_file(Freight(uid("F"), "ABCD"), sender=unknown)
+        + freight_file(Freight(uid("F"), "ABCD"), sender=unknown)
     )
     answer = acme.submit(body, X12)
     assert answer.status_code == 422, answer.text
@@ -194,7 +196,9 @@ def test_a_file_with_an_interchange_of_an_unknown_sender_is_refused_whole(
     ack = error["acknowledgement"]
     assert "*R*006" in ack
     said = summarize(ack, ("ZZ", unknown))
-    assert said is not None and said.interchange_rejected and said.accepted == 0
+    assert said is not None and said.interchange_rejected
+    assert (said.sets, said.accepted) == (2, 0)  # both its interchanges' sets
+    assert [d["code"] for d in error["details"]] == ["edi_partner_unknown"] * 2
 
 
 # -- M5: the same bytes after a profile change ---------------------------------------------------

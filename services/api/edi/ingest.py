@@ -195,8 +195,8 @@ class EdiIngest(Ingest):
             sender = (ic.sender_qualifier, ic.sender_id)
             if sender not in queries:
                 queries[sender] = self._query_of(*sender)
-                if queries[sender].contract_version is None:
-                    unknown.append(ic)
+            if queries[sender].contract_version is None:
+                unknown.append(ic)  # each of its interchanges rejected, in a TA1
         if unknown:
             raise _partner_unknown(unknown, interchanges)
         if not queries:

@@ -51,6 +51,8 @@ edi_interchanges = Table(
         name="uq_edi_interchanges_key_id_sender",
     ),
     Index(None, "job_id"),
+    # A sender's files whatever the key (its partner's page and the list).
+    Index(None, "sender_qualifier", "sender_id", "received_at"),
 )
 
 # An operator's profile of a trading partner (docs/api.md#trading-partners):

@@ -41,6 +41,12 @@ def upgrade() -> None:
         batch.create_unique_constraint(
             _NEW_UNIQUE, ["key_id", "sender_qualifier", "sender_id", "control_number"]
         )
+    # The old unique constraint served a sender's lookups whatever the key.
+    op.create_index(
+        "ix_edi_interchanges_sender_qualifier_sender_id_received_at",
+        "edi_interchanges",
+        ["sender_qualifier", "sender_id", "received_at"],
+    )
     op.create_table(
         "edi_partner_keys",
         sa.Column("sender_qualifier", sa.String(8), nullable=False),
@@ -65,6 +71,9 @@ def downgrade() -> None:
         batch.drop_column("acknowledgement")
         batch.drop_column("message")
     op.drop_table("edi_partner_keys")
+    op.drop_index(
+        "ix_edi_interchanges_sender_qualifier_sender_id_received_at", table_name="edi_interchanges"
+    )
     # Interchanges of one sender and number from several keys cannot all stay.
     op.execute(
         "DELETE FROM edi_interchanges WHERE id NOT IN (SELECT min(id) FROM edi_interchanges"
