@@ -93,7 +93,9 @@ def kept(refused: EdiRefused, key_id: str, file_sha256: str, error: ApiError) ->
                 codes=tuple(p.code for p in refused.problems),
                 sets=sets,
                 # A refused file settles none of its sets; these are those its 997 rejects.
-                sets_at_fault=sets if summary is None else min(summary.rejected, sets),
+                sets_at_fault=(
+                    sets if summary is None or not summary.sets else min(summary.rejected, sets)
+                ),
                 file_sha256=file_sha256,
                 message=error.message,
                 acknowledgement=ack,

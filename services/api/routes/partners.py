@@ -70,7 +70,8 @@ class PartnerFile(BaseModel):
     sets_refused: int
     refusal_codes: list[str]
     refusal_message: str | None = None  # a refusal's 422 message
-    acknowledgement: str | None = None  # the 997 a refusal carried (an accepted file's: its job's)
+    # The 997 a refusal carried; an accepted file's is its job's acknowledgement.
+    acknowledgement: str | None = None
 
 
 class OpenDisputes(BaseModel):
