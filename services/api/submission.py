@@ -72,7 +72,10 @@ def _previous(
         if job is not None:
             return job
     job = jobs_db.find_job(ctx.engine, key.key_id, idempotency_key)
-    if job is not None and job.body_sha256 != body_sha256:
+    if job is None:
+        return None
+    same = file.repeats(job.body_sha256) if file is not None else job.body_sha256 == body_sha256
+    if not same:
         raise ApiError(
             409, "idempotency_key_reused", "this Idempotency-Key was used with a different body"
         )

@@ -25,6 +25,7 @@ from services.commands.options import (
     console,
     make_client,
 )
+from shared.domain.x12.ack_summary import summarize
 
 EDI_X12 = "application/edi-x12"
 _BOM = b"\xef\xbb\xbf"
@@ -60,26 +61,12 @@ def refuse(response: httpx.Response) -> None:
 
 
 def verdict(ack: str) -> str:
-    """A 997's heading, by what it says: its interchange rejected (a TA1 ``R``),
-    the sets it rejects (AK5 ``R``), or every set accepted. Its delimiters are
-    the ISA's, as X12 has it: the 4th character separates elements, and the
-    character after ISA16 ends segments."""
-    text = ack.strip()
-    isa = text.split(text[3:4] or "*", 16) if text.startswith("ISA") else []
-    if len(isa) < 17 or len(isa[16]) < 2:
-        return "997 acknowledgement"
-    element, terminator = text[3], isa[16][1]
-    segments = [seg.strip().split(element) for seg in text.split(terminator) if seg.strip()]
-    if any(seg[0] == "TA1" and seg[4:5] == ["R"] for seg in segments):
-        return "997 rejecting the interchange"
-    sets = [seg[1:2] for seg in segments if seg[0] == "AK5"]
-    if not sets:
-        return "997 acknowledgement"
-    rejected = sets.count(["R"])
-    if rejected:
-        return f"997 rejecting {rejected} of {len(sets)} set(s)"
-    # A 997 speaks of syntax only: the file was refused for what it holds.
-    return f"997 accepting all {len(sets)} set(s)"
+    """A 997's heading, by what it says (``shared/domain/x12/ack_summary.py``, as
+    a partner's page counts it): its interchange rejected (a TA1 ``R``), the
+    sets it does not accept (an AK5 ``R``, or a group its AK9 rejects), or
+    every set accepted (a file refused for what it holds, not its syntax)."""
+    found = summarize(ack)
+    return "997 acknowledgement" if found is None else found.heading()
 
 
 def print_accepted(client: Any, accepted: dict[str, Any]) -> None:
@@ -95,7 +82,7 @@ def print_accepted(client: Any, accepted: dict[str, Any]) -> None:
     response = client.acknowledgement(accepted["job_id"])
     if response.status_code >= 400:
         answer(response)  # raises: printed as the command line's one-line refusal
-    print_997(response.text, "997 acknowledgement")
+    print_997(response.text, verdict(response.text))
 
 
 ack_app = typer.Typer(help="X12 intake: a job's 997.")

@@ -9,6 +9,7 @@ from urllib.parse import quote
 import typer
 from rich.table import Table
 
+from services.commands.edi import verdict
 from services.commands.errors import answer
 from services.commands.options import (
     DEFAULT_URL,
@@ -52,6 +53,13 @@ def put(
         str,
         typer.Option(callback=_acknowledge, help="997s: " + ", ".join(ACKNOWLEDGE) + "."),
     ] = "always",
+    key_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key-id",
+            help="A producer key that may send its files (repeat for several); none: any key.",
+        ),
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     token: OperatorTokenOpt = None,
 ) -> None:
@@ -61,6 +69,8 @@ def put(
         "contract_version": contract_version,
         "acknowledge": acknowledge,
     }
+    if key_id:
+        body["key_ids"] = key_id
     if partition_key is not None:
         body["partition_key"] = partition_key
     if period is not None:
@@ -115,6 +125,7 @@ def show_partner(
         ("partition", p["partition_key"] or "-"),
         ("period", p["period"] or "-"),
         ("acknowledge", p["acknowledge"]),
+        ("sent by", ", ".join(p.get("key_ids") or []) or "any producer key"),
         ("updated", p["updated_at"]),
     ):
         console.print(f"{label}: {value}", markup=False)
@@ -151,6 +162,15 @@ def _print_health(p: dict[str, Any]) -> None:
                 ", ".join(f["refusal_codes"]),
             )
         show(table)
+    for f in health["files"]:
+        if f["job_id"] is None and f.get("refusal_message"):
+            # Headed as the 997 it carried says (as ``settleq submit`` heads it).
+            said = verdict(f["acknowledgement"]) if f.get("acknowledgement") else "no 997"
+            console.print(
+                f"refused {f['received_at']} ({said}): {f['refusal_message']}",
+                markup=False,
+                soft_wrap=True,
+            )
     for reason, count in health["dead_letters"].items():
         why = _WAITING.get(reason, "see settleq dlq list --reason " + reason)
         console.print(

@@ -580,7 +580,8 @@ def test_partners_are_listed_and_a_partners_page_shows_its_files(stack: Stack) -
     assert producer.submit(good, "application/edi-x12").status_code == 202
     broken = freight_file(Freight(uid("F"), carrier), sender=sender)
     broken = broken.replace(b"SE*9*0001", b"SE*8*0001")
-    assert producer.submit(broken, "application/edi-x12").status_code == 422
+    refused = producer.submit(broken, "application/edi-x12")
+    assert refused.status_code == 422
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
         try:
@@ -593,6 +594,11 @@ def test_partners_are_listed_and_a_partners_page_shows_its_files(stack: Stack) -
             expect(page.locator("#partner-name")).to_contain_text(f"ZZ/{sender}")
             expect(page.locator("#partner-files tbody tr")).to_have_count(2)
             expect(page.locator("#partner-files")).to_contain_text("edi_count_mismatch")
+            # Issue 42: the refusal's message and the 997 it carried, not its code alone.
+            shown = page.locator("#partner-files td.refusal")
+            expect(shown).to_contain_text(refused.json()["error"]["message"])
+            shown.locator("summary").click()
+            expect(shown.locator("pre")).to_contain_text("AK5*R")
             expect(page.locator("#partner-files-summary")).to_have_attribute("data-refused", "1")
             expect(page.locator("#overview")).to_be_hidden()
             page.screenshot(path=str(ARTIFACTS / "dashboard-partner.png"), full_page=True)

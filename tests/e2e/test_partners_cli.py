@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.support.cli import client_environ, run_settleq
 from tests.support.factories import uid
-from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
+from tests.support.infra import OPERATOR_TOKEN, PRODUCER_ID, VIEWER_TOKEN, ServiceEnv
 from tests.support.stack import ROOT, Stack
 from tests.support.x12_files import Freight, freight_contract, freight_file
 
@@ -36,6 +36,10 @@ def test_partners_put_list_show(stack: Stack, stack_env: ServiceEnv) -> None:
     assert sender in _cli(stack, stack_env, "partners", "list")
     shown = _cli(stack, stack_env, "partners", "show", "ZZ", sender)
     assert "contract version: 3" in shown and "acknowledge: always" in shown
+    assert "sent by: any producer key" in shown
+    keyed = _cli(stack, stack_env, *put, "3", "--key-id", PRODUCER_ID, token=OPERATOR_TOKEN)
+    assert "replaced" in keyed
+    assert f"sent by: {PRODUCER_ID}" in _cli(stack, stack_env, "partners", "show", "ZZ", sender)
     _cli(stack, stack_env, "partners", "show", "ZZ", "NOBODY", code=1)
     _cli(stack, stack_env, *put, "1", code=1)  # a viewer's token: 403
     _cli(stack, stack_env, *put, "1", "--acknowledge", "sometimes", token=OPERATOR_TOKEN, code=2)
@@ -91,6 +95,8 @@ def test_submit_takes_an_x12_file_without_a_version_from_a_profiled_sender(
     assert waiting.returncode == 3, waiting.stdout + waiting.stderr  # dead-lettered lines
     shown = _cli(stack, stack_env, "partners", "show", "ZZ", sender)
     assert "files: 3 (1 refused, 33%)" in shown
+    # The refusal in words, headed as the 997 it carried says.
+    assert "(997 rejecting the interchange): sender ZZ/" in shown
     assert "1 line(s) wait in dead letters as unknown_contract_version" in shown
     assert "settleq contracts put KIND PARTITION 2 FILE" in shown
     listed = _cli(stack, stack_env, "partners", "list")

@@ -582,7 +582,7 @@ def test_settleq_submit_prints_the_997_or_each_problem_of_a_refusal(
     good.write_bytes(freight_file(Freight(uid("F"), uid("C").upper())))
     sent = CliRunner().invoke(app, ["submit", str(good), "--contract-version", "1", "--no-wait"])
     assert sent.exit_code == 0, sent.output
-    assert "accepted job" in sent.output and "997 acknowledgement:" in sent.output
+    assert "accepted job" in sent.output and "997 accepting all 1 set(s):" in sent.output
     assert "GS*FA*" in sent.output
 
     bad = tmp_path / "broken.edi"

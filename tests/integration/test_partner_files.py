@@ -152,7 +152,7 @@ def test_a_sender_without_a_profile_is_refused_with_a_rejecting_997(producer: Cl
     assert error["code"] == "edi_partner_unknown"
     [detail] = error["details"]
     assert (detail["tag"], detail["element"]) == ("ISA", 6)
-    assert "PUT /v1/partners/ZZ/" in error["message"]
+    assert "settleq partners put ZZ " in error["message"]
     assert "TA1*" in error["acknowledgement"] and "*R*006" in error["acknowledgement"]
 
 

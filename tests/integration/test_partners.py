@@ -51,6 +51,7 @@ def test_a_profile_is_put_replaced_read_and_audited(
         "partition_key": None,
         "period": None,
         "acknowledge": "always",
+        "key_ids": None,
         "updated_at": "",
     }
     again = {**body, "contract_version": 3, "acknowledge": "errors_only", "period": "2026-Q3"}

@@ -18,9 +18,10 @@ from services.commands import edi
 from services.commands.errors import explain, refused
 from shared.domain.kinds import KINDS
 from shared.domain.x12.ack import acknowledge
-from shared.domain.x12.model import Problem
+from shared.domain.x12.model import EdiRefused, Problem
 from shared.domain.x12.reader import read_file
 from tests.support.x12_files import Freight, freight_file
+from tests.unit.x12.build import REALDATA
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 runner = CliRunner()
@@ -238,3 +239,22 @@ def test_one_flag_name_each_with_the_other_as_its_alias(
         group = group.commands[name]
     [option] = [p for p in group.params if canonical in p.opts]
     assert option.opts[0] == canonical and alias in option.opts
+
+
+@pytest.mark.regression
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is absent")
+def test_a_997_rejecting_a_group_is_never_headed_as_accepting() -> None:
+    """Issue 42: DB Schenker's file (GE02 is not GS06) was printed under "997
+    accepting all 1 set(s)" while its AK9 rejects the group."""
+    body = (REALDATA / "x12_210/DBSchenker_SampleMotorFreightDetailsAndInvoice.txt").read_bytes()
+    with pytest.raises(EdiRefused) as refused:
+        read_file(body)
+    assert refused.value.interchanges is not None
+    data = acknowledge(
+        refused.value.interchanges,
+        refused.value.problems,
+        control_numbers=[1],
+        now=datetime(2026, 12, 5, tzinfo=UTC),
+    ).decode("ascii")
+    assert "AK5*A" in data and "AK9*R" in data
+    assert edi.verdict(data) == "997 rejecting 1 of 1 set(s)"

@@ -7,6 +7,7 @@ of them."""
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import re
@@ -22,7 +23,9 @@ from services.api.edi import child as edi_child
 from services.api.edi import forkserver
 from services.api.edi import parallel as edi_parallel
 from services.api.edi.layout import Layout
+from services.api.edi.query import EdiQuery
 from services.api.edi.spool import Spool
+from shared.adapters.db.edi.partners import Partner
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.mapping import map_stream
 from shared.domain.x12.reader import read_file
@@ -409,3 +412,34 @@ def test_a_child_that_does_not_start_leaves_its_block_to_the_parent() -> None:
     assert child.block(0, places, QUERY, Layout(children=1, timeout_s=0.3)) is None
     assert not child.alive and child.shared.closed
     assert os.waitpid(child.pid, 0)[0] == child.pid
+
+
+@pytest.mark.regression
+def test_a_file_of_two_senders_settles_each_at_its_profile_on_two_processes() -> None:
+    """Issue 42 (M4): each interchange at its own sender's profile, the children
+    too (they are started on the first sender's alone, then again)."""
+    first = freight_210_file(40, seed=6, carriers=2, sets_per_group=7)
+    second = freight_210_file(40, seed=7, carriers=2, sets_per_group=7)
+    body = first + second.replace(b"SQSYNTH210     ", b"SQSYNTH999     ")
+    profiles = {
+        ("ZZ", "SQSYNTH210"): Partner("ZZ", "SQSYNTH210", "one", 3, None, None, "always"),
+        ("ZZ", "SQSYNTH999"): Partner("ZZ", "SQSYNTH999", "two", 5, None, None, "always"),
+    }
+
+    def outcome(processes: int) -> list[tuple[str, int]]:
+        ingest = x12_ingest(_settings(processes))
+        ingest.query = EdiQuery(None)
+        ingest.partner = lambda q, i: profiles.get((q, i))
+        ingest.feed(body)
+        batch = ingest.finish()
+        return [
+            (d["correlation_id"].split(":")[1], d["contract_version"])
+            for c in batch.chunks
+            for d in json.loads(c.payload)
+        ]
+
+    alone = outcome(1)
+    assert {v for s, v in alone if s == "SQSYNTH210"} == {3}
+    assert {v for s, v in alone if s == "SQSYNTH999"} == {5}
+    assert outcome(TINY.children + 1) == alone
+    assert taken, "no block was mapped by a child"

@@ -78,6 +78,11 @@ class _Order(msgspec.Struct, array_like=True):
     theirs: int
     min_cycles: int
     child: int
+    # Each sender's own query (ISA05, ISA06, version, partition, period), when
+    # a file's senders settle at different profiles (``Query.senders``).
+    senders: list[tuple[str, str, int, str | None, str | None]] = msgspec.field(
+        default_factory=list
+    )
 
     def layout(self) -> Layout:
         return Layout(self.children, self.ours, self.theirs, self.min_cycles)
@@ -139,7 +144,10 @@ class Child:
                 if layout.share and at <= number and done < mine - 1:
                     low = max(mine - _EVERY, done + 1)
                     _WORD.pack_into(self.shared, _LIMIT, number << 32 | low)
-                    ours += [fast_210_line(places[i], query) for i in range(mine - 1, low - 1, -1)]
+                    ours += [
+                        fast_210_line(places[i], query.at(places[i].interchange))
+                        for i in range(mine - 1, low - 1, -1)
+                    ]
                     mine = low
                     continue
                 left = deadline - time.monotonic()
@@ -209,6 +217,10 @@ def start_child(source: int, query: Query, layout: Layout, child: int) -> Child 
         layout.theirs,
         layout.min_cycles,
         child,
+        [
+            (q, i, s.contract_version, s.partition_key, s.period)
+            for (q, i), s in (query.senders or {}).items()
+        ],
     )
     opened: list[int] = []
     try:
@@ -263,6 +275,7 @@ def run(message: bytes, fds: list[int]) -> None:
             contract_version=order.contract_version,
             partition_key=order.partition_key,
             period=order.period,
+            senders={(q, i): Query(v, k, p) for q, i, v, k, p in order.senders} or None,
         )
     except EdiRefused:  # refused by the parent too, which reads the same bytes
         return
@@ -303,7 +316,7 @@ def _block(
                 deque(places, maxlen=0)  # the parent's
                 break
             _WORD.pack_into(shared, _PROGRESS, cycle << 32 | len(lines))
-        lines.append(fast_210_line(place, query))
+        lines.append(fast_210_line(place, query.at(place.interchange)))
     return lines
 
 

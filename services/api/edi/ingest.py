@@ -17,6 +17,7 @@ same invoice sent as JSON. Anything refused about the file's content is
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field, replace
@@ -65,6 +66,13 @@ class EdiFile:
     senders: list[Sender]  # its interchanges' names
     file_sha256: str  # of the bytes as received: the default Idempotency-Key
     submission_sha256: str  # of the bytes and the query: what a repeat must match
+    # What a job accepted before migration 0024 was known by: the bytes and the
+    # query as the first sender's profile completed it (None: the same).
+    earlier_sha256: str | None = None
+
+    def repeats(self, body_sha256: str) -> bool:
+        """Whether a job stored with ``body_sha256`` took this very submission."""
+        return body_sha256 in (self.submission_sha256, self.earlier_sha256)
 
 
 class ChunkStore(Protocol):
@@ -92,7 +100,9 @@ class EdiIngest(Ingest):
     # The trading partner's profile of a sender (ISA05, ISA06), if any: what the
     # file settles against where the query is silent, and its 997 policy.
     partner: Callable[[str, str], Partner | None] | None = None
-    profile: Partner | None = None
+    # The profiles of the file's senders, as they are read (None: it has none).
+    profiles: dict[tuple[str, str], Partner | None] = field(default_factory=dict)
+    _senders_query: dict[tuple[str, str], Query] | None = None  # where senders' differ
     # The file as it arrives, spooled (``edi/spool.py``): read whole once complete,
     # from its mapped pages.
     _spool: Spool = field(default_factory=Spool)
@@ -105,60 +115,117 @@ class EdiIngest(Ingest):
 
     def read(self) -> EdiFile:
         """Read the received file (``EdiRefused``): what a repeat of it is known
-        by, before anything is mapped. Once; ``finish`` reads it if not yet."""
+        by, before anything is mapped. Once; ``finish`` reads it if not yet.
+        Each interchange settles at its own sender's profile (where the query is
+        silent); a sender whose profile names other producer keys is 403
+        ``edi_sender_not_allowed``, one with no profile and no query
+        ``edi_partner_unknown`` (the file refused whole)."""
         if self._read is None:
             body = self._spool.mapped()
             head = body[:_HEAD_BYTES]
             self._given = self.query
-            self._apply_profile(head)
-            if self.query.contract_version is not None:
-                self._start_mappers(head)
-            # ``bytes`` to the reader, which also reads a spooled file's pages.
             try:
+                first = sender_of(head)
+                if first is not None:
+                    # The first sender's, known from the head: its mapping
+                    # children start now, reading while this thread does.
+                    self.query = self._query_of(*first)
+                if self.query.contract_version is not None:
+                    self._start_mappers(head)
+                # ``bytes`` to the reader, which also reads a spooled file's pages.
                 with collector_paused():
                     interchanges = read_file(cast(bytes, body))
-                if self.query.contract_version is None:
-                    raise _partner_unknown(interchanges)
+                self._settle_senders(interchanges, head)
             except BaseException:
                 self.close()
                 raise
             del body  # the interchanges hold it while they live
             file_sha256 = self.sha.hexdigest()
+            submission = self._submission_sha256(file_sha256, self._given)
+            earlier = self._submission_sha256(file_sha256, self.query)
             file = EdiFile(
-                _senders(interchanges), file_sha256, self._submission_sha256(file_sha256)
+                _senders(interchanges),
+                file_sha256,
+                submission,
+                None if earlier == submission else earlier,
             )
             self._read = (interchanges, file)
         return self._read[1]
 
     @property
     def acknowledge_policy(self) -> str:
-        """always (a 997 for every file), errors_only or never: its profile's."""
-        return self.profile.acknowledge if self.profile is not None else "always"
+        """always (a 997 for every file), errors_only or never: its senders'
+        profiles', the most telling of them (a sender without one: always)."""
+        if not self.profiles:
+            return "always"
+        policies = {"always" if p is None else p.acknowledge for p in self.profiles.values()}
+        return next(p for p in ("always", "errors_only", "never") if p in policies)
 
-    def _apply_profile(self, head: bytes) -> None:
+    def _query_of(self, qualifier: str, sender_id: str) -> EdiQuery:
         """The query completed by the sender's profile: a value the request
-        gives wins; one it leaves out is the profile's."""
-        sender = sender_of(head)
-        if self.partner is None or sender is None:
-            return
-        self.profile = found = self.partner(*sender)
+        gives wins; one it leaves out is the profile's. 403 when the profile
+        names the producer keys that may send its files and this one is not."""
+        if (qualifier, sender_id) not in self.profiles:
+            found = None if self.partner is None else self.partner(qualifier, sender_id)
+            self.profiles[qualifier, sender_id] = found
+        found = self.profiles[qualifier, sender_id]
+        q = self._given
         if found is None:
-            return
-        q = self.query
-        self.query = EdiQuery(
+            return q
+        if found.key_ids and self.key.key_id not in found.key_ids:
+            raise ApiError(
+                403,
+                "edi_sender_not_allowed",
+                f"the trading-partner profile of sender {qualifier}/{sender_id} names the"
+                f" producer keys that may send its files, and {self.key.key_id} is not one",
+            )
+        return EdiQuery(
             found.contract_version if q.contract_version is None else q.contract_version,
             found.partition_key if q.partition_key is None else q.partition_key,
             found.period if q.period is None else q.period,
         )
+
+    def _settle_senders(self, interchanges: tuple[Interchange, ...], head: bytes) -> None:
+        """Each interchange's query, by its sender's profile (``_query_of``): the
+        file's is the first's; where another sender's differs, ``senders`` names
+        each, and mapping children started on the first's alone start again."""
+        queries: dict[tuple[str, str], EdiQuery] = {}
+        unknown = []
+        for ic in interchanges:
+            sender = (ic.sender_qualifier, ic.sender_id)
+            if sender not in queries:
+                queries[sender] = self._query_of(*sender)
+            if queries[sender].contract_version is None:
+                unknown.append(ic)  # each of its interchanges rejected, in a TA1
+        if unknown:
+            raise _partner_unknown(unknown, interchanges)
+        if not queries:
+            return
+        first = next(iter(queries.values()))
+        started = self.query
+        self.query = first
+        if len(set(queries.values())) > 1:
+            self._senders_query = {
+                s: Query(q.contract_version or 0, q.partition_key, q.period)
+                for s, q in queries.items()
+            }
+        if self.query != started or self._senders_query:
+            if self._mappers is not None:
+                self._mappers.stop()
+                self._mappers = None
+            self._start_mappers(head)
+
+    def _mapping_query(self) -> Query:
+        q = self.query
+        assert q.contract_version is not None  # known once read
+        return Query(q.contract_version, q.partition_key, q.period, self._senders_query)
 
     def _start_mappers(self, head: bytes) -> None:
         """A large 210 file's mapping children, started now so that each reads the
         file while this thread does (``edi/parallel.py``); ``head``: its first bytes."""
         source, processes = self._spool.fileno(), self.settings.x12_map_processes
         if source is not None and processes > 1:
-            q = self.query
-            assert q.contract_version is not None  # started once the version is known
-            query = Query(q.contract_version, q.partition_key, q.period)
+            query = self._mapping_query()  # started once the version is known
             size = self._spool.size
             self._mappers = edi_parallel.start(source, size, head, query, processes)
 
@@ -185,13 +252,13 @@ class EdiIngest(Ingest):
         assert self._read is not None
         interchanges = self._read[0]
         self._read = ((), file)  # held only by this call: let go when it returns
-        version = self.query.contract_version
-        assert version is not None  # read() refused the file otherwise
+        query = self._mapping_query()  # read() refused the file without a version
         mapped = map_stream(
             interchanges,
-            contract_version=version,
-            partition_key=self.query.partition_key,
-            period=self.query.period,
+            contract_version=query.contract_version,
+            partition_key=query.partition_key,
+            period=query.period,
+            senders=query.senders,
         )
         # What the request named, not what a profile filled in: a 210 partner's
         # profile may name an 810's partition without refusing its 210s.
@@ -212,11 +279,12 @@ class EdiIngest(Ingest):
         intake = EdiIntake(file.senders, list(mapped.skipped), file.file_sha256, acknowledgement)
         return replace(batch, body_sha256=file.submission_sha256, edi=intake)
 
-    def _submission_sha256(self, file_sha256: str) -> str:
-        """What a repeat must match: the bytes, and the query that gives them
-        their meaning (the same file under another contract version is another
-        submission, refused as a reused key or interchange, not its old job)."""
-        q = self.query
+    def _submission_sha256(self, file_sha256: str, q: EdiQuery) -> str:
+        """What a repeat must match: the bytes, and the query as the request gave
+        it (the same file under another contract version is another submission,
+        refused as a reused key or interchange, not its old job). Not what a
+        profile filled in: the same bytes resent after the profile changed are
+        the same submission, answered with the job that took them."""
         text = f"x12\n{file_sha256}\n{q.contract_version}\n{q.partition_key}\n{q.period}"
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -265,17 +333,32 @@ class EdiIngest(Ingest):
         self.builder.add(line.json, 1)
 
 
-def _partner_unknown(interchanges: tuple[Interchange, ...]) -> EdiRefused:
-    """A file that names no contract version, from a sender without a profile."""
-    isa = interchanges[0].isa
-    qualifier, sender = interchanges[0].sender_qualifier, interchanges[0].sender_id
-    message = (
-        f"sender {qualifier}/{sender} has no trading-partner profile and the request names no"
-        f" contract_version: send ?contract_version=N, or have an operator put the partner's"
-        f" profile (PUT /v1/partners/{qualifier}/{sender})"
-    )
-    problem = Problem("edi_partner_unknown", message, segment=isa.position, tag="ISA", element=6)
-    return EdiRefused([problem], interchanges)
+def _partner_unknown(
+    unknown: list[Interchange], interchanges: tuple[Interchange, ...]
+) -> EdiRefused:
+    """A file naming no contract version, with interchanges of senders without a
+    profile: each of those is rejected at its ISA06 (the file refused whole)."""
+    problems = []
+    for ic in unknown:
+        qualifier, sender = ic.sender_qualifier, ic.sender_id
+        # Said as the operator runs it: the command line (or PUT /v1/partners/...).
+        command = f"settleq partners put {qualifier} {shlex.quote(sender)}"
+        message = (
+            f"sender {qualifier}/{sender} has no trading-partner profile and the request names"
+            f" no contract_version: send ?contract_version=N, or have an operator put the"
+            f" partner's profile ({command} --name NAME --contract-version N)"
+        )
+        problems.append(
+            Problem(
+                "edi_partner_unknown",
+                message,
+                segment=ic.isa.position,
+                tag="ISA",
+                element=6,
+                control_number=ic.control_number,
+            )
+        )
+    return EdiRefused(problems, interchanges)
 
 
 def _senders(interchanges: tuple[Interchange, ...]) -> list[Sender]:
@@ -284,7 +367,8 @@ def _senders(interchanges: tuple[Interchange, ...]) -> list[Sender]:
     seen: set[Sender] = set()
     senders = []
     for ic in interchanges:
-        sender = Sender(ic.sender_qualifier, ic.sender_id, ic.control_number)
+        sets = sum(len(g.sets) for g in ic.groups)
+        sender = Sender(ic.sender_qualifier, ic.sender_id, ic.control_number, sets)
         long = (
             len(sender.qualifier) > _MAX_QUALIFIER
             or len(sender.id) > _MAX_SENDER

@@ -126,7 +126,7 @@ def _answers(
                 lines = None if mapper is None else mapper.block(cycle, block, query, layout)
                 if lines is None:
                     children[child] = None
-                    lines = [fast_210_line(place, query) for place in block]
+                    lines = [fast_210_line(place, query.at(place.interchange)) for place in block]
                 yield from zip(block, lines, strict=True)
                 start = stop
             cycle += 1
@@ -138,4 +138,4 @@ def _mapped(
     places: Iterator[Place], count: int, query: Query
 ) -> Iterator[tuple[Place, FastLine | None]]:
     for place in islice(places, count):
-        yield place, fast_210_line(place, query)
+        yield place, fast_210_line(place, query.at(place.interchange))

@@ -16,6 +16,7 @@ from shared.adapters.db.edi.partners import Refusal
 from shared.adapters.db.edi.store import allocate_control_numbers
 from shared.domain.x12 import EdiRefused, Interchange, Problem
 from shared.domain.x12.ack import acknowledge
+from shared.domain.x12.ack_summary import summarize
 
 MAX_DETAILS = 100  # problems in the 422's details; the 997 has every one
 
@@ -55,21 +56,49 @@ def refusal(ctx: ApiContext, refused: EdiRefused, acknowledge: bool = True) -> A
     )
 
 
-def kept(refused: EdiRefused, key_id: str, file_sha256: str) -> Refusal | None:
-    """What its sender's health keeps of a refused file (None when its envelope
-    could not be read: no sender to keep it for)."""
+def kept(refused: EdiRefused, key_id: str, file_sha256: str, error: ApiError) -> list[Refusal]:
+    """What each sender's health keeps of a refused file (none when its envelope
+    could not be read: no sender to keep it for): one per sender of its
+    interchanges, with its message, the 997 it carried, and that sender's sets
+    as that 997 counts them (``ack_summary``), or as the 997 the partner's
+    profile asked not to send would have."""
     if not refused.interchanges:
-        return None
-    first = refused.interchanges[0]
-    sets = sum(len(g.sets) for ic in refused.interchanges for g in ic.groups)
-    named = {p.control_number for p in refused.problems if p.control_number}
-    return Refusal(
-        qualifier=first.sender_qualifier,
-        sender_id=first.sender_id,
-        key_id=key_id,
-        code=refused.code,
-        codes=tuple(p.code for p in refused.problems),
-        sets=sets,
-        sets_at_fault=min(len(named), sets),
-        file_sha256=file_sha256,
-    )
+        return []
+    sent = error.extra.get("acknowledgement") if error.extra else None
+    ack = sent.encode("utf-8") if sent is not None else None
+    counted = ack
+    if counted is None:  # the 997 not sent, written to be read only
+        counted = acknowledge(
+            refused.interchanges,
+            refused.problems,
+            control_numbers=[1] * len(refused.interchanges),
+            now=dt.datetime.now(dt.UTC),
+        )
+    senders = dict.fromkeys((ic.sender_qualifier, ic.sender_id) for ic in refused.interchanges)
+    found = []
+    for qualifier, sender_id in senders:
+        summary = summarize(counted, (qualifier, sender_id))
+        sets = sum(
+            len(g.sets)
+            for ic in refused.interchanges
+            if (ic.sender_qualifier, ic.sender_id) == (qualifier, sender_id)
+            for g in ic.groups
+        )
+        found.append(
+            Refusal(
+                qualifier=qualifier,
+                sender_id=sender_id,
+                key_id=key_id,
+                code=refused.code,
+                codes=tuple(p.code for p in refused.problems),
+                sets=sets,
+                # A refused file settles none of its sets; these are those its 997 rejects.
+                sets_at_fault=(
+                    sets if summary is None or not summary.sets else min(summary.rejected, sets)
+                ),
+                file_sha256=file_sha256,
+                message=error.message,
+                acknowledgement=ack,
+            )
+        )
+    return found

@@ -62,10 +62,15 @@ _errors: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
         401: "signature missing, invalid, stale or of an unknown key",
-        403: "a document names a partition the key may not submit for",
+        403: (
+            "a document names a partition the key may not submit for, or an X12 sender's"
+            " trading-partner profile names the keys that may send its files and this key is"
+            " not one (edi_sender_not_allowed)"
+        ),
         409: (
             "Idempotency-Key reused with a different body (idempotency_key_reused), or an X12"
-            " interchange accepted before as part of another file (edi_duplicate_interchange)"
+            " interchange this key had accepted before as part of another file"
+            " (edi_duplicate_interchange)"
         ),
         413: "body above the configured limit",
         415: "unsupported content type",
@@ -143,17 +148,18 @@ def _submit_file(
     try:
         return submit_file(ctx, key, ingest, idempotency_key)
     except EdiRefused as refused:
-        _keep(ctx, kept(refused, key.key_id, ingest.sha.hexdigest()))
-        raise refusal(ctx, refused, ingest.acknowledge_policy != "never") from None
+        error = refusal(ctx, refused, ingest.acknowledge_policy != "never")
+        _keep(ctx, kept(refused, key.key_id, ingest.sha.hexdigest(), error))
+        raise error from None
 
 
-def _keep(ctx: ApiContext, refused: Refusal | None) -> None:
-    """A refused file, for its partner's health; the 422 goes out even if the
+def _keep(ctx: ApiContext, refused: list[Refusal]) -> None:
+    """A refused file, for its partners' health; the 422 goes out even if the
     database cannot keep it."""
-    if refused is None:
+    if not refused:
         return
     try:
-        partners_db.record_refusal(ctx.engine, refused, dt.datetime.now(dt.UTC))
+        partners_db.record_refusals(ctx.engine, refused, dt.datetime.now(dt.UTC))
     except SQLAlchemyError as exc:
         log.warning("a refused X12 file was not kept for its partner: %s", type(exc).__name__)
 

@@ -11,6 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Ctx, Operator, Viewer
+from services.api.edi.refusal import text_of
 from services.api.errors import ApiError, ErrorBody
 from services.api.timefmt import iso
 from shared.adapters.db.edi import partners as partners_db
@@ -34,10 +35,20 @@ class PartnerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")
-    contract_version: int = Field(ge=1, le=2**31 - 1)
+    # Strict: a JSON true is no version (it would be stored as 1), nor is "2".
+    contract_version: int = Field(ge=1, le=2**31 - 1, strict=True)
     partition_key: Identifier | None = Field(None, description="810s: the vendor")
     period: Identifier | None = Field(None, description="810s: e.g. 2026-Q3")
     acknowledge: Acknowledge = "always"
+    key_ids: list[Identifier] | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description=(
+            "The producer keys that alone may send this partner's files (others: 403"
+            " edi_sender_not_allowed); absent: any key"
+        ),
+    )
 
 
 class Partner(BaseModel):
@@ -48,15 +59,19 @@ class Partner(BaseModel):
     partition_key: str | None
     period: str | None
     acknowledge: Acknowledge
+    key_ids: list[str] | None  # None: any producer key may send its files
     updated_at: str
 
 
 class PartnerFile(BaseModel):
     received_at: str
     job_id: str | None  # None: refused
-    sets_accepted: int
+    sets_accepted: int  # as its 997 counts them (a refusal's: the 997 it carried)
     sets_refused: int
     refusal_codes: list[str]
+    refusal_message: str | None = None  # a refusal's 422 message
+    # The 997 a refusal carried; an accepted file's is its job's acknowledgement.
+    acknowledgement: str | None = None
 
 
 class OpenDisputes(BaseModel):
@@ -95,12 +110,17 @@ def _wire(found: partners_db.Partner) -> Partner:
         partition_key=found.partition_key,
         period=found.period,
         acknowledge=found.acknowledge,
+        key_ids=list(found.key_ids) or None,
         updated_at=iso(found.updated_at) or "",
     )
 
 
+def _rate(accepted: int, refused: int) -> float:
+    total = accepted + refused
+    return round(refused / total, 4) if total else 0.0
+
+
 def _health(found: partners_db.Health) -> PartnerHealth:
-    total = found.accepted_files + found.refused_files
     return PartnerHealth(
         files=[
             PartnerFile(
@@ -109,12 +129,14 @@ def _health(found: partners_db.Health) -> PartnerHealth:
                 sets_accepted=f.sets_accepted,
                 sets_refused=f.sets_refused,
                 refusal_codes=list(f.codes),
+                refusal_message=f.message,
+                acknowledgement=None if f.acknowledgement is None else text_of(f.acknowledgement),
             )
             for f in found.files
         ],
         accepted_files=found.accepted_files,
         refused_files=found.refused_files,
-        refusal_rate=round(found.refused_files / total, 4) if total else 0.0,
+        refusal_rate=_rate(found.accepted_files, found.refused_files),
         dead_letters=found.dead_letters,
         open_disputes=OpenDisputes(
             count=found.open_disputes, variance=to_wire(found.open_variance)
@@ -156,6 +178,7 @@ async def put_partner(
         body.partition_key,
         body.period,
         body.acknowledge,
+        key_ids=tuple(body.key_ids or ()),
     )
 
     def store() -> Partner:
@@ -174,18 +197,16 @@ async def list_partners(ctx: Ctx, _: Viewer) -> PartnerList:
     of its files refused (viewer token)."""
 
     def load() -> PartnerList:
-        items = []
-        for found in partners_db.listing(ctx.engine):
-            seen = _health(
-                partners_db.health(ctx.engine, found.sender_qualifier, found.sender_id, 1)
-            )
-            last = seen.files[0].received_at if seen.files else None
-            items.append(
+        return PartnerList(
+            items=[
                 PartnerSummary(
-                    **_wire(found).model_dump(), last_file_at=last, refusal_rate=seen.refusal_rate
+                    **_wire(found.partner).model_dump(),
+                    last_file_at=iso(found.last_file_at),
+                    refusal_rate=_rate(found.accepted_files, found.refused_files),
                 )
-            )
-        return PartnerList(items=items)
+                for found in partners_db.summaries(ctx.engine)
+            ]
+        )
 
     return await run_in_threadpool(load)
 

@@ -1,6 +1,7 @@
 // Trading partners: the list (#partners: each partner's last file and the share
 // of its files refused) and a partner's page (#partner/<ISA05>/<ISA06>: its
-// profile, latest files, waiting lines by reason, open disputes).
+// profile, latest files (a refused one with its message and the 997 it
+// carried), waiting lines by reason, open disputes).
 import { api } from "./api.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
 import { count, when } from "./format.js";
@@ -16,6 +17,21 @@ export function partnerInHash() {
 const partnerHash = (p) =>
   `#partner/${encodeURIComponent(p.isa_qualifier)}/${encodeURIComponent(p.isa_id)}`;
 const percent = (rate) => `${Math.round(rate * 100)}%`;
+
+// Why a file was refused: its codes, the 422's message, and the 997 the
+// refusal carried (folded: it is as long as the file has sets).
+function refusedFor(f) {
+  const td = el("td", null, "refusal");
+  td.appendChild(el("div", f.refusal_codes.join(", ")));
+  if (f.refusal_message) td.appendChild(el("div", f.refusal_message, "muted"));
+  if (f.acknowledgement) {
+    const details = el("details");
+    details.appendChild(el("summary", "997 sent"));
+    details.appendChild(el("pre", f.acknowledgement));
+    td.appendChild(details);
+  }
+  return td;
+}
 
 export async function showPartners() {
   const shown = partnersInHash();
@@ -59,7 +75,8 @@ export async function showPartner() {
       `contract version ${p.contract_version}` +
       (p.partition_key ? `, partition ${p.partition_key}` : "") +
       (p.period ? `, period ${p.period}` : "") +
-      `, 997s: ${p.acknowledge}`;
+      `, 997s: ${p.acknowledge}` +
+      (p.key_ids ? `, sent only by key(s) ${p.key_ids.join(", ")}` : "");
     const files = h.accepted_files + h.refused_files;
     const summary = $("partner-files-summary");
     summary.textContent = `${count(files)} file(s), ${count(h.refused_files)} refused (${percent(h.refusal_rate)})`;
@@ -72,7 +89,7 @@ export async function showPartner() {
           f.job_id ? jobLink(f.job_id) : el("td", "refused", "error"),
           el("td", count(f.sets_accepted), "num"),
           el("td", count(f.sets_refused), "num"),
-          el("td", f.refusal_codes.join(", ")),
+          refusedFor(f),
         ]),
       ),
     );

@@ -13,7 +13,10 @@ Each received group gets one ST*997: AK1 (its GS01, GS06); for each set AK2
 (position within the set, ST = 1, and its loop) and element at fault; then AK9
 ``A``, ``R`` or ``P`` (some sets rejected) with the sets included (GE01),
 received and accepted. A problem at the ISA or IEA, or outside every group,
-rejects the interchange in a TA1. Codes: ``ack_codes.py``.
+rejects the interchange in a TA1, and then every AK9 of it is ``R``: an
+interchange rejected is never acknowledged as accepted (an unknown sender's
+TA1 ``R`` 006 among them). Codes: ``ack_codes.py``. What a 997 says is read
+back by ``ack_summary.py``.
 
 **What rejects a set.** A set is rejected when a problem that refuses the file
 points into it, whatever the problem: a syntax error the reader found (bad
@@ -163,7 +166,16 @@ def _answer(ic: Interchange, faults: _Faults, number: int, now: datetime) -> str
     segments.append(w.gs("FA", c(gs_sender), c(gs_receiver), now, number, _version(ic)))
     ak2 = _ak2s(w)
     for g, group in enumerate(ic.groups):
-        body = _group_body(w, group, headers[g], ak2, faults.groups.get(g, []), faults.sets.get, g)
+        body = _group_body(
+            w,
+            group,
+            headers[g],
+            ak2,
+            faults.groups.get(g, []),
+            faults.sets.get,
+            g,
+            rejected=bool(faults.interchange),
+        )
         segments += w.transaction_set("997", f"{g + 1:04d}", body)
     segments.append(w.segment("GE", str(len(ic.groups)), str(number)))
     segments.append(w.iea(1, number))
@@ -196,6 +208,8 @@ def _group_body(
     group_faults: list[Problem],
     set_faults: Callable[[tuple[int, int]], list[Problem] | None],
     g: int,
+    *,
+    rejected: bool = False,  # its interchange is (a TA1 R): so is the group
 ) -> list[str]:
     c = w.clean
     body = [w.segment("AK1", c(group.code.strip()), c(group.control_number.strip()))]
@@ -218,7 +232,7 @@ def _group_body(
         body.append(w.segment("AK5", "R", *_first_five(notes)))
     received = len(group.sets)
     status = "A" if accepted == received else "R" if accepted == 0 else "P"
-    if group_faults:
+    if group_faults or rejected:
         status = "R"
     notes = [n for p in group_faults if (n := codes(p.code).group) is not None]
     ge01 = group.ge.get(1).strip()

@@ -21,7 +21,7 @@ the kind's model by construction, so not decoded again to be screened.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +89,7 @@ class MappedStream:
         return self._entries()
 
     def _entries(self) -> Entries:
-        problems, query, skipped = self.problems, self.query, self.skipped
+        problems, skipped = self.problems, self.skipped
         mapped_any = False
         # The file is of one kind (map_stream refused it otherwise): one mapper for its
         # sets, and for 210s the fast path first (as ``_freight``, without its call).
@@ -98,6 +98,7 @@ class MappedStream:
         behind = _Behind()
         # Each set's correlation id starts with its group's: made once, not per set.
         for interchange in self.interchanges:
+            query = self.query.at(interchange)  # its sender's, when senders differ
             for group in interchange.groups:
                 prefix = correlation_prefix(interchange, group)
                 for transaction_set in _letting_go(group.sets, behind):
@@ -228,18 +229,21 @@ def map_stream(
     contract_version: int,
     partition_key: str | None,
     period: str | None,
+    senders: Mapping[tuple[str, str], Query] | None = None,
 ) -> MappedStream:
     """The file's kind, checked before any set is mapped (``EdiRefused`` for a set of
     no kind or a file of two), and its documents to come.
 
-    ``partition_key`` and ``period`` (810s) win over what the file says.
+    ``partition_key`` and ``period`` (810s) win over what the file says; with
+    ``senders``, an interchange of a sender named there settles at its own.
     """
     interchanges = tuple(interchanges)
     problems = Problems()
     kind = _one_kind(interchanges, problems)
     if problems:
         raise EdiRefused(problems.in_order(), interchanges)
-    return MappedStream(kind or "", interchanges, Query(contract_version, partition_key, period))
+    query = Query(contract_version, partition_key, period, senders)
+    return MappedStream(kind or "", interchanges, query)
 
 
 def map_file(

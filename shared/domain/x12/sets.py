@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import binascii
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from shared.domain.x12.lazy import raw_bytes
@@ -17,6 +18,15 @@ class Query:
     contract_version: int
     partition_key: str | None
     period: str | None
+    # A file whose interchanges settle at different senders' profiles: each
+    # sender's (ISA05, ISA06) own query; a sender not named settles at this one.
+    senders: Mapping[tuple[str, str], Query] | None = field(default=None, compare=False)
+
+    def at(self, interchange: Interchange) -> Query:
+        """The query an interchange's sets settle at (its sender's)."""
+        if self.senders is None:
+            return self
+        return self.senders.get((interchange.sender_qualifier, interchange.sender_id), self)
 
 
 class Place(NamedTuple):

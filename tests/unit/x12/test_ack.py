@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared.domain.x12.ack import acknowledge
+from shared.domain.x12.ack_summary import summarize
 from shared.domain.x12.loops import loop_id
 from shared.domain.x12.model import Interchange, Problem, Segment
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
@@ -194,7 +195,23 @@ def test_an_interchange_level_problem_is_a_ta1_after_the_isa(problem: Problem, t
     # structure (ISA, TA1, GS..GE, IEA) does not put it: not validated here.
     answer = rows(ack(CARRIER_FILE, problem))
     assert answer[1] == ta1 and answer[2].startswith("GS*FA*")
-    assert "AK9*A*2*2*2" in answer and "AK9*A*1*1*1" in answer
+    # An interchange rejected is never acknowledged as accepted: every group R.
+    assert "AK9*R*2*2*2" in answer and "AK9*R*1*1*1" in answer
+    assert not [row for row in answer if row.startswith("AK9*A")]
+
+
+@pytest.mark.regression
+def test_an_unknown_senders_997_never_says_accepted() -> None:
+    """Issue 42: a TA1 R 006 above AK9 A's: a translator reading the AK9s
+    believed the file went through."""
+    problem = Problem("edi_partner_unknown", "no profile", 1, "ISA", 6)
+    data = acknowledge(interchanges(CARRIER_FILE), [problem], control_numbers=[5], now=NOW)
+    answer = rows(segments(data.decode("ascii")))
+    assert [row for row in answer if row.startswith("TA1")][0].endswith("*R*006")
+    assert not [row for row in answer if row.startswith("AK9*A")]
+    said = summarize(data)
+    assert said is not None and (said.accepted, said.interchange_rejected) == (0, True)
+    assert said.heading() == "997 rejecting the interchange"
 
 
 def test_a_file_refused_for_nothing_to_settle_has_every_set_accepted(maps: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, and_, delete, insert, or_, select, text
 
@@ -20,16 +20,17 @@ from shared.adapters.db.edi.tables import (
     edi_control_numbers,
     edi_interchanges,
 )
-from shared.adapters.db.tables import jobs
 
 
 @dataclass(frozen=True)
 class Sender:
-    """An interchange's name: ISA05/ISA06 (trimmed) and ISA13."""
+    """An interchange's name: ISA05/ISA06 (trimmed) and ISA13 (within the
+    producer key that submits it), and how many transaction sets it holds."""
 
     qualifier: str
     id: str
     control_number: str
+    sets: int | None = field(default=None, compare=False)  # None: not known (stored before)
 
 
 @dataclass(frozen=True)
@@ -73,20 +74,29 @@ def allocate_control_numbers(engine: Engine, count: int) -> list[int]:
     return [(n - 1) % CONTROL_NUMBER_MAX + 1 for n in numbers]
 
 
-def insert_edi(conn: Connection, job_id: str, record: EdiRecord, now: dt.datetime) -> None:
-    """Store a new X12 job's interchanges and 997; an interchange received
-    before makes the transaction fail (IntegrityError), whoever wrote it first."""
-    insert_interchanges(conn, job_id, record.interchanges, record.file_sha256, now)
+def insert_edi(
+    conn: Connection, job_id: str, key_id: str, record: EdiRecord, now: dt.datetime
+) -> None:
+    """Store a new X12 job's interchanges and 997; an interchange the same key
+    had accepted before makes the transaction fail (IntegrityError), whoever
+    wrote it first."""
+    insert_interchanges(conn, job_id, key_id, record.interchanges, record.file_sha256, now)
     if record.acknowledgement is not None:
         insert_acknowledgement(conn, job_id, record.acknowledgement, now)
 
 
 def insert_interchanges(
-    conn: Connection, job_id: str, senders: Sequence[Sender], file_sha256: str, now: dt.datetime
+    conn: Connection,
+    job_id: str,
+    key_id: str,
+    senders: Sequence[Sender],
+    file_sha256: str,
+    now: dt.datetime,
 ) -> None:
-    """A new X12 job's interchanges. In their sorted order: two transactions
-    inserting some of the same ones wait for each other in one order, never in
-    a cycle (a deadlock), whatever order their files name them in."""
+    """A new X12 job's interchanges, named within its producer key. In their
+    sorted order: two transactions inserting some of the same ones wait for
+    each other in one order, never in a cycle (a deadlock), whatever order
+    their files name them in."""
     conn.execute(
         edi_interchanges.insert(),
         [
@@ -97,6 +107,8 @@ def insert_interchanges(
                 "job_id": job_id,
                 "file_sha256": file_sha256,
                 "received_at": now,
+                "key_id": key_id,
+                "sets": s.sets,
             }
             for s in sorted(senders, key=lambda s: (s.qualifier, s.id, s.control_number))
         ],
@@ -112,8 +124,10 @@ def delete_edi(conn: Connection, job_id: str) -> None:
     conn.execute(delete(edi_acknowledgements).where(edi_acknowledgements.c.job_id == job_id))
 
 
-def received_before(engine: Engine, senders: Sequence[Sender]) -> list[Received]:
-    """Those of ``senders`` already accepted, with their jobs."""
+def received_before(engine: Engine, key_id: str, senders: Sequence[Sender]) -> list[Received]:
+    """Those of ``senders`` already accepted from producer key ``key_id``, with
+    their jobs. Another key's interchanges are never found: each key names its
+    own (docs/api.md#duplicate-interchanges)."""
     if not senders:
         return []
     i = edi_interchanges.c
@@ -139,10 +153,8 @@ def received_before(engine: Engine, senders: Sequence[Sender]) -> list[Received]
                     i.control_number,
                     i.file_sha256,
                     i.job_id,
-                    jobs.c.key_id,
-                )
-                .join(jobs, jobs.c.id == i.job_id)
-                .where(match)
+                    i.key_id,
+                ).where(i.key_id == key_id, match)
             )
             found += [
                 Received(

@@ -1,8 +1,9 @@
 """The X12 intake's tables (docs/api.md#edi-intake), on the schema's one metadata.
 
-An interchange is named forever by its sender (ISA05/ISA06) and control number
-(ISA13): the unique constraint, not a read before the write, decides between
-two API processes receiving the same one at once. A job's 997 is kept apart
+An interchange is named forever, within the producer key that submitted it,
+by its sender (ISA05/ISA06) and control number (ISA13): the unique
+constraint, not a read before the write, decides between two API processes
+receiving the same one at once. A job's 997 is kept apart
 from ``jobs``, whose rows every status read scans: one for 100,000 sets is
 megabytes.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from sqlalchemy import (
     Column,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
@@ -38,8 +40,19 @@ edi_interchanges = Table(
     Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
     Column("file_sha256", KEY, nullable=False),  # of the whole file as received
     Column("received_at", TS, nullable=False),
-    UniqueConstraint("sender_qualifier", "sender_id", "control_number"),
+    # The producer key that submitted it (its job's): the namespace it is named in.
+    Column("key_id", ID, nullable=False),
+    Column("sets", Integer, nullable=True),  # its transaction sets; NULL: stored before 0024
+    UniqueConstraint(
+        "key_id",
+        "sender_qualifier",
+        "sender_id",
+        "control_number",
+        name="uq_edi_interchanges_key_id_sender",
+    ),
     Index(None, "job_id"),
+    # A sender's files whatever the key (its partner's page and the list).
+    Index(None, "sender_qualifier", "sender_id", "received_at"),
 )
 
 # An operator's profile of a trading partner (docs/api.md#trading-partners):
@@ -58,6 +71,22 @@ edi_partners = Table(
     Column("updated_at", TS, nullable=False),
 )
 
+# The producer keys that alone may send a partner's files (its profile's
+# ``key_ids``); none: any key may.
+edi_partner_keys = Table(
+    "edi_partner_keys",
+    metadata,
+    Column("sender_qualifier", String(8), primary_key=True),
+    Column("sender_id", ID, primary_key=True),
+    Column("key_id", ID, primary_key=True),
+    ForeignKeyConstraint(
+        ["sender_qualifier", "sender_id"],
+        ["edi_partners.sender_qualifier", "edi_partners.sender_id"],
+        name="fk_edi_partner_keys_sender_qualifier_edi_partners",
+        ondelete="CASCADE",
+    ),
+)
+
 # Files refused for their content (422), which store nothing else: kept for
 # their sender's health (GET /v1/partners/{q}/{id}), by sender and time.
 edi_refusals = Table(
@@ -73,6 +102,8 @@ edi_refusals = Table(
     Column("sets", Integer, nullable=False),  # transaction sets in the file
     Column("sets_at_fault", Integer, nullable=False),  # of them, those a problem names
     Column("file_sha256", KEY, nullable=False),
+    Column("message", Text, nullable=True),  # the 422's message; NULL: kept before 0024
+    Column("acknowledgement", LargeBinary, nullable=True),  # the 997 it carried, if any
     Index(None, "sender_qualifier", "sender_id", "received_at"),
 )
 

@@ -140,7 +140,7 @@ def create_job(engine: Engine, job: NewJob) -> bool:
             conn.execute(job_partitions.insert(), partition_rows(job.id, job.partition_keys))
             conn.execute(chunks.insert(), [chunk_row(job.id, job.kind, c, now) for c in job.chunks])
             if job.edi is not None:
-                edi.insert_edi(conn, job.id, job.edi, now)
+                edi.insert_edi(conn, job.id, job.key_id, job.edi, now)
     except IntegrityError:
         return False
     return True

@@ -77,7 +77,9 @@ class JobWriter:
         with _raced():
             self._conn.execute(jobs.insert().values(**row))
             if head.senders:
-                edi.insert_interchanges(self._conn, head.id, head.senders, head.file_sha256, now)
+                edi.insert_interchanges(
+                    self._conn, head.id, head.key_id, head.senders, head.file_sha256, now
+                )
 
     def add(self, chunk: NewChunk) -> None:
         assert self._conn is not None
