@@ -17,9 +17,14 @@ from sqlalchemy import select
 
 from services.api.app import create_app
 from services.client import Client
+from services.webhooks.scheduler import Scheduler
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.tables import audit_log, producer_keys
-from tests.support.factories import promo_doc, promo_line, uid
+from shared.adapters.db.tables import audit_log, producer_keys, webhook_deliveries
+from shared.domain.synthetic import promo_contract
+from shared.settings import Settings
+from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import (
     OPERATOR_TOKEN,
     PRODUCER_ID,
@@ -36,8 +41,13 @@ WITHIN_S = 5.0
 
 
 @pytest.fixture(scope="module")
-def http(backend_env: ServiceEnv) -> Iterator[TestClient]:
-    with TestClient(create_app(backend_env.settings())) as client:
+def settings(backend_env: ServiceEnv) -> Settings:
+    return backend_env.settings(webhook_allow_private=True)
+
+
+@pytest.fixture(scope="module")
+def http(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as client:
         yield client
 
 
@@ -234,3 +244,34 @@ def test_the_routes_refuse_viewers_producers_and_bad_requests(
     assert env_key.status_code == 409 and code(env_key) == "producer_key_from_environment"
     listed = {k["key_id"]: k for k in operator.bearer("GET", PATH).json()["items"]}
     assert listed[PRODUCER_ID]["source"] == "environment"
+
+
+@pytest.mark.regression
+def test_a_runtime_keys_webhook_endpoint_hears_of_the_jobs_of_its_partitions(
+    operator: Client, http: TestClient, settings: Settings, ctx: WorkerContext
+) -> None:
+    """The webhooks component asked only SETTLEQ_PRODUCER_KEYS for a key's
+    scope: an endpoint of a key created at runtime heard of nothing."""
+    vendor = uid("V-WH-")
+    created = create(operator, [vendor])
+    key = signer(http, created["key_id"], created["secret"])
+    until(lambda: key.signed("GET", "/v1/jobs").status_code == 200)
+    body = {"url": "http://127.0.0.1:9/hook", "events": ["job.completed"]}
+    registered = key.signed_json("POST", "/v1/webhook-endpoints", body)
+    assert registered.status_code == 201, registered.text
+    endpoint_id = registered.json()["id"]
+    path = f"/v1/contracts/promo_accrual/{vendor}/1"
+    assert operator.bearer("PUT", path, promo_contract()).status_code == 201
+    docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")])]
+    _, messages = store_job(ctx.engine, settings, ctx.internal_key, docs)
+    for message in messages:
+        settle_chunk(ctx, message, 1)
+    scheduler = Scheduler(settings, ctx.engine, lambda d, n: None)
+    query = select(webhook_deliveries).where(webhook_deliveries.c.endpoint_id == endpoint_id)
+
+    def delivered() -> bool:
+        scheduler.tick()
+        with ctx.engine.connect() as conn:
+            return conn.execute(query).first() is not None
+
+    until(delivered, within=10)

@@ -203,6 +203,17 @@ def revoke(engine: Engine, key_id: str, actor: str, now: dt.datetime) -> StoredK
         return _locked(conn, key_id)
 
 
+def scopes(conn: Connection) -> dict[str, tuple[str, ...] | None]:
+    """Every database key's partitions by id (None: revoked), read with no
+    secret: what a process that only asks a key's scope (the webhooks
+    component) needs."""
+    query = select(pk.c.key_id, pk.c.partitions, pk.c.status)
+    return {
+        row.key_id: tuple(json.loads(row.partitions)) if row.status == ACTIVE else None
+        for row in conn.execute(query)
+    }
+
+
 @dataclass(frozen=True)
 class _Usable:
     key: ProducerKey  # every secret it has
