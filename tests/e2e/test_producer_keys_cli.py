@@ -85,6 +85,10 @@ def test_a_key_created_with_the_cli_on_a_running_stack_submits_without_a_restart
     )
     assert again.returncode == 1 and "producer_key_exists" in again.stderr
     assert again.stderr.count("\n") == 1 and "Traceback" not in again.stderr
+    # Shown once, by the command that made it: in no process's log.
+    for name in ("api", "fast_path", "compute_heavy"):
+        text = stack.log(name, tail=None)
+        assert secret not in text and new not in text, name
     # The bootstrap lines, on demand, whatever runs.
     bootstrap = _keys(stack, stack_env, "create", "--partitions", "V-1", "--env")
     assert "export SETTLEQ_PRODUCER_KEYS=" in bootstrap
