@@ -275,3 +275,18 @@ def test_a_runtime_keys_webhook_endpoint_hears_of_the_jobs_of_its_partitions(
             return conn.execute(query).first() is not None
 
     until(delivered, within=10)
+
+
+@pytest.mark.regression
+def test_a_signed_body_meets_a_503_not_a_500_while_the_database_is_down(
+    test_env: ServiceEnv,
+) -> None:
+    """The keys are read before a signed body (webhook endpoints) is: with the
+    database down that read was an unhandled error in the body guard, a 500."""
+    down = test_env.settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/none")
+    with TestClient(create_app(down), raise_server_exceptions=False) as client:
+        key = signer(client, PRODUCER_ID, PRODUCER_SECRET)
+        body = {"url": "https://example.com/hook", "events": ["job.completed"]}
+        answer = key.signed_json("POST", "/v1/webhook-endpoints", body)
+        assert answer.status_code == 503 and code(answer) == "database_unavailable"
+        assert key.signed("GET", "/v1/jobs").status_code == 503

@@ -30,7 +30,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.auth import bearer_refusal, signed_headers
-from services.api.errors import ApiError, BodyRefused, error_response
+from services.api.errors import DATABASE_DOWN, ApiError, BodyRefused, error_response
 from shared.settings import Settings
 
 BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the front door takes
@@ -97,6 +97,10 @@ def _signature_refusal(headers: Headers, scope: Scope) -> ApiError | None:
         signed_headers(ctx, headers, scope["method"], target)
     except ApiError as refused:
         return refused
+    except DATABASE_DOWN:
+        # The database's keys cannot be read: a 503, as any route says, not a 500
+        # (this middleware runs outside the app's error handlers).
+        return ApiError(503, "database_unavailable", "the database is unreachable")
     return None
 
 
