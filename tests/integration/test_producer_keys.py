@@ -5,6 +5,7 @@ the clear); the API honours each change within seconds, without a restart."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from services.client import Client
 from services.webhooks.scheduler import Scheduler
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
+from shared.adapters.db import producer_keys as keys_db
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.tables import audit_log, producer_keys, webhook_deliveries
 from shared.domain.synthetic import promo_contract
@@ -290,3 +292,19 @@ def test_a_signed_body_meets_a_503_not_a_500_while_the_database_is_down(
         answer = key.signed_json("POST", "/v1/webhook-endpoints", body)
         assert answer.status_code == 503 and code(answer) == "database_unavailable"
         assert key.signed("GET", "/v1/jobs").status_code == 503
+
+
+@pytest.mark.regression
+def test_a_key_another_api_process_writes_counts_here_within_seconds(
+    http: TestClient, ctx: WorkerContext
+) -> None:
+    """No message between processes: each re-reads the table within a second
+    or so. Written here as another API process writes it (same table, same
+    internal key), never through this app."""
+    key_id, secret = uid("k-other-"), "another-process-secret-0123456789"
+    now = dt.datetime.now(dt.UTC)
+    keys_db.create(ctx.engine, key_id, ["*"], secret, ctx.internal_key, "operator:other", now)
+    key = signer(http, key_id, secret)
+    assert until(lambda: key.signed("GET", "/v1/jobs").status_code == 200) < WITHIN_S
+    keys_db.revoke(ctx.engine, key_id, "operator:other", now)
+    assert until(lambda: key.signed("GET", "/v1/jobs").status_code == 401) < WITHIN_S
