@@ -158,6 +158,12 @@ def test_a_rotated_key_signs_with_both_secrets_until_the_old_one_expires(
     until(lambda: newest.signed("GET", "/v1/jobs").status_code == 200)
     assert new.signed("GET", "/v1/jobs").status_code == 401
     assert old.signed("GET", "/v1/jobs").status_code == 401
+    # A rotated-out secret stops when its time is up, with no write in between.
+    brief = operator.bearer("POST", f"{PATH}/{key_id}/rotate", {"previous_valid_for_s": 3})
+    latest = signer(http, key_id, brief.json()["secret"])
+    assert newest.signed("GET", "/v1/jobs").status_code == 200
+    until(lambda: newest.signed("GET", "/v1/jobs").status_code == 401)
+    assert latest.signed("GET", "/v1/jobs").status_code == 200
 
 
 @pytest.mark.regression

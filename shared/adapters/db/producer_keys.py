@@ -260,10 +260,6 @@ class Keyring:
         """Re-read the database's keys at the next request (this process wrote one)."""
         self._loaded_at = 0.0
 
-    def any_usable(self) -> bool:
-        """Whether some key could sign a request now."""
-        return bool(self.configured) or any(self._current().values())
-
     def _current(self) -> dict[str, _Usable | None]:
         stale = time.monotonic() - self._loaded_at > self.ttl_s
         if self._stored is not None and not stale:
