@@ -1,7 +1,8 @@
 """The compose api's health probe: ``python -m services.healthcheck``.
 
 The API is "healthy" only when it answers /healthz *and* can do its job: at
-least one producer key is configured (otherwise every POST /v1/batches is 401)
+least one producer key is configured or active in the database (otherwise
+every POST /v1/batches is 401)
 and the ledger holds at least one contract (otherwise every line is
 dead-lettered unknown_contract). Each failure is one line naming the fix
 (docs/operations.md#docker-compose); the exit code is 1.
@@ -15,12 +16,13 @@ import urllib.request
 from sqlalchemy import func, select
 
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.tables import contracts
+from shared.adapters.db.producer_keys import ACTIVE
+from shared.adapters.db.tables import contracts, producer_keys
 from shared.settings import Settings
 
 NO_KEYS = (
     "no producer keys: every POST /v1/batches will be 401; create one with "
-    "`settleq keys create` and set SETTLEQ_PRODUCER_KEYS"
+    "`settleq keys create` (with --env: for SETTLEQ_PRODUCER_KEYS)"
 )
 NO_CONTRACTS = (
     "no contracts in the ledger: every line would be dead-lettered unknown_contract; "
@@ -34,11 +36,19 @@ def problem(settings: Settings, url: str = "http://127.0.0.1:8000/healthz") -> s
         urllib.request.urlopen(url, timeout=2).close()
     except OSError as exc:
         return f"the API does not answer {url} ({type(exc).__name__})"
-    if not settings.producer_keys:
-        return NO_KEYS
     engine = make_engine(settings.database_url, pool_size=1)
     try:
         with engine.connect() as conn:
+            keys = (
+                len(settings.producer_keys)
+                or conn.execute(
+                    select(func.count())
+                    .select_from(producer_keys)
+                    .where(producer_keys.c.status == ACTIVE)
+                ).scalar_one()
+            )
+            if not keys:
+                return NO_KEYS
             count = conn.execute(select(func.count()).select_from(contracts)).scalar_one()
     except Exception as exc:  # a probe reports, never raises
         return f"the ledger cannot be read ({type(exc).__name__}): check SETTLEQ_DATABASE_URL"

@@ -64,7 +64,8 @@ def missing_credentials(settings: Settings) -> list[str]:
     missing = []
     if not settings.producer_keys:
         missing.append(
-            "no producer keys (SETTLEQ_PRODUCER_KEYS): every POST /v1/batches will be 401;"
+            "no producer keys in SETTLEQ_PRODUCER_KEYS: unless the database holds some"
+            " (`settleq keys list`), every POST /v1/batches will be 401;"
             " create one with `settleq keys create`"
         )
     for role, tokens, what in (

@@ -31,6 +31,7 @@ from services.api.routes import (
     kinds,
     ops,
     partners,
+    producer_keys,
     webhooks,
 )
 from shared.adapters.broker import close_broker, make_broker
@@ -96,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ops,
         dashboard,
         partners,
+        producer_keys,
         webhooks,
     ):
         app.include_router(module.router)

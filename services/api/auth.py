@@ -46,11 +46,11 @@ def path_and_query(request: Request) -> str:
 
 def producer_verifier(ctx: ApiContext, request: Request) -> tuple[ProducerKey, StreamingVerifier]:
     """Check a producer's headers now; the returned verifier checks the body as it streams."""
-    return signed_headers(ctx.settings, request.headers, request.method, path_and_query(request))
+    return signed_headers(ctx, request.headers, request.method, path_and_query(request))
 
 
 def signed_headers(
-    settings: Settings, headers: Headers, method: str, target: str
+    ctx: ApiContext, headers: Headers, method: str, target: str
 ) -> tuple[ProducerKey, StreamingVerifier]:
     """A producer's key and signature header checked, before any of the body
     (``ApiError`` 401 otherwise); the verifier that checks the body."""
@@ -58,7 +58,9 @@ def signed_headers(
     signature = headers.get("x-signature")
     if not key_id or not signature:
         raise ApiError(401, "signature_missing", "X-Key-Id and X-Signature are required")
-    key = settings.producer_key(key_id)
+    # The environment's keys and the database's, as of a second ago at most:
+    # a key created, rescoped, rotated or revoked at runtime counts within seconds.
+    key = ctx.keys.key(key_id)
     if key is None:
         raise ApiError(401, "unknown_key", "unknown producer key")
     try:
@@ -68,7 +70,7 @@ def signed_headers(
             method,
             target,
             now=int(time.time()),
-            tolerance_s=settings.signature_tolerance_s,
+            tolerance_s=ctx.settings.signature_tolerance_s,
         )
     except SignatureError as exc:
         raise ApiError(401, exc.code, str(exc)) from None

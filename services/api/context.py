@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from services.api.intake.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.db.producer_keys import Keyring
 from shared.adapters.event_publisher import EventPublisher
 from shared.domain.events import Message
 from shared.settings import Settings
@@ -30,6 +31,13 @@ class ApiContext:
     events: EventPublisher
     _internal_key: bytes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Producer keys, the environment's and the database's (re-read every second
+    # or so: docs/api.md#producer-keys); the latter's secrets are sealed with
+    # the internal key.
+    keys: Keyring = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = Keyring(self.engine, self.settings.producer_keys, lambda: self.internal_key)
 
     def publish_events(self, outbox_ids: Sequence[int], messages: Sequence[Message]) -> bool:
         """Publish committed units' events on a publishing thread (its connection

@@ -127,7 +127,7 @@ _BROKER_DOWN = (
     pika.exceptions.AMQPConnectionError,
     pika.exceptions.AMQPChannelError,
 )
-_DATABASE_DOWN = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
+DATABASE_DOWN = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -195,7 +195,7 @@ def _install_outage_handlers(app: FastAPI) -> None:
 
     for cls in _BROKER_DOWN:
         app.add_exception_handler(cls, _broker_down)
-    for cls in _DATABASE_DOWN:
+    for cls in DATABASE_DOWN:
         app.add_exception_handler(cls, _database_down)
 
     @app.exception_handler(Exception)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from dramatiq.errors import DramatiqError
 from sqlalchemy import Engine
@@ -18,11 +18,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from services.webhooks.delivery import LEASE
 from services.webhooks.payloads import data_of
+from shared.adapters.db import producer_keys
 from shared.adapters.db.webhooks import deliveries
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
-from shared.settings import Settings
+from shared.settings import ProducerKey, Settings
 
 log = logging.getLogger("settleq.webhooks")
+
+# The database's keys' partitions by id (None: revoked): producer_keys.scopes.
+Scopes = Mapping[str, tuple[str, ...] | None]
 
 Send = Callable[[str, int], None]
 BATCH = 200
@@ -58,9 +62,11 @@ class Scheduler:
         with self.engine.connect() as conn:
             waiting = deliveries.waiting_events(conn, BATCH)
             subscribers = deliveries.subscribers(conn) if waiting else []
+            # Keys created, rescoped or revoked at runtime: read each round.
+            scopes = producer_keys.scopes(conn) if waiting else {}
         # Rendered before the transaction that writes them: a SQLite
         # transaction holds the one write lock, which a read here would wait on.
-        decided = [self._decide(event, subscribers, now) for event in waiting]
+        decided = [self._decide(event, subscribers, now, scopes) for event in waiting]
         handed: list[tuple[str, int]] = []
         if waiting:  # no write transaction for nothing: on SQLite it takes the one lock
             with self.engine.begin() as conn:
@@ -78,11 +84,11 @@ class Scheduler:
         return (len(waiting) == BATCH and fanned) or len(due) == BATCH
 
     def _decide(
-        self, event: Waiting, subscribers: list[Subscriber], now: dt.datetime
+        self, event: Waiting, subscribers: list[Subscriber], now: dt.datetime, scopes: Scopes
     ) -> tuple[list[str] | None, str | None]:
         """The endpoints that get the event and its data; no endpoints (None)
         while its subject cannot be read yet."""
-        targets = self.targets(event, subscribers)
+        targets = self.targets(event, subscribers, scopes)
         data = data_of(self.engine, event) if targets else None
         if targets and data is None:
             if now - event.created_at < SUBJECT_WAIT:
@@ -91,15 +97,18 @@ class Scheduler:
             return [], None
         return targets, data
 
-    def targets(self, event: Waiting, subscribers: list[Subscriber]) -> list[str]:
+    def targets(
+        self, event: Waiting, subscribers: list[Subscriber], scopes: Scopes | None = None
+    ) -> list[str]:
         """The endpoints that get ``event``: a ping its own; any other event the
         endpoints subscribed to its type whose key may submit for every
-        partition it tells of (a ``*`` key for all)."""
+        partition it tells of (a ``*`` key for all). A key's scope is the
+        database's (``scopes``), else SETTLEQ_PRODUCER_KEYS'."""
         if event.partition_keys is None:
             return [s.id for s in subscribers if s.id == event.endpoint_id]
         found = []
         for s in subscribers:
-            key = self.settings.producer_key(s.key_id)
+            key = self._key(s.key_id, scopes or {})
             if key is None or event.type not in s.events:
                 continue
             partitions = event.partition_keys
@@ -108,3 +117,15 @@ class Scheduler:
             ):
                 found.append(s.id)
         return found
+
+    def _key(self, key_id: str, scopes: Scopes) -> ProducerKey | None:
+        """A key's scope: the database's over the environment's (as the API's
+        keyring decides, shared/adapters/db/producer_keys.py); None: revoked
+        or unknown."""
+        if key_id not in scopes:
+            return self.settings.producer_key(key_id)
+        partitions = scopes[key_id]
+        if partitions is None:
+            return None
+        # Only its scope is asked here: no secret is read.
+        return ProducerKey.model_construct(key_id=key_id, secrets=[], partitions=list(partitions))

@@ -206,3 +206,30 @@ def test_the_demos_credentials_file_is_never_committed() -> None:
         ["git", "check-ignore", "-q", "settleq-demo-credentials.env"], cwd=ROOT, check=False
     )
     assert ignored.returncode == 0
+
+
+@pytest.mark.regression
+def test_keys_create_prints_a_bootstrap_key_before_the_stack_runs_even_with_a_token() -> None:
+    """Issue 42 #15: ``keys create`` stores a key through the running API; with
+    no API answering (the README's first commands) it still prints the
+    SETTLEQ_PRODUCER_KEYS lines, saying why, and so does ``--env``."""
+    closed = "http://127.0.0.1:9"  # discard: nothing listens
+    for args in (["--url", closed], ["--env"]):
+        result = runner.invoke(
+            app,
+            ["keys", "create", "--partition", "V-A,1", "--key-id", "boot", *args],
+            env={"SETTLEQ_CLIENT_TOKEN": "operator-token"},
+        )
+        assert result.exit_code == 0, result.output
+        line = next(x for x in result.output.splitlines() if "SETTLEQ_PRODUCER_KEYS='" in x)
+        [entry] = json.loads(line.split("=", 1)[1].strip("'"))
+        assert entry["key_id"] == "boot" and entry["partitions"] == ["V-A,1"]
+        assert all(x.startswith(("export SETTLEQ_", "#")) for x in result.output.splitlines())
+    assert (
+        "no API answers at http://127.0.0.1:9"
+        in runner.invoke(
+            app,
+            ["keys", "create", "--partitions", "*", "--url", closed],
+            env={"SETTLEQ_CLIENT_TOKEN": "operator-token"},
+        ).output
+    )

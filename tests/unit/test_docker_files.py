@@ -370,6 +370,46 @@ def test_the_api_is_not_healthy_without_keys_and_contracts(
     assert result.stderr.startswith("unhealthy: ") and len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.regression
+def test_the_api_is_healthy_with_a_key_created_at_runtime_and_none_in_its_environment(
+    tmp_path: Path,
+) -> None:
+    """Issue 42 #15: keys live in the database too; the probe counted only
+    SETTLEQ_PRODUCER_KEYS', and called a stack whose keys were all created at
+    runtime unhealthy; a revoked one is none."""
+    import datetime as dt
+
+    from shared.adapters.db import producer_keys
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    put_contract(engine, "promo", "p1", 1, {"rate": "0.1"})
+    now = dt.datetime.now(dt.UTC)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    healthz = f"http://127.0.0.1:{server.server_address[1]}/healthz"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        bare = Settings(database_url=url)
+        assert healthcheck.problem(bare, healthz) == healthcheck.NO_KEYS
+        producer_keys.create(engine, "k-db", ["*"], "s" * 43, b"i" * 32, "operator:x", now)
+        assert healthcheck.problem(bare, healthz) is None
+        producer_keys.revoke(engine, "k-db", "operator:x", now)
+        assert healthcheck.problem(bare, healthz) == healthcheck.NO_KEYS
+    finally:
+        server.shutdown()
+        server.server_close()
+        engine.dispose()
+
+
 def test_keys_and_tokens_are_docker_secrets_not_environment(services: dict[str, Any]) -> None:
     """Item 8: every settleq service reads its keys and tokens as files in
     /run/secrets (SETTLEQ_SECRETS_DIR), none from its environment."""

@@ -30,7 +30,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.auth import bearer_refusal, signed_headers
-from services.api.errors import ApiError, BodyRefused, error_response
+from services.api.errors import DATABASE_DOWN, ApiError, BodyRefused, error_response
 from shared.settings import Settings
 
 BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the front door takes
@@ -66,7 +66,7 @@ class GuardBodies:
 
         def refusal() -> ApiError | None:
             if _producer_owned(scope["path"]) and "x-signature" in headers:
-                return _signature_refusal(self.settings, headers, scope)
+                return _signature_refusal(headers, scope)
             return bearer_refusal(self.settings, headers, write=write)
 
         if not has_body(headers):
@@ -88,13 +88,19 @@ def _producer_owned(path: str) -> bool:
     return path == PRODUCER_OWNED or path.startswith(PRODUCER_OWNED + "/")
 
 
-def _signature_refusal(settings: Settings, headers: Headers, scope: Scope) -> ApiError | None:
+def _signature_refusal(headers: Headers, scope: Scope) -> ApiError | None:
     query = scope.get("query_string", b"").decode("latin-1")
     target = scope["path"] + (f"?{query}" if query else "")
+    # The app's context (made in its lifespan) holds the keys, the database's too.
+    ctx = scope["app"].state.ctx
     try:
-        signed_headers(settings, headers, scope["method"], target)
+        signed_headers(ctx, headers, scope["method"], target)
     except ApiError as refused:
         return refused
+    except DATABASE_DOWN:
+        # The database's keys cannot be read: a 503, as any route says, not a 500
+        # (this middleware runs outside the app's error handlers).
+        return ApiError(503, "database_unavailable", "the database is unreachable")
     return None
 
 

@@ -303,6 +303,7 @@ from shared.adapters.db.operator_tables import audit_log as audit_log  # noqa: E
 from shared.adapters.db.operator_tables import (  # noqa: E402
     dispute_resolutions as dispute_resolutions,
 )
+from shared.adapters.db.operator_tables import producer_keys as producer_keys  # noqa: E402
 
 # Webhook endpoints (docs/api.md#webhooks): a producer key's HTTPS receivers.
 # ``secret`` is the key material the signer needs (HMAC signs with the key
