@@ -53,7 +53,13 @@ def _own(ctx: ApiContext, who: Principal, endpoint_id: str) -> endpoints_db.Endp
     "/v1/webhook-endpoints",
     operation_id="createWebhookEndpoint",
     status_code=201,
-    responses={**ERRORS, 422: {"model": ErrorBody, "description": "webhook_url_refused"}},
+    responses={
+        **ERRORS,
+        422: {
+            "model": ErrorBody,
+            "description": "webhook_url_invalid, webhook_url_refused, webhook_endpoint_limit",
+        },
+    },
 )
 async def create_endpoint(
     body: Annotated[wire.EndpointIn, Body()], ctx: Ctx, who: Producer
@@ -64,7 +70,10 @@ async def create_endpoint(
         found = destination(body.url, ctx.settings.webhook_allow_private)
         if isinstance(found, Refused):
             detail = {"loc": ["body", "url"], "type": found.error, "msg": found.detail}
-            raise ApiError(422, "webhook_url_refused", found.detail, [detail])
+            # A URL that does not parse is invalid; one that parses but may not
+            # be reached (scheme, credentials, DNS, address) is refused.
+            code = "webhook_url_invalid" if found.error == "url_invalid" else "webhook_url_refused"
+            raise ApiError(422, code, found.detail, [detail])
         assert who.key_id is not None
         made, secret = endpoints_db.create(
             ctx.engine, who.key_id, body.url, body.events, body.description, _now(), who.actor
