@@ -28,7 +28,7 @@ from shared.adapters.db.tables import (
     webhook_events,
 )
 from shared.adapters.db.types import utc
-from shared.adapters.db.webhooks.endpoints import signing_secrets
+from shared.adapters.db.webhooks.endpoints import retired_of, signing_secrets
 
 ev, dl, at, we = webhook_events, webhook_deliveries, webhook_attempts, webhook_endpoints
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
@@ -163,9 +163,12 @@ class Claimed:
     secret: str = field(repr=False)
     previous_secret: str | None = field(repr=False)
     previous_until: dt.datetime | None
+    retired: tuple[tuple[str, dt.datetime], ...] = field(default=(), repr=False)
 
     def signing_secrets(self, now: dt.datetime) -> list[str]:
-        return signing_secrets(self.secret, self.previous_secret, self.previous_until, now)
+        return signing_secrets(
+            self.secret, self.previous_secret, self.previous_until, now, self.retired
+        )
 
 
 _CLAIMED = (
@@ -183,6 +186,7 @@ _CLAIMED = (
     we.c.secret,
     we.c.previous_secret,
     we.c.previous_until,
+    we.c.retired_secrets,
 )
 
 
@@ -240,6 +244,7 @@ def claim(
         secret=row.secret,
         previous_secret=row.previous_secret,
         previous_until=_later(row.previous_until),
+        retired=retired_of(row.retired_secrets),
     )
 
 
