@@ -61,16 +61,16 @@ class Scheduler:
         # Rendered before the transaction that writes them: a SQLite
         # transaction holds the one write lock, which a read here would wait on.
         decided = [self._decide(event, subscribers, now) for event in waiting]
-        handed: list[tuple[str, int]] = []
         if waiting:  # no write transaction for nothing: on SQLite it takes the one lock
             with self.engine.begin() as conn:
                 for event, (targets, data) in zip(waiting, decided, strict=True):
                     if targets is not None:
-                        ids = deliveries.fan_out(conn, event.id, data, targets, now, LEASE)
-                        handed += [(i, 0) for i in ids]
+                        deliveries.fan_out(conn, event.id, data, targets, now)
+        # The new deliveries are due at once, handed out with the others: at
+        # most two of an endpoint's in flight, so hanging endpoints wait alone.
         with self.engine.begin() as conn:
             due = deliveries.hand_out_due(conn, now, LEASE, BATCH)
-        for delivery_id, attempts in handed + due:
+        for delivery_id, attempts in due:
             self.send(delivery_id, attempts)
         # A full batch of events that all wait for their jobs is no reason to
         # read them again at once.

@@ -137,11 +137,18 @@ def destination(url: str, allow_private: bool, resolver: Resolve = resolve) -> s
         return problem
     target = parse(url)
     assert isinstance(target, Target)
-    host = target.host
     try:
-        addresses = resolver(host, target.port)
+        addresses = resolver(target.host, target.port)
     except (OSError, UnicodeError, ValueError) as exc:
-        return Refused("dns_failed", f"{host} did not resolve ({type(exc).__name__})")
+        return _dns_failed(target.host, exc)
+    return _judged(target.host, addresses, allow_private)
+
+
+def _dns_failed(host: str, exc: BaseException) -> Refused:
+    return Refused("dns_failed", f"{host} did not resolve ({type(exc).__name__})")
+
+
+def _judged(host: str, addresses: list[str], allow_private: bool) -> str | Refused:
     try:
         refused = [a for a in addresses if not address_allowed(a, allow_private)]
     except ValueError:  # not an address: a resolver's oddity, never reached
@@ -160,20 +167,52 @@ def deliver(
     timeout_s: float = TIMEOUT_S,
     resolver: Resolve = resolve,
 ) -> Attempt:
-    """POST ``body`` with ``headers`` to ``url``, once."""
+    """POST ``body`` with ``headers`` to ``url``, once, on this thread."""
+    return _runner().run(
+        deliver_async(
+            url, body, headers, allow_private=allow_private, timeout_s=timeout_s, resolver=resolver
+        )
+    )
+
+
+async def deliver_async(
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    allow_private: bool,
+    timeout_s: float = TIMEOUT_S,
+    resolver: Resolve = resolve,
+) -> Attempt:
+    """``deliver`` on the running event loop: an attempt that waits on its
+    endpoint holds no thread (the DNS question is asked on the loop's
+    executor), so a webhooks process waits on many hanging endpoints at once."""
     started = time.monotonic()
 
     def done(status: int | None, error: str | None, detail: str, answer: bytes = b"") -> Attempt:
         latency = int((time.monotonic() - started) * 1000)
         return Attempt(status, error, detail, latency, answer[:ANSWER_BYTES])
 
-    found = destination(url, allow_private, resolver)
+    problem = url_problem(url, allow_private)
+    if problem is not None:
+        return done(None, problem.error, problem.detail)
+    parts = parse(url)
+    assert isinstance(parts, Target)  # url_problem parsed it
+    host, port = parts.host, parts.port
+    loop = asyncio.get_running_loop()
+    try:
+        addresses = await asyncio.wait_for(
+            loop.run_in_executor(None, resolver, host, port), timeout_s
+        )
+    except TimeoutError:
+        return done(None, "timeout", f"no answer within {timeout_s:g} s")
+    except (OSError, UnicodeError, ValueError) as exc:
+        refused = _dns_failed(host, exc)
+        return done(None, refused.error, refused.detail)
+    found = _judged(host, addresses, allow_private)
     if isinstance(found, Refused):
         return done(None, found.error, found.detail)
     address = found
-    parts = parse(url)
-    assert isinstance(parts, Target)  # destination parsed it
-    host, port = parts.host, parts.port
     shown = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
     target = urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/", parts.query, ""))
     sent = {
@@ -183,10 +222,8 @@ def deliver(
         "User-Agent": USER_AGENT,
     }
     try:
-        status, answer = _runner().run(
-            asyncio.wait_for(
-                _post(target, host, body, sent), timeout_s - (time.monotonic() - started)
-            )
+        status, answer = await asyncio.wait_for(
+            _post(target, host, body, sent), timeout_s - (time.monotonic() - started)
         )
     except TimeoutError:
         return done(None, "timeout", f"no answer within {timeout_s:g} s")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, insert, update
+from sqlalchemy import Connection, Engine, insert, select, update
 
 from services.api.app import create_app
 from services.client import Client
@@ -20,9 +20,10 @@ from services.webhooks.payloads import data_of
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db.edi.tables import edi_acknowledgements
-from shared.adapters.db.tables import jobs, webhook_endpoints
-from shared.adapters.db.webhooks import endpoints
+from shared.adapters.db.tables import jobs, webhook_deliveries, webhook_endpoints, webhook_events
+from shared.adapters.db.webhooks import deliveries, endpoints
 from shared.adapters.db.webhooks.deliveries import Waiting
+from shared.adapters.db.webhooks.events import new_event_id
 from shared.domain import webhooks
 from shared.settings import ProducerKey, Settings
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
@@ -133,6 +134,24 @@ def test_pings_and_retries_are_limited_to_ten_a_minute_per_endpoint(
 NOW = dt.datetime(2026, 12, 4, 12, 0, tzinfo=dt.UTC)
 
 
+def _event(conn: Connection, now: dt.datetime) -> str:
+    event_id = new_event_id()
+    conn.execute(
+        insert(webhook_events).values(
+            id=event_id, type="job.completed", subject=uid("J-"), created_at=now
+        )
+    )
+    return event_id
+
+
+def _endpoint_of(engine: Engine, delivery_id: str) -> str:
+    with engine.connect() as conn:
+        found: str = conn.execute(
+            select(webhook_deliveries.c.endpoint_id).where(webhook_deliveries.c.id == delivery_id)
+        ).scalar_one()
+    return found
+
+
 @pytest.mark.regression
 def test_each_rotated_secret_signs_for_24_hours_from_its_own_rotation(engine: Engine) -> None:
     """A second rotation within 24 h dropped the first rotated secret."""
@@ -183,3 +202,37 @@ def test_job_completed_names_an_acknowledgement_only_when_one_is_stored(
         )
     data = json.loads(data_of(engine, event) or "{}")
     assert data["acknowledgement_url"] == f"/v1/jobs/{job_id}/acknowledgement"
+
+
+@pytest.mark.regression
+def test_an_endpoint_has_at_most_two_deliveries_in_flight(engine: Engine) -> None:
+    """Every due delivery was handed out at once: a hanging endpoint's took
+    every delivery thread."""
+    slow, _ = endpoints.create(
+        engine, uid("K-"), "https://a.example/h", ["job.completed"], None, NOW
+    )
+    quick, _ = endpoints.create(
+        engine, uid("K-"), "https://b.example/h", ["job.completed"], None, NOW
+    )
+    now = dt.datetime.now(dt.UTC)
+    lease = dt.timedelta(seconds=60)
+    with engine.begin() as conn:
+        for _ in range(5):
+            deliveries.fan_out(conn, _event(conn, now), None, [slow.id], now)
+        deliveries.fan_out(conn, _event(conn, now), None, [quick.id], now)
+    mine = {slow.id, quick.id}
+
+    def hand_out() -> list[str]:
+        with engine.begin() as conn:
+            handed = deliveries.hand_out_due(conn, now, lease, 1000)
+        return [d for d, _ in handed if _endpoint_of(engine, d) in mine]
+
+    first = hand_out()
+    assert len(first) == 3  # two of the slow endpoint's, the quick one's
+    assert [_endpoint_of(engine, d) for d in first].count(slow.id) == 2
+    assert hand_out() == []  # both slots taken, however long it hangs
+    claimed = deliveries.claim(engine, first[0], 0, now, lease)
+    assert claimed is not None
+    tried = deliveries.Tried(now, None, "timeout", "no answer within 10 s", 10_000, "")
+    deliveries.record(engine, claimed, tried, "pending", now, dt.timedelta(days=5))
+    assert len(hand_out()) == 1  # a slot freed by the recorded attempt

@@ -8,7 +8,10 @@ time past the attempt's lease, and so does claiming it for an attempt, so a
 delivery whose message or process was lost is due again once the lease
 runs out; an attempt is recorded only by the claim that counted the same
 attempts (a stale or doubled message sends nothing twice on purpose, and
-records nothing twice).
+records nothing twice). ``leased_until`` marks a delivery in flight (handed
+out or claimed, its attempt not recorded): an endpoint has at most
+``IN_FLIGHT_PER_ENDPOINT`` at once, so endpoints that hang slow only
+themselves.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from shared.adapters.db.webhooks.endpoints import retired_of, signing_secrets
 
 ev, dl, at, we = webhook_events, webhook_deliveries, webhook_attempts, webhook_endpoints
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
+IN_FLIGHT_PER_ENDPOINT = 2
 
 
 def _later(value: dt.datetime | None) -> dt.datetime | None:
@@ -94,11 +98,10 @@ def fan_out(
     data: str | None,
     endpoint_ids: Sequence[str],
     now: dt.datetime,
-    lease: dt.timedelta,
 ) -> list[str]:
     """The event marked fanned out with its data, and its deliveries, one per
-    endpoint, handed out at once (so due from ``now + lease`` on); none when
-    another process fanned it out first."""
+    endpoint, due at ``now`` (handed out by ``hand_out_due``, endpoint by
+    endpoint); none when another process fanned it out first."""
     marked = conn.execute(
         update(ev)
         .where(ev.c.id == event_id, ev.c.fanned_out_at.is_(None))
@@ -117,7 +120,7 @@ def fan_out(
                     "endpoint_id": endpoint_id,
                     "status": "pending",
                     "attempts": 0,
-                    "next_attempt_at": now + lease,
+                    "next_attempt_at": now,
                     "created_at": now,
                 }
                 for delivery_id, endpoint_id in zip(ids, endpoint_ids, strict=True)
@@ -130,19 +133,49 @@ def hand_out_due(
     conn: Connection, now: dt.datetime, lease: dt.timedelta, limit: int
 ) -> list[tuple[str, int]]:
     """Deliveries due (pending, their time come), oldest due first, each with
-    its attempts so far; their time pushed past ``lease``."""
-    rows = conn.execute(
-        select(dl.c.id, dl.c.attempts)
-        .where(dl.c.status == "pending", dl.c.next_attempt_at <= now)
-        .order_by(dl.c.next_attempt_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    if rows:
-        conn.execute(
-            update(dl).where(dl.c.id.in_([r.id for r in rows])).values(next_attempt_at=now + lease)
+    its attempts so far, at most ``IN_FLIGHT_PER_ENDPOINT`` in flight for an
+    endpoint (those handed out or claimed count); their time pushed past
+    ``lease`` and marked in flight until then."""
+    in_flight = (
+        select(dl.c.endpoint_id, func.count().label("n"))
+        .where(dl.c.leased_until.is_not(None), dl.c.leased_until > now)
+        .group_by(dl.c.endpoint_id)
+        .subquery()
+    )
+    due = (
+        select(
+            dl.c.id,
+            dl.c.endpoint_id,
+            dl.c.next_attempt_at,
+            func.row_number()
+            .over(partition_by=dl.c.endpoint_id, order_by=(dl.c.next_attempt_at, dl.c.id))
+            .label("rank"),
         )
-    return [(r.id, r.attempts) for r in rows]
+        .where(dl.c.status == "pending", dl.c.next_attempt_at <= now)
+        .subquery()
+    )
+    chosen = (
+        conn.execute(
+            select(due.c.id)
+            .select_from(due.outerjoin(in_flight, in_flight.c.endpoint_id == due.c.endpoint_id))
+            .where(due.c.rank + func.coalesce(in_flight.c.n, 0) <= IN_FLIGHT_PER_ENDPOINT)
+            .order_by(due.c.next_attempt_at, due.c.id)
+            .limit(limit)
+        )
+        .scalars()
+        .all()
+    )
+    if not chosen:
+        return []
+    # Only those still due: another scheduler may have taken some meanwhile
+    # (PostgreSQL re-reads a row it waited for).
+    rows = conn.execute(
+        update(dl)
+        .where(dl.c.id.in_(chosen), dl.c.status == "pending", dl.c.next_attempt_at <= now)
+        .values(next_attempt_at=now + lease, leased_until=now + lease)
+        .returning(dl.c.id, dl.c.attempts, dl.c.next_attempt_at)
+    ).all()
+    return [(r.id, r.attempts) for r in sorted(rows, key=lambda r: chosen.index(r.id))]
 
 
 @dataclass(frozen=True)
@@ -214,7 +247,7 @@ def claim(
             ev.c.id == dl.c.event_id,
             we.c.id == dl.c.endpoint_id,
         )
-        .values(next_attempt_at=now + lease)
+        .values(next_attempt_at=now + lease, leased_until=now + lease)
         .returning(*_CLAIMED)
     )
     with engine.begin() as conn:
@@ -224,7 +257,7 @@ def claim(
             done = conn.execute(
                 update(dl)
                 .where(dl.c.id == delivery_id, dl.c.attempts == attempts, dl.c.status == "pending")
-                .values(next_attempt_at=now + lease)
+                .values(next_attempt_at=now + lease, leased_until=now + lease)
             )
             row = None if done.rowcount != 1 else conn.execute(_claimed_select(delivery_id)).one()
     if row is None:
@@ -280,7 +313,12 @@ def record(
     run, which disables it once ``disable_after`` long; a delivery ends it."""
     with engine.begin() as conn:
         n = claimed.attempts + (tried is not None)
-        values: dict[str, Any] = {"status": status, "attempts": n, "next_attempt_at": None}
+        values: dict[str, Any] = {
+            "status": status,
+            "attempts": n,
+            "next_attempt_at": None,
+            "leased_until": None,  # no longer in flight: the endpoint's next may go
+        }
         if status == "pending":
             values["next_attempt_at"] = next_attempt_at
         if tried is not None:
