@@ -5,7 +5,8 @@ delivery per message (delivery.py), ``webhook_threads`` at once, and hands
 its POST to the process's event loop (sending.py), where any number of
 attempts wait on their endpoints without holding a thread; and the scheduler
 thread that fans events out and hands due deliveries to that queue, at most
-two in flight per endpoint (scheduler.py). The retry schedule lives in the
+two in flight per endpoint (scheduler.py); and the pruner thread, which
+deletes what is past its retention (pruner.py). The retry schedule lives in the
 database, not in the broker: a wait of 12 h would outlast RabbitMQ's
 consumer timeout in a delay queue.
 """
@@ -24,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from services.webhooks.delivery import start
 from services.webhooks.metrics import WebhookMetrics
+from services.webhooks.pruner import Pruner
 from services.webhooks.scheduler import Scheduler
 from services.webhooks.sending import Sender
 from shared.adapters.broker import close_broker, make_broker
@@ -61,7 +63,6 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
     metrics = WebhookMetrics()
     queue = queue_name(settings)
     sender = Sender(settings, engine, metrics)
-    sender.start()
 
     def deliver_webhook(delivery_id: str, attempts: int) -> None:
         try:
@@ -88,10 +89,15 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     worker.start()
-    scheduler = threading.Thread(
-        target=Scheduler(settings, engine, send).run, args=(stop,), name="scheduler", daemon=True
-    )
+    scheduling = Scheduler(settings, engine, send)
+    sender.recorded = scheduling.wake.set  # an endpoint's next may go at once
+    sender.start()
+    scheduler = threading.Thread(target=scheduling.run, args=(stop,), name="scheduler", daemon=True)
     scheduler.start()
+    pruner = threading.Thread(
+        target=Pruner(settings, engine, metrics).run, args=(stop,), name="pruner", daemon=True
+    )
+    pruner.start()
     log.info("webhooks delivering from %s with %d threads", queue, settings.webhook_threads)
     stop.wait()
     log.info("stopping: finishing in-flight attempts")

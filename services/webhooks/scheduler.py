@@ -34,6 +34,9 @@ SUBJECT_WAIT = dt.timedelta(minutes=10)
 class Scheduler:
     def __init__(self, settings: Settings, engine: Engine, send: Send) -> None:
         self.settings, self.engine, self.send = settings, engine, send
+        # Set when an attempt is recorded: its endpoint may have another due,
+        # held back by its two in flight, which need not wait a whole poll.
+        self.wake = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -50,7 +53,8 @@ class Scheduler:
                 busy = False
                 stop.wait(1.0)
             if not busy:
-                stop.wait(self.settings.webhook_poll_s)
+                self.wake.wait(self.settings.webhook_poll_s)
+                self.wake.clear()
 
     def tick(self) -> bool:
         """One round; whether there may be more to do at once."""

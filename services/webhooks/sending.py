@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import Engine
@@ -33,8 +34,16 @@ DNS_THREADS = 16
 
 
 class Sender:
-    def __init__(self, settings: Settings, engine: Engine, metrics: WebhookMetrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        metrics: WebhookMetrics,
+        recorded: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``recorded`` is called after each attempt is recorded."""
         self.settings, self.engine, self.metrics = settings, engine, metrics
+        self.recorded = recorded
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(
             ThreadPoolExecutor(DNS_THREADS, thread_name_prefix="webhook-dns")
@@ -79,6 +88,7 @@ class Sender:
             started.claimed,
             result,
         )
+        self.recorded()
 
     def _done(self, future: concurrent.futures.Future[None]) -> None:
         with self._lock:

@@ -83,9 +83,9 @@ def test_job_completed_arrives_signed_with_the_final_job(stack: Stack) -> None:
 
 
 def test_a_webhooks_process_killed_mid_delivery_delivers_again(stack: Stack) -> None:
-    """SIGKILL while the receiver holds the request: the message was never
-    acknowledged, so RabbitMQ gives it to the next process, which sends the
-    same event again (at least once, one webhook-id)."""
+    """SIGKILL while the receiver holds the request: the attempt's claim
+    (20 s) runs out, so the next process's scheduler hands the delivery out
+    again and it sends the same event again (at least once, one webhook-id)."""
     if "webhooks" not in stack.processes:
         _start_webhooks(stack)
     receiver = Receiver()
