@@ -173,9 +173,10 @@ def hand_out_due(
         update(dl)
         .where(dl.c.id.in_(chosen), dl.c.status == "pending", dl.c.next_attempt_at <= now)
         .values(next_attempt_at=now + lease, leased_until=now + lease)
-        .returning(dl.c.id, dl.c.attempts, dl.c.next_attempt_at)
+        .returning(dl.c.id, dl.c.attempts)
     ).all()
-    return [(r.id, r.attempts) for r in sorted(rows, key=lambda r: chosen.index(r.id))]
+    order = {delivery_id: n for n, delivery_id in enumerate(chosen)}
+    return [(r.id, r.attempts) for r in sorted(rows, key=lambda r: order[r.id])]
 
 
 @dataclass(frozen=True)
