@@ -165,6 +165,15 @@ class Settings(BaseSettings):
     webhook_schedule_scale: float = Field(default=1.0, gt=0, le=1)
     # The webhooks process's Prometheus metrics port (viewer token): 0 = off.
     webhook_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Endpoints one producer key may register (422 webhook_endpoint_limit beyond):
+    # every endpoint gets a signed POST of every event it subscribes to.
+    webhook_max_endpoints: int = Field(default=10, ge=1, le=1000)
+    # Days a delivered delivery and its attempts are kept (a failed one: 90, or
+    # this if longer); the webhooks component's pruner deletes older ones.
+    webhook_retention_days: int = Field(default=30, ge=1)
+    # Days a refused X12 file's row (edi_refusals) is kept; pruned by the
+    # webhooks component too.
+    edi_refusal_retention_days: int = Field(default=90, ge=1)
 
     # Each worker process serves Prometheus metrics on its own port (viewer
     # token): 0 = off. ``--processes N`` and ``settleq up`` give process i the

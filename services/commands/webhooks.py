@@ -6,6 +6,7 @@ signature ours? (docs/api.md#webhooks)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from urllib.parse import urlencode
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from services.commands.errors import answer, refused
 from services.commands.options import (
@@ -33,6 +35,23 @@ app = typer.Typer(
     help="Webhooks: a producer key's endpoints and their delivery log; verify a request."
 )
 IdArg = Annotated[str, typer.Argument(help="The endpoint's id (we_..., from webhooks list).")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the API's answer as JSON (for a script).")
+]
+
+
+def _literal(value: str | None) -> Text:
+    """Text as sent, never markup: a ``[`` stays, and a control character
+    (an escape sequence an endpoint answered) is shown escaped, not obeyed."""
+    shown = "".join(
+        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode()
+        for c in value or ""
+    )
+    return Text(shown)
+
+
+def _print_json(found: Any) -> None:
+    sys.stdout.write(json.dumps(found, ensure_ascii=False, indent=2) + "\n")
 
 
 def _producer(url: str, key_id: str | None, secret: str | None) -> Any:
@@ -51,8 +70,8 @@ def _endpoints_table(items: list[dict[str, Any]], title: str) -> None:
         status = e["status"] + (f" ({e['disabled_reason']})" if e["disabled_reason"] else "")
         table.add_row(
             e["id"],
-            e["key_id"],
-            e["url"],
+            _literal(e["key_id"]),
+            _literal(e["url"]),
             ",".join(e["events"]),
             status,
             e["failing_since"] or "",
@@ -73,6 +92,7 @@ def create(
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Register an endpoint for your key's events; prints its secret, once."""
     body: dict[str, Any] = {
@@ -82,7 +102,12 @@ def create(
     if description is not None:
         body["description"] = description
     made = answer(_producer(url, key_id, secret).signed_json("POST", "/v1/webhook-endpoints", body))
-    console.print(f"endpoint {made['id']} ({made['status']}): {made['url']}", soft_wrap=True)
+    if as_json:
+        _print_json(made)
+        return
+    console.print(
+        f"endpoint {made['id']} ({made['status']}): {made['url']}", soft_wrap=True, markup=False
+    )
     console.print(f"events: {', '.join(made['events'])}")
     console.print(f"secret: {made['secret']}", soft_wrap=True)
     console.print("keep the secret now: it is not shown again (rotate makes a new one)")
@@ -97,12 +122,16 @@ def list_endpoints(
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
     token: OperatorTokenOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List your key's endpoints; with --all, every key's."""
     if every:
         page = answer(_operator(url, token).bearer("GET", "/admin/webhook-endpoints"))
     else:
         page = answer(_producer(url, key_id, secret).signed("GET", "/v1/webhook-endpoints"))
+    if as_json:
+        _print_json(page)
+        return
     _endpoints_table(page["items"], "webhook endpoints")
 
 
@@ -112,10 +141,14 @@ def test(
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Send the endpoint a ping event; see it with webhooks deliveries."""
     client = _producer(url, key_id, secret)
     sent = answer(client.signed("POST", f"/v1/webhook-endpoints/{endpoint_id}/test"))
+    if as_json:
+        _print_json(sent)
+        return
     console.print(f"ping {sent['event_id']} queued for {endpoint_id}")
     console.print(f"follow it: settleq webhooks deliveries {endpoint_id}")
 
@@ -135,8 +168,11 @@ def deliveries(
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
     token: OperatorTokenOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """The endpoint's deliveries, newest first, with each attempt."""
+    """The endpoint's deliveries, newest first, with each attempt: its answer
+    (status or error), detail, latency and the answer's first KiB; a pending
+    delivery's next attempt."""
     query = urlencode(
         {k: v for k, v in {"status": status, "limit": limit, "cursor": cursor}.items() if v}
     )
@@ -146,25 +182,39 @@ def deliveries(
     else:
         path = f"/v1/webhook-endpoints/{endpoint_id}/deliveries?{query}"
         page = answer(_producer(url, key_id, secret).signed("GET", path))
+    if as_json:
+        _print_json(page)
+        return
+    _deliveries_table(endpoint_id, page["items"])
+    print_more(page)
+
+
+def _deliveries_table(endpoint_id: str, items: list[dict[str, Any]]) -> None:
     table = Table(title=f"deliveries of {endpoint_id}")
-    for column in ("delivery", "event", "type", "status", "attempt", "at", "answer", "ms"):
+    columns = ("delivery", "event", "type", "status", "next attempt")
+    for column in (*columns, "attempt", "at", "result", "ms", "detail", "answer"):
         table.add_column(column)
-    for d in page["items"]:
+    for d in items:
         tries = d["attempt_log"] or [None]
         for n, t in enumerate(tries, 1):
-            first = n == 1
+            head = (
+                (d["id"], d["event_id"], d["event_type"], d["status"], d["next_attempt_at"] or "")
+                if n == 1
+                else ("",) * 5
+            )
+            if t is None:
+                table.add_row(*head, "", "", "", "", "", "")
+                continue
             table.add_row(
-                d["id"] if first else "",
-                d["event_id"] if first else "",
-                d["event_type"] if first else "",
-                d["status"] if first else "",
-                str(n) if t else "",
-                t["at"] if t else (d["next_attempt_at"] or ""),
-                "" if t is None else (str(t["status_code"]) if t["status_code"] else t["error"]),
-                "" if t is None else str(t["latency_ms"]),
+                *head,
+                str(n),
+                t["at"],
+                str(t["status_code"]) if t["status_code"] else t["error"] or "",
+                str(t["latency_ms"]),
+                _literal(t["detail"]),
+                _literal(t["answer"]),
             )
     show(table)
-    print_more(page)
 
 
 @app.command("retry")

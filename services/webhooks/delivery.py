@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
@@ -21,39 +22,82 @@ from shared.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
 
-# How long a delivery handed to the queue, or claimed, stays away from the
-# next hand-out: its 10 s attempt and the queue's wait. A delivery whose
-# message or process was lost is handed out again after it.
+# How long a delivery handed to the queue stays away from the next hand-out:
+# the queue's wait and its attempt. A delivery whose message was lost is
+# handed out again after it.
 LEASE = dt.timedelta(seconds=60)
+# How long a claimed delivery stays away: its 10 s attempt and the recording.
+# A delivery whose process died mid-attempt is handed out again after it.
+ATTEMPT_LEASE = dt.timedelta(seconds=20)
 
 
 def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
-def attempt(
-    settings: Settings, engine: Engine, metrics: WebhookMetrics, delivery_id: str, attempts: int
-) -> None:
-    """One attempt of a delivery, if it is still pending with ``attempts`` made."""
+@dataclass(frozen=True)
+class Started:
+    """A claimed delivery, signed and ready to send."""
+
+    claimed: deliveries.Claimed
+    body: bytes
+    headers: dict[str, str] = field(repr=False)
+
+
+def start(settings: Settings, engine: Engine, delivery_id: str, attempts: int) -> Started | None:
+    """Claim a delivery still pending with ``attempts`` made, and sign it; None
+    for a stale message, or a disabled endpoint's delivery (failed here,
+    without an attempt)."""
     now = dt.datetime.now(dt.UTC)
-    claimed = deliveries.claim(engine, delivery_id, attempts, now, LEASE)
+    claimed = deliveries.claim(engine, delivery_id, attempts, now, ATTEMPT_LEASE)
     if claimed is None:
-        return  # delivered, failed, or attempted since this message was sent
-    scale = settings.webhook_schedule_scale
-    disable_after = dt.timedelta(seconds=webhooks.DISABLE_AFTER_S * scale)
+        return None  # delivered, failed, or attempted since this message was sent
     if claimed.endpoint_status != "enabled":
-        deliveries.record(engine, claimed, None, "failed", None, disable_after)
-        return
+        deliveries.record(engine, claimed, None, "failed", None, _disable_after(settings))
+        return None
     body = webhooks.envelope(
         claimed.event_type, claimed.event_id, _iso(claimed.event_created_at), claimed.data or "null"
     )
     headers = webhooks.headers(
         claimed.signing_secrets(now), claimed.event_id, int(now.timestamp()), body
     )
-    result = deliver(claimed.url, body, headers, allow_private=settings.webhook_allow_private)
+    return Started(claimed, body, headers)
+
+
+def attempt(
+    settings: Settings, engine: Engine, metrics: WebhookMetrics, delivery_id: str, attempts: int
+) -> None:
+    """One attempt of a delivery, if it is still pending with ``attempts``
+    made, on this thread (the webhooks process sends on its event loop:
+    runner.py)."""
+    started = start(settings, engine, delivery_id, attempts)
+    if started is None:
+        return
+    result = deliver(
+        started.claimed.url,
+        started.body,
+        started.headers,
+        allow_private=settings.webhook_allow_private,
+    )
+    finish(settings, engine, metrics, started.claimed, result)
+
+
+def _disable_after(settings: Settings) -> dt.timedelta:
+    return dt.timedelta(seconds=webhooks.DISABLE_AFTER_S * settings.webhook_schedule_scale)
+
+
+def finish(
+    settings: Settings,
+    engine: Engine,
+    metrics: WebhookMetrics,
+    claimed: deliveries.Claimed,
+    result: Attempt,
+) -> None:
+    """Record an attempt's result and decide what is next."""
     metrics.attempted(result)
     ended = dt.datetime.now(dt.UTC)
-    status, next_at = _next(claimed, result, ended, scale)
+    disable_after = _disable_after(settings)
+    status, next_at = _next(claimed, result, ended, settings.webhook_schedule_scale)
     tried = _tried(result, ended)
     recorded = deliveries.record(engine, claimed, tried, status, next_at, disable_after)
     if status == "delivered" and recorded.counted:

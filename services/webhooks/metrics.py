@@ -10,6 +10,8 @@
   the event to its delivery's 2xx.
 - ``settleq_webhook_endpoints_disabled_total``: endpoints this process
   disabled for failing five days in a row.
+- ``settleq_webhook_pruned_rows_total{table}``: rows its pruner deleted past
+  their retention (pruner.py).
 
 What waits and what failed (``settleq_webhook_deliveries{status}``, the
 oldest undelivered event's age, endpoints by status) is read from the
@@ -46,6 +48,12 @@ class WebhookMetrics:
             "settleq_webhook_delivery_latency_seconds",
             "From the commit that wrote an event to its delivery",
             buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.pruned = Counter(
+            "settleq_webhook_pruned_rows",
+            "Rows the pruner deleted, past their retention, by table",
+            ["table"],
             registry=self.registry,
         )
         self.disabled = Counter(

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from services.api.disputes.schemas import dispute
 from services.api.schemas import job_view
 from shared.adapters.db.disputes import reads as disputes_db
+from shared.adapters.db.edi import store as edi_db
 from shared.adapters.db.jobs import queries as jobs_db
 from shared.adapters.db.webhooks.deliveries import Waiting
 from shared.adapters.db.webhooks.events import (
@@ -46,7 +47,10 @@ def _job_data(engine: Engine, kind: str, status: jobs_db.JobStatus) -> dict[str,
         data = job_view(status).model_dump(mode="json")
         data["lines_url"] = lines_url
         if status.source_format == "x12":
-            data["acknowledgement_url"] = f"/v1/jobs/{job_id}/acknowledgement"
+            # Null when no 997 is stored (a partner's acknowledge: errors_only
+            # or never): a URL that answers 404 would be a promise broken.
+            stored = edi_db.acknowledgement(engine, job_id) is not None
+            data["acknowledgement_url"] = f"/v1/jobs/{job_id}/acknowledgement" if stored else None
         return data
     assert kind == DEAD_LETTERS_CREATED
     reasons = jobs_db.dead_letter_reasons(engine, job_id)

@@ -1,10 +1,14 @@
 """``settleq worker --queues webhooks``: the webhooks component, one process.
 
-A Dramatiq worker on ``<prefix>.webhooks`` whose actor makes one delivery
-attempt per message (delivery.py), ``webhook_threads`` at once, and the
-scheduler thread that fans events out and hands due deliveries to that queue
-(scheduler.py). The retry schedule lives in the database, not in the broker:
-a wait of 12 h would outlast RabbitMQ's consumer timeout in a delay queue.
+A Dramatiq worker on ``<prefix>.webhooks`` whose actor claims and signs one
+delivery per message (delivery.py), ``webhook_threads`` at once, and hands
+its POST to the process's event loop (sending.py), where any number of
+attempts wait on their endpoints without holding a thread; and the scheduler
+thread that fans events out and hands due deliveries to that queue, at most
+two in flight per endpoint (scheduler.py); and the pruner thread, which
+deletes what is past its retention (pruner.py). The retry schedule lives in the
+database, not in the broker: a wait of 12 h would outlast RabbitMQ's
+consumer timeout in a delay queue.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from dramatiq.message import Message
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.webhooks.delivery import attempt
+from services.webhooks.delivery import start
 from services.webhooks.metrics import WebhookMetrics
+from services.webhooks.pruner import Pruner
 from services.webhooks.scheduler import Scheduler
+from services.webhooks.sending import Sender
 from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
 from shared.domain.messages import WEBHOOKS
@@ -47,17 +53,22 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
         confirm=False,
     )
     dramatiq.set_broker(broker)
-    # Its writes are bookkeeping whose loss in a crash means a delivery sent
-    # again (never an event lost: those are settlement's durable writes).
+    # The actor's threads claim, the sender's record (as many), the scheduler
+    # and the pruner read and write. Its writes are bookkeeping whose loss in a
+    # crash means a delivery sent again (never an event lost: those are
+    # settlement's durable writes).
     engine = make_engine(
-        settings.database_url, pool_size=settings.webhook_threads + 2, durable_commits=False
+        settings.database_url, pool_size=2 * settings.webhook_threads + 3, durable_commits=False
     )
     metrics = WebhookMetrics()
     queue = queue_name(settings)
+    sender = Sender(settings, engine, metrics)
 
     def deliver_webhook(delivery_id: str, attempts: int) -> None:
         try:
-            attempt(settings, engine, metrics, delivery_id, attempts)
+            started = start(settings, engine, delivery_id, attempts)
+            if started is not None:
+                sender.submit(started)
         except SQLAlchemyError as exc:
             # The delivery stays pending: handed out again once its lease runs out.
             log.warning("webhook attempt not recorded (%s); retried later", type(exc).__name__)
@@ -78,15 +89,21 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     worker.start()
-    scheduler = threading.Thread(
-        target=Scheduler(settings, engine, send).run, args=(stop,), name="scheduler", daemon=True
-    )
+    scheduling = Scheduler(settings, engine, send)
+    sender.recorded = scheduling.wake.set  # an endpoint's next may go at once
+    sender.start()
+    scheduler = threading.Thread(target=scheduling.run, args=(stop,), name="scheduler", daemon=True)
     scheduler.start()
+    pruner = threading.Thread(
+        target=Pruner(settings, engine, metrics).run, args=(stop,), name="pruner", daemon=True
+    )
+    pruner.start()
     log.info("webhooks delivering from %s with %d threads", queue, settings.webhook_threads)
     stop.wait()
     log.info("stopping: finishing in-flight attempts")
     scheduler.join(timeout=10)
     worker.stop(timeout=15_000)
+    sender.stop(timeout_s=12)
     close_broker(broker)
     engine.dispose()
 

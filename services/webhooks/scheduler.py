@@ -38,6 +38,9 @@ SUBJECT_WAIT = dt.timedelta(minutes=10)
 class Scheduler:
     def __init__(self, settings: Settings, engine: Engine, send: Send) -> None:
         self.settings, self.engine, self.send = settings, engine, send
+        # Set when an attempt is recorded: its endpoint may have another due,
+        # held back by its two in flight, which need not wait a whole poll.
+        self.wake = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -54,7 +57,8 @@ class Scheduler:
                 busy = False
                 stop.wait(1.0)
             if not busy:
-                stop.wait(self.settings.webhook_poll_s)
+                self.wake.wait(self.settings.webhook_poll_s)
+                self.wake.clear()
 
     def tick(self) -> bool:
         """One round; whether there may be more to do at once."""
@@ -67,16 +71,16 @@ class Scheduler:
         # Rendered before the transaction that writes them: a SQLite
         # transaction holds the one write lock, which a read here would wait on.
         decided = [self._decide(event, subscribers, now, scopes) for event in waiting]
-        handed: list[tuple[str, int]] = []
         if waiting:  # no write transaction for nothing: on SQLite it takes the one lock
             with self.engine.begin() as conn:
                 for event, (targets, data) in zip(waiting, decided, strict=True):
                     if targets is not None:
-                        ids = deliveries.fan_out(conn, event.id, data, targets, now, LEASE)
-                        handed += [(i, 0) for i in ids]
+                        deliveries.fan_out(conn, event.id, data, targets, now)
+        # The new deliveries are due at once, handed out with the others: at
+        # most two of an endpoint's in flight, so hanging endpoints wait alone.
         with self.engine.begin() as conn:
             due = deliveries.hand_out_due(conn, now, LEASE, BATCH)
-        for delivery_id, attempts in handed + due:
+        for delivery_id, attempts in due:
             self.send(delivery_id, attempts)
         # A full batch of events that all wait for their jobs is no reason to
         # read them again at once.

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from urllib.parse import urlsplit, urlunsplit
 
 import certifi
@@ -29,7 +30,17 @@ import httpx
 
 from shared.domain.webhooks import address_allowed
 
+
+def _version() -> str:
+    try:
+        return metadata.version("settleq")
+    except metadata.PackageNotFoundError:
+        return "dev"
+
+
 TIMEOUT_S = 10.0
+# Who is calling, for a receiver's logs and firewall (not httpx's default).
+USER_AGENT = f"settleq-webhooks/{_version()}"
 ANSWER_BYTES = 1024
 Resolve = Callable[[str, int], list[str]]
 
@@ -39,7 +50,9 @@ class Attempt:
     """What one attempt got: an HTTP status, or an error code and why."""
 
     status: int | None
-    error: str | None  # address_refused, url_refused, dns_failed, timeout, connect_failed
+    error: (
+        str | None
+    )  # url_invalid, url_refused, address_refused, dns_failed, timeout, connect_failed
     detail: str
     latency_ms: int
     answer: bytes  # at most ANSWER_BYTES
@@ -55,51 +68,93 @@ def resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-def url_problem(url: str, allow_private: bool) -> str | None:
-    """Why ``url`` can never be an endpoint (before any DNS), or None."""
-    parts = urlsplit(url)
-    schemes = ("https", "http") if allow_private else ("https",)
-    if parts.scheme not in schemes:
-        return "an endpoint's URL is https://" + (" (or http:// here)" if allow_private else "")
-    if not parts.hostname:
-        return "an endpoint's URL names a host"
-    if parts.username or parts.password:
-        return "an endpoint's URL holds no credentials"
-    try:
-        port = parts.port
-    except ValueError:
-        return "an endpoint's URL has a port from 1 to 65535"
-    if port == 0:
-        return "an endpoint's URL has a port from 1 to 65535"
-    return None
-
-
 @dataclass(frozen=True)
 class Refused:
     """Why an endpoint's URL may not be reached (an ``Attempt``'s error and detail)."""
 
-    error: str  # url_refused, dns_failed, address_refused
+    error: str  # url_invalid, url_refused, dns_failed, address_refused
     detail: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """A URL's parts a request needs, once it parsed."""
+
+    scheme: str
+    host: str  # the name or address, without brackets
+    port: int
+    netloc: str  # as written, for the Host header
+    path: str
+    query: str
+
+
+def parse(url: str) -> Target | str:
+    """``url``'s parts, or why it is no URL at all (a malformed one: brackets
+    that are not an IPv6 address, a port that is not 1 to 65535, no host, a
+    space or control character in the host). Never raises."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        # urlsplit's own words would repeat the input; ours say what is wrong.
+        return "an endpoint's URL is malformed (its host or port cannot be read)"
+    if not host:
+        return "an endpoint's URL names a host"
+    if any(c.isspace() or not c.isprintable() for c in host):
+        return "an endpoint's URL has a host without spaces or control characters"
+    if port == 0:
+        return "an endpoint's URL has a port from 1 to 65535"
+    default = 443 if parts.scheme == "https" else 80
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return Target(parts.scheme, host, port or default, netloc, parts.path, parts.query)
+
+
+def url_problem(url: str, allow_private: bool) -> Refused | None:
+    """Why ``url`` can never be an endpoint (before any DNS), or None:
+    ``url_invalid`` for a malformed one, ``url_refused`` for one it may not
+    be (not https://, credentials in it)."""
+    parsed = parse(url)
+    if isinstance(parsed, str):
+        return Refused("url_invalid", parsed)
+    schemes = ("https", "http") if allow_private else ("https",)
+    if parsed.scheme not in schemes:
+        why = "an endpoint's URL is https://" + (" (or http:// here)" if allow_private else "")
+        return Refused("url_refused", why)
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        return Refused("url_refused", "an endpoint's URL holds no credentials")
+    return None
 
 
 def destination(url: str, allow_private: bool, resolver: Resolve = resolve) -> str | Refused:
     """The address a request to ``url`` goes to, checked after DNS: every
     address the name resolves to must be allowed. At registration and at
-    each attempt."""
+    each attempt. A refusal names the host, never what it resolved to (that
+    would let a producer map a network it may not reach)."""
     problem = url_problem(url, allow_private)
     if problem is not None:
-        return Refused("url_refused", problem)
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+        return problem
+    target = parse(url)
+    assert isinstance(target, Target)
     try:
-        addresses = resolver(host, port)
-    except (OSError, UnicodeError) as exc:
-        return Refused("dns_failed", f"{host} did not resolve ({type(exc).__name__})")
-    refused = [a for a in addresses if not address_allowed(a, allow_private)]
+        addresses = resolver(target.host, target.port)
+    except (OSError, UnicodeError, ValueError) as exc:
+        return _dns_failed(target.host, exc)
+    return _judged(target.host, addresses, allow_private)
+
+
+def _dns_failed(host: str, exc: BaseException) -> Refused:
+    return Refused("dns_failed", f"{host} did not resolve ({type(exc).__name__})")
+
+
+def _judged(host: str, addresses: list[str], allow_private: bool) -> str | Refused:
+    try:
+        refused = [a for a in addresses if not address_allowed(a, allow_private)]
+    except ValueError:  # not an address: a resolver's oddity, never reached
+        refused = addresses
     if refused or not addresses:
-        what = ", ".join(refused) or "nothing"
-        return Refused("address_refused", f"{host} resolves to {what}: not a public address")
+        return Refused("address_refused", f"{host} resolves to an address that is not public")
     return addresses[0]
 
 
@@ -112,28 +167,63 @@ def deliver(
     timeout_s: float = TIMEOUT_S,
     resolver: Resolve = resolve,
 ) -> Attempt:
-    """POST ``body`` with ``headers`` to ``url``, once."""
+    """POST ``body`` with ``headers`` to ``url``, once, on this thread."""
+    return _runner().run(
+        deliver_async(
+            url, body, headers, allow_private=allow_private, timeout_s=timeout_s, resolver=resolver
+        )
+    )
+
+
+async def deliver_async(
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    allow_private: bool,
+    timeout_s: float = TIMEOUT_S,
+    resolver: Resolve = resolve,
+) -> Attempt:
+    """``deliver`` on the running event loop: an attempt that waits on its
+    endpoint holds no thread (the DNS question is asked on the loop's
+    executor), so a webhooks process waits on many hanging endpoints at once."""
     started = time.monotonic()
 
     def done(status: int | None, error: str | None, detail: str, answer: bytes = b"") -> Attempt:
         latency = int((time.monotonic() - started) * 1000)
         return Attempt(status, error, detail, latency, answer[:ANSWER_BYTES])
 
-    found = destination(url, allow_private, resolver)
+    problem = url_problem(url, allow_private)
+    if problem is not None:
+        return done(None, problem.error, problem.detail)
+    parts = parse(url)
+    assert isinstance(parts, Target)  # url_problem parsed it
+    host, port = parts.host, parts.port
+    loop = asyncio.get_running_loop()
+    try:
+        addresses = await asyncio.wait_for(
+            loop.run_in_executor(None, resolver, host, port), timeout_s
+        )
+    except TimeoutError:
+        return done(None, "timeout", f"no answer within {timeout_s:g} s")
+    except (OSError, UnicodeError, ValueError) as exc:
+        refused = _dns_failed(host, exc)
+        return done(None, refused.error, refused.detail)
+    found = _judged(host, addresses, allow_private)
     if isinstance(found, Refused):
         return done(None, found.error, found.detail)
     address = found
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     shown = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
     target = urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/", parts.query, ""))
-    sent = {**headers, "Host": parts.netloc.rsplit("@", 1)[-1], "Content-Type": "application/json"}
+    sent = {
+        **headers,
+        "Host": parts.netloc,
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+    }
     try:
-        status, answer = _runner().run(
-            asyncio.wait_for(
-                _post(target, host, body, sent), timeout_s - (time.monotonic() - started)
-            )
+        status, answer = await asyncio.wait_for(
+            _post(target, host, body, sent), timeout_s - (time.monotonic() - started)
         )
     except TimeoutError:
         return done(None, "timeout", f"no answer within {timeout_s:g} s")

@@ -124,14 +124,39 @@ def next_wait_s(attempt: int, draw: float) -> float:
 def address_allowed(address: str, allow_private: bool) -> bool:
     """Whether a delivery may connect to ``address`` (an IP, after DNS): never
     a loopback, private, link-local (169.254.169.254, the cloud metadata
-    service, is one), multicast, reserved or unspecified one unless
-    ``allow_private`` (development and tests)."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    service, is one), multicast, reserved, site-local or unspecified one unless
+    ``allow_private`` (development and tests). An IPv6 address that embeds an
+    IPv4 one is judged by the IPv4 address. ``ValueError`` for no address."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _SITE_LOCAL and not allow_private:
+            return False  # deprecated, but routed inside a site; not global
+        ip = _embedded_ipv4(ip) or ip
     if allow_private:
         return not ip.is_unspecified and not ip.is_multicast
     return ip.is_global and not ip.is_multicast
+
+
+_SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215: local use, not global
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries to an IPv4 host: IPv4-mapped
+    (``::ffff:a.b.c.d``), IPv4-compatible (``::a.b.c.d``), NAT64
+    (``64:ff9b::/96``) or 6to4 (``2002::/16``); a local-use NAT64 address
+    reaches an unknown IPv4 one, so it reads as ``0.0.0.0`` (never public)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _LOCAL_NAT64:
+        return ipaddress.IPv4Address(0)
+    if ip in _NAT64 or (ip in _COMPATIBLE and int(ip) > 1):  # not :: nor ::1
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
 
 
 def gives_up(first_attempt_at: float, now: float, scale: float = 1.0) -> bool:

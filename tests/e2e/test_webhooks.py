@@ -11,13 +11,21 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from typing import Any
 
+import pytest
 from standardwebhooks.webhooks import Webhook
 
 from shared.domain.synthetic import promo_batch, promo_contract
 from tests.support.cli import client_environ, run_settleq
-from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
+from tests.support.infra import (
+    OPERATOR_TOKEN,
+    SCOPED_ID,
+    SCOPED_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+)
 from tests.support.receiver import Answer, Receiver
 from tests.support.stack import Stack
 
@@ -75,9 +83,9 @@ def test_job_completed_arrives_signed_with_the_final_job(stack: Stack) -> None:
 
 
 def test_a_webhooks_process_killed_mid_delivery_delivers_again(stack: Stack) -> None:
-    """SIGKILL while the receiver holds the request: the message was never
-    acknowledged, so RabbitMQ gives it to the next process, which sends the
-    same event again (at least once, one webhook-id)."""
+    """SIGKILL while the receiver holds the request: the attempt's claim
+    (20 s) runs out, so the next process's scheduler hands the delivery out
+    again and it sends the same event again (at least once, one webhook-id)."""
     if "webhooks" not in stack.processes:
         _start_webhooks(stack)
     receiver = Receiver()
@@ -125,6 +133,47 @@ def test_an_endpoint_that_hangs_holds_up_no_settlement(stack: Stack) -> None:
     finally:
         stack.producer().signed("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}")
         receiver.close()
+
+
+@pytest.mark.regression
+def test_hanging_endpoints_slow_only_themselves(stack: Stack) -> None:
+    """24 endpoints whose every attempt hangs took every delivery thread: another
+    key's ping waited 17 s behind them. An endpoint has at most two attempts in
+    flight, and a hanging attempt holds no thread, so the ping arrives within
+    2 s (docs/architecture.md#webhooks)."""
+    if "webhooks" not in stack.processes:
+        _start_webhooks(stack)
+    hanging = Receiver(default=Answer(200, pause_s=30))
+    quick = Receiver()
+    producer, other = stack.producer(), stack.client(key_id=SCOPED_ID, secret=SCOPED_SECRET)
+    made: list[tuple[Any, str]] = []
+    try:
+        for n in range(24):
+            body = {"url": f"{hanging.url}/{n}", "events": ["job.completed"]}
+            answer = producer.signed_json("POST", "/v1/webhook-endpoints", body)
+            assert answer.status_code == 201, answer.text
+            made.append((producer, answer.json()["id"]))
+        for _ in range(3):  # 72 pings: three times as many as two in flight each
+            for _, endpoint_id in made:
+                path = f"/v1/webhook-endpoints/{endpoint_id}/test"
+                assert producer.signed("POST", path).status_code == 202
+        hanging.wait_for(16)  # more hung attempts than the process has threads
+        time.sleep(1)
+        body = {"url": quick.url, "events": ["job.completed"]}
+        answer = other.signed_json("POST", "/v1/webhook-endpoints", body)
+        assert answer.status_code == 201, answer.text
+        made.append((other, answer.json()["id"]))
+        asked = time.time()
+        assert other.signed("POST", f"/v1/webhook-endpoints/{made[-1][1]}/test").status_code == 202
+        [ping] = quick.wait_for(1, timeout=30)
+        assert ping.at - asked < 2.0, f"the ping took {ping.at - asked:.1f} s"
+        # Nothing has had its 10 s yet: every request received still hangs.
+        assert max(Counter(r.path for r in hanging.received).values()) <= 2
+    finally:
+        for client, endpoint_id in made:
+            client.signed("DELETE", f"/v1/webhook-endpoints/{endpoint_id}")
+        hanging.close()
+        quick.close()
 
 
 def _cli(stack: Stack, prefix: str, *args: str, code: int = 0, token: str = VIEWER_TOKEN) -> str:

@@ -250,6 +250,8 @@ class ServiceEnv:
             "backoff_max_ms": 2000,
             "claim_lease_ms": 3000,
             "worker_threads": 2,
+            # Every test of a session registers its endpoints with the same key.
+            "webhook_max_endpoints": 1000,
         }
         values.update(self.overrides)
         values.update(overrides)

@@ -6,6 +6,7 @@ key's endpoint reads as no such endpoint."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Response
@@ -29,6 +30,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "a bearer token on a producer's route"},
     404: {"model": ErrorBody, "description": "webhook_endpoint_not_found"},
 }
+RATE_LIMITED: dict[str, Any] = {
+    "model": ErrorBody,
+    "description": "rate_limited: more than 10 pings and manual retries a minute (Retry-After)",
+}
 IdPath = Annotated[str, Path(max_length=32, pattern=r"^we_[0-9a-f]{24}$")]
 DeliveryPath = Annotated[str, Path(max_length=32, pattern=r"^dlv_[0-9a-f]{24}$")]
 
@@ -39,6 +44,20 @@ def _now() -> dt.datetime:
 
 def _not_found() -> ApiError:
     return ApiError(404, "webhook_endpoint_not_found", "no such webhook endpoint")
+
+
+def _manual_send(ctx: ApiContext, endpoint_id: str) -> None:
+    """Count a ping or manual retry; 429 ``rate_limited`` beyond 10 a minute."""
+    wait = endpoints_db.take_manual_send(ctx.engine, endpoint_id, _now())
+    if wait is not None:
+        seconds = max(1, math.ceil(wait.total_seconds()))
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"an endpoint is sent at most {endpoints_db.MANUAL_SENDS} pings and manual retries"
+            f" a minute: retry after {seconds} s",
+            headers={"Retry-After": str(seconds)},
+        )
 
 
 def _own(ctx: ApiContext, who: Principal, endpoint_id: str) -> endpoints_db.Endpoint:
@@ -53,7 +72,13 @@ def _own(ctx: ApiContext, who: Principal, endpoint_id: str) -> endpoints_db.Endp
     "/v1/webhook-endpoints",
     operation_id="createWebhookEndpoint",
     status_code=201,
-    responses={**ERRORS, 422: {"model": ErrorBody, "description": "webhook_url_refused"}},
+    responses={
+        **ERRORS,
+        422: {
+            "model": ErrorBody,
+            "description": "webhook_url_invalid, webhook_url_refused, webhook_endpoint_limit",
+        },
+    },
 )
 async def create_endpoint(
     body: Annotated[wire.EndpointIn, Body()], ctx: Ctx, who: Producer
@@ -64,11 +89,29 @@ async def create_endpoint(
         found = destination(body.url, ctx.settings.webhook_allow_private)
         if isinstance(found, Refused):
             detail = {"loc": ["body", "url"], "type": found.error, "msg": found.detail}
-            raise ApiError(422, "webhook_url_refused", found.detail, [detail])
+            # A URL that does not parse is invalid; one that parses but may not
+            # be reached (scheme, credentials, DNS, address) is refused.
+            code = "webhook_url_invalid" if found.error == "url_invalid" else "webhook_url_refused"
+            raise ApiError(422, code, found.detail, [detail])
         assert who.key_id is not None
-        made, secret = endpoints_db.create(
-            ctx.engine, who.key_id, body.url, body.events, body.description, _now(), who.actor
-        )
+        limit = ctx.settings.webhook_max_endpoints
+        try:
+            made, secret = endpoints_db.create(
+                ctx.engine,
+                who.key_id,
+                body.url,
+                body.events,
+                body.description,
+                _now(),
+                who.actor,
+                limit=limit,
+            )
+        except endpoints_db.EndpointLimit as exc:
+            raise ApiError(
+                422,
+                "webhook_endpoint_limit",
+                f"{exc} (SETTLEQ_WEBHOOK_MAX_ENDPOINTS); delete one to register another",
+            ) from None
         return wire.created(made, secret)
 
     return await run_in_threadpool(create)
@@ -108,7 +151,11 @@ async def delete_endpoint(endpoint_id: IdPath, ctx: Ctx, who: Producer) -> Respo
     "/v1/webhook-endpoints/{endpoint_id}/test",
     operation_id="testWebhookEndpoint",
     status_code=202,
-    responses={**ERRORS, 409: {"model": ErrorBody, "description": "webhook_endpoint_disabled"}},
+    responses={
+        **ERRORS,
+        409: {"model": ErrorBody, "description": "webhook_endpoint_disabled"},
+        429: RATE_LIMITED,
+    },
 )
 async def test_endpoint(endpoint_id: IdPath, ctx: Ctx, who: Producer) -> wire.TestSent:
     """Send the endpoint a ``ping`` event; its delivery is in the endpoint's log."""
@@ -121,6 +168,7 @@ async def test_endpoint(endpoint_id: IdPath, ctx: Ctx, who: Producer) -> wire.Te
                 "webhook_endpoint_disabled",
                 f"the endpoint is disabled ({found.disabled_reason})",
             )
+        _manual_send(ctx, endpoint_id)
         with ctx.engine.begin() as conn:
             event_id = events_db.ping(conn, endpoint_id, _now())
         return wire.TestSent(event_id=event_id)
@@ -190,7 +238,11 @@ def _deliveries(
     "/v1/webhook-endpoints/{endpoint_id}/deliveries/{delivery_id}/retry",
     operation_id="retryWebhookDelivery",
     status_code=202,
-    responses={**ERRORS, 404: {"model": ErrorBody, "description": "no such endpoint or delivery"}},
+    responses={
+        **ERRORS,
+        404: {"model": ErrorBody, "description": "no such endpoint or delivery"},
+        429: RATE_LIMITED,
+    },
 )
 async def retry_delivery(
     endpoint_id: IdPath, delivery_id: DeliveryPath, ctx: Ctx, who: Producer
@@ -199,6 +251,7 @@ async def retry_delivery(
 
     def retry() -> wire.Delivery:
         _own(ctx, who, endpoint_id)
+        _manual_send(ctx, endpoint_id)
         if not deliveries_db.retry(ctx.engine, endpoint_id, delivery_id, _now()):
             raise ApiError(404, "webhook_delivery_not_found", "no such delivery of this endpoint")
         found = deliveries_db.get(ctx.engine, endpoint_id, delivery_id)

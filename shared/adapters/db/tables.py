@@ -324,6 +324,12 @@ webhook_endpoints = Table(
     Column("previous_until", TS, nullable=True),
     Column("failing_since", TS, nullable=True),  # the first failed delivery of a failing run
     Column("created_at", TS, nullable=False),
+    # Secrets rotated out before ``previous_secret``, each signing until 24 h
+    # after its own rotation: JSON [[secret, until], ...].
+    Column("retired_secrets", Text, nullable=True),
+    # When the last minute's pings and manual retries were asked for (JSON
+    # list): at most 10 a minute.
+    Column("manual_sends", Text, nullable=True),
     Index(None, "key_id"),
 )
 
@@ -351,6 +357,7 @@ webhook_events = Table(
         postgresql_where=text("fanned_out_at IS NULL"),
         sqlite_where=text("fanned_out_at IS NULL"),
     ),
+    Index(None, "fanned_out_at"),  # the pruner's: old events whose deliveries are gone
 )
 
 # One event for one endpoint: pending until a 2xx (delivered) or until the
@@ -369,6 +376,9 @@ webhook_deliveries = Table(
     Column("first_attempt_at", TS, nullable=True),
     Column("last_attempt_at", TS, nullable=True),
     Column("created_at", TS, nullable=False),
+    # Handed to the queue or claimed, until its attempt is recorded: an
+    # endpoint has at most two in flight (services/webhooks/scheduler.py).
+    Column("leased_until", TS, nullable=True),
     UniqueConstraint("event_id", "endpoint_id"),
     Index(None, "endpoint_id", "created_at"),
     Index(
@@ -377,6 +387,14 @@ webhook_deliveries = Table(
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),
     ),
+    Index(
+        "ix_webhook_deliveries_in_flight",
+        "endpoint_id",
+        postgresql_where=text("leased_until IS NOT NULL"),
+        sqlite_where=text("leased_until IS NOT NULL"),
+    ),
+    # The pruner's (old delivered and failed ones) and the gauges' (by status).
+    Index(None, "status", "last_attempt_at"),
 )
 
 # Every attempt of a delivery: its HTTP status or why there was none, its

@@ -8,7 +8,10 @@ time past the attempt's lease, and so does claiming it for an attempt, so a
 delivery whose message or process was lost is due again once the lease
 runs out; an attempt is recorded only by the claim that counted the same
 attempts (a stale or doubled message sends nothing twice on purpose, and
-records nothing twice).
+records nothing twice). ``leased_until`` marks a delivery in flight (handed
+out or claimed, its attempt not recorded): an endpoint has at most
+``IN_FLIGHT_PER_ENDPOINT`` at once, so endpoints that hang slow only
+themselves.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from shared.adapters.db.tables import (
     webhook_events,
 )
 from shared.adapters.db.types import utc
-from shared.adapters.db.webhooks.endpoints import signing_secrets
+from shared.adapters.db.webhooks.endpoints import retired_of, signing_secrets
 
 ev, dl, at, we = webhook_events, webhook_deliveries, webhook_attempts, webhook_endpoints
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
+IN_FLIGHT_PER_ENDPOINT = 2
 
 
 def _later(value: dt.datetime | None) -> dt.datetime | None:
@@ -94,11 +98,10 @@ def fan_out(
     data: str | None,
     endpoint_ids: Sequence[str],
     now: dt.datetime,
-    lease: dt.timedelta,
 ) -> list[str]:
     """The event marked fanned out with its data, and its deliveries, one per
-    endpoint, handed out at once (so due from ``now + lease`` on); none when
-    another process fanned it out first."""
+    endpoint, due at ``now`` (handed out by ``hand_out_due``, endpoint by
+    endpoint); none when another process fanned it out first."""
     marked = conn.execute(
         update(ev)
         .where(ev.c.id == event_id, ev.c.fanned_out_at.is_(None))
@@ -117,7 +120,7 @@ def fan_out(
                     "endpoint_id": endpoint_id,
                     "status": "pending",
                     "attempts": 0,
-                    "next_attempt_at": now + lease,
+                    "next_attempt_at": now,
                     "created_at": now,
                 }
                 for delivery_id, endpoint_id in zip(ids, endpoint_ids, strict=True)
@@ -130,19 +133,50 @@ def hand_out_due(
     conn: Connection, now: dt.datetime, lease: dt.timedelta, limit: int
 ) -> list[tuple[str, int]]:
     """Deliveries due (pending, their time come), oldest due first, each with
-    its attempts so far; their time pushed past ``lease``."""
-    rows = conn.execute(
-        select(dl.c.id, dl.c.attempts)
-        .where(dl.c.status == "pending", dl.c.next_attempt_at <= now)
-        .order_by(dl.c.next_attempt_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    ).all()
-    if rows:
-        conn.execute(
-            update(dl).where(dl.c.id.in_([r.id for r in rows])).values(next_attempt_at=now + lease)
+    its attempts so far, at most ``IN_FLIGHT_PER_ENDPOINT`` in flight for an
+    endpoint (those handed out or claimed count); their time pushed past
+    ``lease`` and marked in flight until then."""
+    in_flight = (
+        select(dl.c.endpoint_id, func.count().label("n"))
+        .where(dl.c.leased_until.is_not(None), dl.c.leased_until > now)
+        .group_by(dl.c.endpoint_id)
+        .subquery()
+    )
+    due = (
+        select(
+            dl.c.id,
+            dl.c.endpoint_id,
+            dl.c.next_attempt_at,
+            func.row_number()
+            .over(partition_by=dl.c.endpoint_id, order_by=(dl.c.next_attempt_at, dl.c.id))
+            .label("rank"),
         )
-    return [(r.id, r.attempts) for r in rows]
+        .where(dl.c.status == "pending", dl.c.next_attempt_at <= now)
+        .subquery()
+    )
+    chosen = (
+        conn.execute(
+            select(due.c.id)
+            .select_from(due.outerjoin(in_flight, in_flight.c.endpoint_id == due.c.endpoint_id))
+            .where(due.c.rank + func.coalesce(in_flight.c.n, 0) <= IN_FLIGHT_PER_ENDPOINT)
+            .order_by(due.c.next_attempt_at, due.c.id)
+            .limit(limit)
+        )
+        .scalars()
+        .all()
+    )
+    if not chosen:
+        return []
+    # Only those still due: another scheduler may have taken some meanwhile
+    # (PostgreSQL re-reads a row it waited for).
+    rows = conn.execute(
+        update(dl)
+        .where(dl.c.id.in_(chosen), dl.c.status == "pending", dl.c.next_attempt_at <= now)
+        .values(next_attempt_at=now + lease, leased_until=now + lease)
+        .returning(dl.c.id, dl.c.attempts)
+    ).all()
+    order = {delivery_id: n for n, delivery_id in enumerate(chosen)}
+    return [(r.id, r.attempts) for r in sorted(rows, key=lambda r: order[r.id])]
 
 
 @dataclass(frozen=True)
@@ -163,9 +197,12 @@ class Claimed:
     secret: str = field(repr=False)
     previous_secret: str | None = field(repr=False)
     previous_until: dt.datetime | None
+    retired: tuple[tuple[str, dt.datetime], ...] = field(default=(), repr=False)
 
     def signing_secrets(self, now: dt.datetime) -> list[str]:
-        return signing_secrets(self.secret, self.previous_secret, self.previous_until, now)
+        return signing_secrets(
+            self.secret, self.previous_secret, self.previous_until, now, self.retired
+        )
 
 
 _CLAIMED = (
@@ -183,6 +220,7 @@ _CLAIMED = (
     we.c.secret,
     we.c.previous_secret,
     we.c.previous_until,
+    we.c.retired_secrets,
 )
 
 
@@ -210,7 +248,7 @@ def claim(
             ev.c.id == dl.c.event_id,
             we.c.id == dl.c.endpoint_id,
         )
-        .values(next_attempt_at=now + lease)
+        .values(next_attempt_at=now + lease, leased_until=now + lease)
         .returning(*_CLAIMED)
     )
     with engine.begin() as conn:
@@ -220,7 +258,7 @@ def claim(
             done = conn.execute(
                 update(dl)
                 .where(dl.c.id == delivery_id, dl.c.attempts == attempts, dl.c.status == "pending")
-                .values(next_attempt_at=now + lease)
+                .values(next_attempt_at=now + lease, leased_until=now + lease)
             )
             row = None if done.rowcount != 1 else conn.execute(_claimed_select(delivery_id)).one()
     if row is None:
@@ -240,6 +278,7 @@ def claim(
         secret=row.secret,
         previous_secret=row.previous_secret,
         previous_until=_later(row.previous_until),
+        retired=retired_of(row.retired_secrets),
     )
 
 
@@ -275,7 +314,12 @@ def record(
     run, which disables it once ``disable_after`` long; a delivery ends it."""
     with engine.begin() as conn:
         n = claimed.attempts + (tried is not None)
-        values: dict[str, Any] = {"status": status, "attempts": n, "next_attempt_at": None}
+        values: dict[str, Any] = {
+            "status": status,
+            "attempts": n,
+            "next_attempt_at": None,
+            "leased_until": None,  # no longer in flight: the endpoint's next may go
+        }
         if status == "pending":
             values["next_attempt_at"] = next_attempt_at
         if tried is not None:
@@ -414,20 +458,29 @@ def retry(engine: Engine, endpoint_id: str, delivery_id: str, now: dt.datetime) 
     return done.rowcount == 1
 
 
+# What the gauges count: the delivered ones are history, as many as the
+# retention keeps, and counting them at every scrape read them all.
+GAUGED_STATUSES = ("pending", "failed")
+
+
 @dataclass(frozen=True)
 class Backlog:
-    """What the API's metrics read at scrape time."""
+    """What the API's metrics read at scrape time, by indexes only."""
 
-    by_status: dict[str, int]
+    by_status: dict[str, int]  # pending and failed
     oldest_undelivered: dt.datetime | None  # an event not fanned out, or a pending delivery
     endpoints: dict[tuple[str, str], int]  # (status, reason) -> endpoints
 
 
 def backlog(engine: Engine) -> Backlog:
     with engine.connect() as conn:
-        counts: dict[str, int] = {
-            status: n
-            for status, n in conn.execute(select(dl.c.status, func.count()).group_by(dl.c.status))
+        # One count per status, each an index's range (the pending ones' partial
+        # index, the failed ones' (status, last_attempt_at)).
+        counts = {
+            status: conn.execute(
+                select(func.count()).select_from(dl).where(dl.c.status == status)
+            ).scalar_one()
+            for status in GAUGED_STATUSES
         }
         pending = conn.execute(
             select(func.min(ev.c.created_at))
@@ -444,7 +497,7 @@ def backlog(engine: Engine) -> Backlog:
         ).all()
     oldest = [utc(t) for t in (pending, waiting) if t is not None]
     return Backlog(
-        by_status={s: int(counts.get(s, 0)) for s in DELIVERY_STATUSES},
+        by_status={s: int(counts[s]) for s in GAUGED_STATUSES},
         oldest_undelivered=min(oldest) if oldest else None,
         endpoints={(s, r or ""): int(n) for s, r, n in endpoints},
     )

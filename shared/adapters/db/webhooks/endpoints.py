@@ -12,12 +12,13 @@ its ``repr``, so logging one logs no secret. A change made for someone
 from __future__ import annotations
 
 import datetime as dt
+import json
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
 
 from shared.adapters.db.dead_letters import audit
 from shared.adapters.db.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
@@ -29,6 +30,16 @@ we = webhook_endpoints
 
 class UnknownEvent(ValueError):
     """An event type no endpoint can subscribe to."""
+
+
+class EndpointLimit(ValueError):
+    """The key has as many endpoints as it may register."""
+
+
+# Pings and manual retries an endpoint may be sent in a minute (each is a
+# signed POST settleq makes for whoever holds the key).
+MANUAL_SENDS = 10
+MANUAL_WINDOW = dt.timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -45,19 +56,36 @@ class Endpoint:
     secret: str = field(repr=False)
     previous_secret: str | None = field(repr=False)
     previous_until: dt.datetime | None
+    retired: tuple[tuple[str, dt.datetime], ...] = field(default=(), repr=False)
 
     def signing_secrets(self, now: dt.datetime) -> list[str]:
-        return signing_secrets(self.secret, self.previous_secret, self.previous_until, now)
+        return signing_secrets(
+            self.secret, self.previous_secret, self.previous_until, now, self.retired
+        )
 
 
 def signing_secrets(
-    secret: str, previous: str | None, previous_until: dt.datetime | None, now: dt.datetime
+    secret: str,
+    previous: str | None,
+    previous_until: dt.datetime | None,
+    now: dt.datetime,
+    retired: Iterable[tuple[str, dt.datetime]] = (),
 ) -> list[str]:
-    """The secrets that sign a request sent at ``now``: the current one, and a
-    rotated one during its grace."""
+    """The secrets that sign a request sent at ``now``: the current one, then
+    each rotated out whose grace (24 h from its own rotation) still runs,
+    newest first."""
+    found = [secret]
     if previous and previous_until is not None and now < utc(previous_until):
-        return [secret, previous]
-    return [secret]
+        found.append(previous)
+    found += [s for s, until in retired if now < until]
+    return found
+
+
+def retired_of(text: str | None) -> tuple[tuple[str, dt.datetime], ...]:
+    """``retired_secrets`` as stored (JSON ``[[secret, until], ...]``)."""
+    if not text:
+        return ()
+    return tuple((s, utc(dt.datetime.fromisoformat(u))) for s, u in json.loads(text))
 
 
 def _endpoint(row: Any) -> Endpoint:
@@ -74,6 +102,7 @@ def _endpoint(row: Any) -> Endpoint:
         secret=row.secret,
         previous_secret=row.previous_secret,
         previous_until=None if row.previous_until is None else utc(row.previous_until),
+        retired=retired_of(row.retired_secrets),
     )
 
 
@@ -94,12 +123,27 @@ def create(
     description: str | None,
     now: dt.datetime,
     actor: str | None = None,
+    limit: int = 10,
 ) -> tuple[Endpoint, str]:
-    """A new enabled endpoint of ``key_id`` and its secret (shown once)."""
+    """A new enabled endpoint of ``key_id`` and its secret (shown once);
+    ``EndpointLimit`` when the key has ``limit`` already (disabled ones count:
+    they are there until deleted)."""
     endpoint_id = "we_" + secrets.token_hex(12)
     secret = new_secret()
     chosen = events_of(events)
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Two creations at once would each count the other's absence: one
+            # waits for the other's commit. (SQLite's writers take turns.)
+            conn.execute(
+                text("SELECT pg_advisory_xact_lock(hashtext('webhook_endpoints:' || :k))"),
+                {"k": key_id},
+            )
+        held = conn.execute(
+            select(func.count()).select_from(we).where(we.c.key_id == key_id)
+        ).scalar_one()
+        if held >= limit:
+            raise EndpointLimit(f"a key registers at most {limit} webhook endpoints")
         _audit(conn, actor, "webhook_endpoint.create", endpoint_id, url=url, events=chosen)
         conn.execute(
             insert(we).values(
@@ -164,14 +208,55 @@ def rotate(
     secret = new_secret()
     until = now + dt.timedelta(seconds=ROTATION_GRACE_S)
     with engine.begin() as conn:
-        done = conn.execute(
-            update(we)
+        row = conn.execute(
+            select(we.c.previous_secret, we.c.previous_until, we.c.retired_secrets)
             .where(we.c.id == endpoint_id, we.c.key_id == key_id)
-            .values(previous_secret=we.c.secret, previous_until=until, secret=secret)
+            .with_for_update()
+        ).first()
+        if row is None:
+            return None
+        # The secret rotated out before keeps its own 24 h beside the others.
+        retired = [(s, u) for s, u in retired_of(row.retired_secrets) if now < u]
+        if row.previous_secret and row.previous_until and now < utc(row.previous_until):
+            retired.insert(0, (row.previous_secret, utc(row.previous_until)))
+        stored = json.dumps([[s, u.isoformat()] for s, u in retired]) if retired else None
+        conn.execute(
+            update(we)
+            .where(we.c.id == endpoint_id)
+            .values(
+                previous_secret=we.c.secret,
+                previous_until=until,
+                secret=secret,
+                retired_secrets=stored,
+            )
         )
-        if done.rowcount == 1:
-            _audit(conn, actor, "webhook_endpoint.rotate", endpoint_id, previous_until=until)
-    return secret if done.rowcount == 1 else None
+        _audit(conn, actor, "webhook_endpoint.rotate", endpoint_id, previous_until=until)
+    return secret
+
+
+def take_manual_send(engine: Engine, endpoint_id: str, now: dt.datetime) -> dt.timedelta | None:
+    """Count one ping or manual retry of the endpoint, if it had fewer than
+    ``MANUAL_SENDS`` in the minute before ``now``; else how long until it may
+    (nothing counted)."""
+    with engine.begin() as conn:
+        stored = conn.execute(
+            select(we.c.manual_sends).where(we.c.id == endpoint_id).with_for_update()
+        ).scalar_one_or_none()
+        since = now - MANUAL_WINDOW
+        recent = sorted(
+            t
+            for t in (utc(dt.datetime.fromisoformat(v)) for v in json.loads(stored or "[]"))
+            if t > since
+        )
+        if len(recent) >= MANUAL_SENDS:
+            return recent[-MANUAL_SENDS] - since
+        recent.append(now)
+        conn.execute(
+            update(we)
+            .where(we.c.id == endpoint_id)
+            .values(manual_sends=json.dumps([t.isoformat() for t in recent]))
+        )
+    return None
 
 
 def disable(engine: Engine, endpoint_id: str, reason: str, actor: str | None = None) -> bool:

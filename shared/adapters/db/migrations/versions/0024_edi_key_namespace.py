@@ -10,7 +10,7 @@ name the producer keys that may send its files (``edi_partner_keys``). A kept
 refusal keeps its message and the 997 it carried.
 
 Revision ID: 0024
-Revises: 0022
+Revises: 0023
 Create Date: 2026-12-05 17:40:00
 """
 
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0024"
-down_revision = "0022"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
