@@ -148,25 +148,37 @@ def test_hanging_endpoints_slow_only_themselves(stack: Stack) -> None:
     producer, other = stack.producer(), stack.client(key_id=SCOPED_ID, secret=SCOPED_SECRET)
     made: list[tuple[Any, str]] = []
     try:
+        # The same ping on a quiet pipeline first: the machine's own latency,
+        # measured in this run (a loaded CI machine is slower than 2 s).
+        body = {"url": quick.url, "events": ["job.completed"]}
+        answer = other.signed_json("POST", "/v1/webhook-endpoints", body)
+        assert answer.status_code == 201, answer.text
+        quick_id = answer.json()["id"]
+        made.append((other, quick_id))
+        asked = time.time()
+        assert other.signed("POST", f"/v1/webhook-endpoints/{quick_id}/test").status_code == 202
+        [ping] = quick.wait_for(1, timeout=30)
+        baseline = ping.at - asked
         for n in range(24):
             body = {"url": f"{hanging.url}/{n}", "events": ["job.completed"]}
             answer = producer.signed_json("POST", "/v1/webhook-endpoints", body)
             assert answer.status_code == 201, answer.text
             made.append((producer, answer.json()["id"]))
         for _ in range(3):  # 72 pings: three times as many as two in flight each
-            for _, endpoint_id in made:
+            for _, endpoint_id in made[1:]:
                 path = f"/v1/webhook-endpoints/{endpoint_id}/test"
                 assert producer.signed("POST", path).status_code == 202
         hanging.wait_for(16)  # more hung attempts than the process has threads
         time.sleep(1)
-        body = {"url": quick.url, "events": ["job.completed"]}
-        answer = other.signed_json("POST", "/v1/webhook-endpoints", body)
-        assert answer.status_code == 201, answer.text
-        made.append((other, answer.json()["id"]))
         asked = time.time()
-        assert other.signed("POST", f"/v1/webhook-endpoints/{made[-1][1]}/test").status_code == 202
-        [ping] = quick.wait_for(1, timeout=30)
-        assert ping.at - asked < 2.0, f"the ping took {ping.at - asked:.1f} s"
+        assert other.signed("POST", f"/v1/webhook-endpoints/{quick_id}/test").status_code == 202
+        [_, ping] = quick.wait_for(2, timeout=30)
+        took = ping.at - asked
+        print(f"\nping beside 24 hanging endpoints: {took:.2f} s (alone: {baseline:.2f} s)")
+        # Within 2 s on a quiet machine (SPEC §3.8); on a loaded one, within
+        # three times its own quiet ping. Behind a hung attempt it would wait
+        # for that attempt's 10 s timeout.
+        assert took < min(10.0, max(2.0, 3 * baseline)), f"the ping took {took:.1f} s"
         # Nothing has had its 10 s yet: every request received still hangs.
         assert max(Counter(r.path for r in hanging.received).values()) <= 2
     finally:
