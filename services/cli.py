@@ -83,7 +83,7 @@ def _configure(ctx: typer.Context) -> None:
 def migrate() -> None:
     """Apply the database migrations and create the internal signing key."""
     _migrate_or_exit("migrate", load_settings("migrate"))
-    console.print("[green]migrated[/green]")
+    console.print("migrated", style="green")
 
 
 def _migrate_or_exit(command: str, settings: Settings) -> None:

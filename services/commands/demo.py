@@ -143,7 +143,7 @@ def demo(
         me = [sys.executable, "-m", "services.cli"]
         migrated = subprocess.run([*me, "migrate"], env=env, stdout=log, stderr=subprocess.STDOUT)
         if migrated.returncode != 0:
-            console.print(f"[red]migrate failed[/red]: see {DEMO_LOG}")
+            console.print(f"migrate failed: see {DEMO_LOG}", style="red")
             raise typer.Exit(1)
         stack = subprocess.Popen(
             [*me, "up", "--port", str(port)],
@@ -174,7 +174,8 @@ def _wait_for_stack(url: str, stack: subprocess.Popen[bytes], timeout: float = 6
     while time.monotonic() < deadline:
         if stack.poll() is not None:
             tail = Path(DEMO_LOG).read_text(errors="replace")[-3000:]
-            console.print(f"[red]the stack stopped (exit {stack.returncode}):[/red]\n{tail}")
+            console.print(f"the stack stopped (exit {stack.returncode}):", style="red")
+            console.print(tail)
             raise typer.Exit(1)
         try:
             wait_ready(url, timeout=1)
@@ -182,6 +183,6 @@ def _wait_for_stack(url: str, stack: subprocess.Popen[bytes], timeout: float = 6
         except RuntimeError:
             pass
     console.print(
-        f"[red]the stack at {url} did not become ready in {timeout:g} s[/red]: see {DEMO_LOG}"
+        f"the stack at {url} did not become ready in {timeout:g} s: see {DEMO_LOG}", style="red"
     )
     raise typer.Exit(1)
