@@ -45,13 +45,17 @@ CheckedOpt = Annotated[
     bool, typer.Option(CHECKED, hidden=True, help="Skip the start-up checks (supervised).")
 ]
 
+# The commands that run a part of the stack; every other one is a client's.
+SERVERS = ("api", "worker", "relay", "up", "migrate")
+# Local ones: they talk to no API.
+LOCAL = {
+    "gen": "a synthetic batch",
+    "keys": "a producer key",
+    "tokens": "a bearer token",
+    "openapi": "the API's OpenAPI document",
+}
+
 app = typer.Typer(
-    help=(
-        "settleq: exactly-once settlement pipeline. Servers (api, worker, relay, up, migrate)"
-        " read SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
-        " (submit, status, jobs, contracts, dlq, disputes, audit, gen, demo) talk to a running"
-        " API; `events tail` watches the broker."
-    ),
     epilog=(
         "Start here: `settleq demo --start-stack` (embedded SQLite ledger, needs RabbitMQ and"
         " Redis on localhost). Logs are JSON lines unless stderr is a terminal;"
@@ -373,6 +377,22 @@ app.add_typer(credentials.keys, name="keys")
 app.add_typer(credentials.tokens, name="tokens")
 app.add_typer(demo.app)
 app.add_typer(openapi_doc.app)
+
+
+def summary(names: list[str]) -> str:
+    """The top-level help: every command, by what it needs (written from the
+    registered commands, so none is left out)."""
+    clients = [n for n in names if n not in SERVERS and n not in LOCAL and n != "events"]
+    local = ", ".join(f"{n} ({LOCAL[n]})" for n in names if n in LOCAL)
+    return (
+        f"settleq: exactly-once settlement pipeline. Servers ({', '.join(SERVERS)}) read"
+        " SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
+        f" ({', '.join(clients)}) talk to a running API; `events tail` watches the broker;"
+        f" {local} are made here, without a service."
+    )
+
+
+app.info.help = summary(list(typer.main.get_command(app).commands))  # type: ignore[attr-defined]
 
 
 def main() -> None:
