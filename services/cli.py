@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -319,6 +320,28 @@ def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
     return children
 
 
+def say_when_answering(url: str, message: str, poll_s: float = 0.25) -> None:
+    """Print ``message`` once the API at ``url`` answers ``/healthz``: its process
+    starts seconds before it listens. A thread waits, so that supervision goes
+    on meanwhile; an API that never answers is never announced (the supervisor
+    logs its deaths)."""
+    import threading
+
+    import httpx
+
+    def wait() -> None:
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    typer.echo(message)
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(poll_s)
+
+    threading.Thread(target=wait, name="announce-api", daemon=True).start()
+
+
 @app.command()
 def up(
     port: Annotated[
@@ -351,7 +374,7 @@ def up(
     url = preflight.http_url(settings.api_host, port)
 
     def started() -> None:
-        typer.echo(f"settleq: API on {url}, dashboard {url}/dashboard")
+        say_when_answering(url, f"settleq: API on {url}, dashboard {url}/dashboard")
 
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
