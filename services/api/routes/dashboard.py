@@ -22,7 +22,7 @@ from fastapi.responses import FileResponse
 
 from services.api.auth import Ctx, Viewer
 from services.api.context import ApiContext
-from services.api.errors import ErrorBody
+from services.api.errors import ErrorBody, log
 from services.api.schemas import (
     DashboardSummary,
     DeadLetterCount,
@@ -82,7 +82,8 @@ async def api_reference() -> FileResponse:
 def _queues(ctx: ApiContext) -> tuple[list[QueueState], str | None]:
     try:
         readings = ctx.queue_depth.readings()
-    except (pika.exceptions.AMQPError, OSError):
+    except (pika.exceptions.AMQPError, OSError) as exc:
+        log.warning("queue depths: broker unavailable: %s", type(exc).__name__)
         return [], "broker_unavailable"
     return [QueueState.model_validate(r, from_attributes=True) for r in readings], None
 
