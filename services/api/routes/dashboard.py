@@ -72,6 +72,13 @@ async def dashboard() -> FileResponse:
     return FileResponse(STATIC / "dashboard.html", media_type="text/html", headers=PAGE_HEADERS)
 
 
+@router.get("/favicon.ico", include_in_schema=False, response_class=FileResponse)
+async def favicon() -> FileResponse:
+    """The dashboard's icon (every browser asks for /favicon.ico): a small SVG."""
+    headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "max-age=86400"}
+    return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml", headers=headers)
+
+
 @router.get("/docs", include_in_schema=False, response_class=FileResponse)
 async def api_reference() -> FileResponse:
     """Where the API is described, served from the package: FastAPI's own /docs
