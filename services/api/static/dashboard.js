@@ -250,7 +250,28 @@ function signOut(message, everywhere = true) {
   $("status").textContent = "";
 }
 
+// The views a link opens: a malformed link hides them all and says so.
+const VIEWS = ["overview", "job", "letters", "document", "identity", "disputes-page", "partners-page", "partner-page"];
+
+// A hash that does not decode (`#document/%E0%A4%A`): each view's own reading of
+// it would throw a URIError, leaving the previous view on screen.
+function malformedLink() {
+  try {
+    decodeURIComponent(location.hash);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 function route() {
+  const malformed = malformedLink();
+  $("not-found").hidden = !malformed;
+  if (malformed) {
+    for (const id of VIEWS) $(id).hidden = true;
+    $("not-found-link").textContent = location.hash;
+    return;
+  }
   $("overview").hidden = Boolean(
     jobIdInHash() ||
       reasonInHash() ||
