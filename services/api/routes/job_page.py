@@ -41,7 +41,7 @@ class PartitionOutcome(BaseModel):
 
 
 class ReasonLines(BaseModel):
-    reason: str  # the dead letters' machine reason (docs/api.md#dead-letters)
+    reason: str  # the dead letters' machine reason (docs/api.md#dead-letters-and-the-audit-log)
     lines: int  # the job's lines waiting in dead letters for it
 
 
