@@ -88,6 +88,37 @@ def _line() -> dict[str, Any]:
         "delta": None,
         "kind": "promo_accrual",
         "dispute_status": None,
+        "document_id": HOSTILE,
+    }
+
+
+KEY = "a" * 64
+
+
+def _dispute() -> dict[str, Any]:
+    return {
+        "id": 7,
+        "kind": "promo_accrual",
+        "partition_key": HOSTILE,
+        "document_id": HOSTILE,
+        "line_ref": HOSTILE,
+        "claimed_amount": "5.00",
+        "model_amount": "0.25",
+        "variance": "4.75",
+        "status": "open",
+        "opened_at": NOW,
+    }
+
+
+def _job() -> dict[str, Any]:
+    return {
+        "job_id": "j1",
+        "kind": "promo_accrual",
+        "state": "completed",
+        "created_at": NOW,
+        "lines": 1,
+        "outcomes": {"posted": 1, "disputed": 0, "duplicate": 0, "dead_lettered": 0},
+        "amounts": {"posted": "1.00"},
     }
 
 
@@ -140,6 +171,65 @@ ANSWERS: dict[str, Callable[[], Any]] = {
         "next_cursor": None,
     },
     "/v1/lines": lambda: {"items": [_line()], "next_cursor": None},
+    "/v1/disputes": lambda: {"items": [_dispute()], "next_cursor": None},
+    "/v1/disputes/stats": lambda: {
+        "totals": [
+            {
+                "status": "open",
+                "kind": "promo_accrual",
+                "count": 1,
+                "claimed": "5.00",
+                "model": "0.25",
+                "variance": "4.75",
+                "abs_variance": "4.75",
+            }
+        ],
+        "top_partitions": [
+            {
+                "kind": "promo_accrual",
+                "partition_key": HOSTILE,
+                "open_count": 1,
+                "open_variance": "4.75",
+                "open_abs_variance": "4.75",
+            }
+        ],
+        "oldest_open_at": NOW,
+    },
+    "/v1/jobs/j1": _job,
+    "/v1/jobs/j1/lines": lambda: {"items": [_line()], "next_cursor": None},
+    "/v1/contracts": lambda: {
+        "items": [
+            {
+                "kind": "promo_accrual",
+                "partition_key": HOSTILE,
+                "version": 1,
+                "created_at": NOW,
+                "body_sha256": "b" * 64,
+            }
+        ],
+        "next_cursor": None,
+    },
+    f"/v1/identities/{KEY}": lambda: {
+        "kind": "promo_accrual",
+        "partition_key": HOSTILE,
+        "document_id": HOSTILE,
+        "line_ref": HOSTILE,
+        "entries": [
+            {
+                "ledger_entry_id": 1,
+                "job_id": "j1",
+                "contract_version": 1,
+                "outcome": "disputed",
+                "amount": "0.25",
+                "claimed_amount": "5.00",
+                "delta": "0.25",
+                "supersedes_id": None,
+                "created_at": NOW,
+            }
+        ],
+        "amount_now": "0.25",
+        "open_dispute": None,
+    },
 }
 
 COMMANDS = [
@@ -151,6 +241,11 @@ COMMANDS = [
     ["dlq", "list"],
     ["audit", "list"],
     ["lines", "find", "--document", "INV-1"],
+    ["disputes", "list"],
+    ["disputes", "stats"],
+    ["jobs", "lines", "j1"],
+    ["contracts", "list"],
+    ["identity", KEY],
 ]
 
 
