@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -45,13 +46,17 @@ CheckedOpt = Annotated[
     bool, typer.Option(CHECKED, hidden=True, help="Skip the start-up checks (supervised).")
 ]
 
+# The commands that run a part of the stack; every other one is a client's.
+SERVERS = ("api", "worker", "relay", "up", "migrate")
+# Local ones: they talk to no API.
+LOCAL = {
+    "gen": "a synthetic batch",
+    "keys": "a producer key",
+    "tokens": "a bearer token",
+    "openapi": "the API's OpenAPI document",
+}
+
 app = typer.Typer(
-    help=(
-        "settleq: exactly-once settlement pipeline. Servers (api, worker, relay, up, migrate)"
-        " read SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
-        " (submit, status, jobs, contracts, dlq, disputes, audit, gen, demo) talk to a running"
-        " API; `events tail` watches the broker."
-    ),
     epilog=(
         "Start here: `settleq demo --start-stack` (embedded SQLite ledger, needs RabbitMQ and"
         " Redis on localhost). Logs are JSON lines unless stderr is a terminal;"
@@ -83,7 +88,7 @@ def _configure(ctx: typer.Context) -> None:
 def migrate() -> None:
     """Apply the database migrations and create the internal signing key."""
     _migrate_or_exit("migrate", load_settings("migrate"))
-    console.print("[green]migrated[/green]")
+    console.print("migrated", style="green")
 
 
 def _migrate_or_exit(command: str, settings: Settings) -> None:
@@ -315,6 +320,28 @@ def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
     return children
 
 
+def say_when_answering(url: str, message: str, poll_s: float = 0.25) -> None:
+    """Print ``message`` once the API at ``url`` answers ``/healthz``: its process
+    starts seconds before it listens. A thread waits, so that supervision goes
+    on meanwhile; an API that never answers is never announced (the supervisor
+    logs its deaths)."""
+    import threading
+
+    import httpx
+
+    def wait() -> None:
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    typer.echo(message)
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(poll_s)
+
+    threading.Thread(target=wait, name="announce-api", daemon=True).start()
+
+
 @app.command()
 def up(
     port: Annotated[
@@ -347,7 +374,7 @@ def up(
     url = preflight.http_url(settings.api_host, port)
 
     def started() -> None:
-        typer.echo(f"settleq: API on {url}, dashboard {url}/dashboard")
+        say_when_answering(url, f"settleq: API on {url}, dashboard {url}/dashboard")
 
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
@@ -373,6 +400,22 @@ app.add_typer(credentials.keys, name="keys")
 app.add_typer(credentials.tokens, name="tokens")
 app.add_typer(demo.app)
 app.add_typer(openapi_doc.app)
+
+
+def summary(names: list[str]) -> str:
+    """The top-level help: every command, by what it needs (written from the
+    registered commands, so none is left out)."""
+    clients = [n for n in names if n not in SERVERS and n not in LOCAL and n != "events"]
+    local = ", ".join(f"{n} ({LOCAL[n]})" for n in names if n in LOCAL)
+    return (
+        f"settleq: exactly-once settlement pipeline. Servers ({', '.join(SERVERS)}) read"
+        " SETTLEQ_* settings (or the YAML file named by SETTLEQ_CONFIG); client commands"
+        f" ({', '.join(clients)}) talk to a running API; `events tail` watches the broker;"
+        f" {local} are made here, without a service."
+    )
+
+
+app.info.help = summary(list(typer.main.get_command(app).commands))  # type: ignore[attr-defined]
 
 
 def main() -> None:

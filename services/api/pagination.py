@@ -71,19 +71,25 @@ def id_cursor(cursor: str | None) -> int | None:
     return _id(last_id)
 
 
-def encode_document_line_cursor(source: int, last_id: int) -> str:
-    return _encode(str(source), str(last_id))
+def encode_document_line_cursor(line_ref: str, source: int, last_id: int) -> str:
+    # The line reference in hex: any character may be in it, the separator too.
+    return _encode(line_ref.encode().hex(), str(source), str(last_id))
 
 
-def document_line_cursor(cursor: str | None) -> tuple[int, int] | None:
-    """A document's lines through two sources: 0 the ledger's rows, 1 the
-    other outcomes; then the last line's id."""
+def document_line_cursor(cursor: str | None) -> tuple[str, int, int] | None:
+    """A document's lines in line order: the last line's line reference, its
+    source (0 the ledger's rows, 1 the other outcomes) and its id. A cursor of
+    the former two-field scheme (source, id) is refused like any other."""
     if cursor is None:
         return None
-    source, last_id = _decode(cursor, 2)
+    ref, source, last_id = _decode(cursor, 3)
     if source not in ("0", "1"):
         raise _invalid()
-    return int(source), _id(last_id)
+    try:
+        line_ref = bytes.fromhex(ref).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise _invalid() from None
+    return line_ref, int(source), _id(last_id)
 
 
 def encode_line_cursor(

@@ -28,7 +28,7 @@ import pika.exceptions
 from sqlalchemy import Engine
 
 from shared.adapters.broker import connection_parameters
-from shared.adapters.broker_logs import probing_for_queues
+from shared.adapters.broker_logs import attempts_reported_by_caller, probing_for_queues
 from shared.adapters.db.stats import oldest_unsettled_chunk
 from shared.domain.queues import DELAY_SUFFIX, FAMILIES
 from shared.settings import Settings
@@ -94,7 +94,10 @@ class QueueStats:
         return 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
 
     def _read(self) -> dict[str, int]:
-        connection = pika.BlockingConnection(connection_parameters(self._settings.broker_url, 2))
+        with attempts_reported_by_caller():  # by the dashboard, in one line
+            connection = pika.BlockingConnection(
+                connection_parameters(self._settings.broker_url, 2)
+            )
         try:
             return self._depths_on(connection)
         finally:

@@ -143,7 +143,8 @@ class IdentityEntry(BaseModel):
 
 class Identity(BaseModel):
     """A line's whole story: its rows oldest first, what it amounts to now (the
-    sum of their deltas) and its open dispute, if any."""
+    sum of their deltas), its open dispute, if any, and every dispute it had,
+    oldest first, each with its resolution (decision, amount, note, decider)."""
 
     reconciliation_key: str
     kind: str
@@ -153,6 +154,7 @@ class Identity(BaseModel):
     entries: list[IdentityEntry]
     amount_now: str
     open_dispute: Dispute | None
+    disputes: list[Dispute]
 
 
 class Contract(BaseModel):
@@ -326,3 +328,6 @@ class KindInfo(BaseModel):
     line_ref_name: str = Field(description="the wire field a line's line_ref is")
     x12_set: str | None = Field(description="the X12 transaction set it comes as, if any")
     line_columns: list[str] = Field(description="its business columns in a job's lines CSV")
+    amounts_are_totals: bool = Field(
+        description="whether its amounts add up to money totals (a recipe's are unit costs)"
+    )

@@ -144,7 +144,7 @@ def submit(
     if job is None:
         return
     if job["state"] != "completed":
-        console.print(f"[red]not completed after {timeout:g} s[/red]")
+        console.print(f"not completed after {timeout:g} s", style="red")
         raise typer.Exit(1)
     if job["outcomes"]["dead_lettered"]:
         print_dead_lettered(

@@ -16,6 +16,7 @@ import httpx
 import typer
 
 from services.commands.errors import answer, refused
+from services.commands.help import default
 from services.commands.options import (
     DEFAULT_URL,
     KeyOpt,
@@ -27,6 +28,7 @@ from services.commands.options import (
     print_job,
     wait_with_progress,
 )
+from services.preflight import http_url, load_settings
 from shared.domain.synthetic import GENERATORS
 
 app = typer.Typer()
@@ -123,6 +125,13 @@ def demo(
             " then stop it.",
         ),
     ] = False,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the API --start-stack starts (else --url's port, if given)."
+            + default("SETTLEQ_API_PORT, 8000")
+        ),
+    ] = None,
 ) -> None:
     """Publish contracts and run one batch of each kind through the stack; print outcomes.
 
@@ -134,16 +143,23 @@ def demo(
             raise typer.BadParameter("needs --key-id, --secret and --token (or --start-stack)")
         run_demo(url, key_id, secret, token, lines)
         return
+    # --port, else a --url (or SETTLEQ_URL) of its own, else where `settleq up`
+    # serves: SETTLEQ_API_PORT on SETTLEQ_API_HOST.
+    settings = load_settings("demo")
+    if port is None and url != DEFAULT_URL:
+        port = httpx.URL(url).port or 8000
+    else:
+        port = settings.api_port if port is None else port
+        url = http_url(settings.api_host, port)
     creds = _demo_credentials()
     env = {**os.environ, **creds}
     credentials_file = write_credentials(creds)
-    port = int(url.rsplit(":", 1)[-1]) if url.count(":") == 2 else 8000
     with open(DEMO_LOG, "wb") as log:
         # The stack's own log would interleave with the progress bars: it goes to a file.
         me = [sys.executable, "-m", "services.cli"]
         migrated = subprocess.run([*me, "migrate"], env=env, stdout=log, stderr=subprocess.STDOUT)
         if migrated.returncode != 0:
-            console.print(f"[red]migrate failed[/red]: see {DEMO_LOG}")
+            console.print(f"migrate failed: see {DEMO_LOG}", style="red")
             raise typer.Exit(1)
         stack = subprocess.Popen(
             [*me, "up", "--port", str(port)],
@@ -174,7 +190,8 @@ def _wait_for_stack(url: str, stack: subprocess.Popen[bytes], timeout: float = 6
     while time.monotonic() < deadline:
         if stack.poll() is not None:
             tail = Path(DEMO_LOG).read_text(errors="replace")[-3000:]
-            console.print(f"[red]the stack stopped (exit {stack.returncode}):[/red]\n{tail}")
+            console.print(f"the stack stopped (exit {stack.returncode}):", style="red")
+            console.print(tail)
             raise typer.Exit(1)
         try:
             wait_ready(url, timeout=1)
@@ -182,6 +199,6 @@ def _wait_for_stack(url: str, stack: subprocess.Popen[bytes], timeout: float = 6
         except RuntimeError:
             pass
     console.print(
-        f"[red]the stack at {url} did not become ready in {timeout:g} s[/red]: see {DEMO_LOG}"
+        f"the stack at {url} did not become ready in {timeout:g} s: see {DEMO_LOG}", style="red"
     )
     raise typer.Exit(1)

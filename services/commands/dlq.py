@@ -34,7 +34,7 @@ def dlq_list(
     url: UrlOpt = DEFAULT_URL,
     token: OperatorTokenOpt = None,
     reason: Annotated[str | None, typer.Option(help="Only this reason code.")] = None,
-    status: Annotated[str | None, typer.Option(help="dead, requeued or discarded.")] = "dead",
+    status: Annotated[str | None, typer.Option(help="dead, requeued, discarded or all.")] = "dead",
     kind: Annotated[
         str | None, typer.Option(callback=kind_name, help="Only this settlement kind's.")
     ] = None,
@@ -46,7 +46,7 @@ def dlq_list(
     """List dead letters, newest first, filtered."""
     query = {
         "reason": reason,
-        "status": status,
+        "status": None if status == "all" else status,  # no filter is every status
         "kind": kind,
         "job_id": job_id,
         "partition_key": partition_key,

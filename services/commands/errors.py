@@ -18,6 +18,7 @@ import httpx
 import typer
 
 from services.client import BadApiUrl, NoCredentials
+from services.commands.literal import visible
 
 # Exit codes (docs/operations.md#commands): a refusal or a failure, and a usage or
 # configuration error.
@@ -174,9 +175,10 @@ def exit_code(exc: BaseException) -> int:
 
 
 def say(text: str) -> None:
-    """Each line of ``text`` on stderr, as ``settleq: <line>``."""
+    """Each line of ``text`` on stderr, as ``settleq: <line>``; an API's message may
+    quote data, whose control characters are shown as escapes."""
     for line in text.splitlines():
-        typer.echo(f"settleq: {line}", err=True)
+        typer.echo(f"settleq: {visible(line)}", err=True)
 
 
 def run(app: Callable[[], Any]) -> None:

@@ -9,15 +9,16 @@ from typing import Annotated, Any
 
 import typer
 from rich.cells import cell_len
-from rich.console import Console
 from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
+from services.commands.literal import LiteralConsole
 from services.commands.money import money
 from shared.domain.kinds import KINDS
 
-console = Console()
+# Data is printed as sent (§6): the one console reads no markup in what it prints.
+console = LiteralConsole()
 WIDEST_TABLE = 240
 
 UrlOpt = Annotated[str, typer.Option(envvar="SETTLEQ_URL", help="API base URL.")]
@@ -136,7 +137,7 @@ def print_job(job: dict[str, Any]) -> None:
 def export_progress(what: str, total: int) -> Iterator[Callable[[int], None]]:
     """A progress bar of rows written, on stderr and only on a terminal (an
     export to stdout stays the file alone); yields ``advance(rows)``."""
-    err = Console(stderr=True)
+    err = LiteralConsole(stderr=True)
     with Progress(
         TextColumn(f"[bold]{what}"),
         BarColumn(),

@@ -10,7 +10,8 @@ becomes one info line, and nothing during a shutdown that expects it.
 With a cluster's node list, a connection tries each node in turn: pika logs
 three error records for every node that does not answer, even when the next
 one does. A node that is down becomes one info line per attempt; when none
-answers, pika's errors about the whole attempt are kept.
+answers, pika's errors about the whole attempt are kept, except where the
+caller reports each failure itself (the API: ``attempts_reported_by_caller``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,15 @@ _NODE_DOWN_LINE = "TCP Connection attempt failed: "  # the one record kept, nami
 # A node's own attempt; the workflow's failure (no node answered) stays an error.
 _NODE_DOWN = (_NODE_DOWN_LINE, "Socket failed to connect", "AMQPConnector - reporting failure")
 _LOST_LINE = "connection_lost: "  # pika's one record of the loss that is kept
+# pika's records of a connection attempt that failed on every node.
+_ATTEMPT_FAILED = (
+    "AMQP connection workflow failed",
+    "AMQPConnectionWorkflow - reporting failure",
+    "Connection workflow failed",
+    "Error in _create_connection",
+)
 _expected_loss: ContextVar[bool] = ContextVar("expected_connection_loss", default=False)
+_attempts_reported: ContextVar[bool] = ContextVar("broker_attempts_reported", default=False)
 _reported_by_caller: ContextVar[bool] = ContextVar("broker_failure_reported", default=False)
 
 
@@ -51,6 +60,8 @@ class QuietConnectionLoss(logging.Filter):
         if _reported_by_caller.get():
             return False
         text = record.getMessage()
+        if _attempts_reported.get() and any(m in text for m in (*_NODE_DOWN, *_ATTEMPT_FAILED)):
+            return False
         if any(marker in text for marker in _NODE_DOWN):
             return _one_line_per_node(record, text)
         if not any(marker in text for marker in _LOST):
@@ -83,6 +94,20 @@ def quiet_connection_loss() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, QuietConnectionLoss) for f in logger.filters):
             logger.addFilter(QuietConnectionLoss())
+
+
+@contextmanager
+def attempts_reported_by_caller() -> Iterator[None]:
+    """In this block (this thread), a connection attempt that fails is reported
+    only by the code that made it, in one line (the API's 503 warning,
+    ``/readyz``'s), not by pika's error records and traceback. A lost connection
+    is still one info line."""
+    quiet_connection_loss()
+    token = _attempts_reported.set(True)
+    try:
+        yield
+    finally:
+        _attempts_reported.reset(token)
 
 
 @contextmanager

@@ -595,7 +595,8 @@ def test_partners_are_listed_and_a_partners_page_shows_its_files(stack: Stack) -
             expect(page.locator("#partner-files tbody tr")).to_have_count(2)
             expect(page.locator("#partner-files")).to_contain_text("edi_count_mismatch")
             # Issue 42: the refusal's message and the 997 it carried, not its code alone.
-            shown = page.locator("#partner-files td.refusal")
+            # The accepted file's row has an empty refusal cell: the refused one's.
+            shown = page.locator("#partner-files td.refusal").filter(has_text="edi_")
             expect(shown).to_contain_text(refused.json()["error"]["message"])
             shown.locator("summary").click()
             expect(shown.locator("pre")).to_contain_text("AK5*R")

@@ -89,7 +89,11 @@ def test_up_says_where_the_api_and_the_dashboard_are(stack_env: ServiceEnv) -> N
     try:
         stack.start_up()
         said = f"settleq: API on {stack.url}, dashboard {stack.url}/dashboard"
-        assert said in stack.log("up", tail=None).splitlines()
+        # Said once /healthz answers (polled): a moment after the API is ready.
+        deadline = time.monotonic() + 5
+        while said not in stack.log("up", tail=None).splitlines():
+            assert time.monotonic() < deadline, stack.log("up", tail=None)
+            time.sleep(0.1)
     finally:
         stack.stop()
 

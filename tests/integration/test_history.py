@@ -76,15 +76,17 @@ def test_a_documents_lines_across_its_jobs_include_duplicates_and_dead_letters(
     settle(engine, [promo_doc(new_vendor(engine), lines[:1], document_id=doc["document_id"])])
 
     found = history.document_lines(engine, doc["document_id"], partition_key=vendor, limit=100)
-    # The ledger's rows (in the order they were settled: a chunk's by key), then
-    # the lines it did not take.
-    assert [r.source for r in found] == ["ledger"] * 3 + ["outcome"] * 3
-    assert sorted((r.job_id, r.line_ref, r.outcome) for r in found[:3]) == sorted(
-        [(first, "1", "posted"), (first, "2", "disputed"), (third, "3", "posted")]
-    )
-    assert sorted((r.job_id, r.line_ref, r.outcome) for r in found[3:]) == sorted(
-        [(again, "1", "duplicate"), (again, "2", "duplicate"), (third, "4", "dead_lettered")]
-    )
+    # In line order (issue 42, item 16): each line's ledger row, then the lines
+    # the ledger did not take of it.
+    assert [(r.job_id, r.line_ref, r.outcome) for r in found] == [
+        (first, "1", "posted"),
+        (again, "1", "duplicate"),
+        (first, "2", "disputed"),
+        (again, "2", "duplicate"),
+        (third, "3", "posted"),
+        (third, "4", "dead_lettered"),
+    ]
+    assert [r.source for r in found] == ["ledger", "outcome"] * 2 + ["ledger", "outcome"]
     assert {r.partition_key for r in found} == {vendor}
     assert {r.kind for r in found} == {"promo_accrual"}
     assert [r.reason for r in found if r.outcome == "dead_lettered"] == ["unknown_promo_tier"]

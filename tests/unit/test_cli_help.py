@@ -80,7 +80,7 @@ def test_flags_have_a_negative_form_or_none_and_no_placeholder() -> None:
 def test_token_help_names_the_role_the_command_needs(path: tuple[str, ...]) -> None:
     token = next(o for o in dict(ALL)[path].params if o.name == "token")
     # webhooks: a producer's commands sign; its --token is an operator's (--all, disable).
-    needs_operator = path in WRITES or path[0] in ("dlq", "audit", "contracts", "webhooks")
+    needs_operator = path in WRITES or path[0] in ("dlq", "audit", "contracts", "webhooks", "keys")
     assert ("Operator bearer token" in (token.help or "")) is needs_operator, token.help
 
 

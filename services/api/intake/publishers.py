@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from shared.adapters.broker import drop_connection, heartbeat_s, keep_alive
+from shared.adapters.broker_logs import attempts_reported_by_caller
 
 log = logging.getLogger("settleq.api")
 T = TypeVar("T")
@@ -58,6 +59,12 @@ class Publishers:
             thread.join()
 
     def _run(self) -> None:
+        # A failed connection attempt is reported by the request it fails (a
+        # 503's one line) or by _keep_alive: not by pika's records and traceback.
+        with attempts_reported_by_caller():
+            self._serve()
+
+    def _serve(self) -> None:
         while True:
             try:
                 work = self._work.get(timeout=self._idle_s)

@@ -48,16 +48,18 @@ KeyPath = Annotated[
 )
 async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Identity:
     """Every ledger row of one line, oldest first (posted, disputed, resolved,
-    re-priced), `amount_now` (the sum of their deltas) and its open dispute."""
+    re-priced), `amount_now` (the sum of their deltas), its open dispute, and
+    every dispute it had with its resolution (decision, amount, note, decider)."""
 
     def load() -> Identity:
         rows = history.identity(ctx.engine, reconciliation_key)
         if not rows:
             raise ApiError(404, "identity_not_found", "no ledger row has this reconciliation key")
         disputed = [r.id for r in rows if r.outcome == "disputed"]
-        statuses = disputes_db.statuses(ctx.engine, disputed)
-        open_ids = [i for i in disputed if statuses.get(i) == "open"]
-        dispute = disputes_db.get(ctx.engine, open_ids[-1]) if open_ids else None
+        # A line has a dispute per contract version at most: a few reads.
+        every = [d for d in (disputes_db.get(ctx.engine, i) for i in disputed) if d is not None]
+        shown = [dispute_wire.dispute(d) for d in every]
+        open_ones = [d for d in shown if d.status == "open"]
         with localcontext(EXACT_SUMS):
             now = sum((r.delta for r in rows), ZERO)
         first = rows[0]
@@ -69,7 +71,8 @@ async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Iden
             line_ref=first.line_ref,
             entries=[_entry(r) for r in rows],
             amount_now=plain(now),
-            open_dispute=None if dispute is None else dispute_wire.dispute(dispute),
+            open_dispute=open_ones[-1] if open_ones else None,
+            disputes=shown,
         )
 
     return await run_in_threadpool(load)
@@ -104,8 +107,10 @@ async def find_lines(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: CursorQuery = None,
 ) -> DocumentLinePage:
-    """A document's lines across every job that carried it: the ledger's rows
-    oldest first, then its duplicates and dead-lettered lines oldest first."""
+    """A document's lines across every job that carried it, in line order: by
+    line reference (a shorter one first: line 2 before line 10), the ledger's
+    row before a duplicate or dead-lettered line of the same line, then oldest
+    first."""
     after = document_line_cursor(cursor)
 
     def load() -> DocumentLinePage:

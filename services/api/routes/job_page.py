@@ -40,6 +40,11 @@ class PartitionOutcome(BaseModel):
     amount_disputed: str
 
 
+class ReasonLines(BaseModel):
+    reason: str  # the dead letters' machine reason (docs/api.md#dead-letters-and-the-audit-log)
+    lines: int  # the job's lines waiting in dead letters for it
+
+
 class JobTimeline(BaseModel):
     job_id: str
     kind: str
@@ -49,12 +54,14 @@ class JobTimeline(BaseModel):
     chunks_total: int
     chunks: list[ChunkPoint]  # oldest first
     partitions: list[PartitionOutcome]  # duplicates are counted per job only
+    dead_letters: list[ReasonLines]  # lines waiting in dead letters, by reason, most first
 
 
 @router.get("/v1/jobs/{job_id}/timeline", operation_id="getJobTimeline", responses=ERRORS)
 async def job_timeline(job_id: str, ctx: Ctx, who: Reader) -> JobTimeline:
-    """Accepted, each chunk done (with the running line count), completed; and the
-    job's posted, disputed and dead-lettered lines and amounts per partition."""
+    """Accepted, each chunk done (with the running line count), completed; the
+    job's posted, disputed and dead-lettered lines and amounts per partition; and
+    its lines waiting in dead letters, counted by reason."""
 
     def load() -> JobTimeline:
         status = _visible_job(ctx, who, job_id)
@@ -82,6 +89,10 @@ async def job_timeline(job_id: str, ctx: Ctx, who: Reader) -> JobTimeline:
             chunks_total=status.chunks_total,
             chunks=points,
             partitions=partitions,
+            dead_letters=[
+                ReasonLines(reason=reason, lines=lines)
+                for reason, lines in job_detail.dead_letters_by_reason(ctx.engine, job_id)
+            ],
         )
 
     return await run_in_threadpool(load)

@@ -23,6 +23,7 @@ def kind_infos() -> list[KindInfo]:
             line_ref_name=kind.line_ref_name,
             x12_set=kind.x12_set,
             line_columns=list(kind.line_columns),
+            amounts_are_totals=kind.amounts_are_totals,
         )
         for kind in KINDS.values()
     ]

@@ -3,6 +3,7 @@ token."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pika
@@ -18,8 +19,10 @@ from services.api.context import ApiContext
 from services.api.schemas import Health
 from services.supervisor.counts import read_counts
 from shared.adapters.broker import connection_parameters
+from shared.adapters.broker_logs import attempts_reported_by_caller
 
 router = APIRouter(tags=["operations"])
+log = logging.getLogger("settleq.api")
 
 
 @router.get("/healthz", operation_id="healthz")
@@ -43,10 +46,12 @@ def _checks(ctx: ApiContext) -> dict[str, str]:
     except Exception as exc:
         checks["redis"] = f"unavailable ({type(exc).__name__})"
     try:
-        pika.BlockingConnection(connection_parameters(ctx.settings.broker_url, 2)).close()
+        with attempts_reported_by_caller():  # below, in one line
+            pika.BlockingConnection(connection_parameters(ctx.settings.broker_url, 2)).close()
         checks["broker"] = "ok"
     except Exception as exc:
         checks["broker"] = f"unavailable ({type(exc).__name__})"
+        log.warning("readyz: broker unavailable: %s", type(exc).__name__)
     return checks | _components(ctx)
 
 

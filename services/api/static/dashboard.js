@@ -2,8 +2,8 @@
 // Every value from the API is inserted as text (textContent), never as HTML.
 import { Unauthorized, api, forget, setToken, shareTokens, token } from "./api.js";
 import { drawThroughput } from "./chart.js";
-import { $, cell, el, fill, link, row } from "./dom.js";
-import { ago, count, decimalSum, money, moneyOfKinds, rate, setKinds, when } from "./format.js";
+import { $, cell, el, fill, link, markOverflow, row } from "./dom.js";
+import { NOT_TOTALS, ago, count, decimalSum, money, moneyOfKinds, rate, setKinds, when } from "./format.js";
 import { jobIdInHash, jobLink, jobState, showJob, wireJobPage } from "./job.js";
 import { reasonInHash, showLetters, wireLetters } from "./letters.js";
 import { documentInHash, identityInHash, showDocument, showIdentity, wireSearch } from "./history.js";
@@ -56,7 +56,10 @@ function renderJobs(page) {
       return tr;
     }),
   );
+  markJobsOverflow();
 }
+
+const markJobsOverflow = () => markOverflow($("jobs").parentElement, $("jobs-scroll-hint"));
 
 function renderOutcomes(summary) {
   for (const name of ["posted", "disputed", "duplicate", "dead_lettered"]) {
@@ -68,9 +71,14 @@ function renderOutcomes(summary) {
     `Outcomes of the last ${RANGE_LABELS[summary.range]}; updated ${when(summary.generated_at)}.`;
 }
 
-// Finance's view: the money settled in the range, each kind at its quantum.
+// Finance's view: the money settled in the range, each kind at its quantum. A
+// kind whose amounts are unit costs (recipes) is named apart: no money total.
 function renderMoney(summary) {
-  const cards = summary.money.flatMap((m) =>
+  const apart = summary.money.filter((m) => NOT_TOTALS.has(m.kind)).map((m) => m.kind);
+  $("money-apart").textContent = apart.length
+    ? `Also settled: ${apart.join(", ")} (unit costs, not money totals: not added up here).`
+    : "";
+  const cards = summary.money.filter((m) => !NOT_TOTALS.has(m.kind)).flatMap((m) =>
     [
       ["posted", m.posted],
       ["disputed (claimed)", m.disputed],
@@ -82,7 +90,7 @@ function renderMoney(summary) {
       return card;
     }),
   );
-  if (!cards.length) cards.push(el("p", "Nothing settled in the range.", "muted"));
+  if (!cards.length) cards.push(el("p", apart.length ? "No money totals in the range." : "Nothing settled in the range.", "muted"));
   $("money-cards").replaceChildren(...cards);
 }
 
@@ -94,6 +102,7 @@ function showView() {
   $("ops-view").hidden = !ops;
   $("view-finance").classList.toggle("active", !ops);
   $("view-ops").classList.toggle("active", ops);
+  markJobsOverflow();
 }
 
 function renderRelay(summary) {
@@ -250,7 +259,28 @@ function signOut(message, everywhere = true) {
   $("status").textContent = "";
 }
 
+// The views a link opens: a malformed link hides them all and says so.
+const VIEWS = ["overview", "job", "letters", "document", "identity", "disputes-page", "partners-page", "partner-page"];
+
+// A hash that does not decode (`#document/%E0%A4%A`): each view's own reading of
+// it would throw a URIError, leaving the previous view on screen.
+function malformedLink() {
+  try {
+    decodeURIComponent(location.hash);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 function route() {
+  const malformed = malformedLink();
+  $("not-found").hidden = !malformed;
+  if (malformed) {
+    for (const id of VIEWS) $(id).hidden = true;
+    $("not-found-link").textContent = location.hash;
+    return;
+  }
   $("overview").hidden = Boolean(
     jobIdInHash() ||
       reasonInHash() ||
@@ -303,6 +333,7 @@ function start() {
   wireSearch();
   wireDisputes();
   window.addEventListener("hashchange", route);
+  window.addEventListener("resize", markJobsOverflow);
   shareTokens(open, () => signOut("Signed out in another tab.", false));
   if (token()) open();
   else signOut(undefined, false);

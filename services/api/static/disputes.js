@@ -49,6 +49,21 @@ function filters() {
   return query;
 }
 
+// How a dispute was decided: the decision and what it pays, who decided
+// (the operator token's fingerprint) and when, and the note saying why.
+export function resolutionOf(resolution, kind) {
+  const span = el("span", null, "resolution");
+  if (!resolution) return span;
+  span.append(
+    el("strong", `${resolution.decision} at ${money(resolution.amount, kind)}`, "decision"),
+    " ",
+    el("span", `by ${resolution.resolved_by}, ${when(resolution.resolved_at)}`, "muted decider"),
+    " ",
+    el("q", resolution.note, "note"),
+  );
+  return span;
+}
+
 function disputeRow(d) {
   const pick = el("input");
   pick.type = "checkbox";
@@ -65,6 +80,7 @@ function disputeRow(d) {
     el("td", money(d.model_amount, d.kind), "num"),
     el("td", money(d.variance, d.kind), "num"),
     el("td", d.status, `status-${d.status}`),
+    cell(resolutionOf(d.resolution, d.kind)),
     jobLink(d.job_id),
     el("td", when(d.opened_at)),
     cell(link("story", `#identity/${d.reconciliation_key}`)),
@@ -86,6 +102,17 @@ async function load(append) {
   else fill(tbody, rows.length ? rows : [row([el("td", "no dispute matches", "muted")])]);
   $("disputes-more").hidden = !cursor;
   for (const node of document.querySelectorAll("#disputes-table .decide")) node.hidden = !operator;
+  labelSelectAll();
+}
+
+// Select-all reaches the open disputes shown here, not the whole queue: it says
+// how many, and that more pages are left out.
+function labelSelectAll() {
+  const open = document.querySelectorAll("#disputes-table input.pick:not(:disabled)").length;
+  const text = `all ${count(open)} on this page${cursor ? " (more pages not included)" : ""}`;
+  $("dq-all-label").textContent = text;
+  $("dq-all").setAttribute("aria-label", `select ${text}`);
+  $("dq-all").checked = false;
 }
 
 function selected() {

@@ -33,6 +33,14 @@ export function link(text, href) {
   return a;
 }
 
+// A table wider than its scrolling box: the box is marked (a shadow at its
+// right edge) and its hint shown, since a scrollbar may be hidden (an overlay).
+export function markOverflow(box, hint) {
+  const over = box.scrollWidth > box.clientWidth + 1;
+  box.classList.toggle("overflowing", over);
+  if (hint) hint.hidden = !over;
+}
+
 export function cell(child, className) {
   const td = el("td", null, className);
   td.appendChild(child);

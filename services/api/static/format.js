@@ -5,8 +5,13 @@
 // Each kind's places, from GET /v1/kinds (setKinds, once signed in): the page
 // names no kind itself. A kind not (yet) known shows the places it was sent with.
 export const QUANTUM_PLACES = {};
+// The kinds whose amounts are no money totals (a recipe's unit costs).
+export const NOT_TOTALS = new Set();
 export function setKinds(kinds) {
-  for (const kind of kinds) QUANTUM_PLACES[kind.name] = kind.places;
+  for (const kind of kinds) {
+    QUANTUM_PLACES[kind.name] = kind.places;
+    if (kind.amounts_are_totals === false) NOT_TOTALS.add(kind.name);
+  }
 }
 
 function parse(value) {

@@ -6,6 +6,7 @@ import { api } from "./api.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
 import { decimalSum, money, when } from "./format.js";
 import { jobLink } from "./job.js";
+import { resolutionOf } from "./disputes.js";
 
 const KEY = /^[0-9a-f]{64}$/;
 const LINES_PAGE = 200;
@@ -103,6 +104,10 @@ export async function showIdentity() {
     $("identity-document").replaceChildren(
       link(`all lines of ${story.document_id}`, documentHash(story.document_id, story.partition_key)),
     );
+    // A resolved row shows its dispute's decision, note and decider.
+    const decided = new Map(
+      story.disputes.filter((d) => d.resolution).map((d) => [d.resolution.ledger_entry_id, d.resolution]),
+    );
     fill(
       $("identity-entries").tBodies[0],
       story.entries.map((entry) => {
@@ -116,6 +121,7 @@ export async function showIdentity() {
           el("td", money(entry.delta, kind), "num"),
           el("td", entry.supersedes_id === null ? "" : String(entry.supersedes_id), "num"),
           el("td", when(entry.created_at)),
+          cell(resolutionOf(decided.get(entry.ledger_entry_id), kind)),
         ]);
         tr.dataset.outcome = entry.outcome;
         return tr;

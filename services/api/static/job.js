@@ -114,24 +114,14 @@ async function loadLines(append) {
   $("job-more").hidden = !page.next_cursor;
 }
 
-// A job with dead-lettered lines names why, each reason linking to its letters.
-async function deadReasons(job) {
+// A job with dead-lettered lines names why, each reason linking to its letters:
+// the counts are the server's (the timeline's), however many lines there are.
+function deadReasons(job, timeline) {
   const box = $("job-dead");
   box.hidden = !job.outcomes.dead_lettered;
   if (box.hidden) return;
-  const query = new URLSearchParams({ outcome: "dead_lettered", limit: "1000" });
-  let page;
-  try {
-    page = await api(`/v1/jobs/${encodeURIComponent(job.job_id)}/lines?${query}`);
-  } catch (error) {
-    // The rest of the job's page stands without its reasons.
-    box.textContent = `${jobState(job).text} (reasons unreadable: ${error.message})`;
-    return;
-  }
-  const reasons = new Map();
-  for (const line of page.items) reasons.set(line.reason, (reasons.get(line.reason) || 0) + 1);
   const parts = [`${jobState(job).text}:`];
-  for (const [reason, lines] of reasons) {
+  for (const { reason, lines } of timeline.dead_letters) {
     parts.push(" ", link(reason || "unknown", `#dead-letters/${encodeURIComponent(reason || "")}`), ` (${count(lines)})`);
   }
   box.replaceChildren(...parts);
@@ -150,7 +140,7 @@ export async function showJob() {
     shown = { jobId, kind: job.kind, cursor: null };
     $("job-997").hidden = job.source_format !== "x12";
     facts(job, timeline);
-    await deadReasons(job);
+    deadReasons(job, timeline);
     drawTimeline(timeline);
     renderPartitions(timeline);
     await loadLines(false);

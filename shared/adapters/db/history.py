@@ -15,12 +15,12 @@ versions, and a document's lines are its lines in the jobs that carried it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from sqlalchemy import Engine, literal, null, select, text, union_all
+from sqlalchemy import Engine, Select, func, literal, null, select, text, tuple_, union_all
 
 from shared.adapters.db.tables import dead_letters, jobs, ledger_entries, line_outcomes
 
@@ -96,9 +96,14 @@ class DocumentLine:
     contract_version: int
     correlation_id: str | None
 
+    # Its place in line order (below): its line reference, its source (0 the
+    # ledger's row, 1 another outcome) and its id.
     @property
-    def cursor(self) -> tuple[int, int]:
-        return (0 if self.source == "ledger" else 1, self.id)
+    def cursor(self) -> DocumentAfter:
+        return (self.line_ref, 0 if self.source == "ledger" else 1, self.id)
+
+
+DocumentAfter = tuple[str, int, int]
 
 
 def document_lines(
@@ -107,30 +112,31 @@ def document_lines(
     *,
     partition_key: str | None = None,
     outcome: str | None = None,
-    after: tuple[int, int] | None = None,
+    after: DocumentAfter | None = None,
     limit: int,
 ) -> list[DocumentLine]:
-    """The document's lines: the ledger's rows oldest first, then the duplicates
-    and dead-lettered lines oldest first; ``after`` is the last one's ``cursor``."""
-    rows: list[DocumentLine] = []
-    if outcome in (None, "posted", "disputed") and (after is None or after[0] == 0):
-        rows += _ledger(engine, document_id, partition_key, outcome, after, limit)
-    if len(rows) < limit and outcome in (None, "duplicate", "dead_lettered"):
-        after_id = after[1] if after is not None and after[0] == 1 else None
-        rows += _outcomes(engine, document_id, partition_key, outcome, after_id, limit - len(rows))
-    return rows
+    """The document's lines in line order: by line reference, a shorter one first
+    (line "2" before line "10"), then the ledger's row before a duplicate or a
+    dead-lettered line of the same line, then oldest first. ``after`` is the
+    last one's ``cursor``. A document's rows are found through its indexes
+    and sorted: a document is as many rows as its lines times its jobs."""
+    parts = []
+    if outcome in (None, "posted", "disputed"):
+        parts.append(_ledger(document_id, partition_key, outcome))
+    if outcome in (None, "duplicate", "dead_lettered"):
+        parts.append(_outcomes(document_id, partition_key, outcome))
+    lines = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery("lines")
+    order = (func.length(lines.c.line_ref), lines.c.line_ref, lines.c.rank, lines.c.id)
+    query = select(*(c for c in lines.c if c.name != "rank"))
+    if after is not None:
+        ref, rank, last_id = after
+        query = query.where(tuple_(*order) > tuple_(len(ref), ref, rank, last_id))
+    return _read(engine, query.order_by(*order).limit(limit))
 
 
-def _ledger(
-    engine: Engine,
-    document_id: str,
-    partition_key: str | None,
-    outcome: str | None,
-    after: tuple[int, int] | None,
-    limit: int,
-) -> list[DocumentLine]:
+def _ledger(document_id: str, partition_key: str | None, outcome: str | None) -> Select[Any]:
     query = select(
-        literal("ledger"),
+        literal("ledger").label("source"),
         le.c.id,
         le.c.job_id,
         le.c.kind,
@@ -138,31 +144,23 @@ def _ledger(
         le.c.document_id,
         le.c.line_ref,
         le.c.outcome,
-        null(),
+        null().label("reason"),
         le.c.amount,
         le.c.claimed_amount,
         le.c.delta,
         le.c.reconciliation_key,
         le.c.contract_version,
         le.c.correlation_id,
+        literal(0).label("rank"),
     ).where(le.c.document_id == document_id, _SETTLED)
     if partition_key is not None:
         query = query.where(le.c.partition_key == partition_key)
     if outcome is not None:
         query = query.where(le.c.outcome == outcome)
-    if after is not None:
-        query = query.where(le.c.id > after[1])
-    return _read(engine, query.order_by(le.c.id).limit(limit))
+    return query
 
 
-def _outcomes(
-    engine: Engine,
-    document_id: str,
-    partition_key: str | None,
-    outcome: str | None,
-    after_id: int | None,
-    limit: int,
-) -> list[DocumentLine]:
+def _outcomes(document_id: str, partition_key: str | None, outcome: str | None) -> Select[Any]:
     # A duplicate's partition is its identity's (a key names its partition): the
     # identity's first settled row, through the identity index.
     original = le.alias("original")
@@ -175,13 +173,14 @@ def _outcomes(
         .limit(1)
         .scalar_subquery()
     )
+    partition = func.coalesce(dl.c.partition_key, identity_partition)
     query = (
         select(
-            literal("outcome"),
+            literal("outcome").label("source"),
             lo.c.id,
             lo.c.job_id,
             jobs.c.kind,
-            dl.c.partition_key,
+            partition.label("partition_key"),
             lo.c.document_id,
             lo.c.line_ref,
             lo.c.outcome,
@@ -192,31 +191,18 @@ def _outcomes(
             lo.c.reconciliation_key,
             lo.c.contract_version,
             lo.c.correlation_id,
-            identity_partition.label("identity_partition"),
+            literal(1).label("rank"),
         )
         .select_from(
             lo.join(jobs, jobs.c.id == lo.c.job_id).outerjoin(dl, dl.c.id == lo.c.dead_letter_id)
         )
         .where(lo.c.document_id == document_id)
     )
+    if partition_key is not None:
+        query = query.where(partition == partition_key)
     if outcome is not None:
         query = query.where(lo.c.outcome == outcome)
-    if after_id is not None:
-        query = query.where(lo.c.id > after_id)
-    query = query.order_by(lo.c.id)
-    found: list[DocumentLine] = []
-    with engine.connect() as conn:
-        # Filtered by partition here: a document's lines the ledger did not take are few.
-        for row in conn.execute(query):
-            *fields, identity_key_partition = row
-            line = DocumentLine(*fields)
-            if line.partition_key is None and identity_key_partition is not None:
-                line = replace(line, partition_key=identity_key_partition)
-            if partition_key is None or line.partition_key == partition_key:
-                found.append(line)
-                if len(found) == limit:
-                    break
-    return found
+    return query
 
 
 def _read(engine: Engine, query: Any) -> list[DocumentLine]:

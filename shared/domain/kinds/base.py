@@ -239,6 +239,9 @@ class Kind(Generic[D, C]):
     # What a line's ``line_ref`` is, by its field on the wire (a promo line's
     # ``line_no``, a recipe request's location, a freight leg's ``leg_no``).
     line_ref_name: ClassVar[str]
+    # Whether its amounts add up to money (a summary's money totals). A recipe's
+    # are unit costs at a location: their sum is no total of anything.
+    amounts_are_totals: ClassVar[bool] = True
     # The X12 transaction set a trading partner sends the kind's documents as
     # (docs/api.md#edi-intake), or None: the kind comes as JSON or NDJSON only.
     x12_set: ClassVar[str | None] = None

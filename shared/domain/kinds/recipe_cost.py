@@ -93,6 +93,7 @@ class RecipeCost(Kind[RecipeDocument, RecipeContract]):
     quantum: ClassVar[Decimal] = BASIS
     partition_noun: ClassVar[str] = "recipe"
     line_ref_name: ClassVar[str] = "location_id"
+    amounts_are_totals: ClassVar[bool] = False  # a cost per unit of the recipe
     document_model = RecipeDocument
     contract_model = RecipeContract
     batch_model = RecipeBatch

@@ -1,5 +1,5 @@
-"""One job as its page shows it (docs/api.md#jobs): when each chunk settled, and
-its outcomes per partition.
+"""One job as its page shows it (docs/api.md#jobs): when each chunk settled, its
+outcomes per partition, and its lines waiting in dead letters by reason.
 
 Both are reads of one job through ``job_id`` indexes (``chunk_results``,
 ``ledger_entries``, ``dead_letters``): a page costs the size of the job, never
@@ -80,3 +80,18 @@ def partitions(engine: Engine, job_id: str) -> list[PartitionOutcomes]:
     for key, lines in dead:
         found.setdefault(key, PartitionOutcomes(key)).counts["dead_lettered"] = int(lines or 0)
     return [found[key] for key in sorted(found)]
+
+
+def dead_letters_by_reason(engine: Engine, job_id: str) -> list[tuple[str, int]]:
+    """The job's lines waiting in dead letters (status ``dead``), per reason: most
+    lines first, then by reason. Counted here, whatever their number."""
+    dl = dead_letters.c
+    lines = func.sum(dl.lines)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(dl.reason, lines)
+            .where(dl.job_id == job_id, dl.status == "dead")
+            .group_by(dl.reason)
+            .order_by(lines.desc(), dl.reason)
+        ).all()
+    return [(reason, int(count or 0)) for reason, count in rows]

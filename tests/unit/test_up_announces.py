@@ -1,0 +1,65 @@
+"""``settleq up`` says "API on …" when the API answers, not when its process
+starts (issue 42, item 17): the API took 11–15 s to answer after the line."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+import services.cli
+from tests.support.stack import free_port
+
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
+
+class _Healthz(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.regression
+def test_up_says_api_on_only_once_the_api_answers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    seen: dict[str, str] = {}
+
+    def supervise(settings: Any, specs: Any, counts: Any = None, started: Any = None) -> int:
+        started()  # every child started; nothing answers on the port yet
+        time.sleep(1.0)
+        seen["before"] = capsys.readouterr().out
+        server = ThreadingHTTPServer(("127.0.0.1", port), _Healthz)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            deadline = time.monotonic() + 10
+            out = ""
+            while "API on" not in out and time.monotonic() < deadline:
+                time.sleep(0.1)
+                out += capsys.readouterr().out
+            seen["after"] = out
+        finally:
+            server.shutdown()
+            server.server_close()
+        return 0
+
+    monkeypatch.setattr(services.cli, "_supervise", supervise)
+    monkeypatch.setattr(services.cli, "_migrate", lambda settings: None)
+    monkeypatch.setattr(services.cli.preflight, "check", lambda *args: None)
+    monkeypatch.setattr(services.cli.preflight, "port_problem", lambda *args: None)
+    monkeypatch.setenv("SETTLEQ_DATABASE_URL", f"sqlite:///{tmp_path}/x.db")
+    with pytest.raises(typer.Exit):
+        services.cli.up(port=port)
+    assert "API on" not in seen["before"], seen
+    url = f"http://127.0.0.1:{port}"
+    assert f"settleq: API on {url}, dashboard {url}/dashboard" in seen["after"], seen
