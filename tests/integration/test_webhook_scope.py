@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,8 +23,14 @@ from services.worker.context import WorkerContext
 from shared.settings import ProducerKey, Settings
 from tests.integration.test_webhooks import Deliverer, register, settled_job
 from tests.support.disputes import disputed_doc, job_disputes, settle
-from tests.support.factories import uid
-from tests.support.infra import OPERATOR_TOKEN, PRODUCER_ID, PRODUCER_SECRET, ServiceEnv
+from tests.support.factories import promo_doc, promo_line, uid
+from tests.support.infra import (
+    OPERATOR_TOKEN,
+    PRODUCER_ID,
+    PRODUCER_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+)
 from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.regression]
@@ -113,3 +120,37 @@ def test_no_event_crosses_a_partition_whatever_its_name_holds(
 
     pair = heard("the-pair")
     assert len(pair) == 2 and all(pair_job in data for _, data in pair), pair
+
+
+def test_a_keys_scope_is_matched_whole_at_the_front_door_and_in_reads(
+    settings: Settings, http: TestClient
+) -> None:
+    """The same names at submission and in the job list: a key scoped to
+    ``VENDOR-A`` may not submit for ``VENDOR-A,VENDOR-A``, one scoped to the
+    single partition ``CX-1,CX-2`` may submit for it and not for ``CX-1``, and
+    a job list filtered by ``VENDOR-A`` shows no job of a name that holds it."""
+
+    def body(partition: str) -> bytes:
+        doc = promo_doc(partition, [promo_line(1, "8", "1.00")])
+        return json.dumps({"kind": "promo_accrual", "documents": [doc]}).encode()
+
+    only_a = client(http, "only-a", "secret-only-a-0001")
+    for hostile in HOSTILE:
+        answer = only_a.submit(body(hostile))
+        assert answer.status_code == 403, (hostile, answer.text)
+        assert answer.json()["error"]["code"] == "partition_not_allowed"
+    assert only_a.submit(body(VENDOR)).status_code == 202
+
+    pair = client(http, "the-pair", "secret-the-pair-01")
+    assert pair.submit(body(PAIR)).status_code == 202
+    for part in PAIR.split(","):
+        assert pair.submit(body(part)).status_code == 403
+
+    everyone = client(http, PRODUCER_ID, PRODUCER_SECRET)
+    hostile_job = everyone.submit(body(HOSTILE[0])).json()["job_id"]
+    viewer = Client("http://testserver", token=VIEWER_TOKEN, http=http)
+    query = urlencode({"partition_key": VENDOR, "limit": 200})
+    listed = viewer.bearer("GET", f"/v1/jobs?{query}")
+    assert listed.status_code == 200, listed.text
+    shown = {j["job_id"] for j in listed.json()["items"]}
+    assert shown and hostile_job not in shown
