@@ -100,7 +100,7 @@ def checks(env: ServiceEnv, dead: int, requeue: int, answer: dict[str, Any]) -> 
     return {
         f"answer says {requeue} requeued": answer.get("requeued") == requeue,
         f"{requeue} letters requeued": by_status.get("requeued") == requeue,
-        f"{dead - requeue} still dead": by_status.get("dead") == dead - requeue,
+        f"{dead - requeue} still dead": by_status.get("dead", 0) == dead - requeue,
         "none requeued twice": twice == 0,
         "one audit entry each": audits == requeue,
         f"{requeue} messages on fast_path": queue_depth(env.queue_prefix, "fast_path") == requeue,

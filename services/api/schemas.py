@@ -242,6 +242,15 @@ class Requeued(BaseModel):
     requeued: int
 
 
+class BulkRequeued(BaseModel):
+    requeued: int
+    # Matching dead letters not requeued because no line of them would settle
+    # now (docs/api.md#dead-letters-and-the-audit-log), and how many of them by
+    # the reason they would be dead-lettered with again.
+    skipped: int = 0
+    would_fail_again: dict[str, int] = {}
+
+
 class Discarded(BaseModel):
     discarded: int
 
