@@ -95,6 +95,7 @@ class DocumentLine:
     reconciliation_key: str | None
     contract_version: int
     correlation_id: str | None
+    ledger_claimed_amount: Decimal | None = None  # a duplicate claimed_amount_differs
 
     @property
     def cursor(self) -> tuple[int, int]:
@@ -192,6 +193,7 @@ def _outcomes(
             lo.c.reconciliation_key,
             lo.c.contract_version,
             lo.c.correlation_id,
+            lo.c.ledger_claimed_amount,
             identity_partition.label("identity_partition"),
         )
         .select_from(
