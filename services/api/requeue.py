@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection
 
 from services.api.context import ApiContext
@@ -40,6 +41,7 @@ from shared.domain.requeue_check import (
     pinned,
     would_fail_again,
 )
+from shared.domain.settlement import Decoded
 
 log = logging.getLogger("settleq.api")
 
@@ -146,12 +148,20 @@ def _judge(conn: Connection, letters: Sequence[Any]) -> dict[int, list[Cause]]:
         if d is not None:
             wanted.setdefault(w.kind, set()).update(pinned(d))
     contracts: dict[str, dict[tuple[str, int], Any]] = {}
+    unreadable: set[tuple[str, str, int]] = set()
     for kind_name, pairs in wanted.items():
         model = KINDS[kind_name].contract_model
-        bodies = load_bodies(conn, kind_name, pairs)
-        contracts[kind_name] = {k: model.model_validate(b) for k, b in bodies.items()}
+        parsed = contracts.setdefault(kind_name, {})
+        for pair, body in load_bodies(conn, kind_name, pairs).items():
+            try:
+                parsed[pair] = model.model_validate(body)
+            except ValidationError:
+                # Stored before a check it fails: the worker decides, not this guess.
+                unreadable.add((kind_name, *pair))
     judged = {
-        i: would_fail_again(w, decoded[i], contracts.get(w.kind, {})) for i, w in works.items()
+        i: would_fail_again(w, decoded[i], contracts.get(w.kind, {}))
+        for i, w in works.items()
+        if not any((w.kind, *pair) in unreadable for pair in pinned(decoded[i] or Decoded([], [])))
     }
     return {i: causes for i, causes in judged.items() if causes}
 

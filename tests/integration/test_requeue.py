@@ -4,11 +4,13 @@ in batches, each letter once, and never a requeue that can only fail again
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+import pika
 import pika.exceptions
 import pytest
 from fastapi.testclient import TestClient
@@ -30,8 +32,8 @@ from tests.support.factories import (
     store_job,
     uid,
 )
-from tests.support.infra import OPERATOR_TOKEN, ServiceEnv, queue_depth
-from tests.support.ledger import dead_letters
+from tests.support.infra import BROKER_URL, OPERATOR_TOKEN, ServiceEnv, queue_depth
+from tests.support.ledger import dead_letters, ledger_rows
 
 pytestmark = pytest.mark.both_backends
 
@@ -263,3 +265,40 @@ def test_a_bulk_requeue_skips_what_would_fail_again_and_says_why(
     ]
     assert queue_depth(backend_env.queue_prefix, "fast_path") == depth + 3
     assert {d.status for d in dead_letters(ctx.engine, jobs[1])} == {"dead"}
+
+
+def drain(prefix: str, letter_ids: set[int]) -> list[dict[str, Any]]:
+    """The requeue messages of ``letter_ids`` waiting on the fast_path queue, taken off it."""
+    connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+    found = []
+    try:
+        channel = connection.channel()
+        while True:
+            method, _, body = channel.basic_get(f"{prefix}.fast_path", auto_ack=True)
+            if method is None:
+                return found
+            [message] = json.loads(body)["args"]
+            if message.get("dead_letter_id") in letter_ids:
+                found.append(message)
+    finally:
+        connection.close()
+
+
+def test_bulk_requeued_letters_settle_once_and_move_the_counters(
+    operator: Client, ctx: WorkerContext, backend_env: ServiceEnv
+) -> None:
+    vendor = uid("RQC-")
+    job_id = dead_documents(ctx, vendor, 5)
+    publish_promo_contracts(ctx.engine, [vendor])
+    letters = {d.id for d in dead_letters(ctx.engine, job_id)}
+    answer = operator.bearer("POST", "/admin/dead-letters/requeue", {"job_id": job_id, "limit": 10})
+    assert answer.json()["requeued"] == 5
+    messages = drain(backend_env.queue_prefix, letters)
+    assert sorted(m["dead_letter_id"] for m in messages) == sorted(letters)
+    for message in messages:
+        settle_chunk(ctx, message, 1)
+        assert settle_chunk(ctx, message, 2) is None  # a redelivery changes nothing
+    status = job_status(ctx.engine, job_id)
+    assert status is not None
+    assert status.outcomes == {"posted": 5, "disputed": 0, "duplicate": 0, "dead_lettered": 0}
+    assert len(ledger_rows(ctx.engine, job_id)) == 5
