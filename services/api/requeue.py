@@ -11,7 +11,8 @@ are published with confirms, several publishing threads at once. Letters whose
 message the broker did not confirm are put back to ``dead`` and the request
 stops there with 503, logging why: nothing is left marked and unpublished by a
 broker failure. (A process killed between a batch's commit and its publishing
-leaves that batch's letters ``requeued`` without a message: at most ``BATCH``.)
+leaves that batch's letters ``requeued`` without a message: at most two batches,
+the one publishing and the next, already marked; docs/operations.md#dead-letters.)
 """
 
 from __future__ import annotations
