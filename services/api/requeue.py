@@ -6,13 +6,14 @@ it ran again now (its pinned contract version still unpublished, or still
 without the tier, accessorial or price it lacked) is not requeued but refused,
 with its cause (``shared/domain/requeue_check.py``). The others are marked
 ``requeued`` in one conditional update (of two racing requests each letter is
-won by one) with their audit entries, in one transaction; then their messages
-are published with confirms, several publishing threads at once. Letters whose
-message the broker did not confirm are put back to ``dead`` and the request
-stops there with 503, logging why: nothing is left marked and unpublished by a
-broker failure. (A process killed between a batch's commit and its publishing
-leaves that batch's letters ``requeued`` without a message: at most two batches,
-the one publishing and the next, already marked; docs/operations.md#dead-letters.)
+won by one) with their audit entries; their messages are published with
+confirms, several publishing threads at once, and only then is the batch's
+transaction committed. So a batch is requeued whole or not at all: a broker
+failure rolls it back (the letters stay ``dead``; the request stops with 503,
+logging why), and so does a process killed before the commit. A message the
+broker took for a batch rolled back is dropped by the worker, which reads its
+letter only once the marking transaction has ended
+(``services/worker/loading.py``): still ``dead``, it is stale.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +66,7 @@ def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:
     Raises ``ApiError`` 409 ``requeue_would_fail_again`` naming the cause when
     no line of it would settle now, and 503 when the broker did not take it."""
     done = Requeueing()
-    _finish(ctx, actor, [_start(ctx, _mark(ctx, actor, [dead_letter_id], done))], done)
+    _requeue_batch(ctx, actor, [dead_letter_id], done)
     causes = done.causes.get(dead_letter_id)
     if causes:
         raise ApiError(
@@ -81,24 +81,15 @@ def requeue_one(ctx: ApiContext, actor: str, dead_letter_id: int) -> bool:
 
 def requeue_matching(ctx: ApiContext, actor: str, where: dl_db.Filter, limit: int) -> Requeueing:
     """Requeue up to ``limit`` dead letters matching ``where``, oldest first,
-    skipping (and counting) those that would fail again. A batch's messages are
-    published while the next batch is judged and marked."""
+    skipping (and counting) those that would fail again."""
     done = Requeueing()
     after: int | None = None
-    pending: list[_Publishing] = []
-    marked = 0
-    while marked < limit:
-        ids = dl_db.ids_matching(ctx.engine, where, min(BATCH, limit - marked), after)
+    while done.requeued < limit:
+        ids = dl_db.ids_matching(ctx.engine, where, min(BATCH, limit - done.requeued), after)
         if not ids:
             break
-        batch = _mark(ctx, actor, ids, done)
-        marked += len(batch)
-        pending.append(_start(ctx, batch))
-        if len(pending) > 1:
-            _finish(ctx, actor, pending, done, upto=1)
-            del pending[0]
+        _requeue_batch(ctx, actor, ids, done)
         after = ids[-1]
-    _finish(ctx, actor, pending, done)
     done.causes.clear()  # a bulk answer says how many and why, not each letter's
     if done.refused or done.requeued:
         log.info(
@@ -110,23 +101,39 @@ def requeue_matching(ctx: ApiContext, actor: str, where: dl_db.Filter, limit: in
     return done
 
 
-def _mark(ctx: ApiContext, actor: str, ids: Sequence[int], done: Requeueing) -> list[dl_db.Marked]:
+class _NotPublished(Exception):
+    def __init__(self, letters: int, cause: BaseException) -> None:
+        super().__init__(type(cause).__name__)
+        self.letters = letters
+        self.cause = cause
+
+
+def _requeue_batch(ctx: ApiContext, actor: str, ids: Sequence[int], done: Requeueing) -> None:
     """Judge the letters still dead among ``ids``; mark and audit those that
-    would not fail again, in one transaction. The ones this request won."""
-    with ctx.engine.begin() as conn:
-        letters = dl_db.still_dead(conn, ids)
-        causes = _judge(conn, letters)
-        marked = dl_db.mark_requeued_many(conn, [r.id for r in letters if r.id not in causes])
-        dl_db.audit_many(
-            conn,
-            actor,
-            "dead_letter.requeue",
-            [(f"dead_letter:{m.id}", {"job_id": m.job_id, "requeue": m.requeues}) for m in marked],
-        )
+    would not fail again and publish their messages, in one transaction
+    committed once the broker took every message."""
+    key = ctx.internal_key  # before the transaction: on SQLite it would wait on ours
+    try:
+        with ctx.engine.begin() as conn:
+            letters = dl_db.still_dead(conn, ids)
+            causes = _judge(conn, letters)
+            marked = dl_db.mark_requeued_many(conn, [r.id for r in letters if r.id not in causes])
+            dl_db.audit_many(
+                conn,
+                actor,
+                "dead_letter.requeue",
+                [
+                    (f"dead_letter:{m.id}", {"job_id": m.job_id, "requeue": m.requeues})
+                    for m in marked
+                ],
+            )
+            _publish(ctx, key, marked)
+    except _NotPublished as failed:
+        _stopped(ctx, actor, [m.id for m in marked], failed, done)
     for letter_id, found in causes.items():
         done.refused[found[0].reason] += 1
         done.causes[letter_id] = found
-    return marked
+    done.requeued += len(marked)
 
 
 def _judge(conn: Connection, letters: Sequence[Any]) -> dict[int, list[Cause]]:
@@ -167,18 +174,13 @@ def _judge(conn: Connection, letters: Sequence[Any]) -> dict[int, list[Cause]]:
     return {i: causes for i, causes in judged.items() if causes}
 
 
-@dataclass
-class _Publishing:
-    """One batch's messages on their way: one slice per publishing thread."""
-
-    slices: list[list[dl_db.Marked]]
-    futures: list[Future[int]]
-
-
-def _start(ctx: ApiContext, marked: list[dl_db.Marked]) -> _Publishing:
-    key, queue = ctx.internal_key, ctx.settings.queue_for(FAST_PATH, MAX_PRIORITY)
+def _publish(ctx: ApiContext, key: bytes, marked: list[dl_db.Marked]) -> None:
+    """Publish the marked letters' messages, one slice per publishing thread;
+    raise ``_NotPublished`` unless the broker took them all."""
+    if not marked:
+        return
+    queue = ctx.settings.queue_for(FAST_PATH, MAX_PRIORITY)
     size = max(1, -(-len(marked) // SLICES))
-    slices = [marked[n : n + size] for n in range(0, len(marked), size)]
     futures = [
         ctx.publishers.submit(
             enqueue_many,
@@ -187,61 +189,45 @@ def _start(ctx: ApiContext, marked: list[dl_db.Marked]) -> _Publishing:
             VALIDATE_ACTOR,
             [
                 ChunkMessage(m.chunk_id, m.job_id, m.kind, m.digest, m.id, m.requeues).signed(key)
-                for m in part
+                for m in marked[n : n + size]
             ],
         )
-        for part in slices
+        for n in range(0, len(marked), size)
     ]
-    return _Publishing(slices, futures)
-
-
-def _finish(
-    ctx: ApiContext,
-    actor: str,
-    pending: list[_Publishing],
-    done: Requeueing,
-    upto: int | None = None,
-) -> None:
-    """Wait for the first ``upto`` batches' messages (all by default). When one
-    was not confirmed, wait for every pending batch, put the letters whose
-    message was not confirmed back to ``dead``, log why and answer 503."""
-    unconfirmed: list[dl_db.Marked] = []
     failure: BaseException | None = None
-    for n, publishing in enumerate(pending):
-        if upto is not None and n >= upto and failure is None:
-            break
-        for part, future in zip(publishing.slices, publishing.futures, strict=True):
-            try:
-                done.requeued += future.result()
-            except PartlyEnqueued as exc:
-                done.requeued += exc.done
-                unconfirmed += part[exc.done :]
-                failure = failure or exc.cause
-            except Exception as exc:  # the publishing thread could not even start
-                unconfirmed += part
-                failure = failure or exc
-    if failure is None:
-        return
-    pending.clear()
+    for future in futures:  # every one waited for: none still publishing after a rollback
+        try:
+            future.result()
+        except PartlyEnqueued as exc:
+            failure = failure or exc.cause
+        except Exception as exc:  # the publishing thread could not even start
+            failure = failure or exc
+    if failure is not None:
+        raise _NotPublished(len(marked), failure)
+
+
+def _stopped(
+    ctx: ApiContext, actor: str, ids: Sequence[int], failed: _NotPublished, done: Requeueing
+) -> None:
+    """A batch rolled back for the broker: audit it, log why, answer 503."""
     with ctx.engine.begin() as conn:
-        dl_db.unmark_requeued_many(conn, unconfirmed)
         dl_db.audit_many(
             conn,
             actor,
             "dead_letter.requeue_failed",
-            [(f"dead_letter:{m.id}", {"reason": "broker_unavailable"}) for m in unconfirmed],
+            [(f"dead_letter:{i}", {"reason": "broker_unavailable"}) for i in ids],
         )
     log.warning(
-        "requeue stopped: the broker did not take %d messages (%s); those letters stay"
-        " dead, %d were requeued before",
-        len(unconfirmed),
-        type(failure).__name__,
+        "requeue stopped: the broker did not take a batch of %d messages (%s); those letters"
+        " stay dead, %d were requeued before",
+        failed.letters,
+        type(failed.cause).__name__,
         done.requeued,
     )
     raise ApiError(
         503,
         "broker_unavailable",
         f"the message broker is unreachable: {done.requeued} requeued before it failed,"
-        f" {len(unconfirmed)} left dead (requeue again)",
-        [{"requeued": done.requeued, "left_dead": len(unconfirmed)}],
-    ) from failure
+        f" {failed.letters} of this batch left dead (requeue again)",
+        [{"requeued": done.requeued, "left_dead": failed.letters}],
+    ) from failed.cause

@@ -34,6 +34,17 @@ def load(conn: Connection, dead_letter_id: int) -> Any:
     return conn.execute(select(dead_letters).where(dead_letters.c.id == dead_letter_id)).first()
 
 
+def load_settled(conn: Connection, dead_letter_id: int) -> Any:
+    """``load``, once no transaction is marking it any more: on PostgreSQL a
+    shared row lock waits for the requeue that holds it (it marks, publishes,
+    then commits: services/api/requeue.py) and reads what it committed. SQLite
+    has no row locks: ``load`` (the caller polls)."""
+    query = select(dead_letters).where(dead_letters.c.id == dead_letter_id)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    return conn.execute(query).first()
+
+
 def line_key(conn: Connection, dead_letter_id: int) -> str | None:
     """The reconciliation key of a line-level dead letter's line, from its outcome row."""
     return conn.execute(
