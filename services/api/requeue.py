@@ -46,7 +46,7 @@ from shared.domain.settlement import Decoded
 
 log = logging.getLogger("settleq.api")
 
-BATCH = 1000  # letters judged, marked and published per transaction
+BATCH = 2000  # letters judged, marked and published per transaction
 SLICES = 4  # messages of a batch published at once, one slice per publishing thread
 
 
