@@ -48,8 +48,12 @@ HEADER = (
 _LOOKUP = 1000  # the dispute statuses of this many lines per query
 
 
+# After the kind's own columns: columns are only ever added at the end.
+LATER = ("ledger_claimed_amount",)
+
+
 def header(kind: str) -> tuple[str, ...]:
-    return HEADER + KINDS[kind].line_columns
+    return HEADER + KINDS[kind].line_columns + LATER
 
 
 def _fields(
@@ -101,6 +105,7 @@ def _rows(engine: Any, job_id: str, kind: str, lines: Iterable[LineRow]) -> Iter
                 job_id,
                 kind,
                 *found,
+                amount(r.ledger_claimed_amount, quantum),
             ]
 
 

@@ -26,6 +26,7 @@ def line_fields(engine: Engine, rows: Sequence[Any]) -> list[dict[str, Any]]:
             "reason": r.reason,
             "amount": to_wire(r.amount),
             "claimed_amount": to_wire(r.claimed_amount),
+            "ledger_claimed_amount": to_wire(r.ledger_claimed_amount),
             "delta": to_wire(r.delta),
             "reconciliation_key": r.reconciliation_key,
             "contract_version": r.contract_version,

@@ -61,6 +61,9 @@ class Job(BaseModel):
     lines: int
     chunks: ChunkProgress
     outcomes: Outcomes
+    # Of outcomes.duplicate, the lines sent again with a claim that differs from
+    # their ledger row's (reason claimed_amount_differs, docs/api.md#jobs).
+    duplicates_claim_differs: int = 0
     amounts: Amounts
     progress: float
 
@@ -80,6 +83,7 @@ def job_view(status: JobStatus) -> Job:
             "lines": status.lines,
             "chunks": {"total": status.chunks_total, "done": status.chunks_done},
             "outcomes": status.outcomes,
+            "duplicates_claim_differs": status.claim_differs,
             "amounts": {k: to_wire(v) for k, v in status.amounts.items()},
             "progress": round(finished / status.lines, 4) if status.lines else 1,
         }
@@ -98,6 +102,9 @@ class LineOutcome(BaseModel):
     reason: str | None
     amount: str | None
     claimed_amount: str | None
+    # A duplicate whose claim differs from its ledger row's (reason
+    # claimed_amount_differs): the ledger's claim; claimed_amount is the one sent again.
+    ledger_claimed_amount: str | None = None
     delta: str | None
     reconciliation_key: str | None
     contract_version: int
@@ -242,6 +249,15 @@ class DeadLetterStats(BaseModel):
 
 class Requeued(BaseModel):
     requeued: int
+
+
+class BulkRequeued(BaseModel):
+    requeued: int
+    # Matching dead letters not requeued because no line of them would settle
+    # now (docs/api.md#dead-letters-and-the-audit-log), and how many of them by
+    # the reason they would be dead-lettered with again.
+    skipped: int = 0
+    would_fail_again: dict[str, int] = {}
 
 
 class Discarded(BaseModel):

@@ -130,6 +130,14 @@ def dlq_requeue(
             )
         )
     console.print(f"requeued {result['requeued']}")
+    skipped = result.get("would_fail_again") or {}
+    if skipped:
+        # A requeue reruns at the pinned contract version: these would fail again.
+        causes = ", ".join(f"{reason} {count}" for reason, count in sorted(skipped.items()))
+        console.print(
+            f"skipped {result.get('skipped', 0)} that would be dead-lettered again: {causes}",
+            markup=False,
+        )
 
 
 @app.command("discard")

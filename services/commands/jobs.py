@@ -143,6 +143,10 @@ def jobs_lines(
     for column in ("amount", "claimed", "delta"):
         amount_column(table, column)
     table.add_column("dispute")
+    # A duplicate claimed_amount_differs: the ledger's claim, beside the one resent.
+    differs = any(ln.get("ledger_claimed_amount") for ln in page["items"])
+    if differs:
+        amount_column(table, "ledger claimed")
     for ln in page["items"]:
         table.add_row(
             ln["document_id"],
@@ -151,6 +155,7 @@ def jobs_lines(
             ln["reason"] or "",
             *(money(ln[f], kind) for f in ("amount", "claimed_amount", "delta")),
             ln["dispute_status"] or "",
+            *((money(ln.get("ledger_claimed_amount"), kind),) if differs else ()),
         )
     show(table)
     print_more(page)

@@ -131,6 +131,15 @@ def print_job(job: dict[str, Any]) -> None:
         amount = money(amounts[outcome], job["kind"]) if outcome in amounts else ""
         table.add_row(outcome, f"{outcomes[outcome]:,}", amount)
     show(table)
+    differs = job.get("duplicates_claim_differs") or 0
+    if differs:
+        # A resent line whose claim changed is not a correction: say so.
+        console.print(
+            f"{differs:,} duplicates were sent again with a different claim"
+            f" (settleq jobs lines {job['job_id']} --outcome duplicate)",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 @contextmanager

@@ -66,7 +66,7 @@ def load_unit(ctx: WorkerContext, raw: Any) -> Unit | None:
         if not _check_accepted(ctx, conn, row.job_id):
             return None
         if message.dead_letter_id is not None:
-            return _requeue_unit(conn, message, row)
+            return _requeue_unit(ctx, conn, message, row)
         if chunk_processed(conn, row.id):
             return None
     ref = ChunkRef(chunk_id=row.id, job_id=row.job_id, kind=row.kind, lines=row.lines)
@@ -102,8 +102,31 @@ def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
         time.sleep(0.02)
 
 
-def _requeue_unit(conn: Any, message: ChunkMessage, row: Any) -> Unit | None:
-    letter = dead_letters.load(conn, message.dead_letter_id or 0)
+def _marked_letter(ctx: WorkerContext, conn: Any, message: ChunkMessage) -> Any:
+    """The requeued dead letter as its requeue left it. A requeue publishes its
+    messages before it commits (services/api/requeue.py): on PostgreSQL the read
+    waits for that transaction; on SQLite a letter still one requeue short is
+    read again for up to ``accept_wait_s``. Still short then, the requeue was
+    rolled back (its batch failed to publish, or its process died): the
+    message is stale."""
+    letter_id = message.dead_letter_id or 0
+    letter = dead_letters.load_settled(conn, letter_id)
+    deadline = time.monotonic() + ctx.settings.accept_wait_s
+    while (
+        conn.dialect.name != "postgresql"
+        and letter is not None
+        and letter.status == "dead"
+        and letter.requeues == message.requeue - 1
+        and time.monotonic() < deadline
+    ):
+        conn.rollback()  # a fresh snapshot (SQLite keeps one per transaction)
+        time.sleep(0.02)
+        letter = dead_letters.load_settled(conn, letter_id)
+    return letter
+
+
+def _requeue_unit(ctx: WorkerContext, conn: Any, message: ChunkMessage, row: Any) -> Unit | None:
+    letter = _marked_letter(ctx, conn, message)
     if (
         letter is None
         or letter.chunk_id != row.id

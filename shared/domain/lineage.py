@@ -16,6 +16,9 @@ from shared.domain.kinds.base import DeltaBasis, Document
 # The reason of a line whose document is older than what its identity already
 # has (``Standing.older_than``): a duplicate that changes nothing.
 NEWER_VERSION_SETTLED = "newer_version_settled"
+# The reason of a duplicate whose claim is not its ledger row's: the producer
+# sent the line again with the claim changed (a correction the ledger did not take).
+CLAIMED_AMOUNT_DIFFERS = "claimed_amount_differs"
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ class ChunkOutcome:
     dead_lettered: int = 0
     amount_posted: Decimal = ZERO
     amount_disputed: Decimal = ZERO
+    claim_differs: int = 0  # of ``duplicate``: claims not their ledger row's
 
     @property
     def lines(self) -> int:

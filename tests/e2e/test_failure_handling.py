@@ -181,7 +181,11 @@ def test_repair_story_unknown_contract_then_bulk_requeue(base: Stack, engine: En
         body = {"reason": "unknown_contract_version", "partition_key": vendor, "limit": 100}
         first = operator.bearer("POST", "/admin/dead-letters/requeue", body)
         second = operator.bearer("POST", "/admin/dead-letters/requeue", body)
-        assert (first.json(), second.json()) == ({"requeued": 5}, {"requeued": 0})
+        nothing_skipped = {"skipped": 0, "would_fail_again": {}}
+        assert (first.json(), second.json()) == (
+            {"requeued": 5, **nothing_skipped},
+            {"requeued": 0, **nothing_skipped},
+        )
 
         deadline = time.monotonic() + 30
         while (job := producer.job(job_id))["outcomes"][
@@ -279,6 +283,9 @@ def test_dlq_command_line_lists_shows_requeues_and_discards(base: Stack, engine:
     first, second = (d.id for d in dead_letters(engine, job_id))
     assert f'"id": {first}' in dlq("show", str(first))
     assert "discarded" in dlq("discard", str(first), "--note", "claim withdrawn")
-    assert "requeued 1" in dlq("requeue", "--job-id", job_id)
-    assert {d.status for d in dead_letters(engine, job_id)} >= {"discarded", "requeued"}
+    # Its pinned contract has no tier TX: a requeue could only fail again (issue 42 item 13).
+    requeued = dlq("requeue", "--job-id", job_id)
+    assert "requeued 0" in requeued
+    assert "skipped 1 that would be dead-lettered again: unknown_promo_tier 1" in requeued
+    assert {d.status for d in dead_letters(engine, job_id)} == {"discarded", "dead"}
     assert second

@@ -112,7 +112,9 @@ def test_a_chunk_whose_workers_keep_dying_is_a_dead_letter_an_operator_requeues(
 
             body = {"reason": "redelivery_limit", "partition_key": vendor, "limit": 10}
             assert operator.bearer("POST", "/admin/dead-letters/requeue", body).json() == {
-                "requeued": 1
+                "requeued": 1,
+                "skipped": 0,
+                "would_fail_again": {},
             }
             deadline = time.monotonic() + 60
             while (job := producer.job(job_id))["outcomes"]["dead_lettered"]:

@@ -14,7 +14,13 @@ from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.domain.signing import token_digest
 from shared.domain.synthetic import promo_contract
-from tests.support.factories import promo_doc, promo_line, store_job, uid
+from tests.support.factories import (
+    promo_doc,
+    promo_line,
+    publish_promo_contracts,
+    store_job,
+    uid,
+)
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv, queue_depth
 
 pytestmark = pytest.mark.both_backends
@@ -90,9 +96,10 @@ def test_list_filter_show_and_stats(operator: Client, dead_job) -> None:
 
 
 def test_requeue_once_and_only_once_with_an_audit_trail(
-    operator: Client, dead_job, backend_env: ServiceEnv
+    operator: Client, dead_job, backend_env: ServiceEnv, ctx: WorkerContext
 ) -> None:
-    job_id, _ = dead_job
+    job_id, vendor = dead_job
+    publish_promo_contracts(ctx.engine, [vendor])  # so that a requeue can settle
     letters = operator.bearer("GET", f"/admin/dead-letters?job_id={job_id}").json()["items"]
     depth = queue_depth(backend_env.queue_prefix, "fast_path")
     first = operator.bearer("POST", f"/admin/dead-letters/{letters[0]['id']}/requeue")
@@ -100,10 +107,11 @@ def test_requeue_once_and_only_once_with_an_audit_trail(
     again = operator.bearer("POST", f"/admin/dead-letters/{letters[0]['id']}/requeue")
     assert again.status_code == 409 and again.json()["error"]["code"] == "not_requeueable"
     bulk = operator.bearer("POST", "/admin/dead-letters/requeue", {"job_id": job_id, "limit": 10})
-    assert bulk.json() == {"requeued": 1}  # only the one still dead
+    # only the one still dead
+    assert bulk.json() == {"requeued": 1, "skipped": 0, "would_fail_again": {}}
     assert operator.bearer(
         "POST", "/admin/dead-letters/requeue", {"job_id": job_id, "limit": 10}
-    ).json() == {"requeued": 0}
+    ).json() == {"requeued": 0, "skipped": 0, "would_fail_again": {}}
     assert queue_depth(backend_env.queue_prefix, "fast_path") == depth + 2
     audit = operator.bearer("GET", "/admin/audit?limit=10").json()["items"]
     mine = [a for a in audit if a["details"].get("job_id") == job_id]
@@ -140,9 +148,10 @@ def test_discard_needs_a_note_and_is_audited(operator: Client, dead_job) -> None
 
 
 def test_requeue_with_the_broker_down_is_503_and_stays_dead(
-    backend_env: ServiceEnv, dead_job
+    backend_env: ServiceEnv, dead_job, ctx: WorkerContext
 ) -> None:
-    job_id, _ = dead_job
+    job_id, vendor = dead_job
+    publish_promo_contracts(ctx.engine, [vendor])
     settings = backend_env.settings(broker_url="amqp://guest:guest@127.0.0.1:1/")
     with TestClient(create_app(settings)) as http:
         operator = Client("http://testserver", token=OPERATOR_TOKEN, http=http)

@@ -158,3 +158,44 @@ def test_a_list_wider_than_80_columns_keeps_every_id_whole(
     assert all(cell in text for cell in row), text
     assert "…" not in text
     assert console.width == 80  # the console is as it was for what follows
+
+
+@pytest.mark.regression
+def test_status_says_how_many_duplicates_came_with_a_different_claim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 42 item 14: a corrected claim resent was a silent duplicate."""
+    console = Console(width=80, record=True, force_terminal=False)
+    monkeypatch.setattr(options, "console", console)
+    job = {
+        "job_id": "j" * 32,
+        "kind": "promo_accrual",
+        "state": "completed",
+        "lines": 3,
+        "outcomes": {"posted": 1, "disputed": 0, "duplicate": 2, "dead_lettered": 0},
+        "duplicates_claim_differs": 1,
+        "amounts": {"posted": "1.00", "disputed": "0"},
+    }
+    options.print_job(job)
+    text = console.export_text()
+    assert "1 duplicates were sent again with a different claim" in text
+    assert f"settleq jobs lines {'j' * 32} --outcome duplicate" in text
+
+
+@pytest.mark.regression
+def test_a_bulk_requeue_prints_what_it_skipped_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 item 13: the CLI printed ``requeued n`` for letters that could only
+    fail again."""
+    from services.commands import dlq
+
+    answered = {"requeued": 2, "skipped": 3, "would_fail_again": {"unknown_promo_tier": 3}}
+
+    class Api:
+        def bearer(self, method: str, path: str, body: object = None) -> httpx.Response:
+            return httpx.Response(200, json=answered)
+
+    monkeypatch.setattr(dlq, "_operator", lambda url, token: Api())
+    result = CliRunner().invoke(app, ["dlq", "requeue", "--reason", "unknown_promo_tier"])
+    assert result.exit_code == 0, result.output
+    assert "requeued 2" in result.output
+    assert "skipped 3 that would be dead-lettered again: unknown_promo_tier 3" in result.output

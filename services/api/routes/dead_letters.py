@@ -21,6 +21,7 @@ from services.api.requeue import requeue_matching, requeue_one
 from services.api.schemas import (
     AuditEntry,
     AuditPage,
+    BulkRequeued,
     DeadLetter,
     DeadLetterCount,
     DeadLetterDetail,
@@ -173,6 +174,7 @@ async def requeue_dead_letter(dead_letter_id: IdPath, ctx: Ctx, who: Operator) -
             raise ApiError(404, "dead_letter_not_found", "no such dead letter")
         return requeue_one(ctx, who.actor, dead_letter_id)
 
+    # 409 requeue_would_fail_again (raised by requeue_one) when no line of it would settle now.
     if not await run_in_threadpool(run):
         raise ApiError(409, "not_requeueable", "only a dead letter in status 'dead' is requeued")
     return Requeued(requeued=1)
@@ -195,10 +197,16 @@ class RequeueFilter(BaseModel):
 )
 async def requeue_dead_letters(
     body: Annotated[RequeueFilter, Body()], ctx: Ctx, who: Operator
-) -> Requeued:
+) -> BulkRequeued:
+    """Up to `limit` matching dead letters, oldest first; those in which no line
+    would settle now are skipped and counted by the reason they would fail with."""
     where = dl_db.Filter(body.reason, body.kind, body.partition_key, body.job_id)
-    count = await run_in_threadpool(requeue_matching, ctx, who.actor, where, body.limit)
-    return Requeued(requeued=count)
+    done = await run_in_threadpool(requeue_matching, ctx, who.actor, where, body.limit)
+    return BulkRequeued(
+        requeued=done.requeued,
+        skipped=done.refused.total(),
+        would_fail_again=dict(sorted(done.refused.items())),
+    )
 
 
 class DiscardNote(BaseModel):

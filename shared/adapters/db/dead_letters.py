@@ -9,9 +9,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
 
-from shared.adapters.db.tables import audit_log, dead_letters, line_outcomes
+from shared.adapters.db.tables import audit_log, chunks, dead_letters, line_outcomes
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,17 @@ class Filter:
 
 def load(conn: Connection, dead_letter_id: int) -> Any:
     return conn.execute(select(dead_letters).where(dead_letters.c.id == dead_letter_id)).first()
+
+
+def load_settled(conn: Connection, dead_letter_id: int) -> Any:
+    """``load``, once no transaction is marking it any more: on PostgreSQL a
+    shared row lock waits for the requeue that holds it (it marks, publishes,
+    then commits: services/api/requeue.py) and reads what it committed. SQLite
+    has no row locks: ``load`` (the caller polls)."""
+    query = select(dead_letters).where(dead_letters.c.id == dead_letter_id)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    return conn.execute(query).first()
 
 
 def line_key(conn: Connection, dead_letter_id: int) -> str | None:
@@ -93,16 +104,115 @@ def stats(engine: Engine) -> list[Any]:
         )
 
 
-def ids_matching(engine: Engine, where: Filter, limit: int) -> list[int]:
+def ids_matching(
+    engine: Engine, where: Filter, limit: int, after_id: int | None = None
+) -> list[int]:
+    """Dead ones matching ``where``, oldest first, after ``after_id``; at most ``limit``."""
     query = (
         where.apply(select(dead_letters.c.id))
         .where(dead_letters.c.status == "dead")
         .order_by(dead_letters.c.id)
         .limit(limit)
     )
+    if after_id is not None:
+        query = query.where(dead_letters.c.id > after_id)
     with engine.connect() as conn:
         ids: Sequence[Any] = conn.execute(query).scalars().all()
     return [int(i) for i in ids]
+
+
+# What a requeue needs of a dead letter to judge it (shared/domain/requeue_check.py).
+_TO_JUDGE = (
+    dead_letters.c.id,
+    dead_letters.c.kind,
+    dead_letters.c.reason,
+    dead_letters.c.document_id,
+    dead_letters.c.line_ref,
+    dead_letters.c.line_index,
+    dead_letters.c.lines,
+    dead_letters.c.payload,
+)
+
+
+def still_dead(conn: Connection, ids: Sequence[int]) -> list[Any]:
+    """Those of ``ids`` still dead, with what judging their requeue needs: one query."""
+    if not ids:
+        return []
+    query = select(*_TO_JUDGE).where(dead_letters.c.id.in_(ids), dead_letters.c.status == "dead")
+    return list(conn.execute(query.order_by(dead_letters.c.id)).all())
+
+
+def line_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
+    """``line_key`` of many dead letters at once (those stored before line positions)."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        select(line_outcomes.c.dead_letter_id, line_outcomes.c.reconciliation_key).where(
+            line_outcomes.c.dead_letter_id.in_(ids)
+        )
+    ).all()
+    return {int(r.dead_letter_id): str(r.reconciliation_key) for r in rows}
+
+
+@dataclass(frozen=True)
+class Marked:
+    id: int
+    job_id: str
+    chunk_id: str
+    kind: str
+    requeues: int
+    digest: str  # its chunk's payload_sha256, which the message names
+
+
+def mark_requeued_many(conn: Connection, ids: Sequence[int]) -> list[Marked]:
+    """``mark_requeued`` of many in one statement: the ones this transaction won
+    (still dead), each with its chunk's digest; of two racing requests each
+    letter is won by one."""
+    if not ids:
+        return []
+    marked = conn.execute(
+        update(dead_letters)
+        .where(dead_letters.c.id.in_(ids), dead_letters.c.status == "dead")
+        .values(status="requeued", requeues=dead_letters.c.requeues + 1)
+        .returning(
+            dead_letters.c.id,
+            dead_letters.c.job_id,
+            dead_letters.c.chunk_id,
+            dead_letters.c.kind,
+            dead_letters.c.requeues,
+        )
+    ).all()
+    wanted = sorted({m.chunk_id for m in marked})
+    digests = (
+        dict(
+            conn.execute(
+                select(chunks.c.id, chunks.c.payload_sha256).where(chunks.c.id.in_(wanted))
+            ).all()
+        )
+        if wanted
+        else {}
+    )
+    return sorted(
+        (
+            Marked(m.id, m.job_id, m.chunk_id, m.kind, m.requeues, digests[m.chunk_id])
+            for m in marked
+        ),
+        key=lambda m: m.id,
+    )
+
+
+def unmark_requeued_many(conn: Connection, letters: Sequence[Marked]) -> None:
+    """Undo ``mark_requeued_many`` for letters whose message was not confirmed."""
+    if not letters:
+        return
+    conn.execute(
+        update(dead_letters)
+        .where(
+            dead_letters.c.id.in_([m.id for m in letters]),
+            dead_letters.c.status == "requeued",
+        )
+        .values(status="dead", requeues=dead_letters.c.requeues - 1)
+    )
 
 
 def mark_requeued(conn: Connection, dead_letter_id: int) -> Any:
@@ -157,6 +267,28 @@ def audit(conn: Connection, actor: str, action: str, target: str, details: dict[
             target=target,
             details=json.dumps(details, sort_keys=True),
         )
+    )
+
+
+def audit_many(
+    conn: Connection, actor: str, action: str, entries: Sequence[tuple[str, dict[str, Any]]]
+) -> None:
+    """``audit`` of many targets in one executemany: (target, details) each."""
+    if not entries:
+        return
+    at = dt.datetime.now(dt.UTC)
+    conn.execute(
+        insert(audit_log),
+        [
+            {
+                "at": at,
+                "actor": actor,
+                "action": action,
+                "target": target,
+                "details": json.dumps(details, sort_keys=True),
+            }
+            for target, details in entries
+        ],
     )
 
 

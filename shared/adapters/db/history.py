@@ -95,6 +95,7 @@ class DocumentLine:
     reconciliation_key: str | None
     contract_version: int
     correlation_id: str | None
+    ledger_claimed_amount: Decimal | None = None  # a duplicate claimed_amount_differs
 
     # Its place in line order (below): its line reference, its source (0 the
     # ledger's row, 1 another outcome) and its id.
@@ -151,6 +152,7 @@ def _ledger(document_id: str, partition_key: str | None, outcome: str | None) ->
         le.c.reconciliation_key,
         le.c.contract_version,
         le.c.correlation_id,
+        null().label("ledger_claimed_amount"),
         literal(0).label("rank"),
     ).where(le.c.document_id == document_id, _SETTLED)
     if partition_key is not None:
@@ -191,6 +193,7 @@ def _outcomes(document_id: str, partition_key: str | None, outcome: str | None) 
             lo.c.reconciliation_key,
             lo.c.contract_version,
             lo.c.correlation_id,
+            lo.c.ledger_claimed_amount,
             literal(1).label("rank"),
         )
         .select_from(

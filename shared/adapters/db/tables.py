@@ -127,6 +127,8 @@ chunk_results = Table(
     Column("created_at", TS, nullable=False),
     Index(None, "job_id"),
     Index(None, "created_at"),  # throughput over time (dashboard)
+    # Of ``duplicate``, those whose claim differs from their ledger row's (0025).
+    Column("claim_differs", Integer, nullable=False, server_default="0"),
 )
 
 ledger_entries = Table(
@@ -232,6 +234,8 @@ line_outcomes = Table(
     Index(None, "job_id", "outcome", "position", "id"),
     Column("correlation_id", ID, nullable=True),  # the document's, as in the ledger (0014)
     Index("ix_line_outcomes_document", "document_id", "id"),  # GET /v1/lines (0018)
+    # A duplicate ``claimed_amount_differs``: its ledger row's claim (0025).
+    Column("ledger_claimed_amount", money_column_type(), nullable=True),
     Index(
         "ix_line_outcomes_dead_letter",
         "dead_letter_id",

@@ -57,6 +57,8 @@ class LineRow:
     contract_version: int
     correlation_id: str | None  # the document's (an X12 set's control numbers)
     reason: str | None
+    # A duplicate ``claimed_amount_differs``: its ledger row's claim.
+    ledger_claimed_amount: Decimal | None = None
 
     @property
     def cursor(self) -> After:
@@ -68,11 +70,13 @@ def _order(row: LineRow) -> tuple[bool, int, int, int]:
     return position is None, position or 0, SOURCES.index(row.source), row.id
 
 
-def _line(source: Source, r: Any, reason: str | None) -> LineRow:
+def _line(
+    source: Source, r: Any, reason: str | None, ledger_claimed_amount: Decimal | None = None
+) -> LineRow:
     """A row of ``_COLUMNS`` as a line, by position: an export makes one per
     line, and a lookup of each column by name costs more than the rest of it."""
     # mypy cannot count a row's columns: _COLUMNS are the fields after source.
-    return LineRow(source, *r[:11], reason)  # type: ignore[call-arg]
+    return LineRow(source, *r[:11], reason, ledger_claimed_amount)  # type: ignore[call-arg]
 
 
 # What a line shows of its row (the ledger's other columns, its time above all,
@@ -96,7 +100,7 @@ def _select(job_id: str, outcome: str) -> tuple[Source, Any, Select[Any]]:
     """One outcome's rows of the job: its source, that table's columns, the query."""
     source = STREAMS[outcome]
     table = ledger_entries if source == "ledger" else line_outcomes
-    wanted = _COLUMNS + (("reason",) if source == "other" else ())
+    wanted = _COLUMNS + (("reason", "ledger_claimed_amount") if source == "other" else ())
     query = select(*(table.c[name] for name in wanted)).where(
         table.c.job_id == job_id, outcome_in(table.c.outcome, outcome)
     )
@@ -177,7 +181,8 @@ def _stream(
         # to PostgreSQL's planner, and ``ORDER BY id`` alone would sort the range.
         found += conn.execute(rest.order_by(c.position, c.id).limit(limit - len(found))).all()
     if source == "other":
-        return [_line(source, r, r[11]) for r in found]  # its reason, after _COLUMNS
+        # Its reason and the ledger's claim, after _COLUMNS.
+        return [_line(source, r, r[11], r[12]) for r in found]
     notes = _notes(conn, job_id, outcome, found) if found else {}
     if not notes:
         return [_line(source, r, None) for r in found]

@@ -32,6 +32,8 @@ class JobStatus:
     finished_at: dt.datetime | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
     amounts: dict[str, Decimal] = field(default_factory=dict)
+    # Of the duplicates, those whose claim differs from their ledger row's.
+    claim_differs: int = 0
 
     @property
     def state(self) -> str:
@@ -60,6 +62,7 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
                 chunk_results.c.amount_disputed,
                 chunk_results.c.created_at,
                 chunk_results.c.source,
+                chunk_results.c.claim_differs,
             ).where(chunk_results.c.job_id == job_id)
         ).all()
     # Requeues move counters but are not chunks: progress counts chunks only.
@@ -81,6 +84,7 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
         source_format=job.source_format,
         chunks_done=len(chunk_rows),
         outcomes={name: sum(getattr(r, name) for r in results) for name in _OUTCOMES},
+        claim_differs=sum(r.claim_differs for r in results),
         # Summed in Python: exact on every backend (SQLite keeps money as text).
         amounts=amounts,
     )

@@ -9,15 +9,48 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal, localcontext
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select, tuple_
 
+from shared.adapters.db.dialect import outcome_in
+from shared.adapters.db.ledger.rounds import Identity, Written
 from shared.adapters.db.ledger.rows import document_dead_letter, line_dead_letter, outcome_row
-from shared.adapters.db.tables import dead_letters
+from shared.adapters.db.tables import IDENTITY_OUTCOMES, dead_letters, ledger_entries
 from shared.adapters.db.types import EXACT_SUMS
-from shared.domain.lineage import NEWER_VERSION_SETTLED
+from shared.domain.lineage import CLAIMED_AMOUNT_DIFFERS, NEWER_VERSION_SETTLED
 from shared.domain.money import ZERO
 from shared.domain.settlement import ChunkPlan, PlannedLine
 from shared.domain.units import ChunkOutcome, ChunkRef
+
+
+def duplicate_claims(
+    conn: Connection, settled: Sequence[PlannedLine], new_flags: Sequence[bool], written: Written
+) -> dict[Identity, Decimal | None]:
+    """The ledger's claim of each duplicate's identity (but a late one's, which
+    is judged by its newer version): from the rows this unit wrote (a repeat
+    within it), from what the writing found (``written.claims``), else read in
+    one query for all of them; empty, and no query, when the unit has none."""
+    wanted: set[Identity] = set()
+    for p, new in zip(settled, new_flags, strict=True):
+        if not new:
+            wanted.add((p.line.reconciliation_key, p.document.contract_version))
+    wanted -= written.late
+    if not wanted:
+        return {}
+    claims = {
+        (r.reconciliation_key, r.contract_version): r.claimed_amount
+        for r in written.rows
+        if (r.reconciliation_key, r.contract_version) in wanted
+    }
+    claims.update({i: c for i, c in written.claims.items() if i in wanted})
+    missing = sorted(wanted - claims.keys())
+    if missing:
+        le = ledger_entries.c
+        query = select(le.reconciliation_key, le.contract_version, le.claimed_amount).where(
+            tuple_(le.reconciliation_key, le.contract_version).in_(missing),
+            outcome_in(le.outcome, *IDENTITY_OUTCOMES),
+        )
+        claims.update({(r[0], r[1]): r[2] for r in conn.execute(query)})
+    return claims
 
 
 def settled_outcomes(
@@ -27,12 +60,15 @@ def settled_outcomes(
     outcome: ChunkOutcome,
     deltas: Callable[[], Mapping[tuple[str, int], Decimal]],
     late: Collection[tuple[str, int]] = (),
+    claims: Mapping[Identity, Decimal | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Count the settled lines' outcomes (posted or disputed when new, else a
     duplicate), and build the outcome rows the ledger does not describe:
-    duplicates (``newer_version_settled`` for an identity in ``late``) and
-    noted lines, with their rows' deltas (``deltas()``, asked for only when a
-    line has a note). A posted or disputed line's outcome is its ledger row."""
+    duplicates (``newer_version_settled`` for an identity in ``late``;
+    ``claimed_amount_differs``, with the ledger's claim, for one whose claim is
+    not its ledger row's in ``claims``) and noted lines, with their rows'
+    deltas (``deltas()``, asked for only when a line has a note). A posted or
+    disputed line's outcome is its ledger row."""
     noted: Mapping[tuple[str, int], Decimal] | None = None
     rows = []
     # The chunk's sums, exact: the default 28 digits could round a large total.
@@ -55,8 +91,17 @@ def settled_outcomes(
             else:
                 outcome.duplicate += 1
                 ident = (p.line.reconciliation_key, p.document.contract_version)
-                reason = NEWER_VERSION_SETTLED if ident in late else None
-                rows.append(outcome_row(chunk, p, "duplicate", None, reason))
+                if ident in late:
+                    rows.append(outcome_row(chunk, p, "duplicate", None, NEWER_VERSION_SETTLED))
+                    continue
+                row = outcome_row(chunk, p, "duplicate", None)
+                kept = claims.get(ident) if claims else None
+                # Compared as amounts: 1.0 sent again is the ledger's 1.00.
+                if kept is not None and s.claimed_amount is not None and kept != s.claimed_amount:
+                    outcome.claim_differs += 1
+                    row["reason"] = CLAIMED_AMOUNT_DIFFERS
+                    row["ledger_claimed_amount"] = kept
+                rows.append(row)
     return rows
 
 

@@ -21,6 +21,7 @@ The rules are the portable ones (rounds.py); PostgreSQL changes how rows go in:
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -44,13 +45,14 @@ _COLUMNS = tuple(c.name for c in ledger_entries.columns if c.name not in _DEFAUL
 # What a round stages: every column but the two the ledger fills (id, created_at).
 _STAGED = tuple(c.name for c in ledger_entries.columns if c.name not in ("id", "created_at"))
 
-# Which of these keys have a posted or disputed row at version 1? LATERAL ...
-# LIMIT 1 keeps it one probe of the identity's partial unique index a key (as a
-# semi-join the planner may hash the whole ledger instead).
+# Which of these keys have a posted or disputed row at version 1, and its claim
+# (a duplicate whose claim changed says so)? LATERAL ... LIMIT 1 keeps it one
+# probe of the identity's partial unique index a key (as a semi-join the planner
+# may hash the whole ledger instead); only a key found reads its row.
 _PROBE = """
-SELECT k.key FROM unnest(CAST(%s AS text[])) AS k(key)
+SELECT k.key, e.claimed_amount FROM unnest(CAST(%s AS text[])) AS k(key)
 CROSS JOIN LATERAL (
-    SELECT 1 FROM ledger_entries l
+    SELECT l.claimed_amount FROM ledger_entries l
     WHERE l.reconciliation_key = k.key COLLATE "C" AND l.contract_version = 1
       AND l.outcome IN ('posted', 'disputed')
     LIMIT 1
@@ -119,11 +121,12 @@ def insert_staged(conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity
 
 def settle_by_copy(
     conn: Connection, kind: str, job_id: str, settled: list[PlannedLine]
-) -> tuple[list[bool], list[LedgerRow]] | None:
+) -> tuple[list[bool], list[LedgerRow], dict[str, Decimal | None]] | None:
     """COPY a ``can_copy`` unit's new lines into the ledger. Returns whether
-    each line was new (not a repeat within the unit, not in the ledger) and the
-    rows written, in id order; or None, with nothing written, when the COPY met
-    a line already in the ledger."""
+    each line was new (not a repeat within the unit, not in the ledger), the
+    rows written, in id order, and the claims of the ledger's rows of the lines
+    already there, by key; or None, with nothing written, when the COPY met a
+    line already in the ledger."""
     cursor = _cursor(conn)
     try:
         known = _known_keys(cursor, settled)
@@ -133,9 +136,9 @@ def settle_by_copy(
             key = p.line.reconciliation_key
             flags.append(key not in seen and key not in known)
             seen.add(key)
-        new = len(seen - known)
+        new = len(seen - known.keys())
         if not new:
-            return flags, []
+            return flags, [], known
         cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
         row = cursor.execute(_IDS, (new,)).fetchone()
         assert row is not None
@@ -149,7 +152,7 @@ def settle_by_copy(
         cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
     finally:
         cursor.close()
-    return flags, written
+    return flags, written, known
 
 
 def _cursor(conn: Connection) -> Any:
@@ -158,11 +161,12 @@ def _cursor(conn: Connection) -> Any:
     return raw.cursor()
 
 
-def _known_keys(cursor: Any, settled: list[PlannedLine]) -> set[str]:
-    """The unit's keys already in the ledger, as far as two probes find them:
-    each document's first key, then every key of the documents found (a resent
-    document). A document found by neither probe is taken to be new: if one of
-    its later lines is in the ledger after all, the COPY meets it."""
+def _known_keys(cursor: Any, settled: list[PlannedLine]) -> dict[str, Decimal | None]:
+    """The unit's keys already in the ledger, with their rows' claims, as far as
+    two probes find them: each document's first key, then every key of the
+    documents found (a resent document). A document found by neither probe is
+    taken to be new: if one of its later lines is in the ledger after all, the
+    COPY meets it."""
     firsts: list[str] = []
     doc = None
     for p in settled:
@@ -171,7 +175,7 @@ def _known_keys(cursor: Any, settled: list[PlannedLine]) -> set[str]:
             firsts.append(p.line.reconciliation_key)
     found = {row[0] for row in cursor.execute(_PROBE, (firsts,))}
     if not found:
-        return found
+        return {}
     resent: list[str] = []
     take = False
     doc = None
@@ -181,7 +185,7 @@ def _known_keys(cursor: Any, settled: list[PlannedLine]) -> set[str]:
             take = p.line.reconciliation_key in found
         if take:
             resent.append(p.line.reconciliation_key)
-    return {row[0] for row in cursor.execute(_PROBE, (resent,))}
+    return {row[0]: row[1] for row in cursor.execute(_PROBE, (resent,))}
 
 
 def _ledger_text(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection
@@ -40,6 +41,9 @@ class Written:
     rows: list[LedgerRow] = field(default_factory=list)
     late: set[Identity] = field(default_factory=set)
     out_of_range: list[PlannedLine] = field(default_factory=list)
+    # The claims of ledger rows that were already there, where the writing found
+    # them (PostgreSQL's probes): a duplicate's is compared with its line's.
+    claims: dict[Identity, Decimal | None] = field(default_factory=dict)
 
     def taken(self) -> set[Identity]:
         return {(r.reconciliation_key, r.contract_version) for r in self.rows}

@@ -55,6 +55,7 @@ def outcome_row(
         "contract_version": p.document.contract_version,
         "position": p.position,
         "correlation_id": p.document.correlation_id,
+        "ledger_claimed_amount": None,  # a duplicate's whose claim differs (outcomes.py)
     }
 
 

@@ -20,7 +20,11 @@ from sqlalchemy import Connection, delete, func, insert, update
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
 from shared.adapters.db.ledger import postgres, priors
 from shared.adapters.db.ledger.bulk import insert_rows
-from shared.adapters.db.ledger.outcomes import insert_dead_letters, settled_outcomes
+from shared.adapters.db.ledger.outcomes import (
+    duplicate_claims,
+    insert_dead_letters,
+    settled_outcomes,
+)
 from shared.adapters.db.ledger.rounds import Identity, Written, new_flags, write_rounds
 from shared.adapters.db.tables import (
     IDENTITY_OUTCOMES,
@@ -61,8 +65,9 @@ class LedgerWriter:
             settled = [p for p in settled if id(p) not in dropped]
             plan = _with_dead_lettered(plan, written.out_of_range)
             flags = new_flags(settled, written.taken())
+        claims = duplicate_claims(conn, settled, flags, written)
         rows = settled_outcomes(
-            chunk, settled, flags, outcome, lambda: _deltas(written), written.late
+            chunk, settled, flags, outcome, lambda: _deltas(written), written.late, claims
         )
         rows += insert_dead_letters(conn, chunk, plan, unit.attempts, now, outcome)
         if chunk.requeue is not None:
@@ -127,8 +132,8 @@ class PostgresWriter(LedgerWriter):
         if postgres.can_copy(chunk.kind, settled, repriced):
             copied = postgres.settle_by_copy(conn, chunk.kind, chunk.job_id, settled)
             if copied is not None:
-                flags, rows = copied
-                return Written(rows=rows), flags
+                flags, rows, known = copied
+                return Written(rows=rows, claims={(k, 1): c for k, c in known.items()}), flags
         return super().write(conn, chunk, settled, now, repriced)
 
     def insert(self, conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity, int]:
@@ -206,6 +211,7 @@ def _store_counts(conn: Connection, chunk: ChunkRef, outcome: ChunkOutcome) -> N
             dead_lettered=outcome.dead_lettered,
             amount_posted=outcome.amount_posted,
             amount_disputed=outcome.amount_disputed,
+            claim_differs=outcome.claim_differs,
         )
     )
 

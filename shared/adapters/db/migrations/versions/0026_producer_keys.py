@@ -4,7 +4,7 @@ Read by every API process every second or so (whole table, small); written by
 operators (docs/api.md#producer-keys). Secrets are sealed, never plain.
 
 Revision ID: 0026
-Revises: 0024
+Revises: 0025
 Create Date: 2026-12-05 17:30:00
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0026"
-down_revision = "0024"
+down_revision = "0025"
 branch_labels = None
 depends_on = None
 
