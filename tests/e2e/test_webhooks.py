@@ -175,7 +175,7 @@ def test_hanging_endpoints_slow_only_themselves(stack: Stack) -> None:
         [_, ping] = quick.wait_for(2, timeout=30)
         took = ping.at - asked
         print(f"\nping beside 24 hanging endpoints: {took:.2f} s (alone: {baseline:.2f} s)")
-        # Within 2 s on a quiet machine (SPEC §3.8); on a loaded one, within
+        # Within 2 s on a quiet machine (docs/api.md#webhook-delivery); on a loaded one, within
         # three times its own quiet ping. Behind a hung attempt it would wait
         # for that attempt's 10 s timeout.
         assert took < min(10.0, max(2.0, 3 * baseline)), f"the ping took {took:.1f} s"

@@ -1,9 +1,10 @@
-"""Settling workers SIGKILLed mid-chunk dead-letter nothing (SPEC §1.7; issue
-42, critical 0): the units a dead worker held come back to a live one, which
-finds them leased by the dead worker's attempt. Before, each look at that
-lease counted as an attempt, and five attempts at a short backoff ran out
-before the lease did: whole chunks were dead-lettered ``retries_exhausted``.
-Now a look at another attempt's lease waits the lease out and is no attempt
+"""Settling workers SIGKILLed mid-chunk dead-letter nothing
+(docs/architecture.md#one-failure-stays-one-failure; issue 42, critical 0):
+the units a dead worker held come back to a live one, which finds them leased
+by the dead worker's attempt. Before, each look at that lease counted as an
+attempt, and five attempts at a short backoff ran out before the lease did:
+whole chunks were dead-lettered ``retries_exhausted``. Now a look at another
+attempt's lease waits the lease out and is no attempt
 (docs/architecture.md#dedup-leases).
 
 The settings make the old failure certain: attempts come back within

@@ -1,5 +1,6 @@
 """Who hears an event when partition keys hold the characters a list would be
-joined on (SPEC §3.2: a comma is data; §3.8: an endpoint hears only events of
+joined on (docs/api.md#partition-keys-and-document-ids: a comma is data;
+docs/api.md#who-receives-what: an endpoint hears only events of
 partitions its key may submit for). The review's leak (C1, M1): a key scoped
 to ``VENDOR-A`` heard the jobs and the resolved disputes of partition
 ``VENDOR-A,VENDOR-A``, and a key scoped to ``CX-1,CX-2`` never heard its own.

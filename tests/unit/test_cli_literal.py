@@ -134,7 +134,14 @@ ANSWERS: dict[str, Callable[[], Any]] = {
                 "status": "failed",
                 "next_attempt_at": None,
                 "attempt_log": [
-                    {"at": NOW, "status_code": None, "error": HOSTILE, "latency_ms": 3}
+                    {
+                        "at": NOW,
+                        "status_code": None,
+                        "error": HOSTILE,
+                        "latency_ms": 3,
+                        "detail": HOSTILE,
+                        "answer": HOSTILE,
+                    }
                 ],
             }
         ],

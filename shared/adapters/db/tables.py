@@ -349,7 +349,7 @@ webhook_events = Table(
     Column("type", String(32), nullable=False),
     Column("subject", ID, nullable=False),  # a job id, a dispute id, an endpoint id (ping)
     # A JSON array, never joined text: a partition key may hold any separator
-    # (SPEC §3.2). None for a ping.
+    # (docs/api.md#partition-keys-and-document-ids). None for a ping.
     Column("partitions", JSON, nullable=True),
     Column("endpoint_id", String(32), nullable=True),  # a ping's one endpoint
     Column("data", Text, nullable=True),  # JSON, rendered once at fan-out

@@ -1,6 +1,6 @@
 """webhook_events.partitions: a JSON array instead of comma-joined text
 
-A partition key may hold a comma (SPEC §3.2), so a comma-joined list named
+A partition key may hold a comma (docs/api.md#partition-keys-and-document-ids), so a comma-joined list named
 other partitions than it was made of: a job for ``VENDOR-A,VENDOR-A`` was
 heard by a key scoped to ``VENDOR-A``. The list is now stored as an array.
 Existing rows are rebuilt from their source, never split: a job's events from
