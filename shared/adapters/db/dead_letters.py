@@ -215,37 +215,14 @@ def unmark_requeued_many(conn: Connection, letters: Sequence[Marked]) -> None:
     )
 
 
-def mark_requeued(conn: Connection, dead_letter_id: int) -> Any:
+def mark_requeued(conn: Connection, dead_letter_id: int) -> Marked | None:
     """Move one dead letter from dead to requeued; None if it is not dead (any more).
 
     The conditional update is what makes a repeated requeue harmless: only one
-    request wins the row.
+    request wins the row (``mark_requeued_many``, which this is for one).
     """
-    return conn.execute(
-        update(dead_letters)
-        .where(dead_letters.c.id == dead_letter_id, dead_letters.c.status == "dead")
-        .values(status="requeued", requeues=dead_letters.c.requeues + 1)
-        .returning(
-            dead_letters.c.id,
-            dead_letters.c.job_id,
-            dead_letters.c.chunk_id,
-            dead_letters.c.kind,
-            dead_letters.c.requeues,
-        )
-    ).first()
-
-
-def unmark_requeued(conn: Connection, dead_letter_id: int, requeues: int) -> None:
-    """Undo ``mark_requeued`` when its message could not be enqueued."""
-    conn.execute(
-        update(dead_letters)
-        .where(
-            dead_letters.c.id == dead_letter_id,
-            dead_letters.c.status == "requeued",
-            dead_letters.c.requeues == requeues,
-        )
-        .values(status="dead", requeues=requeues - 1)
-    )
+    found = mark_requeued_many(conn, [dead_letter_id])
+    return found[0] if found else None
 
 
 def discard(conn: Connection, dead_letter_id: int, note: str) -> bool:
