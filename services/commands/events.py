@@ -10,6 +10,7 @@ message arrives, until Ctrl-C (exit 0) or ``--count`` events.
 from __future__ import annotations
 
 import json
+import threading
 from contextlib import suppress
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ import typer
 
 from services.commands.help import default
 from services.commands.money import money
+from services.commands.options import interruptible
 from services.preflight import load_settings, without_password
 from shared.adapters.broker import connection_parameters
 from shared.logs import silenced
@@ -92,7 +94,21 @@ def events_tail(
     """Print outcome events as they arrive, one line each (or --json), until Ctrl-C."""
     settings = load_settings("events tail")
     exchange = f"{prefix or settings.queue_prefix}.events"
-    connection = _connect(settings.broker_url)
+    with interruptible() as stop:
+        _tail(settings.broker_url, exchange, routing_key, as_json, count, stop)
+
+
+def _tail(
+    broker_url: str,
+    exchange: str,
+    routing_key: str,
+    as_json: bool,
+    count: int,
+    stop: threading.Event,
+) -> None:
+    # Ctrl-C only sets ``stop`` (interruptible): a KeyboardInterrupt inside pika
+    # mid-frame left it waiting for a reply it had already read.
+    connection = _connect(broker_url)
     seen = 0
     try:
         channel = connection.channel()
@@ -100,7 +116,13 @@ def events_tail(
         queue = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
         channel.queue_bind(queue, exchange, routing_key=routing_key)
         typer.echo(f"tailing {exchange} ({routing_key}); Ctrl-C to stop", err=True)
-        for _method, _properties, body in channel.consume(queue, auto_ack=True):
+        for _method, _properties, body in channel.consume(
+            queue, auto_ack=True, inactivity_timeout=0.25
+        ):
+            if stop.is_set():
+                break
+            if body is None:  # nothing within the inactivity timeout
+                continue
             for line in message_lines(body, as_json):
                 print(line, flush=True)
                 seen += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -160,7 +162,41 @@ def export_progress(what: str, total: int) -> Iterator[Callable[[int], None]]:
         yield lambda rows: progress.advance(task, rows)
 
 
+@contextmanager
+def interruptible() -> Iterator[threading.Event]:
+    """Ctrl-C sets the event instead of raising wherever the main thread is. A
+    KeyboardInterrupt raised inside a library's I/O or lock (pika mid-frame,
+    Rich's live display refreshing) could leave the command waiting forever
+    for a reply or a lock it would never get: on a loaded machine, where the
+    signal lands there more often, it did. The command checks the event where
+    stopping is safe; a second Ctrl-C raises at once."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def wait_with_progress(client: Any, job_id: str, timeout: float) -> dict[str, Any]:
+    """Polls the job until it completes (or ``timeout``); KeyboardInterrupt,
+    raised between polls, on Ctrl-C."""
+    with interruptible() as stop:
+        job = _poll_with_progress(client, job_id, timeout, stop)
+    if job is None:
+        raise KeyboardInterrupt
+    return job
+
+
+def _poll_with_progress(
+    client: Any, job_id: str, timeout: float, stop: threading.Event
+) -> dict[str, Any] | None:
     deadline = time.monotonic() + timeout
     with Progress(
         TextColumn("[bold]settling"),
@@ -179,4 +215,5 @@ def wait_with_progress(client: Any, job_id: str, timeout: float) -> dict[str, An
             )
             if job["state"] == "completed" or time.monotonic() > deadline:
                 return job
-            time.sleep(0.25)
+            if stop.wait(0.25):
+                return None

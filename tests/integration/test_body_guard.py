@@ -130,7 +130,7 @@ def test_an_operator_body_within_the_limit_reaches_the_route(app: FastAPI) -> No
         content=b'{"limit": 1, "job_id": "no-such-job"}' + b" " * (BODY_LIMIT - 100),
         headers={"Authorization": f"Bearer {OPERATOR_TOKEN}", "Content-Type": "application/json"},
     )
-    assert response.status_code == 200 and response.json() == {"requeued": 0}
+    assert response.status_code == 200 and response.json()["requeued"] == 0
 
 
 def test_body_less_requests_and_the_front_door_are_untouched(app: FastAPI) -> None:

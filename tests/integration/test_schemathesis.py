@@ -354,7 +354,9 @@ def seeded(ctx: WorkerContext) -> Seeded:
     docs = [
         promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "40", "6.00")]),
         promo_doc(vendor, [promo_line(1, "16", "2.50"), promo_line(2, "1", "1.00", tier="T9")]),
-        promo_doc(vendor, [promo_line(1, "2", "1.00", tier="T9")]),
+        # Dead-lettered unknown_contract_version until the calls below publish
+        # version 2: its requeue can succeed (a T9 line's would fail again, 409).
+        promo_doc(vendor, [promo_line(1, "2", "1.00")], version=2),
     ]
     job_id, messages = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)
     for message in messages:
@@ -362,6 +364,7 @@ def seeded(ctx: WorkerContext) -> Seeded:
     where = dead_letters.Filter(job_id=job_id)
     dead = dead_letters.page(ctx.engine, where, before_id=None, limit=2)
     assert len(dead) == 2, "the seeded job should have two dead letters"
+    dead.sort(key=lambda d: d.reason != "unknown_contract_version")  # the requeued one first
     open_ = disputes.page(ctx.engine, disputes.Filter(job_id=job_id), after_id=None, limit=2)
     assert len(open_) == 2, "the seeded job should have two disputes"
     return Seeded(job_id, vendor, (dead[0].id, dead[1].id), (open_[0].id, open_[1].id))
