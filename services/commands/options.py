@@ -171,6 +171,11 @@ def interruptible() -> Iterator[threading.Event]:
     signal lands there more often, it did. The command checks the event where
     stopping is safe; a second Ctrl-C raises at once."""
     stop = threading.Event()
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started with Ctrl-C ignored (in the background): it stays so, as
+        # Python leaves it at start.
+        yield stop
+        return
 
     def handler(signum: int, frame: object) -> None:
         if stop.is_set():

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.cli import client_environ
+from tests.support.cli import client_environ, hears_ctrl_c
 from tests.support.dispute_jobs import VARIANCES, promo_lines
 from tests.support.factories import promo_doc, uid
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv
@@ -60,6 +60,7 @@ def start_tail(stack_env: ServiceEnv, count: int) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=environ(stack_env),
+        preexec_fn=hears_ctrl_c,
     )
     assert tail.stderr is not None
     deadline = time.monotonic() + 30

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import SETTLEQ, client_environ, run_settleq
+from tests.support.cli import SETTLEQ, client_environ, hears_ctrl_c, run_settleq
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import OPERATOR_TOKEN, SCOPED_ID, SCOPED_SECRET, ServiceEnv
 from tests.support.stack import ROOT, Stack
@@ -144,6 +144,7 @@ def test_ctrl_c_during_wait_says_the_job_goes_on(
             stderr=subprocess.PIPE,
             text=True,
             env=client_environ(stack_env.queue_prefix),
+            preexec_fn=hears_ctrl_c,
         )
         assert waiting.stdout is not None
         accepted = waiting.stdout.readline()  # it waits once the job is accepted

@@ -4,6 +4,7 @@ client settings in the environment and nothing else of this one's."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -30,6 +31,13 @@ def client_environ(
         "SETTLEQ_BROKER_URL": BROKER_URL,
         "SETTLEQ_QUEUE_PREFIX": queue_prefix,
     }
+
+
+def hears_ctrl_c() -> None:
+    """``preexec_fn`` of a command a test sends SIGINT: Ctrl-C at its default,
+    whatever the test run inherited (a run started in the background ignores
+    SIGINT, and so would the command: it never stopped)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_settleq(

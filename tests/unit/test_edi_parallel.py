@@ -274,7 +274,10 @@ def test_a_child_killed_or_stopped_mid_file_changes_nothing(
     alone = _outcome(refused, 1)
     assert alone[0] == "refused"
     assert _outcome(refused, 2) == alone
-    assert taken[:2] == [0, 1] and len(taken) < 250
+    # The refusal may be found, and the child stopped, before the child's
+    # first frames come (on a loaded machine it was): whatever was taken is
+    # the start of its file, and nothing after the kill.
+    assert taken == [0, 1][: len(taken)]
 
 
 def test_a_child_refused_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

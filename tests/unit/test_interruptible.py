@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +15,15 @@ import pytest
 from services.commands.options import interruptible, wait_with_progress
 
 pytestmark = pytest.mark.regression
+
+
+@pytest.fixture(autouse=True)
+def sigint_handled() -> Iterator[None]:
+    """Python's own handler for the test, whatever this process inherited (a
+    run started in the background ignores SIGINT); put back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 def test_a_first_ctrl_c_sets_the_event_and_a_second_raises() -> None:
@@ -49,3 +59,13 @@ def test_ctrl_c_during_a_poll_lets_the_poll_finish_then_stops_the_wait() -> None
         wait_with_progress(client, "job-1", timeout=60)
     assert client.calls == client.finished == 1
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_ignored_ctrl_c_stays_ignored() -> None:
+    """A command started with SIGINT ignored (in the background) is not made to
+    hear it, as Python leaves it ignored at start."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with interruptible() as stop:
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGINT)
+        assert not stop.wait(0.2)
