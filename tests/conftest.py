@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.support.infra import (
     PREFIXES,
@@ -12,6 +13,12 @@ from tests.support.infra import (
     leftover_broker_objects,
     sweep_leftovers,
 )
+
+# No hypothesis example is timed: on a loaded machine an example's time says
+# nothing about the code (a 1 s deadline failed CI at random). A test that sets
+# its own settings keeps this default unless it names a deadline, which none may.
+settings.register_profile("settleq", deadline=None)
+settings.load_profile("settleq")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

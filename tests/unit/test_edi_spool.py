@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,7 +56,7 @@ def test_a_spooled_file_reads_as_its_bytes_do() -> None:
 
 @settings(
     max_examples=200,
-    deadline=timedelta(seconds=2),
+    deadline=None,  # an example's time depends on the machine's load, not the reader
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
