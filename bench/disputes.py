@@ -209,12 +209,7 @@ def resolved_checks(engine: Engine, expected: int, outbox_after: int) -> dict[st
             )
         ).all()
     # An outbox row holds one event (ledger_entry_id) or a unit's (ledger_entry_ids).
-    evented = [
-        int(i)
-        for one, many in events
-        for i in ([one] if one is not None else (many or "").split(","))
-        if str(i)
-    ]
+    evented = [i for one, many in events for i in ([one] if one is not None else many or [])]
     ids = {r[0] for r in rows}
     return {
         f"{expected} resolved rows": len(rows) == len(ids) == expected,

@@ -628,7 +628,7 @@ def _resolution(engine: Engine, dispute_id: int) -> Any:
                 for r in conn.execute(
                     select(outbox.c.ledger_entry_ids).where(outbox.c.published_at.is_not(None))
                 )
-                if str(resolved.id) in (r.ledger_entry_ids or "").split(",")
+                if resolved.id in (r.ledger_entry_ids or [])
             ]
         if published:
             return resolved

@@ -60,7 +60,7 @@ def unpublished(engine: Engine, job_id: str) -> int:
         lists = conn.execute(
             select(o.c.ledger_entry_ids).where(o.c.published_at.is_(None))
         ).scalars()
-        ids = [int(i) for text in lists if text for i in text.split(",")]
+        ids = [i for unit in lists if unit for i in unit]
         if not ids:
             return 0
         return len(conn.execute(select(L.c.id).where(L.c.id.in_(ids), L.c.job_id == job_id)).all())
@@ -104,10 +104,10 @@ def test_relay_killed_mid_stream_delivers_every_event_at_least_once_in_order(
         }
         # Commit order: the outbox row of a unit, then its ledger rows in order.
         position = {
-            int(ledger_id): (unit.id, int(ledger_id))
+            ledger_id: (unit.id, ledger_id)
             for unit in conn.execute(select(o.c.id, o.c.ledger_entry_ids)).all()
             if unit.ledger_entry_ids
-            for ledger_id in unit.ledger_entry_ids.split(",")
+            for ledger_id in unit.ledger_entry_ids
         }
     order = {event_id(k, v): position[r.id] for (k, v), r in ledger.items()}
     unique = distinct(received)

@@ -140,7 +140,7 @@ def expected_messages(engine: Engine) -> int:
         outcome = dict(conn.execute(select(L.c.id, L.c.outcome)).all())
     total = 0
     for unit in units:
-        groups = Counter(outcome[int(i)] for i in unit.split(","))
+        groups = Counter(outcome[i] for i in unit)
         total += sum(math.ceil(n / BATCH_MAX) for n in groups.values())
     return total
 

@@ -69,8 +69,8 @@ def _written(engine: Engine, job_id: str) -> dict[str, Any]:
             select(outcomes).where(outcomes.c.job_id == job_id).order_by(outcomes.c.id)
         ).all()
         units = conn.execute(select(outbox.c.ledger_entry_ids)).scalars().all()
-    ids = {str(r.id) for r in rows}
-    listing = [u for u in units if u and set(u.split(",")) & ids]
+    ids = {r.id for r in rows}
+    listing = [u for u in units if u and set(u) & ids]
     keep = ("contract_version", "kind", "line_ref", "outcome", "amount", "claimed_amount")
     return {
         "ledger": [
@@ -82,7 +82,7 @@ def _written(engine: Engine, job_id: str) -> dict[str, Any]:
         ],
         # One outbox row lists every new row of the chunk, ascending.
         "outbox": [
-            sorted(u.split(","), key=int) == u.split(",") and set(u.split(",")) == ids
+            sorted(u) == u and set(u) == ids
             for u in listing
         ],
     }
@@ -140,12 +140,14 @@ def test_every_row_of_a_unit_carries_its_transactions_time(
             conn.execute(select(results.c.created_at).where(results.c.job_id == ref.job_id))
         )
         ids = conn.execute(select(ledger.c.id).where(ledger.c.job_id == ref.job_id)).scalars()
-        wanted = ",".join(map(str, sorted(ids)))
-        listed = conn.execute(
-            select(tables.outbox.c.created_at).where(tables.outbox.c.ledger_entry_ids == wanted)
-        ).all()
+        wanted = sorted(ids)
+        listed = [
+            (u.created_at,)
+            for u in conn.execute(select(tables.outbox.c.created_at, tables.outbox.c.ledger_entry_ids))
+            if u.ledger_entry_ids == wanted
+        ]
         after = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
-    assert len(wanted.split(",")) == 3 and len(listed) == 1  # the unit's rows, its outbox row
+    assert len(wanted) == 3 and len(listed) == 1  # the unit's rows, its outbox row
     stamps |= set(listed)
     assert len(stamps) == 1
     [(stamp,)] = stamps

@@ -116,7 +116,7 @@ def counts_for(engine: Engine, dispute_id: int) -> tuple[int, int, int, int]:
             )
         ).scalar_one()
         lists = conn.execute(select(outbox.c.ledger_entry_ids)).scalars().all()
-    mentioned = [int(i) for text in lists if text for i in text.split(",")]
+    mentioned = [i for ids in lists if ids for i in ids]
     events = sum(mentioned.count(i) for i in resolved)
     return len(resolved), int(records), events, int(entries)
 

@@ -104,7 +104,7 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: floa
 def _entry_ids(row: Any) -> list[int]:
     """The ledger rows an outbox row lists (none for a row of the older form)."""
     if row.ledger_entry_ids:
-        return [int(i) for i in row.ledger_entry_ids.split(",")]
+        return list(row.ledger_entry_ids)
     if row.body is None and row.ledger_entry_id is not None:
         return [row.ledger_entry_id]
     return []

@@ -23,7 +23,13 @@ from sqlalchemy import (
     text,
 )
 
-from shared.adapters.db.types import BigId, byte_ordered, money_column_type, total_column_type
+from shared.adapters.db.types import (
+    BigId,
+    byte_ordered,
+    id_list_type,
+    money_column_type,
+    total_column_type,
+)
 from shared.domain.kinds import KINDS
 
 metadata: MetaData = MetaData(
@@ -42,7 +48,7 @@ IDENTITY_OUTCOMES = ("posted", "disputed")
 KEY = String(64)  # lower-case hex SHA-256
 # The ledger's and the outcomes' indexed identifiers, compared byte by byte.
 RECONCILIATION_KEY, JOB_ID, OUTCOME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
-ID = String(128)
+ID: String = String(128)
 TS: DateTime = DateTime(timezone=True)
 
 meta = Table(
@@ -280,7 +286,9 @@ dead_letters = Table(
 # relay (at least once, in commit order). One row per committed unit of work:
 # ``ledger_entry_ids`` lists its new ledger rows, each one event whose content
 # is read from the ledger when published (its event id is stable: see
-# shared/domain/events.py). The single-event columns remain for rows of that shape.
+# shared/domain/events.py). The single-event columns remain for rows of that
+# shape. Rows are kept: every ledger row is listed by exactly one, and the
+# ledger feed reads them in ``(xid, id)`` order (ledger/read/feed.py).
 outbox = Table(
     "outbox",
     metadata,
@@ -289,16 +297,20 @@ outbox = Table(
     Column("routing_key", String(128), nullable=True),
     Column("partition_key", ID, nullable=True),
     Column("ledger_entry_id", BigId, nullable=True),
-    Column("ledger_entry_ids", Text, nullable=True),  # comma-separated, ascending
+    Column("ledger_entry_ids", id_list_type(), nullable=True),  # ascending
     Column("body", Text, nullable=True),
     Column("created_at", TS, nullable=False),
     Column("published_at", TS, nullable=True),
+    # The writing transaction's id, by default (migration 0027, PostgreSQL;
+    # null on SQLite, whose one writer commits in id order).
+    Column("xid", BigInteger, nullable=True),
     Index(
         "ix_outbox_unpublished",
         "id",
         postgresql_where=text("published_at IS NULL"),
         sqlite_where=text("published_at IS NULL"),
     ),
+    Index("ix_outbox_feed", "xid", "id"),
 )
 
 # Declared in their own modules (this one is at its size limit), on this metadata.

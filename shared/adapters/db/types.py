@@ -6,7 +6,8 @@ import datetime as dt
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, Numeric, String, TypeDecorator
+from sqlalchemy import JSON, BigInteger, Integer, Numeric, String, TypeDecorator
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 
 SCALE = Decimal("0.0001")  # NUMERIC(20,4), and NUMERIC(38,4) for totals
@@ -60,6 +61,12 @@ def byte_ordered(width: int) -> Any:
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def id_list_type() -> Any:
+    """A list of row ids: ``BIGINT[]`` on PostgreSQL, a JSON array on SQLite;
+    never joined text, which nothing can index or join."""
+    return ARRAY(BigInteger).with_variant(JSON(), "sqlite")
 
 
 def sqlite_cmp_abs_diff(a: Any, b: Any, bound: Any) -> int | None:

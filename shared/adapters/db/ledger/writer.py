@@ -1,8 +1,8 @@
 """The settlement transaction: one unit of work, one database transaction
 (docs/architecture.md#the-settlement-transaction).
 
-In order: the unit's processed marker (a redelivered unit stops here), the
-lineage locks, the ledger rows (``rounds.py``'s rules; how they go in is the
+In order: the lineage locks, the unit's processed marker (a redelivered unit
+stops here), the ledger rows (``rounds.py``'s rules; how they go in is the
 backend's: ``LedgerWriter.insert`` and, on PostgreSQL, the ``COPY`` of the
 fast case), dead letters, per-line outcomes, the unit's counter increments,
 its outbox row, and for a job's last chunk the job's webhook events
@@ -15,7 +15,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, update
+from sqlalchemy import BigInteger, Connection, Text, cast, delete, func, insert, literal, update
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
 from shared.adapters.db.ledger import postgres, priors
@@ -47,18 +48,22 @@ class LedgerWriter:
     def commit(self, conn: Connection, unit: Unit) -> UnitResult | None:
         """Record a unit; what it wrote, or None when it was already processed."""
         chunk, plan = unit.ref, unit.plan
-        now = claim_marker(conn, chunk)
-        if now is None:
-            return None
         settled = [p for p in plan.lines if p.settlement is not None]
         outcome = ChunkOutcome()
         repriced = priors.unit_repriced_partitions(conn, chunk.kind, settled)
         if settled:
             # Before any prior is read: a concurrent unit writing the same lineage
-            # commits first, and its rows are then read (READ COMMITTED).
+            # commits first, and its rows are then read (READ COMMITTED). And
+            # before the unit's first write, which gives the transaction its id:
+            # a unit that supersedes another's row then has the larger one, and
+            # the ledger feed, in transaction id order, gives it second
+            # (docs/architecture.md#the-ledger-feed).
             priors.lock_lineages(
                 conn, chunk.kind, priors.lock_groups(chunk.kind, settled, repriced)
             )
+        now = claim_marker(conn, chunk)
+        if now is None:
+            return None
         written, flags = self.write(conn, chunk, settled, now, repriced)
         if written.out_of_range:
             dropped = {id(p) for p in written.out_of_range}
@@ -187,10 +192,13 @@ def write_outbox(conn: Connection, rows: list[LedgerRow], now: dt.datetime) -> i
     docs/architecture.md#outcome-events); its id, or None when there are none."""
     if not rows:
         return None
+    ids: Any = [r.id for r in rows]
+    if conn.dialect.name == "postgresql":
+        # The array's text, read by the server: the driver would adapt the
+        # list element by element, for thousands of ids a unit.
+        ids = cast(literal("{" + ",".join(map(str, ids)) + "}", Text), ARRAY(BigInteger))
     row_id: int = conn.execute(
-        insert(outbox)
-        .values(ledger_entry_ids=",".join(str(r.id) for r in rows), created_at=now)
-        .returning(outbox.c.id)
+        insert(outbox).values(ledger_entry_ids=ids, created_at=now).returning(outbox.c.id)
     ).scalar_one()
     return row_id
 
