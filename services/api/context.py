@@ -10,6 +10,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from fastapi import Request
 from sqlalchemy import Engine
 
+from services.api.feed.watch import FeedWatch
 from services.api.intake.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from shared.adapters.db.migrate import load_internal_key
@@ -35,9 +36,12 @@ class ApiContext:
     # or so: docs/api.md#producer-keys); the latter's secrets are sealed with
     # the internal key.
     keys: Keyring = field(init=False)
+    # Where the ledger feed ends, read once for every consumer waiting on it.
+    feed_watch: FeedWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.keys = Keyring(self.engine, self.settings.producer_keys, lambda: self.internal_key)
+        self.feed_watch = FeedWatch(self.engine)
 
     def publish_events(self, outbox_ids: Sequence[int], messages: Sequence[Message]) -> bool:
         """Publish committed units' events on a publishing thread (its connection

@@ -19,6 +19,9 @@
 - ``settleq_edi_files_refused_total{partner}``: X12 files refused for their
   content, by profiled trading partner (``Q/ID``), counted from the stored
   refusals at scrape time (never deleted: the count only grows).
+- ``settleq_ledger_feed_held_back_seconds``: how long the ledger feed has held
+  back a committed row behind a transaction still open in the database
+  (docs/architecture.md#the-ledger-feed); 0 when it holds back none.
 - ``settleq_stats_source_up{source}``: 0 when the broker or the database could
   not be read for this scrape (their series are then left out, not zeroed).
 - ``settleq_process_restarts_total{component}``: restarts by the supervisor of
@@ -51,6 +54,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy import Engine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.disputes.metrics import DISPUTE_METRICS, DisputeGauges
@@ -58,6 +62,7 @@ from services.api.queue_stats import QueueReading
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db.edi import partners as partners_db
+from shared.adapters.db.ledger.read import feed
 from shared.adapters.db.webhooks import deliveries as webhook_db
 
 if TYPE_CHECKING:
@@ -75,6 +80,7 @@ WEBHOOK_DELIVERIES = "settleq_webhook_deliveries"
 WEBHOOK_OLDEST = "settleq_webhook_oldest_undelivered_age_seconds"
 WEBHOOK_ENDPOINTS = "settleq_webhook_endpoints"
 EDI_REFUSED = "settleq_edi_files_refused_total"
+FEED_HELD_BACK = "settleq_ledger_feed_held_back_seconds"
 PROCESS_RESTARTS = "settleq_process_restarts"  # exposed with the counter's _total
 PROCESS_CRASH_LOOPING = "settleq_process_crash_looping"
 # Served only under a supervisor (`settleq up`), so not among API_METRICS.
@@ -90,6 +96,7 @@ API_METRICS = (
     WEBHOOK_OLDEST,
     WEBHOOK_ENDPOINTS,
     EDI_REFUSED,
+    FEED_HELD_BACK,
 )
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -119,10 +126,11 @@ class PipelineCollector(Collector):
                 self._disputes.reading(ctx.engine),
                 webhook_db.backlog(ctx.engine),
                 partners_db.refusals_by_partner(ctx.engine),
+                _held_back(ctx.engine),
             ),
         )
         if database is not None:
-            letters, disputes, hooks, refused = database
+            letters, disputes, hooks, refused, held_back = database
             stored = GaugeMetricFamily(
                 DEAD_LETTERS_STORED, "Dead letters in the database", labels=["reason", "status"]
             )
@@ -139,6 +147,13 @@ class PipelineCollector(Collector):
             for partner, count in sorted(refused.items()):
                 files.add_metric([partner], count)
             yield files
+            held = GaugeMetricFamily(
+                FEED_HELD_BACK,
+                "How long the ledger feed has held back a committed row behind a transaction"
+                " still open (0: none held back)",
+            )
+            held.add_metric([], held_back)
+            yield held
         yield up
 
     def _queues(self, readings: list[QueueReading]) -> Iterator[Metric]:
@@ -157,6 +172,11 @@ class PipelineCollector(Collector):
                 age.add_metric([r.queue, r.family], r.oldest_age_s)
         yield depth
         yield age
+
+
+def _held_back(engine: Engine) -> float:
+    with engine.connect() as conn:
+        return feed.held_back_seconds(conn)
 
 
 def _webhooks(hooks: webhook_db.Backlog) -> Iterator[Metric]:

@@ -18,17 +18,18 @@ from urllib.parse import unquote_to_bytes
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError, WithJsonSchema
+from pydantic import ValidationError
 
 from services.api.auth import Ctx, Operator
 from services.api.errors import ApiError, ErrorBody, validation_error
 from services.api.pagination import CursorQuery, contract_cursor, encode_contract_cursor
+from services.api.params import KindName, check_kind, check_partition, not_a_kind
 from services.api.schemas import Contract, ContractList, ContractPage
 from services.api.timefmt import iso
 from shared.adapters.db import contracts as contracts_db
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind
-from shared.domain.kinds.ids import AddressSchema, address_problem, refusal_message
+from shared.domain.kinds.ids import AddressSchema
 
 router = APIRouter(tags=["contracts"])
 
@@ -37,7 +38,6 @@ KindPath = Annotated[str, Path(max_length=32)]
 PartitionPath = Annotated[str, AddressSchema(), Path()]
 VersionPath = Annotated[int, Path(ge=1, le=2**31 - 1)]
 # A kind as a filter, published as the registry's names (checked by the route).
-KindName = Annotated[str, WithJsonSchema({"type": "string", "enum": list(KINDS)})]
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody},
     403: {"model": ErrorBody},
@@ -47,24 +47,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 _PREFIX = b"/v1/contracts/"
 
 
-def _not_a_kind(name: str) -> str:
-    return f"{name[:40]!r} is not a settlement kind; the kinds: {', '.join(KINDS)}"
-
-
 def _kind(name: str) -> Kind[Any, Any]:
     kind = KINDS.get(name)
     if kind is None:
-        raise ApiError(404, "unknown_kind", _not_a_kind(name))
+        raise ApiError(404, "unknown_kind", not_a_kind(name))
     return kind
-
-
-def _check_partition(partition_key: str, loc: list[str]) -> str:
-    problem = address_problem(partition_key)
-    if problem is not None:
-        message = refusal_message("partition_key", partition_key, problem)
-        detail = {"loc": loc, "type": "partition_key_invalid", "msg": message}
-        raise ApiError(422, "partition_key_invalid", message, [detail])
-    return partition_key
 
 
 def _sent_segments(request: Request) -> list[str] | None:
@@ -100,7 +87,7 @@ def _address(request: Request, kind: str, routed: str, versioned: bool) -> Addre
             partition_key = sent[1]
         else:
             partition_key = "/".join(sent[1:-1] if versioned else sent[1:])
-    return Address(found, _check_partition(partition_key, ["path", "partition_key"]))
+    return Address(found, check_partition(partition_key, ["path", "partition_key"]))
 
 
 def version_address(request: Request, kind: KindPath, partition_key: PartitionPath) -> Address:
@@ -250,12 +237,10 @@ async def list_contracts(
     cursor: CursorQuery = None,
 ) -> ContractPage:
     """Every published contract version, oldest first, filtered by kind or partition."""
-    if kind is not None and kind not in KINDS:
-        message = _not_a_kind(kind)
-        detail = {"loc": ["query", "kind"], "type": "unknown_kind", "msg": message}
-        raise ApiError(422, "unknown_kind", message, [detail])
+    if kind is not None:
+        check_kind(kind, ["query", "kind"])
     if partition_key is not None:
-        _check_partition(partition_key, ["query", "partition_key"])
+        check_partition(partition_key, ["query", "partition_key"])
     after = contract_cursor(cursor)
     position = None if after is None else contracts_db.Position(*after)
 

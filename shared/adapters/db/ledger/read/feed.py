@@ -1,0 +1,162 @@
+"""The ledger feed (docs/api.md#the-ledger-feed): ledger rows in commit order,
+gap-free, read through the outbox (docs/architecture.md#the-ledger-feed).
+
+Every ledger row is listed by exactly one outbox row, its unit, written in the
+same transaction. On PostgreSQL a unit carries that transaction's id
+(``xid``). The feed reads units in ``(xid, id)`` order, and only those whose
+``xid`` is below the oldest transaction still running (the snapshot's
+``xmin``): every such transaction has ended, so no row can still commit
+behind a position the feed has given. A transaction left open holds the feed
+back there (``held_back_seconds``), and never makes it skip. SQLite runs one
+writer at a time, so its units commit in id order and that order is enough.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, func, select, text
+
+from shared.adapters.db.tables import ledger_entries, outbox
+from shared.domain.feed import Position, end_of
+
+# Every column of the stable ledger schema (docs/architecture.md#ledger-schema).
+COLUMNS = (
+    "id",
+    "reconciliation_key",
+    "contract_version",
+    "kind",
+    "partition_key",
+    "document_id",
+    "line_ref",
+    "job_id",
+    "outcome",
+    "amount",
+    "claimed_amount",
+    "delta",
+    "supersedes_id",
+    "correlation_id",
+    "created_at",
+)
+_SELECTED = tuple(ledger_entries.c[name] for name in COLUMNS)
+
+# Ledger rows a filtered page may look at: a page of a rare partition can be
+# empty before the end, and its cursor still advances.
+FILTERED_SCAN = 10_000
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Any]  # ledger rows, COLUMNS in order
+    next: Position
+
+
+_HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+_PG_SCAN = text(
+    "SELECT o.xid, o.id, e.entry FROM outbox o"
+    " CROSS JOIN LATERAL unnest(o.ledger_entry_ids) AS e(entry)"
+    " WHERE (o.xid, o.id) >= (:x, :u) AND o.xid < :h"
+    " AND (o.xid, o.id, e.entry) > (:x, :u, :e)"
+    " ORDER BY o.xid, o.id, e.entry LIMIT :n"
+)
+_SQLITE_SCAN = text(
+    "SELECT 0, o.id, j.value FROM outbox o, json_each(o.ledger_entry_ids) AS j"
+    " WHERE o.id >= :u AND (o.id > :u OR j.value > :e)"
+    " ORDER BY o.id, j.value LIMIT :n"
+)
+
+
+def horizon(conn: Connection) -> int:
+    """PostgreSQL: the oldest transaction id still running (every one below has ended)."""
+    value: int = conn.execute(text(f"SELECT {_HORIZON}")).scalar_one()
+    return value
+
+
+def page(
+    conn: Connection,
+    after: Position,
+    *,
+    partitions: Sequence[str] | None,
+    kind: str | None,
+    limit: int,
+) -> Page:
+    """The rows after ``after`` (of ``partitions`` when given, of ``kind``), at
+    most ``limit``, and the position to go on from."""
+    filtered = partitions is not None or kind is not None
+    budget = max(limit, FILTERED_SCAN) if filtered else limit
+    scanned = _scan(conn, after, budget)
+    if not scanned:
+        return Page([], after)
+    found = _rows(conn, [p.entry for p in scanned], partitions, kind)
+    rows: list[Any] = []
+    for position in scanned:
+        row = found.get(position.entry)
+        if row is None:
+            continue
+        rows.append(row)
+        if len(rows) == limit:
+            return Page(rows, position)
+    return Page(rows, scanned[-1])
+
+
+def now(conn: Connection) -> Position:
+    """The feed's current end: every row before it has committed, every row
+    after it is yet to come (``after=now``)."""
+    if conn.dialect.name == "postgresql":
+        return end_of(horizon(conn) - 1)
+    last = conn.execute(select(func.max(outbox.c.id))).scalar_one_or_none()
+    return end_of(0, last or 0)
+
+
+def frontier(conn: Connection) -> Position:
+    """The last unit the feed can give now (``now`` when there is none): a
+    waiting consumer behind it has rows to read."""
+    if conn.dialect.name == "postgresql":
+        row = conn.execute(
+            text(
+                f"SELECT o.xid, o.id FROM outbox o WHERE o.xid < {_HORIZON}"
+                " ORDER BY o.xid DESC, o.id DESC LIMIT 1"
+            )
+        ).first()
+        return end_of(-2, 0) if row is None else end_of(row[0], row[1])
+    return now(conn)
+
+
+def held_back_seconds(conn: Connection) -> float:
+    """How long the feed has held back a committed unit behind a transaction
+    still open (0 when it holds back none), from the held unit's own time."""
+    if conn.dialect.name != "postgresql":
+        return 0.0
+    oldest: dt.timedelta | None = conn.execute(
+        text(f"SELECT now() - min(o.created_at) FROM outbox o WHERE o.xid >= {_HORIZON}")
+    ).scalar_one()
+    return 0.0 if oldest is None else max(0.0, oldest.total_seconds())
+
+
+def _scan(conn: Connection, after: Position, budget: int) -> list[Position]:
+    if conn.dialect.name == "postgresql":
+        # The horizon is read before the scan: every unit below it has ended,
+        # so the scan's later snapshot sees every one of them that committed.
+        h = horizon(conn)
+        bound = {"x": after.xid, "u": after.unit, "e": after.entry, "h": h, "n": budget}
+        return [Position(*r) for r in conn.execute(_PG_SCAN, bound)]
+    bound = {"u": after.unit, "e": after.entry, "n": budget}
+    return [Position(*r) for r in conn.execute(_SQLITE_SCAN, bound)]
+
+
+def _rows(
+    conn: Connection, ids: list[int], partitions: Sequence[str] | None, kind: str | None
+) -> dict[int, Any]:
+    found: dict[int, Any] = {}
+    for start in range(0, len(ids), 5000):
+        query = select(*_SELECTED).where(ledger_entries.c.id.in_(ids[start : start + 5000]))
+        if partitions is not None:
+            query = query.where(ledger_entries.c.partition_key.in_(list(partitions)))
+        if kind is not None:
+            query = query.where(ledger_entries.c.kind == kind)
+        found.update((row.id, row) for row in conn.execute(query))
+    return found
