@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from fastapi import Query
 
 from services.api.errors import ApiError
-from services.api.timefmt import iso, parse_instant
+from shared.wire.times import iso, parse_instant
 
 # The query parameter of every paged endpoint (its cursors are far shorter).
 CursorQuery = Annotated[

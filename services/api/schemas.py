@@ -1,4 +1,6 @@
-"""Response shapes of the HTTP API (amounts are strings, docs/api.md#jobs)."""
+"""Response shapes of the HTTP API (amounts are strings, docs/api.md#jobs).
+
+A job and a dispute are in shared/wire/, since the webhooks process sends them too."""
 
 from __future__ import annotations
 
@@ -6,10 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from services.api.disputes.schemas import Dispute
-from services.api.timefmt import iso
-from shared.adapters.db.jobs.queries import JobStatus
-from shared.domain.money import to_wire
+from shared.wire.disputes import Dispute
+from shared.wire.jobs import Job, Outcomes
 
 
 class SkippedSet(BaseModel):
@@ -29,64 +29,6 @@ class Accepted(BaseModel):
     )
     acknowledgement_url: str | None = Field(
         None, description="X12 only: where the job's 997 is (GET, as the job)"
-    )
-
-
-class ChunkProgress(BaseModel):
-    total: int
-    done: int
-
-
-class Outcomes(BaseModel):
-    posted: int
-    disputed: int
-    duplicate: int
-    dead_lettered: int
-
-
-class Amounts(BaseModel):
-    posted: str
-    disputed: str
-
-
-class Job(BaseModel):
-    job_id: str
-    kind: str
-    # What the producer sent; an x12 job has a 997 at /v1/jobs/{job_id}/acknowledgement.
-    source_format: Literal["json", "ndjson", "x12"]
-    state: Literal["accepted", "processing", "completed"]
-    created_at: str
-    finished_at: str | None
-    documents: int
-    lines: int
-    chunks: ChunkProgress
-    outcomes: Outcomes
-    # Of outcomes.duplicate, the lines sent again with a claim that differs from
-    # their ledger row's (reason claimed_amount_differs, docs/api.md#jobs).
-    duplicates_claim_differs: int = 0
-    amounts: Amounts
-    progress: float
-
-
-def job_view(status: JobStatus) -> Job:
-    """A job as ``GET /v1/jobs/{job_id}`` shows it (and ``job.completed`` tells it)."""
-    finished = sum(status.outcomes.values())
-    return Job.model_validate(
-        {
-            "job_id": status.job_id,
-            "kind": status.kind,
-            "source_format": status.source_format,
-            "state": status.state,
-            "created_at": iso(status.created_at),
-            "finished_at": iso(status.finished_at),
-            "documents": status.documents,
-            "lines": status.lines,
-            "chunks": {"total": status.chunks_total, "done": status.chunks_done},
-            "outcomes": status.outcomes,
-            "duplicates_claim_differs": status.claim_differs,
-            "amounts": {k: to_wire(v) for k, v in status.amounts.items()},
-            "progress": round(finished / status.lines, 4) if status.lines else 1,
-        }
     )
 
 

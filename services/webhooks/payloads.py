@@ -1,7 +1,7 @@
 """What each event tells (docs/api.md#webhooks), rendered once, when it is
 fanned out: the job as ``GET /v1/jobs/{job_id}`` shows it, a job's dead
 letters by reason, the dispute of ``GET /v1/disputes/{id}`` with its
-resolution, a ping. The wire shapes are the API's own (services/api/schemas.py).
+resolution, a ping. The wire shapes are those the API answers with (shared/wire/).
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from services.api.disputes.schemas import dispute
-from services.api.schemas import job_view
 from shared.adapters.db.disputes import reads as disputes_db
 from shared.adapters.db.edi import store as edi_db
 from shared.adapters.db.jobs import queries as jobs_db
@@ -23,6 +21,8 @@ from shared.adapters.db.webhooks.events import (
     JOB_COMPLETED,
     PING,
 )
+from shared.wire.disputes import dispute
+from shared.wire.jobs import job_view
 
 
 def data_of(engine: Engine, event: Waiting) -> str | None:

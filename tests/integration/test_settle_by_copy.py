@@ -81,10 +81,7 @@ def _written(engine: Engine, job_id: str) -> dict[str, Any]:
             for r in noted
         ],
         # One outbox row lists every new row of the chunk, ascending.
-        "outbox": [
-            sorted(u) == u and set(u) == ids
-            for u in listing
-        ],
+        "outbox": [sorted(u) == u and set(u) == ids for u in listing],
     }
 
 
@@ -143,7 +140,9 @@ def test_every_row_of_a_unit_carries_its_transactions_time(
         wanted = sorted(ids)
         listed = [
             (u.created_at,)
-            for u in conn.execute(select(tables.outbox.c.created_at, tables.outbox.c.ledger_entry_ids))
+            for u in conn.execute(
+                select(tables.outbox.c.created_at, tables.outbox.c.ledger_entry_ids)
+            )
             if u.ledger_entry_ids == wanted
         ]
         after = conn.execute(text("SELECT clock_timestamp()")).scalar_one()

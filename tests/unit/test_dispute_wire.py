@@ -21,6 +21,7 @@ from services.api.disputes import schemas as wire
 from services.api.errors import ApiError
 from services.api.routes.disputes import _opened_before, _request
 from shared.adapters.db.disputes.queue import Dispute, Resolution, Stats, Totals
+from shared.wire import disputes as shared_wire
 
 OPENED = dt.datetime(2026, 11, 30, 9, 15, 0, 123456)  # naive, as SQLite returns it
 
@@ -160,7 +161,7 @@ def test_the_async_stream_closes_its_source() -> None:
 
 
 def test_json_shape_has_every_field_with_strings_for_money() -> None:
-    body = wire.dispute(dispute(status="resolved", resolution=RESOLUTION)).model_dump()
+    body = shared_wire.dispute(dispute(status="resolved", resolution=RESOLUTION)).model_dump()
     assert list(body) == [
         "id",
         "ledger_entry_id",
@@ -187,7 +188,7 @@ def test_json_shape_has_every_field_with_strings_for_money() -> None:
         "resolved_by": "operator:0123456789ab",
         "ledger_entry_id": 91,
     }
-    assert wire.dispute(dispute()).model_dump()["resolution"] is None
+    assert shared_wire.dispute(dispute()).model_dump()["resolution"] is None
 
 
 def test_stats_are_the_stats_fields_with_strings() -> None:

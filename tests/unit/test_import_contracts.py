@@ -53,6 +53,23 @@ def test_the_contracts_are_the_layers_of_the_project() -> None:
     assert contracts["layers"]["layers"] == ["services", "shared.adapters", "shared.domain"]
 
 
+def test_the_webhooks_process_may_import_nothing_of_the_api() -> None:
+    """Not just the API's app and routes: its whole package. The wire shapes
+    both send are shared.wire's, and shared.wire imports no service and no adapter."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    forbidding = {
+        source: [c for c in config["contracts"] if c.get("source_modules") == [source]]
+        for source in ("services.webhooks", "shared.wire")
+    }
+    assert [len(found) for found in forbidding.values()] == [1, 1]
+    assert {"services.api", "services.worker", "services.relay"} <= set(
+        forbidding["services.webhooks"][0]["forbidden_modules"]
+    )
+    assert {"services", "shared.adapters", "sqlalchemy"} <= set(
+        forbidding["shared.wire"][0]["forbidden_modules"]
+    )
+
+
 def test_every_import_contract_is_kept() -> None:
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr

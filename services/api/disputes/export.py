@@ -12,9 +12,9 @@ from collections.abc import Generator, Iterable
 
 from services.api import csv_export
 from services.api.csv_export import Cell, amount
-from services.api.timefmt import iso
 from shared.adapters.db.disputes.queue import Dispute
 from shared.domain.kinds import KINDS
+from shared.wire.times import iso
 
 HEADER = (
     "id",

@@ -1,5 +1,7 @@
-"""Shapes of the dispute queue on the wire (docs/api.md#disputes): the §9
-dispute, its stats, and the bodies a resolution takes. Amounts are strings."""
+"""Shapes of the dispute queue on the wire (docs/api.md#disputes) that only the
+API writes or reads: a page of disputes, their stats, and the bodies a
+resolution takes. A dispute itself is in shared/wire/disputes.py, since the
+webhooks process sends it too. Amounts are strings."""
 
 from __future__ import annotations
 
@@ -8,14 +10,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
-from services.api.timefmt import iso
 from shared.adapters.db.disputes import queue as db
 from shared.domain.disputes import BULK_LIMIT_MAX, NOTE_MAX_CHARS, NOTE_PATTERN
 from shared.domain.kinds.base import Identifier
 from shared.domain.money import Money, plain
+from shared.wire.disputes import DecisionName, Dispute, StatusName
+from shared.wire.times import iso
 
-DecisionName = Literal["accept_claim", "accept_model", "settle_at"]
-StatusName = Literal["open", "resolved", "superseded"]
 # A note is stored as text: PostgreSQL refuses a NUL in it. Published with the
 # visible character it needs (NOTE_PATTERN), which the route judges itself, so
 # that a note of only invisible characters is note_required, not a pattern error.
@@ -26,33 +27,6 @@ NOTE = Field(
     pattern=r"^[^\x00]*$",
     json_schema_extra={"pattern": NOTE_PATTERN},
 )
-
-
-class DisputeResolution(BaseModel):
-    decision: DecisionName
-    amount: str
-    note: str
-    resolved_at: str
-    resolved_by: str  # the operator token's fingerprint, never the token
-    ledger_entry_id: int  # the ``resolved`` ledger row
-
-
-class Dispute(BaseModel):
-    id: int
-    ledger_entry_id: int
-    kind: str
-    partition_key: str
-    job_id: str
-    document_id: str
-    line_ref: str
-    reconciliation_key: str
-    contract_version: int
-    claimed_amount: str
-    model_amount: str
-    variance: str  # claimed - model
-    status: StatusName
-    opened_at: str
-    resolution: DisputeResolution | None
 
 
 class DisputePage(BaseModel):
@@ -127,36 +101,6 @@ class BulkResolved(BaseModel):
 
 
 _money = plain
-
-
-def dispute(d: db.Dispute) -> Dispute:
-    r = d.resolution
-    return Dispute(
-        id=d.id,
-        ledger_entry_id=d.ledger_entry_id,
-        kind=d.kind,
-        partition_key=d.partition_key,
-        job_id=d.job_id,
-        document_id=d.document_id,
-        line_ref=d.line_ref,
-        reconciliation_key=d.reconciliation_key,
-        contract_version=d.contract_version,
-        claimed_amount=_money(d.claimed_amount),
-        model_amount=_money(d.model_amount),
-        variance=_money(d.variance),
-        status=d.status,
-        opened_at=iso(d.opened_at) or "",
-        resolution=None
-        if r is None
-        else DisputeResolution(
-            decision=r.decision,
-            amount=_money(r.amount),
-            note=r.note,
-            resolved_at=iso(r.resolved_at) or "",
-            resolved_by=r.resolved_by,
-            ledger_entry_id=r.ledger_entry_id,
-        ),
-    )
 
 
 def stats(s: db.Stats) -> DisputeStats:

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from services.api.timefmt import iso
 from shared.domain.money import plain, to_wire
+from shared.wire.times import iso
 
 
 class FeedItem(BaseModel):

@@ -25,11 +25,11 @@ from services.api.errors import ApiError, ErrorBody, validation_error
 from services.api.pagination import CursorQuery, contract_cursor, encode_contract_cursor
 from services.api.params import KindName, check_kind, check_partition, not_a_kind
 from services.api.schemas import Contract, ContractList, ContractPage
-from services.api.timefmt import iso
 from shared.adapters.db import contracts as contracts_db
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind
 from shared.domain.kinds.ids import AddressSchema
+from shared.wire.times import iso
 
 router = APIRouter(tags=["contracts"])
 

@@ -32,11 +32,11 @@ from services.api.schemas import (
     RelayState,
     Throughput,
 )
-from services.api.timefmt import iso
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import stats
 from shared.domain.money import plain
+from shared.wire.times import iso
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 # The throughput chart's ranges: (window, bucket) in seconds, 60 to 96 points each.

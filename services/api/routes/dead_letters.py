@@ -30,10 +30,10 @@ from services.api.schemas import (
     Discarded,
     Requeued,
 )
-from services.api.timefmt import iso
 from shared.adapters.db import dead_letters as dl_db
 from shared.domain.disputes import says_something
 from shared.domain.kinds.base import Identifier
+from shared.wire.times import iso
 
 router = APIRouter(tags=["dead letters"])
 ERRORS: dict[int | str, dict[str, Any]] = {

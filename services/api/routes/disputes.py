@@ -16,7 +16,6 @@ from services.api.disputes import export as dispute_csv
 from services.api.disputes import schemas as wire
 from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
-from services.api.timefmt import ISO_TIME, parse_instant
 from shared.adapters.db.disputes import queue as db
 from shared.domain.disputes import (
     DecidedAmountOutOfRange,
@@ -25,6 +24,8 @@ from shared.domain.disputes import (
     says_something,
 )
 from shared.domain.money import Money
+from shared.wire.disputes import Dispute, dispute
+from shared.wire.times import ISO_TIME, parse_instant
 
 router = APIRouter(tags=["disputes"])
 UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
@@ -106,7 +107,7 @@ async def list_disputes(
         return await _csv(ctx, where)
     rows = await run_in_threadpool(db.page, ctx.engine, where, after_id=after, limit=limit)
     return wire.DisputePage(
-        items=[wire.dispute(d) for d in rows],
+        items=[dispute(d) for d in rows],
         next_cursor=encode_id_cursor(rows[-1].id) if len(rows) == limit else None,
     )
 
@@ -117,11 +118,11 @@ async def dispute_stats(ctx: Ctx, _: Viewer) -> wire.DisputeStats:
 
 
 @router.get("/v1/disputes/{dispute_id}", operation_id="getDispute", responses=ERRORS)
-async def get_dispute(dispute_id: IdPath, ctx: Ctx, _: Viewer) -> wire.Dispute:
+async def get_dispute(dispute_id: IdPath, ctx: Ctx, _: Viewer) -> Dispute:
     found = await run_in_threadpool(db.get, ctx.engine, dispute_id)
     if found is None:
         raise _not_found()
-    return wire.dispute(found)
+    return dispute(found)
 
 
 def _request(decision: str, note: str, amount: Any = None) -> ResolveRequest:
@@ -146,7 +147,7 @@ def _request(decision: str, note: str, amount: Any = None) -> ResolveRequest:
 )
 async def resolve_dispute(
     dispute_id: IdPath, body: Annotated[wire.ResolveOne, Body()], ctx: Ctx, who: Operator
-) -> wire.Dispute:
+) -> Dispute:
     """Resolve one dispute, at most once: the identical request again answers the same
     resolution; a different one on a resolved dispute is 409."""
     request = _request(body.decision, body.note, body.amount)
@@ -166,7 +167,7 @@ async def resolve_dispute(
         raise ApiError(409, exc.code, str(exc) or exc.code.replace("_", " ")) from None
     except DecidedAmountOutOfRange as exc:  # unreachable for a Money amount; kept a 4xx
         raise ApiError(422, exc.code, str(exc) or "the amount does not fit the ledger") from None
-    return wire.dispute(done.dispute)
+    return dispute(done.dispute)
 
 
 @router.post(

@@ -11,17 +11,17 @@ from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
 from services.api.auth import Ctx, Viewer
-from services.api.disputes import schemas as dispute_wire
 from services.api.errors import ApiError, ErrorBody
 from services.api.line_items import line_fields
 from services.api.pagination import CursorQuery, document_line_cursor, encode_document_line_cursor
 from services.api.schemas import DocumentLine, DocumentLinePage, Identity, IdentityEntry
-from services.api.timefmt import iso
 from shared.adapters.db import history
 from shared.adapters.db.disputes import queue as disputes_db
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.kinds.base import Identifier
 from shared.domain.money import ZERO, plain, to_wire
+from shared.wire.disputes import dispute
+from shared.wire.times import iso
 
 router = APIRouter(tags=["history"])
 UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {
@@ -58,7 +58,7 @@ async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Iden
         disputed = [r.id for r in rows if r.outcome == "disputed"]
         # A line has a dispute per contract version at most: a few reads.
         every = [d for d in (disputes_db.get(ctx.engine, i) for i in disputed) if d is not None]
-        shown = [dispute_wire.dispute(d) for d in every]
+        shown = [dispute(d) for d in every]
         open_ones = [d for d in shown if d.status == "open"]
         with localcontext(EXACT_SUMS):
             now = sum((r.delta for r in rows), ZERO)

@@ -17,9 +17,9 @@ from pydantic import BaseModel
 from services.api import csv_export, job_csv
 from services.api.auth import Ctx, Reader
 from services.api.routes.jobs import ERRORS, _visible_job
-from services.api.timefmt import iso
 from shared.adapters.db.jobs import detail as job_detail
 from shared.domain.money import to_wire
+from shared.wire.times import iso
 
 router = APIRouter(tags=["jobs"])
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]

@@ -18,9 +18,10 @@ from services.api.pagination import (
     job_cursor,
     line_cursor,
 )
-from services.api.schemas import Job, JobPage, LineOutcome, LinePage, job_view
+from services.api.schemas import JobPage, LineOutcome, LinePage
 from shared.adapters.db.jobs import queries as jobs_db
 from shared.adapters.db.jobs.lines import list_lines
+from shared.wire.jobs import Job, job_view
 
 router = APIRouter(tags=["jobs"])
 ERRORS: dict[int | str, dict[str, Any]] = {

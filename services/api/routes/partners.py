@@ -13,12 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.api.auth import Ctx, Operator, Viewer
 from services.api.edi.refusal import text_of
 from services.api.errors import ApiError, ErrorBody
-from services.api.timefmt import iso
 from shared.adapters.db.edi import partners as partners_db
 from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.ids import address_problem, refusal_message
 from shared.domain.money import to_wire
 from shared.domain.partners import Acknowledge, sender_problem
+from shared.wire.times import iso
 
 router = APIRouter(tags=["partners"])
 ERRORS: dict[int | str, dict[str, Any]] = {

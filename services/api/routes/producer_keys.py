@@ -17,11 +17,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from services.api.auth import Ctx, Operator
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
-from services.api.timefmt import iso
 from shared.adapters.db import producer_keys as keys_db
 from shared.domain.kinds.ids import PartitionKey
 from shared.logs import mask
 from shared.settings import ProducerKey
+from shared.wire.times import iso
 
 router = APIRouter(tags=["producer keys"])
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -16,13 +16,13 @@ from services.api.auth import Ctx, Operator, Principal, Producer
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, delivery_cursor, encode_delivery_cursor
-from services.api.timefmt import iso
 from services.api.webhooks import schemas as wire
 from shared.adapters.db.webhooks import deliveries as deliveries_db
 from shared.adapters.db.webhooks import endpoints as endpoints_db
 from shared.adapters.db.webhooks import events as events_db
 from shared.adapters.webhook_delivery import Refused, destination
 from shared.domain.webhooks import ROTATION_GRACE_S
+from shared.wire.times import iso
 
 router = APIRouter(tags=["webhooks"])
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -7,10 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.api.timefmt import iso
 from shared.adapters.db.webhooks import deliveries as db_deliveries
 from shared.adapters.db.webhooks.endpoints import Endpoint as DbEndpoint
 from shared.domain.webhooks import EVENT_TYPES
+from shared.wire.times import iso
 
 EventName = Literal[EVENT_TYPES]  # type: ignore[valid-type]
 

@@ -1,4 +1,8 @@
-"""Timestamps on the wire: ISO-8601 in UTC (SQLite returns naive datetimes)."""
+"""Timestamps on the wire: ISO-8601 in UTC (SQLite returns naive datetimes).
+
+Written by every wire shape and read back from the API's query parameters:
+one module, so that what is written is what is read.
+"""
 
 from __future__ import annotations
 
