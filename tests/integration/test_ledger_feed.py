@@ -1,0 +1,320 @@
+"""The ledger feed gives every row once, in commit order, and never skips a row
+that commits late (docs/api.md#the-ledger-feed,
+docs/architecture.md#the-ledger-feed).
+
+The database is shared with the rest of the suite: the feed carries other
+tests' rows too, and another test's open transaction may hold it back for a
+while. So each test reads what its own jobs wrote, and waits for rows on a
+deadline rather than expecting them at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select, text
+
+from services.api.app import create_app
+from shared.adapters.db import tables
+from shared.adapters.db.ledger.read import feed
+from shared.domain.feed import START, Position
+from shared.domain.kinds import get_kind
+from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
+from shared.domain.settlement import plan_chunk
+from shared.domain.units import ChunkRef
+from shared.settings import Settings
+from tests.support.factories import promo_doc, promo_line, store_job, uid
+from tests.support.infra import SCOPED_ID, SCOPED_PARTITIONS, VIEWER_TOKEN, ServiceEnv
+from tests.support.ledger import commit_plan
+
+KIND = get_kind("promo_accrual")
+CONTRACTS = {
+    version: PromoContract.model_validate({"tier_rates": {"T1": rate}, "tolerance": "0.05"})
+    for version, rate in ((1, "0.125"), (2, "0.150"))
+}
+VIEWER = {"Authorization": f"Bearer {VIEWER_TOKEN}"}
+DEADLINE_S = 120.0  # another test's open transaction may hold the feed back meanwhile
+
+
+def _unit(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, Any]:
+    """A stored job of one chunk, and its plan."""
+    job_id, [message] = store_job(engine, Settings(), b"k", docs)
+    parsed = [PromoDocument.model_validate(d) for d in docs]
+    contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
+    ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", sum(len(d.lines) for d in parsed))
+    return ref, plan_chunk(KIND, parsed, contracts)
+
+
+def _settle(engine: Engine, docs: list[dict[str, Any]]) -> str:
+    ref, plan = _unit(engine, docs)
+    with engine.begin() as conn:
+        commit_plan(conn, ref, plan, 1)
+    return ref.job_id
+
+
+def _ids(engine: Engine, job_ids: set[str]) -> list[int]:
+    ledger = tables.ledger_entries
+    with engine.connect() as conn:
+        query = select(ledger.c.id).where(ledger.c.job_id.in_(job_ids)).order_by(ledger.c.id)
+        return list(conn.execute(query).scalars())
+
+
+def _now(engine: Engine) -> Position:
+    with engine.connect() as conn:
+        return feed.now(conn)
+
+
+class Poller:
+    """A consumer: pages of ``limit`` from ``after``, always resuming from the
+    page's next position; it keeps what belongs to ``job_ids``."""
+
+    def __init__(self, engine: Engine, after: Position, job_ids: set[str], limit: int) -> None:
+        self.engine, self.position, self.job_ids, self.limit = engine, after, job_ids, limit
+        self.rows: list[Any] = []
+        self.positions: list[Position] = [after]
+
+    def poll(self) -> int:
+        with self.engine.connect() as conn:
+            page = feed.page(conn, self.position, partitions=None, kind=None, limit=self.limit)
+        assert page.next >= self.position  # a cursor never goes back
+        self.position = page.next
+        self.positions.append(page.next)
+        self.rows += [r for r in page.rows if r.job_id in self.job_ids]
+        return len(page.rows)
+
+    def until(self, count: int) -> list[Any]:
+        """Poll until ``count`` rows of its jobs have come (or the deadline)."""
+        deadline = time.monotonic() + DEADLINE_S
+        while len(self.rows) < count and time.monotonic() < deadline:
+            if self.poll() == 0:
+                time.sleep(0.05)
+        return self.rows
+
+
+@pytest.mark.both_backends
+def test_every_row_comes_once_to_a_poller_racing_concurrent_writers(engine: Engine) -> None:
+    """Four writers commit units (first versions, re-pricings of earlier units'
+    lines) while a poller with a small limit reads; the union of what it
+    received is every ledger row of those jobs, none twice, each re-pricing
+    after the row it supersedes."""
+    vendors = [uid("FEED-") for _ in range(3)]
+    start = _now(engine)
+    jobs: set[str] = set()
+    firsts: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(6):
+                vendor = vendors[(n + i) % len(vendors)]
+                lines = [promo_line(j, str(2 + j), "0.25") for j in range(1, 1 + (i % 3) + 1)]
+                doc = promo_doc(vendor, lines)
+                docs = [doc]
+                with lock:
+                    if firsts and i % 2:
+                        # A re-pricing of an earlier document: its rows supersede.
+                        docs.append({**firsts.pop(0), "contract_version": 2})
+                job_id = _settle(engine, docs)
+                with lock:
+                    jobs.add(job_id)
+                    firsts.append(doc)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    poller = Poller(engine, start, jobs, limit=3)
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for w in writers:
+        w.start()
+    while any(w.is_alive() for w in writers):
+        poller.poll()
+    for w in writers:
+        w.join()
+    assert not errors, errors
+    expected = _ids(engine, jobs)
+    received = poller.until(len(expected))
+    got = [r.id for r in received]
+    assert len(got) == len(set(got)), "a row came twice"
+    assert sorted(got) == expected
+    seen: set[int] = set()
+    for row in received:
+        assert (
+            row.supersedes_id is None
+            or row.supersedes_id in seen
+            or (row.supersedes_id not in expected)
+        ), f"row {row.id} came before the row it supersedes ({row.supersedes_id})"
+        seen.add(row.id)
+    assert any(r.supersedes_id is not None for r in received)  # re-pricings were raced
+
+
+def test_a_transaction_that_took_its_ids_first_and_commits_last_is_not_skipped(
+    engine: Engine,
+) -> None:
+    """The out-of-order commit, forced: A inserts its rows (the lower ids) and
+    stays open while B inserts and commits. "id greater than the last seen"
+    then reads B's rows and, once A commits, never reads A's. The feed holds
+    B back until A has ended, then gives A's rows and B's, each once."""
+    start = _now(engine)
+    ref_a, plan_a = _unit(engine, [promo_doc(uid("LATE-"), [promo_line(1, "3", "0.38")])])
+    ref_b, plan_b = _unit(engine, [promo_doc(uid("EARLY-"), [promo_line(1, "5", "0.63")])])
+    jobs = {ref_a.job_id, ref_b.job_id}
+    poller = Poller(engine, start, jobs, limit=1000)
+    with engine.connect() as a:
+        transaction = a.begin()
+        commit_plan(a, ref_a, plan_a, 1)
+        with engine.begin() as b:
+            commit_plan(b, ref_b, plan_b, 1)
+        b_ids = _ids(engine, {ref_b.job_id})
+        # What a poller by id reads now: B's rows only; it would resume after them.
+        assert _ids(engine, jobs) == b_ids
+        last_seen_by_id = max(b_ids)
+        poller.poll()
+        assert poller.rows == [], "the feed gave a row behind an open transaction"
+        transaction.commit()
+    a_ids = _ids(engine, {ref_a.job_id})
+    assert max(a_ids) < min(b_ids)  # A took its ids first ...
+    assert [i for i in a_ids if i > last_seen_by_id] == []  # ... so "id > last" skips them
+    received = [r.id for r in poller.until(len(a_ids) + len(b_ids))]
+    assert received == a_ids + b_ids
+
+
+def test_an_open_transaction_holds_the_feed_back_and_says_how_long(
+    engine: Engine, test_env: ServiceEnv
+) -> None:
+    """A transaction left open elsewhere holds back rows committed after it
+    began: never skipped, given once it ends; meanwhile
+    settleq_ledger_feed_held_back_seconds says how long."""
+    start = _now(engine)
+    with engine.connect() as holder:
+        holding = holder.begin()
+        holder.execute(text("SELECT pg_current_xact_id()"))  # it takes a transaction id
+        job_id = _settle(engine, [promo_doc(uid("HELD-"), [promo_line(1, "4", "0.50")])])
+        poller = Poller(engine, start, {job_id}, limit=1000)
+        deadline = time.monotonic() + DEADLINE_S
+        held = 0.0
+        while held < 1.0 and time.monotonic() < deadline:
+            poller.poll()
+            with engine.connect() as conn:
+                held = feed.held_back_seconds(conn)
+            time.sleep(0.1)
+        assert poller.rows == []
+        assert held >= 1.0
+        with TestClient(create_app(test_env.settings())) as http:
+            metrics = http.get("/metrics", headers=VIEWER).text
+        [line] = [m for m in metrics.splitlines() if m.startswith("settleq_ledger_feed_held_back")]
+        assert float(line.split()[-1]) >= 1.0
+        holding.rollback()
+    assert [r.id for r in poller.until(1)] == _ids(engine, {job_id})
+
+
+@pytest.fixture(scope="module")
+def http(test_env: ServiceEnv) -> Iterator[TestClient]:
+    with TestClient(create_app(test_env.settings())) as client:
+        yield client
+
+
+def _get(http: TestClient, **params: Any) -> Any:
+    return http.get("/v1/ledger/feed", params=params, headers=VIEWER)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"after": "nonsense"},
+        {"after": "ZjF8MXwyfDN8YWJjZGVmMDEyMzQ1"},  # a cursor's shape, a wrong check
+        {"after": START.cursor()[:-2]},  # cut short
+        {"wait": "31"},
+        {"wait": "-1"},
+        {"wait": "nan"},
+        {"limit": "0"},
+        {"limit": "1001"},
+        {"kind": "no_such_kind"},
+        {"partition_key": "V-1 "},  # a trailing space: no partition key
+    ],
+)
+def test_what_is_not_a_feed_request_is_422_never_a_5xx(http: TestClient, params: Any) -> None:
+    answer = _get(http, **params)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"]
+
+
+def test_the_http_feed_pages_from_now_with_a_cursor_always(
+    http: TestClient, engine: Engine
+) -> None:
+    """``after=now`` starts at the end; every page has a ``next_cursor``, an empty
+    one too; items carry every ledger column, money as strings; a filtered page
+    gives its partition's rows only."""
+    first = _get(http, after="now").json()
+    assert first["items"] == [] and first["next_cursor"]
+    vendor, other = uid("HTTP-"), uid("HTTP-")
+    job_id = _settle(engine, [promo_doc(vendor, [promo_line(1, "8", "1.00")])])
+    _settle(engine, [promo_doc(other, [promo_line(1, "8", "1.00")])])
+    cursor, items = first["next_cursor"], []
+    deadline = time.monotonic() + DEADLINE_S
+    while not items and time.monotonic() < deadline:
+        page = _get(http, after=cursor, partition_key=vendor, kind="promo_accrual", limit=1000)
+        body = page.json()
+        assert page.status_code == 200 and body["next_cursor"]
+        cursor, items = body["next_cursor"], body["items"]
+    [item] = items
+    assert item["job_id"] == job_id and item["partition_key"] == vendor
+    assert item["amount"] == "1.0000" and item["claimed_amount"] == "1.0000"
+    assert set(item) >= {"id", "reconciliation_key", "contract_version", "kind", "document_id"}
+    assert set(item) >= {"line_ref", "outcome", "delta", "supersedes_id", "correlation_id"}
+    assert item["created_at"].endswith("Z")
+    again = _get(http, after=cursor, partition_key=vendor).json()
+    assert again["items"] == [] and again["next_cursor"]
+
+
+def test_a_long_poll_hears_a_commit_and_holds_no_connection_while_it_waits(
+    http: TestClient, engine: Engine
+) -> None:
+    start = _get(http, after="now").json()["next_cursor"]
+    vendor = uid("WAIT-")
+    answers: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: answers.append(
+            _get(http, after=start, partition_key=vendor, wait="30").json()
+        )
+    )
+    waiting.start()
+    time.sleep(0.5)  # not a readiness wait: the commit may land before or during the wait
+    job_id = _settle(engine, [promo_doc(vendor, [promo_line(1, "8", "1.00")])])
+    waiting.join()
+    [answer] = answers
+    assert [i["job_id"] for i in answer["items"]] == [job_id]
+
+
+def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engine: Engine) -> None:
+    from shared.domain.signing import sign_request
+    from tests.support.infra import SCOPED_SECRET
+
+    own = SCOPED_PARTITIONS[0]
+    stranger = uid("NOT-")
+    start = _get(http, after="now").json()["next_cursor"]
+    mine = _settle(engine, [promo_doc(own, [promo_line(1, "2", "0.25")])])
+    _settle(engine, [promo_doc(stranger, [promo_line(1, "2", "0.25")])])
+
+    def signed(query: str) -> Any:
+        path = f"/v1/ledger/feed?{query}"
+        headers = {
+            "X-Key-Id": SCOPED_ID,
+            "X-Signature": sign_request(SCOPED_SECRET, int(time.time()), "GET", path, b""),
+        }
+        return http.get(path, headers=headers)
+
+    refused = signed(f"after={start}&partition_key={stranger}")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "partition_not_allowed"
+    seen: list[Any] = []
+    cursor, deadline = start, time.monotonic() + DEADLINE_S
+    while not any(i["job_id"] == mine for i in seen) and time.monotonic() < deadline:
+        body = signed(f"after={cursor}&limit=1000").json()
+        seen += body["items"]
+        cursor = body["next_cursor"]
+    assert {i["partition_key"] for i in seen} <= set(SCOPED_PARTITIONS)
+    assert any(i["job_id"] == mine for i in seen)
