@@ -26,6 +26,7 @@ from services.commands import (
     events,
     history,
     jobs,
+    ledger,
     openapi_doc,
     partners,
     webhooks,
@@ -391,6 +392,7 @@ app.add_typer(dlq.app, name="dlq")
 app.add_typer(disputes.app, name="disputes")
 app.add_typer(history.lines, name="lines")
 app.add_typer(history.identity_app)
+app.add_typer(ledger.app, name="ledger")
 app.add_typer(webhooks.app, name="webhooks")
 app.add_typer(partners.app, name="partners")
 app.add_typer(edi.ack_app, name="edi")

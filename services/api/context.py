@@ -10,7 +10,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from fastapi import Request
 from sqlalchemy import Engine
 
-from services.api.feed.watch import FeedWatch
+from services.api.feed_watch import FeedWatch
 from services.api.intake.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from shared.adapters.db.migrate import load_internal_key

@@ -30,8 +30,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from shared.domain.money import at_quantum
+from shared.wire.cells import FORMULA_START, Cell, cell
 
-Cell = str | Decimal | int | None
 ROWS_PER_CHUNK = 1000
 MEDIA_TYPE = "text/csv; charset=utf-8"
 # A list route's 200 that ``Accept: text/csv`` turns into an export (openapi.yaml).
@@ -42,9 +42,6 @@ RESPONSE: dict[int | str, dict[str, Any]] = {
         "content": {"text/csv": {"schema": {"type": "string"}}},
     }
 }
-# What makes Excel, LibreOffice and Google Sheets read a cell as a formula
-# (OWASP, "CSV Injection"); tab and CR can hide one after a line break.
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_FIRST = frozenset(FORMULA_START)
 
 
@@ -58,23 +55,6 @@ def amount(value: Decimal | None, quantum: Decimal) -> Decimal | None:
     """An amount's cell value: at its kind's quantum, never rounded
     (``shared.domain.money.at_quantum``)."""
     return None if value is None else at_quantum(value, quantum)
-
-
-def cell(value: Cell) -> str:
-    """One cell's text (see the module's docstring)."""
-    # By exact type first: this runs for every cell of an export.
-    kind = type(value)
-    if kind is str:
-        text: str = value  # type: ignore[assignment]
-        return "'" + text if text and text[0] in _FORMULA_FIRST else text
-    if value is None:
-        return ""
-    if kind is Decimal or isinstance(value, Decimal):
-        number: Decimal = value  # type: ignore[assignment]
-        return format(number.copy_abs() if number.is_zero() else number, "f")
-    if isinstance(value, str):  # a str subclass (an enum's value)
-        return cell(str(value))
-    return str(value)
 
 
 def chunks(

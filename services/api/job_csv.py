@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from services.api import csv_export
-from services.api.csv_export import Cell, amount
+from services.api.csv_export import amount
 from shared.adapters.db.disputes import queue as disputes_db
 from shared.adapters.db.jobs.lines import LineRow, stream_lines
 from shared.adapters.db.stored_chunk import job_payloads
@@ -28,6 +28,7 @@ from shared.domain.kinds.base import Kind, LineCell
 from shared.domain.settlement import decode_chunk
 from shared.domain.units import chunk_start
 from shared.errors import StructuralError
+from shared.wire.cells import Cell
 
 HEADER = (
     "document_id",

@@ -19,6 +19,7 @@ import yaml
 from services.api.disputes.metrics import DISPUTES_OLDEST_AGE
 from services.api.metrics import (
     API_METRICS,
+    FEED_HELD_BACK,
     PROCESS_CRASH_LOOPING,
     SUPERVISOR_METRICS,
     RestartCollector,
@@ -126,3 +127,10 @@ def test_a_crash_looping_component_alerts_from_the_gauge_its_supervisor_reports(
     assert firing() == {"fast_path"}
     write_counts(counts, restarts)  # it stayed up: restarts are no reason to page
     assert firing() == set()
+
+
+def test_a_feed_held_back_over_a_minute_alerts_from_the_gauge_the_api_serves() -> None:
+    rule = rules()["SettleqLedgerFeedHeldBack"]
+    found = re.fullmatch(rf"\s*{FEED_HELD_BACK}\s*>\s*(\d+)\s*", rule["expr"])
+    assert found and int(found.group(1)) == 60, rule["expr"]
+    assert FEED_HELD_BACK in API_METRICS

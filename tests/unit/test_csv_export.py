@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.api.csv_export import FORMULA_START, Cell, cell, chunks
+from services.api.csv_export import chunks
+from shared.wire.cells import FORMULA_START, Cell, cell
 
 HOSTILE = ['=HYPERLINK("http://evil.example/x","y")', "+1+2", "-1+2", "@SUM(1)", "\t=1", "\r=1"]
 

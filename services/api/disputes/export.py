@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 
 from services.api import csv_export
-from services.api.csv_export import Cell, amount
+from services.api.csv_export import amount
 from shared.adapters.db.disputes.queue import Dispute
 from shared.domain.kinds import KINDS
+from shared.wire.cells import Cell
 from shared.wire.times import iso
 
 HEADER = (

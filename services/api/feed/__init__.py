@@ -1,2 +1,3 @@
-"""The ledger feed (docs/api.md#the-ledger-feed): its wire shapes and the one
-watch of its end that every waiting consumer of an API process shares."""
+"""The ledger feed (docs/api.md#the-ledger-feed): its wire shapes. The one
+watch of its end that a process's waiting consumers share is
+services/api/feed_watch.py, which the API's context holds."""

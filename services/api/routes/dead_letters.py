@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api import csv_export
 from services.api.auth import Ctx, Operator
-from services.api.csv_export import Cell
 from services.api.disputes.schemas import NOTE
 from services.api.errors import ApiError, ErrorBody
 from services.api.letter_excerpt import excerpt
@@ -33,6 +32,7 @@ from services.api.schemas import (
 from shared.adapters.db import dead_letters as dl_db
 from shared.domain.disputes import says_something
 from shared.domain.kinds.base import Identifier
+from shared.wire.cells import Cell
 from shared.wire.times import iso
 
 router = APIRouter(tags=["dead letters"])

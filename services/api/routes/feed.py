@@ -1,6 +1,6 @@
 """The ledger feed (docs/api.md#the-ledger-feed): a viewer's, or a signed
 producer GET that reads its own partitions only; long polls wait on the
-process's one watch of the feed's end (services/api/feed/watch.py)."""
+process's one watch of the feed's end (services/api/feed_watch.py)."""
 
 from __future__ import annotations
 
