@@ -88,3 +88,23 @@ def test_a_domain_module_importing_sqlalchemy_breaks_the_contracts(tmp_path: Pat
     assert result.returncode != 0, result.stdout
     assert "shared.domain is pure" in result.stdout and "BROKEN" in result.stdout, result.stdout
     assert "shared.domain.money -> sqlalchemy" in result.stdout, result.stdout
+
+
+def test_the_dispute_queue_reaching_into_the_ledger_breaks_the_contracts(tmp_path: Path) -> None:
+    """A resolution books its rows through the ledger's public face: a dispute
+    module importing one of the ledger's modules (its outbox writer) fails."""
+    for name in ("shared", "services"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    resolve = tmp_path / "shared" / "adapters" / "db" / "disputes" / "resolve.py"
+    resolve.write_text(
+        resolve.read_text()
+        + "\nfrom shared.adapters.db.ledger.writer import write_outbox  # noqa: E402,F401\n"
+    )
+
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "use the ledger only through its public face" in result.stdout, result.stdout
+    assert "shared.adapters.db.disputes.resolve -> shared.adapters.db.ledger.writer" in (
+        result.stdout
+    ), result.stdout

@@ -14,7 +14,7 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.adapters.db.ledger.bulk import field
+from shared.adapters.db.bulk import field
 from shared.adapters.db.ledger.postgres import _COLUMNS, _ledger_text
 from shared.adapters.leases import ClaimStore
 from shared.domain.kinds.base import Document, Line, Settlement

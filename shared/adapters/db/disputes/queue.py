@@ -16,8 +16,9 @@ reads (disputes/reads.py) and the resolutions (disputes/resolve.py):
   job's lines page).
 - ``resolve(engine, dispute_id, request, actor)``: resolve one dispute, at
   most once whatever is repeated or raced: in one transaction the
-  ``resolved`` ledger row, its outcome event (outbox), its resolution record
-  and the audit entry ``dispute_resolve``. Raises ``LookupError`` for an
+  ``resolved`` ledger row and its outcome event (outbox), booked by the
+  ledger writer, its resolution record and the audit entry
+  ``dispute_resolve``. Raises ``LookupError`` for an
   unknown id, ``DisputeSuperseded`` for a superseded dispute,
   ``DisputeAlreadyResolved`` for a resolved one whose resolution differs
   (``same_resolution``), ``DecidedAmountOutOfRange`` when the decided amount

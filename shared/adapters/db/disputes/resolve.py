@@ -1,15 +1,18 @@
 """Resolving disputes, at most once whatever is repeated or raced
 (docs/architecture.md#exactly-once-resolution).
 
-One transaction appends the ``resolved`` ledger row, its decision
-(``dispute_resolutions``), its outcome event (an outbox row) and the audit
-entry. The database decides a race: the partial unique index
+One transaction appends the ``resolved`` ledger row with its outcome event
+(an outbox row), its decision (``dispute_resolutions``), the audit entry and
+the webhook event. The ledger rows are the ledger writer's to book, as a
+settlement's are (``LedgerWriter.resolve_one``, ``resolve_selected``:
+ledger/resolutions.py); this module decides and records the rest. The
+database decides a race: the partial unique index
 ``uq_ledger_entries_resolution`` takes one ``resolved`` row per disputed row,
 and the insert names it (``ON CONFLICT DO NOTHING``), so a loser writes
 nothing and reads the winner's resolution. On PostgreSQL a resolution first
-takes its dispute's lineage lock, the one a settlement of a newer version of
-the same identity takes (priors.py): the two serialise, so neither measures
-its delta from a row the other has just superseded.
+takes its dispute's lineage lock (``LedgerWriter.lock_disputes``), the one a
+settlement of a newer version of the same identity takes: the two serialise,
+so neither measures its delta from a row the other has just superseded.
 """
 
 from __future__ import annotations
@@ -20,12 +23,10 @@ import json
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
 
-from sqlalchemy import Connection, Engine, String, func, literal, select
+from sqlalchemy import Connection, Engine
 
-from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
+from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.disputes.sql import (
     STATUS_WHERE,
     abs_variance,
@@ -37,16 +38,8 @@ from shared.adapters.db.disputes.sql import (
     to_dispute,
 )
 from shared.adapters.db.disputes.types import Dispute, Filter, Resolved
-from shared.adapters.db.ledger import priors
-from shared.adapters.db.ledger.bulk import insert_rows
-from shared.adapters.db.ledger.rounds import as_ledger_row
-from shared.adapters.db.ledger.writer import write_outbox
-from shared.adapters.db.tables import (
-    TS,
-    audit_log,
-    dispute_resolutions,
-    ledger_entries,
-)
+from shared.adapters.db.ledger import Booked, writer_for
+from shared.adapters.db.tables import audit_log, dispute_resolutions
 from shared.adapters.db.webhooks import events as webhook_events
 from shared.domain.disputes import (
     BULK_DECISIONS,
@@ -60,10 +53,8 @@ from shared.domain.disputes import (
     same_resolution,
 )
 from shared.domain.events import EVENT_BATCH_LIMIT, Message, event, occurred_at_text, unit_messages
-from shared.domain.kinds import KINDS
 from shared.domain.money import to_wire
 from shared.domain.settlement import LEDGER_LIMIT
-from shared.domain.units import LedgerRow
 
 ACTION = "dispute_resolve"
 # Publish the messages of committed outbox rows (event_publisher.EventPublisher.publish_messages).
@@ -76,20 +67,6 @@ class Committed:
 
     outbox_id: int
     messages: list[Message]
-
-
-EVENTS_PER_OUTBOX_ROW = 1000  # a bulk resolution's events, in outbox rows of this many
-
-
-def _lock(conn: Connection, rows: Sequence[Any]) -> None:
-    """The lineage locks of these disputes, all in one statement (sorted)."""
-    ids: set[int] = set()
-    for row in rows:
-        group = priors.row_lock_group(
-            KINDS[row.kind].delta_basis, row.partition_key, row.document_id, row.line_ref
-        )
-        ids.update(priors.lock_ids(row.kind, {group}))
-    priors.lock_lineage_ids(conn, sorted(ids))
 
 
 def _load(conn: Connection, dispute_id: int) -> Dispute | None:
@@ -113,15 +90,16 @@ def _again(dispute: Dispute, request: ResolveRequest) -> Resolved:
 
 def _record(
     conn: Connection,
-    resolved: list[LedgerRow],
+    booked: Booked,
     request: ResolveRequest,
     actor: str,
     now: dt.datetime,
     event_batch_max: int,
 ) -> list[Committed]:
-    """Each new ``resolved`` row's decision, outcome event (an outbox row per
-    ``EVENTS_PER_OUTBOX_ROW``) and audit entry; the outbox rows with their
-    events' messages, to publish once committed."""
+    """Each new ``resolved`` row's decision and audit entry, and each dispute's
+    webhook event; the ledger's outbox rows with their events' messages, to
+    publish once committed."""
+    resolved = booked.rows
     insert_rows(
         conn,
         dispute_resolutions,
@@ -137,15 +115,11 @@ def _record(
             for ledger_id, dispute_id in ((r.id, r.supersedes_id) for r in resolved)
         ],
     )
-    ordered = sorted(resolved, key=lambda r: r.id)
     committed = []
     occurred_at = occurred_at_text(now)
-    for start in range(0, len(ordered), EVENTS_PER_OUTBOX_ROW):
-        part = ordered[start : start + EVENTS_PER_OUTBOX_ROW]
-        outbox_id = write_outbox(conn, part, now)
-        assert outbox_id is not None
-        events = [event(row, occurred_at, request) for row in part]
-        committed.append(Committed(outbox_id, unit_messages(events, event_batch_max)))
+    for unit in booked.outbox:
+        events = [event(row, occurred_at, request) for row in unit.rows]
+        committed.append(Committed(unit.outbox_id, unit_messages(events, event_batch_max)))
     entries = [
         {
             "at": now,
@@ -180,10 +154,11 @@ def resolve(
     """See ``shared.adapters.db.disputes.queue.resolve``."""
     committed: list[Committed] = []
     with engine.begin() as conn:
+        writer = writer_for(conn)
         dispute = _load(conn, dispute_id)
         if dispute is None:
             raise LookupError(f"no dispute {dispute_id}")
-        _lock(conn, [dispute])
+        writer.lock_disputes(conn, [dispute])
         dispute = _load(conn, dispute_id)  # as it is now that no one else may change it
         assert dispute is not None
         if dispute.status == "resolved":
@@ -193,18 +168,14 @@ def resolve(
         amount = decided_amount(request, dispute.claimed_amount, dispute.model_amount)
         check_decided(amount, dispute.model_amount)
         now = dt.datetime.now(dt.UTC)
-        row = _resolved_row(conn, dispute_id, amount, now)
-        new_id = conn.execute(
-            _insert_resolution(conn).values(row).returning(ledger_entries.c.id)
-        ).scalar()
-        if new_id is None:
+        booked = writer.resolve_one(conn, dispute_id, amount, now)
+        if not booked.rows:
             # Another transaction resolved it first and has committed (the insert
             # waited for it): answer as for a repeated request.
             winner = _load(conn, dispute_id)
             assert winner is not None and winner.resolution is not None
             return _again(winner, request)
-        resolved = [as_ledger_row(row, new_id)]
-        committed = _record(conn, resolved, request, actor, now, event_batch_max)
+        committed = _record(conn, booked, request, actor, now, event_batch_max)
         after = _load(conn, dispute_id)
     assert after is not None
     _publish(publish, committed)
@@ -219,42 +190,6 @@ def _publish(publish: Publish | None, committed: list[Committed]) -> None:
             publish([unit.outbox_id], unit.messages)
 
 
-def _insert_resolution(conn: Connection) -> Any:
-    return insert_ignoring_conflicts(
-        conn,
-        ledger_entries,
-        [ledger_entries.c.supersedes_id],
-        outcome_in(ledger_entries.c.outcome, "resolved"),
-    )
-
-
-_COPIED = (
-    "reconciliation_key",
-    "contract_version",
-    "kind",
-    "partition_key",
-    "document_id",
-    "line_ref",
-    "job_id",
-    "claimed_amount",
-    "correlation_id",
-)
-
-
-def _resolved_row(
-    conn: Connection, dispute_id: int, amount: Decimal, now: dt.datetime
-) -> dict[str, Any]:
-    disputed = conn.execute(select(ledger_entries).where(ledger_entries.c.id == dispute_id)).one()
-    return {
-        **{name: getattr(disputed, name) for name in _COPIED},
-        "outcome": "resolved",
-        "amount": amount,
-        "delta": amount - disputed.amount,
-        "supersedes_id": dispute_id,
-        "created_at": now,
-    }
-
-
 def resolve_bulk(
     engine: Engine,
     where: Filter,
@@ -266,13 +201,15 @@ def resolve_bulk(
 ) -> int:
     """See ``shared.adapters.db.disputes.queue.resolve_bulk``. Set-based: one statement
     selects the candidates, one takes their locks, one inserts every resolved
-    row (re-checking each is still open, under the locks), then COPY."""
+    row (the ledger writer's ``resolve_selected``, re-checking each is still
+    open, under the locks), then COPY."""
     if request.decision not in BULK_DECISIONS:
         raise ValueError(f"a bulk resolution decides {' or '.join(BULK_DECISIONS)}")
     if not 1 <= limit <= BULK_LIMIT_MAX:
         raise ValueError(f"limit is 1 to {BULK_LIMIT_MAX}")
     where = dataclasses.replace(where, status="open")
     with engine.begin() as conn:
+        writer = writer_for(conn)
         dialect = conn.dialect.name
         columns = (d.c.id, d.c.kind, d.c.partition_key, d.c.document_id, d.c.line_ref)
         candidates = conn.execute(
@@ -280,40 +217,17 @@ def resolve_bulk(
         ).all()
         if not candidates:
             return 0
-        _lock(conn, candidates)
+        writer.lock_disputes(conn, candidates)
         now = dt.datetime.now(dt.UTC)
         decided = d.c.claimed_amount if request.decision == "accept_claim" else d.c.amount
-        source = joined(
-            *(d.c[name] for name in _COPIED[:7]),
-            literal("resolved", String),
-            decided,
-            d.c.claimed_amount,
-            _minus(dialect, decided, d.c.amount),
-            d.c.id,
-            d.c.correlation_id,
-            literal(now, TS),
-        ).where(
+        which = joined(d.c.id).where(
             id_in(d.c.id, [c.id for c in candidates], dialect),
             STATUS_WHERE["open"],  # under the locks: still open
         )
         if request.decision == "accept_claim":
             # Its change from the model must fit the ledger (check_decided's rule).
-            source = source.where(abs_variance(dialect, operator.lt, LEDGER_LIMIT))
-        names = [*_COPIED[:7], "outcome", "amount", "claimed_amount", "delta", "supersedes_id"]
-        statement = (
-            _insert_resolution(conn)
-            .from_select([*names, "correlation_id", "created_at"], source)
-            .returning(*(ledger_entries.c[name] for name in LedgerRow._fields))
-        )
-        resolved = [LedgerRow(*r) for r in conn.execute(statement)]
-        committed = _record(conn, resolved, request, actor, now, event_batch_max)
+            which = which.where(abs_variance(dialect, operator.lt, LEDGER_LIMIT))
+        booked = writer.resolve_selected(conn, which, d, decided, now)
+        committed = _record(conn, booked, request, actor, now, event_batch_max)
     _publish(publish, committed)
-    return len(resolved)
-
-
-def _minus(dialect: str, a: Any, b: Any) -> Any:
-    """``a - b`` of two money columns, exact: SQLite's arithmetic on text is
-    floating point, so there ``settleq_sub`` (types.py) subtracts the digits."""
-    if dialect == "postgresql":
-        return a - b
-    return func.settleq_sub(a, b)
+    return len(booked.rows)

@@ -27,8 +27,8 @@ from typing import Any
 import psycopg
 from sqlalchemy import Connection
 
+from shared.adapters.db.bulk import copy_rows, copy_text, field
 from shared.adapters.db.ledger import priors
-from shared.adapters.db.ledger.bulk import copy_rows, copy_text, field
 from shared.adapters.db.ledger.rounds import Identity
 from shared.adapters.db.tables import ledger_entries
 from shared.domain.kinds import KINDS

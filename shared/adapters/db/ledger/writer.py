@@ -8,24 +8,43 @@ fast case), dead letters, per-line outcomes, the unit's counter increments,
 its outbox row, and for a job's last chunk the job's webhook events
 (webhooks/events.py). A unit is a chunk, or a requeued dead letter whose lines
 move from ``dead_lettered`` to their new outcome.
+
+A dispute's resolution is booked here too (``resolve_one``,
+``resolve_selected``; its rows' rules in resolutions.py): its ``resolved``
+rows and their outbox rows, so the ledger and the outcome feed have one
+writer; the dispute queue (disputes/resolve.py) decides and records the rest.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Text, cast, delete, func, insert, literal, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Select,
+    Text,
+    cast,
+    delete,
+    func,
+    insert,
+    literal,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 
+from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
-from shared.adapters.db.ledger import postgres, priors
-from shared.adapters.db.ledger.bulk import insert_rows
+from shared.adapters.db.ledger import postgres, priors, resolutions
 from shared.adapters.db.ledger.outcomes import (
     duplicate_claims,
     insert_dead_letters,
     settled_outcomes,
 )
+from shared.adapters.db.ledger.resolutions import EVENTS_PER_OUTBOX_ROW, Booked, Outboxed
 from shared.adapters.db.ledger.rounds import Identity, Written, new_flags, write_rounds
 from shared.adapters.db.tables import (
     IDENTITY_OUTCOMES,
@@ -120,6 +139,30 @@ class LedgerWriter:
         return {
             (r.reconciliation_key, r.contract_version): r.id for r in conn.execute(statement, rows)
         }
+
+    def lock_disputes(self, conn: Connection, disputes: Sequence[Any]) -> None:
+        """The lineage locks of disputes about to be resolved (their kind,
+        partition, document and line), taken before they are read again: a
+        settlement of a newer version of one waits for the resolution, or the
+        resolution for it."""
+        resolutions.lock(conn, disputes)
+
+    def resolve_one(
+        self, conn: Connection, dispute_id: int, amount: Decimal, now: dt.datetime
+    ) -> Booked:
+        """Book one dispute's decided amount: its ``resolved`` row and outbox
+        row, or nothing when another transaction resolved it first."""
+        return _booked(conn, resolutions.insert_one(conn, dispute_id, amount, now), now)
+
+    def resolve_selected(
+        self, conn: Connection, which: Select[Any], disputed: Any, decided: Any, now: dt.datetime
+    ) -> Booked:
+        """Book the disputed rows ``which`` selects (its FROM and WHERE; its
+        columns are replaced) at the amount of their column ``decided``
+        (``disputed`` is their alias in ``which``), in one statement, whatever
+        their number; those resolved meanwhile get nothing."""
+        rows = resolutions.insert_selected(conn, which, disputed, decided, now)
+        return _booked(conn, rows, now)
 
 
 class PostgresWriter(LedgerWriter):
@@ -237,3 +280,17 @@ def _with_dead_lettered(plan: ChunkPlan, out_of_range: list[PlannedLine]) -> Chu
         ],
         failed_documents=plan.failed_documents,
     )
+
+
+def _booked(conn: Connection, rows: list[LedgerRow], now: dt.datetime) -> Booked:
+    """Resolutions' rows with their outbox rows, at most ``EVENTS_PER_OUTBOX_ROW``
+    events each, so a bulk resolution's messages stay small whatever its notes
+    (shared/domain/events.py)."""
+    ordered = sorted(rows, key=lambda r: r.id)
+    outbox = []
+    for start in range(0, len(ordered), EVENTS_PER_OUTBOX_ROW):
+        part = ordered[start : start + EVENTS_PER_OUTBOX_ROW]
+        outbox_id = write_outbox(conn, part, now)
+        assert outbox_id is not None
+        outbox.append(Outboxed(outbox_id, part))
+    return Booked(rows, outbox)

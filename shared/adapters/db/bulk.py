@@ -2,7 +2,9 @@
 
 ``COPY`` streams a unit's rows in one go (far cheaper a row than executemany
 with RETURNING, a round trip each); the ledger writer stages its rows so too
-(ledger/postgres.py).
+(ledger/postgres.py). Beside ``dialect.py``, not in ``ledger/``: the dispute
+queue writes its resolution records and audit entries this way too, and may
+use the ledger only through its public face.
 """
 
 from __future__ import annotations
