@@ -18,7 +18,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Text,
+    any_,
+    cast,
+    func,
+    literal,
+    select,
+    text,
+    tuple_,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from shared.adapters.db.tables import ledger_entries, outbox
 from shared.domain.feed import Position, end_of
@@ -56,18 +68,8 @@ class Page:
 
 _HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
-_PG_SCAN = text(
-    "SELECT o.xid, o.id, e.entry FROM outbox o"
-    " CROSS JOIN LATERAL unnest(o.ledger_entry_ids) AS e(entry)"
-    " WHERE (o.xid, o.id) >= (:x, :u) AND o.xid < :h"
-    " AND (o.xid, o.id, e.entry) > (:x, :u, :e)"
-    " ORDER BY o.xid, o.id, e.entry LIMIT :n"
-)
-_SQLITE_SCAN = text(
-    "SELECT 0, o.id, j.value FROM outbox o, json_each(o.ledger_entry_ids) AS j"
-    " WHERE o.id >= :u AND (o.id > :u OR j.value > :e)"
-    " ORDER BY o.id, j.value LIMIT :n"
-)
+# Units per read while a page fills: a unit holds one to thousands of rows.
+_UNITS_PER_READ = 16
 
 
 def horizon(conn: Connection) -> int:
@@ -138,22 +140,66 @@ def held_back_seconds(conn: Connection) -> float:
 
 
 def _scan(conn: Connection, after: Position, budget: int) -> list[Position]:
-    if conn.dialect.name == "postgresql":
-        # The horizon is read before the scan: every unit below it has ended,
-        # so the scan's later snapshot sees every one of them that committed.
-        h = horizon(conn)
-        bound = {"x": after.xid, "u": after.unit, "e": after.entry, "h": h, "n": budget}
-        return [Position(*r) for r in conn.execute(_PG_SCAN, bound)]
-    bound = {"u": after.unit, "e": after.entry, "n": budget}
-    return [Position(*r) for r in conn.execute(_SQLITE_SCAN, bound)]
+    """The positions of the next ``budget`` rows after ``after``, read unit by
+    unit: the index on ``(xid, id)`` gives the units in order, and only as many
+    as the page needs are read (their ids unnested here, in order)."""
+    pg = conn.dialect.name == "postgresql"
+    # The horizon is read before the units: every unit below it has ended, so
+    # the later reads see every one of them that committed.
+    below = horizon(conn) if pg else None
+    found: list[Position] = []
+    xid, unit, first = after.xid, after.unit, True
+    while len(found) < budget:
+        units = _units(conn, xid, unit, below, inclusive=first)
+        for unit_xid, unit_id, ids in units:
+            done = after.entry if (unit_xid, unit_id) == (after.xid, after.unit) else None
+            for entry in sorted(ids):
+                if done is None or entry > done:
+                    found.append(Position(unit_xid, unit_id, entry))
+            xid, unit = unit_xid, unit_id
+        if len(units) < _UNITS_PER_READ:
+            break
+        first = False
+    return found[:budget]
+
+
+def _units(
+    conn: Connection, xid: int, unit: int, below: int | None, *, inclusive: bool
+) -> list[tuple[int, int, list[int]]]:
+    """The next units from (``xid``, ``unit``) on, in feed order: (xid, id, ids)."""
+    o = outbox.c
+    if below is None:  # SQLite: one writer, units in id order
+        start = o.id >= unit if inclusive else o.id > unit
+        query = select(o.id, o.ledger_entry_ids).where(start).order_by(o.id)
+        rows = conn.execute(query.limit(_UNITS_PER_READ)).all()
+        return [(0, r.id, list(r.ledger_entry_ids or ())) for r in rows]
+    at = tuple_(o.xid, o.id)
+    start = at >= tuple_(xid, unit) if inclusive else at > tuple_(xid, unit)
+    query = (
+        select(o.xid, o.id, o.ledger_entry_ids)
+        .where(start, o.xid < below, o.ledger_entry_ids.is_not(None))
+        .order_by(o.xid, o.id)
+        .limit(_UNITS_PER_READ)
+    )
+    return [(r.xid, r.id, list(r.ledger_entry_ids)) for r in conn.execute(query)]
 
 
 def _rows(
     conn: Connection, ids: list[int], partitions: Sequence[str] | None, kind: str | None
 ) -> dict[int, Any]:
     found: dict[int, Any] = {}
-    for start in range(0, len(ids), 5000):
-        query = select(*_SELECTED).where(ledger_entries.c.id.in_(ids[start : start + 5000]))
+    pg = conn.dialect.name == "postgresql"
+    step = max(len(ids), 1) if pg else 5000
+    for start in range(0, len(ids), step):
+        part = ids[start : start + step]
+        # PostgreSQL: one array parameter, not a bind per id.
+        wanted = (
+            ledger_entries.c.id
+            == any_(cast(literal("{" + ",".join(map(str, part)) + "}", Text), ARRAY(BigInteger)))
+            if pg
+            else ledger_entries.c.id.in_(part)
+        )
+        query = select(*_SELECTED).where(wanted)
         if partitions is not None:
             query = query.where(ledger_entries.c.partition_key.in_(list(partitions)))
         if kind is not None:
