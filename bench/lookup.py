@@ -26,8 +26,8 @@ from sqlalchemy import Engine, text
 
 from bench.ledger_fill import fill
 from bench.server import describe, server
-from shared.adapters.db import history
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.ledger.read import history
 from tests.support.infra import isolated_env
 
 # "In milliseconds": the 95th percentile of each kind (the slowest are the first

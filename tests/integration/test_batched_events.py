@@ -26,6 +26,7 @@ from services.worker import stages
 from services.worker.actors import build_broker
 from services.worker.context import make_context
 from shared.adapters.db import outbox, tables
+from shared.adapters.db.ledger.read.events import event_rows
 from shared.domain.events import event_id, message_id
 from shared.domain.synthetic import promo_batch
 from shared.settings import Settings
@@ -276,4 +277,4 @@ def test_a_connection_lost_in_the_relays_ledger_read_is_an_error_the_relay_pause
         with engine.connect() as other:
             other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
         with pytest.raises(_DB_ERRORS):
-            outbox._ledger_rows(conn, [1, 2, 3])
+            event_rows(conn, [1, 2, 3])

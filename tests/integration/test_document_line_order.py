@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from shared.adapters.db import history
+from shared.adapters.db.ledger.read import history
 from tests.support.disputes import new_vendor, settle
 from tests.support.factories import promo_doc, promo_line
 

@@ -1,5 +1,5 @@
 """A line's story and a document's lines without their job
-(docs/api.md#ledger-history-and-search, shared/adapters/db/history.py), on
+(docs/api.md#ledger-history-and-search, shared/adapters/db/ledger/read/history.py), on
 both ledgers."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, text
 
-from shared.adapters.db import history, tables
+from shared.adapters.db import tables
 from shared.adapters.db.disputes import queue as disputes
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.ledger.read import history
 from shared.adapters.db.migrate import alembic_config
 from shared.domain.disputes import ResolveRequest
 from tests.support.disputes import (

@@ -108,3 +108,44 @@ def test_the_dispute_queue_reaching_into_the_ledger_breaks_the_contracts(tmp_pat
     assert "shared.adapters.db.disputes.resolve -> shared.adapters.db.ledger.writer" in (
         result.stdout
     ), result.stdout
+
+
+def test_the_ledgers_read_side_is_forbidden_every_module_of_its_writer() -> None:
+    """Every module of the ledger package but its read side and its face is the
+    writer's: one added later is forbidden to the read side as well, or this
+    test names it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [contract] = [
+        c
+        for c in config["contracts"]
+        if c.get("source_modules") == ["shared.adapters.db.ledger.read"]
+    ]
+    assert contract["type"] == "forbidden" and not contract.get("allow_indirect_imports")
+    ledger = ROOT / "shared" / "adapters" / "db" / "ledger"
+    writer = {
+        f"shared.adapters.db.ledger.{p.stem if p.is_file() else p.name}"
+        for p in ledger.iterdir()
+        if p.name not in ("__init__.py", "read", "__pycache__")
+        and (p.suffix == ".py" or (p / "__init__.py").exists())
+    }
+    assert set(contract["forbidden_modules"]) == writer
+
+
+def test_the_read_side_importing_the_writer_breaks_the_contracts(tmp_path: Path) -> None:
+    """The read side's contract is not vacuous: a history module importing one
+    of the writer's modules fails."""
+    for name in ("shared", "services"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    history = tmp_path / "shared" / "adapters" / "db" / "ledger" / "read" / "history.py"
+    history.write_text(
+        history.read_text()
+        + "\nfrom shared.adapters.db.ledger.priors import Prior  # noqa: E402,F401\n"
+    )
+
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "The ledger's read side never imports its writer" in result.stdout, result.stdout
+    assert "shared.adapters.db.ledger.read.history -> shared.adapters.db.ledger.priors" in (
+        result.stdout
+    ), result.stdout

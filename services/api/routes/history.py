@@ -15,8 +15,8 @@ from services.api.errors import ApiError, ErrorBody
 from services.api.line_items import line_fields
 from services.api.pagination import CursorQuery, document_line_cursor, encode_document_line_cursor
 from services.api.schemas import DocumentLine, DocumentLinePage, Identity, IdentityEntry
-from shared.adapters.db import history
 from shared.adapters.db.disputes import queue as disputes_db
+from shared.adapters.db.ledger.read import history
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.kinds.base import Identifier
 from shared.domain.money import ZERO, plain, to_wire

@@ -1,4 +1,5 @@
-"""Reading and marking outbox events for the relay."""
+"""Reading and marking outbox events for the relay. The ledger rows its events
+are built from are read by the ledger's read side (ledger/read/events.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Text, any_, bindparam, cast, func, select, update
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.types import NullType
+from sqlalchemy import Connection, func, select, update
 
-from shared.adapters.db.tables import dispute_resolutions, ledger_entries, outbox
+from shared.adapters.db.ledger.read import events as ledger_events
+from shared.adapters.db.tables import outbox
 from shared.domain.events import (
-    LEDGER_FIELDS,
     Event,
     Message,
     encoded_message,
@@ -76,8 +75,8 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: floa
         .with_for_update(skip_locked=True)
     ).all()
     wanted = [i for row in rows for i in _entry_ids(row)]
-    ledger = _ledger_rows(conn, wanted)
-    resolutions = _resolutions(conn, [i for i, e in ledger.items() if e[_OUTCOME] == "resolved"])
+    ledger = ledger_events.event_rows(conn, wanted)
+    resolutions = ledger_events.resolutions(conn, ledger_events.resolved(ledger))
     messages: list[Message] = []
     units: list[Unit] = []
     for row in rows:
@@ -108,71 +107,6 @@ def _entry_ids(row: Any) -> list[int]:
     if row.body is None and row.ledger_entry_id is not None:
         return [row.ledger_entry_id]
     return []
-
-
-# What an event tells of its ledger row (shared/domain/events.py), and nothing else,
-# in the order the event unpacks it.
-_EVENT_COLUMNS = tuple(ledger_entries.c[name] for name in LEDGER_FIELDS)
-# On PostgreSQL the amounts come as NUMERIC(20,4)'s text: plain notation at the
-# column's scale, the wire form itself (shared/domain/money.py::to_wire of the
-# Decimal read back), without making a Decimal of each to format it again.
-_AMOUNTS = ("amount", "claimed_amount", "delta")
-_PG_EVENT_COLUMNS = tuple(
-    cast(column, Text) if column.name in _AMOUNTS else column for column in _EVENT_COLUMNS
-)
-_ID, _OUTCOME = LEDGER_FIELDS.index("id"), LEDGER_FIELDS.index("outcome")
-
-
-def _resolutions(conn: Connection, ids: list[int]) -> dict[int, Any]:
-    """The decision behind each of these ``resolved`` rows (usually none are)."""
-    found: dict[int, Any] = {}
-    for start in range(0, len(ids), 5000):
-        part = ids[start : start + 5000]
-        query = select(
-            dispute_resolutions.c.ledger_entry_id,
-            dispute_resolutions.c.decision,
-            dispute_resolutions.c.note,
-        ).where(dispute_resolutions.c.ledger_entry_id.in_(part))
-        found.update((row.ledger_entry_id, row) for row in conn.execute(query))
-    return found
-
-
-def _ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
-    if conn.dialect.name == "postgresql":
-        return _pg_ledger_rows(conn, ids)
-    found: dict[int, Any] = {}
-    for start in range(0, len(ids), 5000):
-        part = ids[start : start + 5000]
-        for row in conn.execute(select(*_EVENT_COLUMNS).where(ledger_entries.c.id.in_(part))).all():
-            found[row[_ID]] = row
-    return found
-
-
-# The relay's read of its events' ledger rows on PostgreSQL: executed by
-# SQLAlchemy (its errors wrapped, a lost connection invalidated, as the relay's
-# handlers expect), fetched as the driver's tuples, which are all ``event``
-# reads: SQLAlchemy's result rows would add a Python object and its lookups
-# per row that the relay never uses (bench.stages --profile relay). Amounts as
-# NUMERIC text (see _PG_EVENT_COLUMNS).
-_PG_EVENT_SELECT = str(
-    select(*_PG_EVENT_COLUMNS)
-    .where(ledger_entries.c.id == any_(bindparam("ids", type_=NullType())))
-    .compile(dialect=postgresql.dialect(paramstyle="pyformat"))  # type: ignore[no-untyped-call]
-)
-
-
-def _pg_ledger_rows(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
-    # One array parameter: an IN list of thousands of binds costs more to
-    # compile and send than the rows it fetches. It goes as its text, untyped
-    # (psycopg sends a str as "unknown"), so PostgreSQL reads it as the bigint[]
-    # that ``id = ANY(...)`` wants (the plan of a typed array), without the
-    # driver adapting a list of ints element by element.
-    result = conn.exec_driver_sql(_PG_EVENT_SELECT, {"ids": "{" + ",".join(map(str, ids)) + "}"})
-    try:
-        # psycopg has the whole result once executed: fetching only converts it.
-        return {row[_ID]: row for row in result.cursor.fetchall()}
-    finally:
-        result.close()
 
 
 def _cutoff(conn: Connection, grace_s: float) -> Any:
