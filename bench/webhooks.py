@@ -39,7 +39,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.tables import webhook_events
+from shared.adapters.db.tables import outbox as webhook_events
 from shared.domain.synthetic import promo_batch, promo_contract
 from tests.support.infra import isolated_env
 from tests.support.receiver import Answer, Receiver

@@ -159,7 +159,9 @@ class Settings(BaseSettings):
     # Attempts one webhooks process makes at once: each waits on the network,
     # up to 10 s on an endpoint that hangs.
     webhook_threads: int = Field(default=8, ge=1, le=64)
-    webhook_poll_s: float = Field(default=0.2, gt=0)  # how often new events are looked for
+    # How often the relay looks for webhook events to fan out, and the webhooks
+    # component for deliveries due.
+    webhook_poll_s: float = Field(default=0.2, gt=0)
     # Tests only: every wait of the retry schedule, the 3 days before a delivery
     # fails and the 5 before an endpoint is disabled, multiplied by this.
     webhook_schedule_scale: float = Field(default=1.0, gt=0, le=1)

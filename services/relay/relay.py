@@ -1,4 +1,7 @@
-"""``settleq relay``: the outbox's safety net (docs/architecture.md#events-at-commit-and-the-relay).
+"""``settleq relay``: the sweeper of the one outbox
+(docs/architecture.md#events-at-commit-and-the-relay): its outcome units'
+events published to the broker when their committing process did not, and
+its webhook events fanned out to endpoints (fanout.py, a thread of its own).
 
 The process that commits a unit publishes its events itself, right after the
 commit (shared/adapters/event_publisher.py). The relay publishes what is left:
@@ -24,6 +27,7 @@ import time
 
 from sqlalchemy import Engine
 
+from services.relay.fanout import FanOut
 from services.relay.session import Session
 from shared.adapters.db.engine import make_engine
 from shared.adapters.event_publisher import exchange_name
@@ -56,16 +60,21 @@ def run_relay(settings: Settings) -> None:
     import signal
 
     faults = load_faults(log)
-    engine = make_engine(settings.database_url, pool_size=2)
+    engine = make_engine(settings.database_url, pool_size=3)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     log.info(
-        "relay publishing to %s what is unpublished after %.1f s",
+        "relay publishing to %s what is unpublished after %.1f s, and fanning webhook events out",
         exchange_name(settings.queue_prefix),
         settings.relay_grace_s,
     )
     started = time.monotonic()
+    fanning = threading.Thread(
+        target=FanOut(settings, engine).run, args=(stop,), name="fan-out", daemon=True
+    )
+    fanning.start()
     Relay(settings, engine, faults).run(stop)
+    fanning.join(timeout=10)
     engine.dispose()
     log.info("relay stopped after %.0f s", time.monotonic() - started)

@@ -1,8 +1,8 @@
 """The webhooks process's scheduler thread (docs/architecture.md#webhooks):
-every ``webhook_poll_s`` it fans new events out to the endpoints that may
-see them, and hands every delivery that is due to the ``<prefix>.webhooks``
-queue. Several webhooks processes may run: each takes what the others have
-not locked.
+every ``webhook_poll_s`` it hands every delivery that is due to the
+``<prefix>.webhooks`` queue, at most two in flight per endpoint. Deliveries
+are made when the relay fans an event out (services/relay/fanout.py). Several
+webhooks processes may run: each takes what the others have not locked.
 """
 
 from __future__ import annotations
@@ -10,29 +10,20 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from dramatiq.errors import DramatiqError
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from services.webhooks.delivery import LEASE
-from services.webhooks.payloads import data_of
-from shared.adapters.db import producer_keys
 from shared.adapters.db.webhooks import deliveries
-from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
-from shared.settings import ProducerKey, Settings
+from shared.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
 
-# The database's keys' partitions by id (None: revoked): producer_keys.scopes.
-Scopes = Mapping[str, tuple[str, ...] | None]
-
 Send = Callable[[str, int], None]
 BATCH = 200
-# A job's event waits for its job to be readable (accepted by the front door);
-# one that never is after this long goes to no one.
-SUBJECT_WAIT = dt.timedelta(minutes=10)
 
 
 class Scheduler:
@@ -63,73 +54,10 @@ class Scheduler:
     def tick(self) -> bool:
         """One round; whether there may be more to do at once."""
         now = dt.datetime.now(dt.UTC)
-        with self.engine.connect() as conn:
-            waiting = deliveries.waiting_events(conn, BATCH)
-            subscribers = deliveries.subscribers(conn) if waiting else []
-            # Keys created, rescoped or revoked at runtime: read each round.
-            scopes = producer_keys.scopes(conn) if waiting else {}
-        # Rendered before the transaction that writes them: a SQLite
-        # transaction holds the one write lock, which a read here would wait on.
-        decided = [self._decide(event, subscribers, now, scopes) for event in waiting]
-        if waiting:  # no write transaction for nothing: on SQLite it takes the one lock
-            with self.engine.begin() as conn:
-                for event, (targets, data) in zip(waiting, decided, strict=True):
-                    if targets is not None:
-                        deliveries.fan_out(conn, event.id, data, targets, now)
-        # The new deliveries are due at once, handed out with the others: at
-        # most two of an endpoint's in flight, so hanging endpoints wait alone.
+        # New deliveries are due at once, handed out with the others: at most
+        # two of an endpoint's in flight, so hanging endpoints wait alone.
         with self.engine.begin() as conn:
             due = deliveries.hand_out_due(conn, now, LEASE, BATCH)
         for delivery_id, attempts in due:
             self.send(delivery_id, attempts)
-        # A full batch of events that all wait for their jobs is no reason to
-        # read them again at once.
-        fanned = any(targets is not None for targets, _ in decided)
-        return (len(waiting) == BATCH and fanned) or len(due) == BATCH
-
-    def _decide(
-        self, event: Waiting, subscribers: list[Subscriber], now: dt.datetime, scopes: Scopes
-    ) -> tuple[list[str] | None, str | None]:
-        """The endpoints that get the event and its data; no endpoints (None)
-        while its subject cannot be read yet."""
-        targets = self.targets(event, subscribers, scopes)
-        data = data_of(self.engine, event) if targets else None
-        if targets and data is None:
-            if now - event.created_at < SUBJECT_WAIT:
-                return None, None  # its job is still being accepted: next round
-            log.warning("webhook event %s: its subject never became readable", event.id)
-            return [], None
-        return targets, data
-
-    def targets(
-        self, event: Waiting, subscribers: list[Subscriber], scopes: Scopes | None = None
-    ) -> list[str]:
-        """The endpoints that get ``event``: a ping its own; any other event the
-        endpoints subscribed to its type whose key may submit for every
-        partition it tells of (a ``*`` key for all). A key's scope is the
-        database's (``scopes``), else SETTLEQ_PRODUCER_KEYS'."""
-        if event.partition_keys is None:
-            return [s.id for s in subscribers if s.id == event.endpoint_id]
-        found = []
-        for s in subscribers:
-            key = self._key(s.key_id, scopes or {})
-            if key is None or event.type not in s.events:
-                continue
-            partitions = event.partition_keys
-            if ("*" in key.partitions) or (
-                partitions and all(key.may_submit_for(p) for p in partitions)
-            ):
-                found.append(s.id)
-        return found
-
-    def _key(self, key_id: str, scopes: Scopes) -> ProducerKey | None:
-        """A key's scope: the database's over the environment's (as the API's
-        keyring decides, shared/adapters/db/producer_keys.py); None: revoked
-        or unknown."""
-        if key_id not in scopes:
-            return self.settings.producer_key(key_id)
-        partitions = scopes[key_id]
-        if partitions is None:
-            return None
-        # Only its scope is asked here: no secret is read.
-        return ProducerKey.model_construct(key_id=key_id, secrets=[], partitions=list(partitions))
+        return len(due) == BATCH

@@ -58,7 +58,10 @@ def _deliveries(stack: Stack, endpoint_id: str) -> list[dict[str, Any]]:
 
 
 def _start_webhooks(stack: Stack) -> None:
+    """The webhooks component, and the relay, which fans events out to it."""
     stack.start_worker("webhooks")
+    if "relay" not in stack.processes:
+        stack._spawn("relay", ["relay"])
 
 
 def test_job_completed_arrives_signed_with_the_final_job(stack: Stack) -> None:

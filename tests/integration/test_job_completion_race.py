@@ -14,7 +14,8 @@ import time
 from sqlalchemy import Engine, func, insert, select
 
 from services.worker.context import WorkerContext
-from shared.adapters.db.tables import chunk_results, webhook_events
+from shared.adapters.db.tables import chunk_results
+from shared.adapters.db.tables import outbox as webhook_events
 from shared.adapters.db.webhooks import events
 from shared.domain.money import ZERO
 from tests.support.factories import promo_doc, promo_line, store_job, uid

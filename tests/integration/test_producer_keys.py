@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from services.api.app import create_app
 from services.client import Client
-from services.webhooks.scheduler import Scheduler
+from services.relay.fanout import FanOut
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db import producer_keys as keys_db
@@ -274,7 +274,7 @@ def test_a_runtime_keys_webhook_endpoint_hears_of_the_jobs_of_its_partitions(
     _, messages = store_job(ctx.engine, settings, ctx.internal_key, docs)
     for message in messages:
         settle_chunk(ctx, message, 1)
-    scheduler = Scheduler(settings, ctx.engine, lambda d, n: None)
+    scheduler = FanOut(settings, ctx.engine)
     query = select(webhook_deliveries).where(webhook_deliveries.c.endpoint_id == endpoint_id)
 
     def delivered() -> bool:

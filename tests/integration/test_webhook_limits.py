@@ -16,11 +16,11 @@ from sqlalchemy import Connection, Engine, insert, select, update
 
 from services.api.app import create_app
 from services.client import Client
-from services.webhooks.payloads import data_of
+from services.relay.payloads import data_of
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db.edi.tables import edi_acknowledgements
-from shared.adapters.db.tables import jobs, webhook_deliveries, webhook_endpoints, webhook_events
+from shared.adapters.db.tables import jobs, outbox, webhook_deliveries, webhook_endpoints
 from shared.adapters.db.webhooks import deliveries, endpoints
 from shared.adapters.db.webhooks.deliveries import Waiting
 from shared.adapters.db.webhooks.events import new_event_id
@@ -137,8 +137,8 @@ NOW = dt.datetime(2026, 12, 4, 12, 0, tzinfo=dt.UTC)
 def _event(conn: Connection, now: dt.datetime) -> str:
     event_id = new_event_id()
     conn.execute(
-        insert(webhook_events).values(
-            id=event_id, type="job.completed", subject=uid("J-"), created_at=now
+        insert(outbox).values(
+            event_id=event_id, type="job.completed", subject=uid("J-"), created_at=now
         )
     )
     return event_id

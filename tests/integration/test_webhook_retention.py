@@ -15,7 +15,7 @@ from sqlalchemy import Engine, func, insert, select, update
 from services.webhooks.metrics import WebhookMetrics
 from services.webhooks.pruner import Pruner
 from shared.adapters.db.edi.tables import edi_refusals
-from shared.adapters.db.tables import webhook_attempts, webhook_deliveries, webhook_events
+from shared.adapters.db.tables import outbox, webhook_attempts, webhook_deliveries
 from shared.adapters.db.webhooks import deliveries, endpoints
 from shared.adapters.db.webhooks.events import new_event_id
 from shared.settings import Settings
@@ -43,8 +43,8 @@ def _delivery(
     event_id = new_event_id()
     with engine.begin() as conn:
         conn.execute(
-            insert(webhook_events).values(
-                id=event_id, type="job.completed", subject=uid("J-"), created_at=fanned
+            insert(outbox).values(
+                event_id=event_id, type="job.completed", subject=uid("J-"), created_at=fanned
             )
         )
         [delivery_id] = deliveries.fan_out(conn, event_id, "{}", [endpoint_id], fanned)
@@ -106,12 +106,12 @@ def test_the_pruner_keeps_each_table_to_its_retention(settings: Settings, engine
     with engine.begin() as conn:
         for event_id, fanned in ((lonely_old, days(31)), (lonely_young, days(1)), (waiting, None)):
             conn.execute(
-                insert(webhook_events).values(
-                    id=event_id,
+                insert(outbox).values(
+                    event_id=event_id,
                     type="job.completed",
                     subject=uid("J-"),
                     created_at=days(40),
-                    fanned_out_at=fanned,
+                    published_at=fanned,
                 )
             )
         sender = uid("S-")
@@ -139,10 +139,10 @@ def test_the_pruner_keeps_each_table_to_its_retention(settings: Settings, engine
             kept and cases[name][1] is not None
         ), name
         # An event goes with its last delivery, once it is old.
-        assert _exists(engine, webhook_events, webhook_events.c.id, event_id) is kept, name
-    assert not _exists(engine, webhook_events, webhook_events.c.id, lonely_old)
-    assert _exists(engine, webhook_events, webhook_events.c.id, lonely_young)
-    assert _exists(engine, webhook_events, webhook_events.c.id, waiting)
+        assert _exists(engine, outbox, outbox.c.event_id, event_id) is kept, name
+    assert not _exists(engine, outbox, outbox.c.event_id, lonely_old)
+    assert _exists(engine, outbox, outbox.c.event_id, lonely_young)
+    assert _exists(engine, outbox, outbox.c.event_id, waiting)
     with engine.connect() as conn:
         left = conn.execute(
             select(edi_refusals.c.received_at).where(edi_refusals.c.sender_id == sender)

@@ -19,17 +19,14 @@ from standardwebhooks.webhooks import Webhook
 
 from services.api.app import create_app
 from services.client import Client
+from services.relay.fanout import FanOut
 from services.webhooks.delivery import attempt
 from services.webhooks.metrics import WebhookMetrics
 from services.webhooks.scheduler import Scheduler
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db.tables import (
-    audit_log,
-    webhook_deliveries,
-    webhook_endpoints,
-    webhook_events,
-)
+from shared.adapters.db.tables import audit_log, webhook_deliveries, webhook_endpoints
+from shared.adapters.db.tables import outbox as webhook_events
 from shared.adapters.db.webhooks import deliveries
 from shared.domain import webhooks
 from shared.domain.synthetic import promo_contract
@@ -86,16 +83,20 @@ def receiver() -> Iterator[Receiver]:
 
 
 class Deliverer:
-    """The webhooks component's two halves, run in this process by hand."""
+    """The relay's fan-out and the webhooks component's two halves, run in
+    this process by hand."""
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings, self.engine = settings, engine
         self.handed: list[tuple[str, int]] = []
+        self.fan_out = FanOut(settings, engine)
         self.scheduler = Scheduler(settings, engine, lambda d, n: self.handed.append((d, n)))
         self.metrics = WebhookMetrics()
 
     def round(self) -> int:
-        """One scheduler round, then every attempt it handed out; how many."""
+        """One fan-out round and one scheduler round, then every attempt it
+        handed out; how many."""
+        self.fan_out.tick()
         self.scheduler.tick()
         handed, self.handed = self.handed, []
         for delivery_id, attempts in handed:
@@ -476,6 +477,7 @@ def test_an_endpoint_deleted_during_an_attempt_records_nothing(
         producer.signed("POST", f"/v1/webhook-endpoints/{endpoint['id']}/test").status_code == 202
     )
     handed: list[tuple[str, int]] = []
+    FanOut(settings, engine).tick()
     Scheduler(settings, engine, lambda d, n: handed.append((d, n))).tick()
     [mine] = deliveries.page(engine, endpoint["id"], status=None, before=None, limit=5)
     assert (mine.id, 0) in handed

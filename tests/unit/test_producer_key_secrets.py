@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from services.webhooks.scheduler import Scheduler
+from services.relay.fanout import FanOut
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
 from shared.domain.sealing import SealError, seal, unseal
 from shared.settings import ProducerKey, Settings
@@ -35,7 +35,7 @@ def test_a_sealed_secret_opens_with_its_key_for_its_row_only() -> None:
 def test_the_webhooks_scheduler_takes_a_keys_scope_from_the_database_first() -> None:
     """Issue 42 #15: it read SETTLEQ_PRODUCER_KEYS only."""
     env = [ProducerKey(key_id="env", secrets=["s1"], partitions=["*"])]
-    scheduler = Scheduler(Settings(producer_keys=env), None, lambda d, n: None)  # type: ignore[arg-type]
+    scheduler = FanOut(Settings(producer_keys=env), None)  # type: ignore[arg-type]
     subscribers = [
         Subscriber("we_env", "env", ("job.completed",)),
         Subscriber("we_db", "db", ("job.completed",)),

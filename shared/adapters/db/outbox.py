@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select, update
 
 from shared.adapters.db.ledger.read import events as ledger_events
-from shared.adapters.db.tables import outbox
+from shared.adapters.db.tables import OUTCOME, outbox
 from shared.domain.events import (
     Event,
     Message,
@@ -69,7 +69,11 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: floa
             outbox.c.ledger_entry_id,
             outbox.c.ledger_entry_ids,
         )
-        .where(outbox.c.published_at.is_(None), outbox.c.created_at < _cutoff(conn, grace_s))
+        .where(
+            outbox.c.published_at.is_(None),
+            outbox.c.type == OUTCOME,
+            outbox.c.created_at < _cutoff(conn, grace_s),
+        )
         .order_by(outbox.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)

@@ -118,7 +118,8 @@ class RelayState:
 
 
 def relay_state(conn: Connection) -> RelayState:
-    """The outbox backlog, read through its partial index of unpublished rows."""
+    """The outbox backlog, read through its partial index of unpublished rows:
+    outcome units and webhook events alike, both the relay's to handle."""
     row = conn.execute(
         select(func.count(), func.min(outbox.c.created_at)).where(outbox.c.published_at.is_(None))
     ).one()

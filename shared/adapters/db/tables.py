@@ -282,13 +282,20 @@ dead_letters = Table(
     Index(None, "status", "reason"),
 )
 
-# Outcome events, written in the settlement transaction and published by the
-# relay (at least once, in commit order). One row per committed unit of work:
-# ``ledger_entry_ids`` lists its new ledger rows, each one event whose content
-# is read from the ledger when published (its event id is stable: see
-# shared/domain/events.py). The single-event columns remain for rows of that
-# shape. Rows are kept: every ledger row is listed by exactly one, and the
-# ledger feed reads them in ``(xid, id)`` order (ledger/read/feed.py).
+# The one outbox (docs/architecture.md#events-at-commit-and-the-relay): every
+# event a transaction writes for later, typed. ``outcome``: one row per
+# committed unit of work, ``ledger_entry_ids`` listing its new ledger rows,
+# each one outcome event whose content is read from the ledger when published
+# (its event id is stable: shared/domain/events.py); the single-event columns
+# remain for rows of that older shape. A webhook event type (``job.completed``,
+# ``dead_letters.created``, ``dispute.resolved``, ``ping``): its ``evt_`` id in
+# ``event_id``, its subject and partitions; the relay fans it out to the
+# endpoints that may see it, with its ``data``. ``published_at``: when the
+# relay handled the row (published, or fanned out). Outcome rows are kept:
+# every ledger row is listed by exactly one, and the ledger feed reads them in
+# ``(xid, id)`` order (ledger/read/feed.py); webhook events go once their
+# deliveries have (webhooks/retention.py).
+OUTCOME = "outcome"
 outbox = Table(
     "outbox",
     metadata,
@@ -304,13 +311,30 @@ outbox = Table(
     # The writing transaction's id, by default (migration 0027, PostgreSQL;
     # null on SQLite, whose one writer commits in id order).
     Column("xid", BigInteger, nullable=True),
+    Column("type", String(32), nullable=False, server_default=OUTCOME),
+    Column("subject", ID, nullable=True),  # a job id, a dispute id, an endpoint id (ping)
+    # A JSON array, never joined text: a partition key may hold any separator
+    # (docs/api.md#partition-keys-and-document-ids). None for a ping.
+    Column("partitions", JSON, nullable=True),
+    Column("endpoint_id", String(32), nullable=True),  # a ping's one endpoint
+    Column("data", Text, nullable=True),  # a webhook event's JSON, rendered at fan-out
+    Index("uq_outbox_event_id", "event_id", unique=True),
+    # The relay's: what is left to publish or fan out, by type, in id order.
     Index(
         "ix_outbox_unpublished",
+        "type",
         "id",
         postgresql_where=text("published_at IS NULL"),
         sqlite_where=text("published_at IS NULL"),
     ),
     Index("ix_outbox_feed", "xid", "id"),
+    # The pruner's: webhook events fanned out long ago.
+    Index(
+        "ix_outbox_swept_events",
+        "published_at",
+        postgresql_where=text("type <> 'outcome'"),
+        sqlite_where=text("type <> 'outcome'"),
+    ),
 )
 
 # Declared in their own modules (this one is at its size limit), on this metadata.
@@ -349,33 +373,6 @@ webhook_endpoints = Table(
     Index(None, "key_id"),
 )
 
-# What a producer hears back (docs/api.md#webhooks), an outbox of its own: an
-# event is written in the transaction of what it reports (a job's last chunk,
-# a dispute's resolution) with only its subject; the webhooks component
-# (services/webhooks) renders its data and fans it out to the endpoints that
-# may see it, once, then delivers each copy on its own schedule.
-webhook_events = Table(
-    "webhook_events",
-    metadata,
-    Column("id", String(32), primary_key=True),  # evt_ + 24 hex digits: the webhook-id
-    Column("type", String(32), nullable=False),
-    Column("subject", ID, nullable=False),  # a job id, a dispute id, an endpoint id (ping)
-    # A JSON array, never joined text: a partition key may hold any separator
-    # (docs/api.md#partition-keys-and-document-ids). None for a ping.
-    Column("partitions", JSON, nullable=True),
-    Column("endpoint_id", String(32), nullable=True),  # a ping's one endpoint
-    Column("data", Text, nullable=True),  # JSON, rendered once at fan-out
-    Column("created_at", TS, nullable=False),
-    Column("fanned_out_at", TS, nullable=True),
-    Index(
-        "ix_webhook_events_waiting",
-        "created_at",
-        postgresql_where=text("fanned_out_at IS NULL"),
-        sqlite_where=text("fanned_out_at IS NULL"),
-    ),
-    Index(None, "fanned_out_at"),  # the pruner's: old events whose deliveries are gone
-)
-
 # One event for one endpoint: pending until a 2xx (delivered) or until the
 # schedule gives up (failed). ``next_attempt_at`` is when the webhooks
 # component next sends it (a claimed delivery's is pushed past its attempt, so
@@ -384,7 +381,7 @@ webhook_deliveries = Table(
     "webhook_deliveries",
     metadata,
     Column("id", String(32), primary_key=True),  # dlv_ + 24 hex digits
-    Column("event_id", ForeignKey("webhook_events.id"), nullable=False),
+    Column("event_id", String(32), ForeignKey("outbox.event_id"), nullable=False),
     Column("endpoint_id", ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), nullable=False),
     Column("status", String(16), nullable=False),  # pending, delivered, failed
     Column("attempts", Integer, nullable=False),

@@ -25,15 +25,18 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, select, update
 
 from shared.adapters.db.tables import (
+    OUTCOME,
+    outbox,
     webhook_attempts,
     webhook_deliveries,
     webhook_endpoints,
-    webhook_events,
 )
 from shared.adapters.db.types import utc
 from shared.adapters.db.webhooks.endpoints import retired_of, signing_secrets
 
-ev, dl, at, we = webhook_events, webhook_deliveries, webhook_attempts, webhook_endpoints
+ev, dl, at, we = outbox, webhook_deliveries, webhook_attempts, webhook_endpoints
+# The outbox's webhook events (the rest are outcome units, the relay's to publish).
+WEBHOOK_EVENTS = ev.c.type != OUTCOME
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
 IN_FLIGHT_PER_ENDPOINT = 2
 
@@ -57,15 +60,15 @@ class Waiting:
 def waiting_events(conn: Connection, limit: int) -> list[Waiting]:
     """The oldest events not fanned out."""
     rows = conn.execute(
-        select(ev.c.id, ev.c.type, ev.c.subject, ev.c.partitions, ev.c.endpoint_id)
+        select(ev.c.event_id, ev.c.type, ev.c.subject, ev.c.partitions, ev.c.endpoint_id)
         .add_columns(ev.c.created_at)
-        .where(ev.c.fanned_out_at.is_(None))
-        .order_by(ev.c.created_at)
+        .where(ev.c.published_at.is_(None), WEBHOOK_EVENTS)
+        .order_by(ev.c.id)
         .limit(limit)
     ).all()
     return [
         Waiting(
-            r.id,
+            r.event_id,
             r.type,
             r.subject,
             None if r.partitions is None else tuple(r.partitions),
@@ -104,8 +107,8 @@ def fan_out(
     endpoint); none when another process fanned it out first."""
     marked = conn.execute(
         update(ev)
-        .where(ev.c.id == event_id, ev.c.fanned_out_at.is_(None))
-        .values(data=data, fanned_out_at=now)
+        .where(ev.c.event_id == event_id, ev.c.published_at.is_(None))
+        .values(data=data, published_at=now)
     )
     if marked.rowcount != 1:
         return []
@@ -209,7 +212,7 @@ _CLAIMED = (
     dl.c.id,
     dl.c.attempts,
     dl.c.first_attempt_at,
-    ev.c.id.label("event_id"),
+    ev.c.event_id,
     ev.c.type,
     ev.c.created_at,
     ev.c.data,
@@ -227,7 +230,7 @@ _CLAIMED = (
 def _claimed_select(delivery_id: str) -> Select[Any]:
     return (
         select(*_CLAIMED)
-        .join(ev, ev.c.id == dl.c.event_id)
+        .join(ev, ev.c.event_id == dl.c.event_id)
         .join(we, we.c.id == dl.c.endpoint_id)
         .where(dl.c.id == delivery_id)
     )
@@ -245,7 +248,7 @@ def claim(
             dl.c.id == delivery_id,
             dl.c.attempts == attempts,
             dl.c.status == "pending",
-            ev.c.id == dl.c.event_id,
+            ev.c.event_id == dl.c.event_id,
             we.c.id == dl.c.endpoint_id,
         )
         .values(next_attempt_at=now + lease, leased_until=now + lease)
@@ -394,7 +397,7 @@ def get(engine: Engine, endpoint_id: str, delivery_id: str) -> Delivery | None:
 def _deliveries(endpoint_id: str) -> Select[Any]:
     return (
         select(dl, ev.c.type)
-        .join(ev, ev.c.id == dl.c.event_id)
+        .join(ev, ev.c.event_id == dl.c.event_id)
         .where(dl.c.endpoint_id == endpoint_id)
     )
 
@@ -484,11 +487,11 @@ def backlog(engine: Engine) -> Backlog:
         }
         pending = conn.execute(
             select(func.min(ev.c.created_at))
-            .select_from(dl.join(ev, ev.c.id == dl.c.event_id))
+            .select_from(dl.join(ev, ev.c.event_id == dl.c.event_id))
             .where(dl.c.status == "pending")
         ).scalar()
         waiting = conn.execute(
-            select(func.min(ev.c.created_at)).where(ev.c.fanned_out_at.is_(None))
+            select(func.min(ev.c.created_at)).where(ev.c.published_at.is_(None), WEBHOOK_EVENTS)
         ).scalar()
         endpoints = conn.execute(
             select(we.c.status, we.c.disabled_reason, func.count()).group_by(

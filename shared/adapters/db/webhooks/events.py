@@ -1,9 +1,9 @@
 """Webhook events, written in the transaction of what they report
 (docs/architecture.md#webhooks): a job's last chunk writes ``job.completed``
 (and ``dead_letters.created`` when any of its lines were), a dispute's
-resolution ``dispute.resolved``, an endpoint's test a ``ping``. An event row
-names its subject and partitions only; the webhooks component renders its
-data and fans it out.
+resolution ``dispute.resolved``, an endpoint's test a ``ping``. Each is a row
+of the one outbox, typed, naming its subject and partitions only; the relay
+renders its data and fans it out.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, func, insert, select
 
-from shared.adapters.db.tables import chunk_results, job_partitions, jobs, webhook_events
+from shared.adapters.db.tables import chunk_results, job_partitions, jobs, outbox
 
 JOB_COMPLETED = "job.completed"
 DEAD_LETTERS_CREATED = "dead_letters.created"
@@ -57,7 +57,7 @@ def after_chunk(conn: Connection, job_id: str, now: dt.datetime) -> None:
     rows = [_row(JOB_COMPLETED, job_id, partitions, now)]
     if dead > 0:
         rows.append(_row(DEAD_LETTERS_CREATED, job_id, partitions, now))
-    conn.execute(insert(webhook_events), rows)
+    conn.execute(insert(outbox), rows)
 
 
 def disputes_resolved(
@@ -66,22 +66,22 @@ def disputes_resolved(
     """``dispute.resolved`` for each (dispute id, partition) a resolution decided."""
     rows = [_row(DISPUTE_RESOLVED, str(d), [p], now) for d, p in resolved]
     if rows:
-        conn.execute(insert(webhook_events), rows)
+        conn.execute(insert(outbox), rows)
 
 
 def ping(conn: Connection, endpoint_id: str, now: dt.datetime) -> str:
     """A test event for one endpoint; its id."""
     row = _row(PING, endpoint_id, None, now)
     row["endpoint_id"] = endpoint_id
-    conn.execute(insert(webhook_events).values(**row))
-    return str(row["id"])
+    conn.execute(insert(outbox).values(**row))
+    return str(row["event_id"])
 
 
 def _row(
     kind: str, subject: str, partitions: Iterable[str] | None, now: dt.datetime
 ) -> dict[str, object]:
     return {
-        "id": new_event_id(),
+        "event_id": new_event_id(),
         "type": kind,
         "subject": subject,
         "partitions": None if partitions is None else list(partitions),

@@ -12,9 +12,9 @@ import datetime as dt
 from sqlalchemy import Engine, and_, delete, exists, or_, select
 
 from shared.adapters.db.edi.tables import edi_refusals
-from shared.adapters.db.tables import webhook_attempts, webhook_deliveries, webhook_events
+from shared.adapters.db.tables import OUTCOME, outbox, webhook_attempts, webhook_deliveries
 
-ev, dl, at = webhook_events, webhook_deliveries, webhook_attempts
+ev, dl, at = outbox, webhook_deliveries, webhook_attempts
 
 
 def deliveries(
@@ -43,11 +43,13 @@ def deliveries(
 
 
 def events(engine: Engine, fanned_out_before: dt.datetime, limit: int) -> dict[str, int]:
-    """Events fanned out before ``fanned_out_before`` none of whose deliveries
-    remain (never one not yet fanned out)."""
+    """Webhook events fanned out before ``fanned_out_before`` none of whose
+    deliveries remain (never one not yet fanned out, never an outcome unit: the
+    ledger feed reads those for good)."""
     lonely = and_(
-        ev.c.fanned_out_at < fanned_out_before,
-        ~exists().where(dl.c.event_id == ev.c.id),
+        ev.c.type != OUTCOME,
+        ev.c.published_at < fanned_out_before,
+        ~exists().where(dl.c.event_id == ev.c.event_id),
     )
     with engine.begin() as conn:
         ids = conn.execute(select(ev.c.id).where(lonely).limit(limit)).scalars().all()

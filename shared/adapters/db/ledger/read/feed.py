@@ -110,7 +110,10 @@ def now(conn: Connection) -> Position:
     after it is yet to come (``after=now``)."""
     if conn.dialect.name == "postgresql":
         return end_of(horizon(conn) - 1)
-    last = conn.execute(select(func.max(outbox.c.id))).scalar_one_or_none()
+    # Units only: a webhook event may be written after the last unit.
+    last = conn.execute(
+        select(func.max(outbox.c.id)).where(outbox.c.ledger_entry_ids.is_not(None))
+    ).scalar_one_or_none()
     return end_of(0, last or 0)
 
 
@@ -121,7 +124,7 @@ def frontier(conn: Connection) -> Position:
         row = conn.execute(
             text(
                 f"SELECT o.xid, o.id FROM outbox o WHERE o.xid < {_HORIZON}"
-                " ORDER BY o.xid DESC, o.id DESC LIMIT 1"
+                " AND o.ledger_entry_ids IS NOT NULL ORDER BY o.xid DESC, o.id DESC LIMIT 1"
             )
         ).first()
         return end_of(-2, 0) if row is None else end_of(row[0], row[1])
@@ -134,7 +137,10 @@ def held_back_seconds(conn: Connection) -> float:
     if conn.dialect.name != "postgresql":
         return 0.0
     oldest: dt.timedelta | None = conn.execute(
-        text(f"SELECT now() - min(o.created_at) FROM outbox o WHERE o.xid >= {_HORIZON}")
+        text(
+            "SELECT now() - min(o.created_at) FROM outbox o"
+            f" WHERE o.xid >= {_HORIZON} AND o.ledger_entry_ids IS NOT NULL"
+        )
     ).scalar_one()
     return 0.0 if oldest is None else max(0.0, oldest.total_seconds())
 

@@ -1,5 +1,6 @@
-"""The webhooks scheduler's pure parts: who gets an event, and a round that
-fails never ends the thread (services/webhooks/scheduler.py)."""
+"""The pure parts of the relay's webhook fan-out and of the webhooks
+scheduler: who gets an event, and a round that fails never ends either's
+thread (services/relay/fanout.py, services/webhooks/scheduler.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import datetime as dt
 import threading
 from typing import Any
 
+import pytest
+
+from services.relay.fanout import FanOut
 from services.webhooks.scheduler import Scheduler
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
 from shared.settings import ProducerKey, Settings
@@ -29,12 +33,16 @@ def scheduler(**settings: Any) -> Scheduler:
     return Scheduler(Settings(producer_keys=KEYS, **settings), None, lambda d, n: None)  # type: ignore[arg-type]
 
 
+def fan_out(**settings: Any) -> FanOut:
+    return FanOut(Settings(producer_keys=KEYS, **settings), None)  # type: ignore[arg-type]
+
+
 def event(kind: str, partitions: tuple[str, ...] | None, endpoint: str | None = None) -> Waiting:
     return Waiting("evt_1", kind, "subject", partitions, endpoint, NOW)
 
 
 def test_an_event_goes_to_the_keys_that_may_see_every_partition_it_tells_of() -> None:
-    s = scheduler()
+    s = fan_out()
     assert s.targets(event("job.completed", ("VENDOR-A",)), SUBSCRIBERS) == ["we_all", "we_a"]
     # A job of two partitions: not to a key that sees only one of them.
     assert s.targets(event("job.completed", ("VENDOR-A", "VENDOR-B")), SUBSCRIBERS) == ["we_all"]
@@ -45,8 +53,9 @@ def test_an_event_goes_to_the_keys_that_may_see_every_partition_it_tells_of() ->
     assert s.targets(event("ping", None, "we_ab"), SUBSCRIBERS) == ["we_ab"]
 
 
-def test_a_round_that_fails_does_not_end_the_scheduler() -> None:
-    s = scheduler(webhook_poll_s=0.01)
+@pytest.mark.parametrize("make", [scheduler, fan_out])
+def test_a_round_that_fails_does_not_end_the_thread(make: Any) -> None:
+    s = make(webhook_poll_s=0.01)
     stop = threading.Event()
     rounds: list[int] = []
 

@@ -1,5 +1,5 @@
-"""What each event tells (docs/api.md#webhooks), rendered once, when it is
-fanned out: the job as ``GET /v1/jobs/{job_id}`` shows it, a job's dead
+"""What each webhook event tells (docs/api.md#webhooks), rendered once, when
+the relay fans it out (fanout.py): the job as ``GET /v1/jobs/{job_id}`` shows it, a job's dead
 letters by reason, the dispute of ``GET /v1/disputes/{id}`` with its
 resolution, a ping. The wire shapes are those the API answers with (shared/wire/).
 """
