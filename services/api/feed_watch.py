@@ -30,6 +30,11 @@ class FeedWatch:
         self._changed: asyncio.Condition | None = None
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def waiting(self) -> int:
+        """Consumers waiting now."""
+        return self._waiting
+
     async def wait_past(self, position: Position, timeout: float) -> bool:
         """Wait until the feed can give a unit after ``position`` (a consumer's
         cursor after a page with nothing); False after ``timeout`` seconds."""

@@ -271,23 +271,36 @@ def test_the_http_feed_pages_from_now_with_a_cursor_always(
     assert again["items"] == [] and again["next_cursor"]
 
 
-def test_a_long_poll_hears_a_commit_and_holds_no_connection_while_it_waits(
+def test_long_polls_hear_a_commit_and_hold_no_connection_while_they_wait(
     http: TestClient, engine: Engine
 ) -> None:
+    """Twenty consumers wait on one partition: meanwhile the API's pool lends
+    at most the one connection of the process's watch, briefly; the commit
+    reaches each of them."""
     start = _get(http, after="now").json()["next_cursor"]
     vendor = uid("WAIT-")
     answers: list[Any] = []
-    waiting = threading.Thread(
-        target=lambda: answers.append(
-            _get(http, after=start, partition_key=vendor, wait="30").json()
-        )
-    )
-    waiting.start()
-    time.sleep(0.5)  # not a readiness wait: the commit may land before or during the wait
+
+    def wait() -> None:
+        answers.append(_get(http, after=start, partition_key=vendor, wait="30").json())
+
+    waiting = [threading.Thread(target=wait) for _ in range(20)]
+    for w in waiting:
+        w.start()
+    ctx = http.app.state.ctx  # type: ignore[attr-defined]
+    deadline = time.monotonic() + DEADLINE_S
+    while ctx.feed_watch.waiting < 20:  # each has read its empty page and waits
+        assert time.monotonic() < deadline, ctx.feed_watch.waiting
+        time.sleep(0.02)
+    lent = []
+    for _ in range(50):  # a second of their wait
+        lent.append(ctx.engine.pool.checkedout())
+        time.sleep(0.02)
     job_id = _settle(engine, [promo_doc(vendor, [promo_line(1, "8", "1.00")])])
-    waiting.join()
-    [answer] = answers
-    assert [i["job_id"] for i in answer["items"]] == [job_id]
+    for w in waiting:
+        w.join()
+    assert max(lent) <= 1, lent
+    assert [[i["job_id"] for i in a["items"]] for a in answers] == [[job_id]] * 20
 
 
 def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engine: Engine) -> None:

@@ -14,6 +14,7 @@ writer at a time, so its units commit in id order and that order is enough.
 from __future__ import annotations
 
 import datetime as dt
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,9 +68,11 @@ class Page:
 
 
 _HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+_HORIZON_NOW = text(f"({_HORIZON})")
 
-# Units per read while a page fills: a unit holds one to thousands of rows.
-_UNITS_PER_READ = 16
+# Units per read while a page fills, doubling: a unit holds one to thousands
+# of rows, so a page of a large unit reads one, and of one-row units few reads.
+_FIRST_READ, _MOST_READ = 2, 256
 
 
 def horizon(conn: Connection) -> int:
@@ -147,45 +150,50 @@ def held_back_seconds(conn: Connection) -> float:
 
 def _scan(conn: Connection, after: Position, budget: int) -> list[Position]:
     """The positions of the next ``budget`` rows after ``after``, read unit by
-    unit: the index on ``(xid, id)`` gives the units in order, and only as many
-    as the page needs are read (their ids unnested here, in order)."""
+    unit: the index on ``(xid, id)`` gives the units in order, a few at a
+    time and more while the page is not full (a unit holds one to thousands
+    of rows), and only the rows the page takes become positions."""
     pg = conn.dialect.name == "postgresql"
-    # The horizon is read before the units: every unit below it has ended, so
-    # the later reads see every one of them that committed.
-    below = horizon(conn) if pg else None
     found: list[Position] = []
-    xid, unit, first = after.xid, after.unit, True
+    xid, unit, first, per_read = after.xid, after.unit, True, _FIRST_READ
     while len(found) < budget:
-        units = _units(conn, xid, unit, below, inclusive=first)
+        units = _units(conn, xid, unit, pg, per_read, inclusive=first)
         for unit_xid, unit_id, ids in units:
-            done = after.entry if (unit_xid, unit_id) == (after.xid, after.unit) else None
-            for entry in sorted(ids):
-                if done is None or entry > done:
-                    found.append(Position(unit_xid, unit_id, entry))
+            entries = sorted(ids)
+            if (unit_xid, unit_id) == (after.xid, after.unit):
+                entries = entries[bisect_right(entries, after.entry) :]
+            room = budget - len(found)
+            found.extend(Position(unit_xid, unit_id, e) for e in entries[:room])
             xid, unit = unit_xid, unit_id
-        if len(units) < _UNITS_PER_READ:
+            if len(found) == budget:
+                break
+        if len(units) < per_read:
             break
-        first = False
-    return found[:budget]
+        first, per_read = False, min(per_read * 2, _MOST_READ)
+    return found
 
 
 def _units(
-    conn: Connection, xid: int, unit: int, below: int | None, *, inclusive: bool
+    conn: Connection, xid: int, unit: int, pg: bool, limit: int, *, inclusive: bool
 ) -> list[tuple[int, int, list[int]]]:
-    """The next units from (``xid``, ``unit``) on, in feed order: (xid, id, ids)."""
+    """The next units from (``xid``, ``unit``) on, in feed order: (xid, id, ids).
+    On PostgreSQL only those below the horizon of the statement's own
+    snapshot: every one of them has ended, so the statement sees each that
+    committed. (Each read of a page may have a later horizon than the one
+    before: what it adds lies after what that one gave, and has ended too.)"""
     o = outbox.c
-    if below is None:  # SQLite: one writer, units in id order
+    if not pg:  # SQLite: one writer, units in id order
         start = o.id >= unit if inclusive else o.id > unit
         query = select(o.id, o.ledger_entry_ids).where(start).order_by(o.id)
-        rows = conn.execute(query.limit(_UNITS_PER_READ)).all()
+        rows = conn.execute(query.limit(limit)).all()
         return [(0, r.id, list(r.ledger_entry_ids or ())) for r in rows]
     at = tuple_(o.xid, o.id)
     start = at >= tuple_(xid, unit) if inclusive else at > tuple_(xid, unit)
     query = (
         select(o.xid, o.id, o.ledger_entry_ids)
-        .where(start, o.xid < below, o.ledger_entry_ids.is_not(None))
+        .where(start, o.xid < _HORIZON_NOW, o.ledger_entry_ids.is_not(None))
         .order_by(o.xid, o.id)
-        .limit(_UNITS_PER_READ)
+        .limit(limit)
     )
     return [(r.xid, r.id, list(r.ledger_entry_ids)) for r in conn.execute(query)]
 
