@@ -28,28 +28,11 @@ from services.commands.options import (
     make_client,
     partition_key_option,
 )
+from shared.domain.feed import COLUMNS
 from shared.wire.cells import cell
 
 app = typer.Typer(help="Read the ledger out: its rows in commit order, each once.")
 
-# Every column of the stable ledger schema, in its order (docs/architecture.md#ledger-schema).
-COLUMNS = (
-    "id",
-    "reconciliation_key",
-    "contract_version",
-    "kind",
-    "partition_key",
-    "document_id",
-    "line_ref",
-    "job_id",
-    "outcome",
-    "amount",
-    "claimed_amount",
-    "delta",
-    "supersedes_id",
-    "correlation_id",
-    "created_at",
-)
 _MONEY = frozenset({"amount", "claimed_amount", "delta"})
 # A followed feed asks the server to wait this long for a row: Ctrl-C is
 # answered within it (the request in flight is let finish).

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from services.relay.payloads import data_of
+from services.rounds import run_rounds
 from shared.adapters.db import producer_keys
 from shared.adapters.db.webhooks import deliveries
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
@@ -38,21 +39,10 @@ class FanOut:
         self.settings, self.engine = settings, engine
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                busy = self.tick()
-            except SQLAlchemyError as exc:
-                log.warning("webhook fan-out paused: %s", type(exc).__name__)
-                busy = False
-                stop.wait(1.0)
-            except Exception:
-                # A bug must not end the thread while the process lives on and
-                # fans nothing out: logged, then the next round.
-                log.exception("webhook fan-out round failed")
-                busy = False
-                stop.wait(1.0)
-            if not busy:
-                stop.wait(self.settings.webhook_poll_s)
+        def idle() -> None:
+            stop.wait(self.settings.webhook_poll_s)
+
+        run_rounds(self.tick, stop, idle, log, "webhook fan-out", (SQLAlchemyError,))
 
     def tick(self) -> bool:
         """One round; whether there may be more to do at once."""

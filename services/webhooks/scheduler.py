@@ -16,6 +16,7 @@ from dramatiq.errors import DramatiqError
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from services.rounds import run_rounds
 from services.webhooks.delivery import LEASE
 from shared.adapters.db.webhooks import deliveries
 from shared.settings import Settings
@@ -34,22 +35,12 @@ class Scheduler:
         self.wake = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                busy = self.tick()
-            except (SQLAlchemyError, DramatiqError) as exc:
-                log.warning("webhooks paused: %s", type(exc).__name__)
-                busy = False
-                stop.wait(1.0)
-            except Exception:
-                # A bug must not end the thread while the process lives on and
-                # delivers nothing: logged, then the next round.
-                log.exception("webhooks scheduler round failed")
-                busy = False
-                stop.wait(1.0)
-            if not busy:
-                self.wake.wait(self.settings.webhook_poll_s)
-                self.wake.clear()
+        def idle() -> None:
+            self.wake.wait(self.settings.webhook_poll_s)
+            self.wake.clear()
+
+        transient = (SQLAlchemyError, DramatiqError)
+        run_rounds(self.tick, stop, idle, log, "webhooks", transient)
 
     def tick(self) -> bool:
         """One round; whether there may be more to do at once."""

@@ -24,6 +24,27 @@ _BASE64URL = re.compile(r"[A-Za-z0-9_-]{1,200}")
 _VERSION = "f1"
 
 
+# What a feed item carries: every column of the stable ledger schema
+# (docs/architecture.md#ledger-schema), in its order.
+COLUMNS = (
+    "id",
+    "reconciliation_key",
+    "contract_version",
+    "kind",
+    "partition_key",
+    "document_id",
+    "line_ref",
+    "job_id",
+    "outcome",
+    "amount",
+    "claimed_amount",
+    "delta",
+    "supersedes_id",
+    "correlation_id",
+    "created_at",
+)
+
+
 class InvalidCursor(ValueError):
     """Text that is not a cursor of the feed."""
 

@@ -34,26 +34,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from shared.adapters.db.tables import ledger_entries, outbox
-from shared.domain.feed import Position, end_of
+from shared.domain.feed import COLUMNS, Position, end_of
 
-# Every column of the stable ledger schema (docs/architecture.md#ledger-schema).
-COLUMNS = (
-    "id",
-    "reconciliation_key",
-    "contract_version",
-    "kind",
-    "partition_key",
-    "document_id",
-    "line_ref",
-    "job_id",
-    "outcome",
-    "amount",
-    "claimed_amount",
-    "delta",
-    "supersedes_id",
-    "correlation_id",
-    "created_at",
-)
 _SELECTED = tuple(ledger_entries.c[name] for name in COLUMNS)
 
 # Ledger rows a filtered page may look at: a page of a rare partition can be
