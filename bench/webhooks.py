@@ -165,6 +165,7 @@ def main() -> int:
         try:
             stack.start()
             stack.start_worker("webhooks")
+            stack._spawn("relay", ["relay"])  # it fans the events out to the endpoints
             for vendor in range(VENDORS):
                 path = f"/v1/contracts/promo_accrual/VENDOR-{vendor:04d}/1"
                 assert stack.operator().bearer("PUT", path, promo_contract()).status_code == 201
