@@ -103,7 +103,9 @@ def unpublished(engine: Engine) -> int:
     with engine.connect() as conn:
         return int(
             conn.execute(
-                select(func.count()).select_from(o).where(o.c.published_at.is_(None))
+                select(func.count())
+                .select_from(o)
+                .where(o.c.published_at.is_(None), o.c.type == tables.OUTCOME)
             ).scalar_one()
         )
 
@@ -137,7 +139,11 @@ def expected_messages(engine: Engine) -> int:
     """One message per unit, outcome and kind, split after every BATCH_MAX."""
     o, L = tables.outbox, tables.ledger_entries
     with engine.connect() as conn:
-        units = conn.execute(select(o.c.ledger_entry_ids)).scalars().all()
+        units = (
+            conn.execute(select(o.c.ledger_entry_ids).where(o.c.type == tables.OUTCOME))
+            .scalars()
+            .all()
+        )
         outcome = dict(conn.execute(select(L.c.id, L.c.outcome)).all())
     total = 0
     for unit in units:
@@ -198,7 +204,8 @@ def test_the_committing_worker_publishes_what_the_relay_would(
         assert sorted(e["event_id"] for m in at_commit for e in m.events) == sorted(ledger)
         # The relay, made to publish the same units again, sends the same messages.
         with engine.begin() as conn:
-            conn.execute(tables.outbox.update().values(published_at=None))
+            o = tables.outbox
+            conn.execute(o.update().where(o.c.type == tables.OUTCOME).values(published_at=None))
         run_relay(settings, engine, lambda: unpublished(engine) == 0)
         by_relay = drain(channel, queue)
         assert {m.message_id: m for m in by_relay} == {m.message_id: m for m in at_commit}
@@ -214,7 +221,10 @@ def test_a_relay_leaves_a_unit_to_its_worker_for_the_grace(
     engine = _settle_job(settings, publish_at_commit=False)
     try:
         with engine.connect() as conn:
-            oldest = conn.execute(select(func.min(tables.outbox.c.created_at))).scalar_one()
+            o = tables.outbox
+            oldest = conn.execute(
+                select(func.min(o.c.created_at)).where(o.c.type == tables.OUTCOME)
+            ).scalar_one()
             now = conn.execute(select(func.now())).scalar_one()
         grace = (now - oldest).total_seconds() + 3600
         with engine.begin() as conn:

@@ -49,7 +49,11 @@ def unpublished(engine: Engine) -> int:
     outbox = tables.outbox
     with engine.connect() as conn:
         return int(
-            conn.execute(select(func.count()).where(outbox.c.published_at.is_(None))).scalar_one()
+            conn.execute(
+                select(func.count()).where(
+                    outbox.c.published_at.is_(None), outbox.c.type == tables.OUTCOME
+                )
+            ).scalar_one()
         )
 
 
@@ -144,7 +148,7 @@ def test_a_resolution_is_published_at_its_commit_as_the_relay_would_publish_it(
             publisher.publish_messages,
         )
         assert resolved == 1
-        ours = outbox.c.id > before
+        ours = (outbox.c.id > before) & (outbox.c.type == tables.OUTCOME)
         with engine.connect() as conn:
             left = conn.execute(select(func.count()).where(ours, outbox.c.published_at.is_(None)))
             assert left.scalar_one() == 0  # marked by the publisher, not left to the relay

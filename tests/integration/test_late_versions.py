@@ -92,9 +92,11 @@ def identity_rows(engine: Engine, **where: str) -> list[Any]:
 
 
 def events(engine: Engine) -> int:
-    """Outbox rows: each lists the events of one committed unit."""
+    """Outcome units: each lists the events of one committed unit."""
+    o = tables.outbox
     with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(tables.outbox)).scalar_one())
+        units = select(func.count()).select_from(o).where(o.c.type == tables.OUTCOME)
+        return int(conn.execute(units).scalar_one())
 
 
 # ---------------------------------------------------------------- promo

@@ -71,20 +71,24 @@ def _now(engine: Engine) -> Position:
 
 class Poller:
     """A consumer: pages of ``limit`` from ``after``, always resuming from the
-    page's next position; it keeps what belongs to ``job_ids``."""
+    page's next position. It keeps every row it receives: a job's id may be
+    known to the test only after its rows have come."""
 
     def __init__(self, engine: Engine, after: Position, job_ids: set[str], limit: int) -> None:
         self.engine, self.position, self.job_ids, self.limit = engine, after, job_ids, limit
-        self.rows: list[Any] = []
-        self.positions: list[Position] = [after]
+        self.received: list[Any] = []
+
+    @property
+    def rows(self) -> list[Any]:
+        """What it received of its jobs, in the order received."""
+        return [r for r in self.received if r.job_id in self.job_ids]
 
     def poll(self) -> int:
         with self.engine.connect() as conn:
             page = feed.page(conn, self.position, partitions=None, kind=None, limit=self.limit)
         assert page.next >= self.position  # a cursor never goes back
         self.position = page.next
-        self.positions.append(page.next)
-        self.rows += [r for r in page.rows if r.job_id in self.job_ids]
+        self.received += page.rows
         return len(page.rows)
 
     def until(self, count: int) -> list[Any]:

@@ -41,7 +41,11 @@ def unpublished(engine: Engine) -> int:
     outbox = tables.outbox
     with engine.connect() as conn:
         return int(
-            conn.execute(select(func.count()).where(outbox.c.published_at.is_(None))).scalar_one()
+            conn.execute(
+                select(func.count()).where(
+                    outbox.c.published_at.is_(None), outbox.c.type == tables.OUTCOME
+                )
+            ).scalar_one()
         )
 
 
