@@ -5,7 +5,10 @@ tuned PostgreSQL, then ``--lookups`` of each, each for a row drawn at random:
 
 - the identity (``GET /v1/identities/{key}``'s read: ``history.identity``);
 - the document's lines by id and partition, and by id alone (``GET /v1/lines``'s
-  read: ``history.document_lines``).
+  read: ``history.document_lines``);
+- a page of 1,000 of the ledger feed from a cursor drawn at random, and a
+  partition's page (``GET /v1/ledger/feed``'s read, ``bench/feed.py::pages``,
+  the filled rows given units of 5,000 as settlement writes them).
 
 Prints each one's median, p95 and slowest time in ms (the first lookups read
 pages from disk, the rest mostly from memory) and the plan PostgreSQL chose
@@ -24,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from bench.feed import pages, units
 from bench.ledger_fill import fill
 from bench.server import describe, server
 from shared.adapters.db.engine import make_engine
@@ -47,9 +51,11 @@ def main() -> int:
             filled = fill(env.database_url, args.ledger_rows)
             print(filled.report())
             print(f"filled in {time.monotonic() - started:.0f} s")
+            units(env.database_url)
             engine = make_engine(env.database_url)
             try:
-                return measure(engine, args.lookups)
+                found = measure(engine, args.lookups)
+                return found if pages(engine, args.lookups) else 1
             finally:
                 engine.dispose()
 
