@@ -60,19 +60,19 @@ async def ledger_feed(
     partitions = _partitions(who, partition_key)
     start = _start(after)
 
-    def read(position: Position | None) -> tuple[feed.Page, Position]:
+    def read(position: Position | None) -> feed.Page:
         with ctx.engine.connect() as conn:
             where = feed.now(conn) if position is None else position
-            return feed.page(conn, where, partitions=partitions, kind=kind, limit=limit), where
+            return feed.page(conn, where, partitions=partitions, kind=kind, limit=limit)
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    found, _ = await run_in_threadpool(read, start)
+    found = await run_in_threadpool(read, start)
     while not found.rows and wait > 0:
         remaining = deadline - loop.time()
         if remaining <= 0 or not await ctx.feed_watch.wait_past(found.next, remaining):
             break
-        found, _ = await run_in_threadpool(read, found.next)
+        found = await run_in_threadpool(read, found.next)
     return FeedPage(items=[feed_item(r) for r in found.rows], next_cursor=found.next.cursor())
 
 

@@ -1,11 +1,14 @@
-"""Dialect-aware ``INSERT ... ON CONFLICT DO NOTHING`` (PostgreSQL and SQLite)."""
+"""Dialect-aware statements (PostgreSQL and SQLite): ``INSERT ... ON CONFLICT DO
+NOTHING``, an outcome among several, an id among many."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Table, literal_column
+from sqlalchemy import BigInteger, ColumnElement, Connection, Table, any_, bindparam, literal_column
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 
 
 def insert_ignoring_conflicts(
@@ -29,3 +32,11 @@ def outcome_in(column: Any, *outcomes: str) -> ColumnElement[bool]:
     quoted: list[Any] = [literal_column("'" + o.replace("'", "''") + "'") for o in outcomes]
     condition: ColumnElement[bool] = column.in_(quoted) if len(quoted) > 1 else column == quoted[0]
     return condition
+
+
+def id_in(column: Any, ids: Sequence[int], dialect: str) -> ColumnElement[bool]:
+    """``column IN ids``; one array parameter on PostgreSQL (thousands of binds
+    cost more to compile and send than the rows they find)."""
+    if dialect == "postgresql":
+        return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))  # type: ignore[no-any-return]
+    return column.in_(list(ids))  # type: ignore[no-any-return]

@@ -10,13 +10,13 @@ from typing import Any
 
 from sqlalchemy import Engine, case, func
 
+from shared.adapters.db.dialect import id_in
 from shared.adapters.db.disputes.sql import (
     RESOLVED,
     STATUS_WHERE,
     SUPERSEDED,
     d,
     disputes_query,
-    id_in,
     joined,
     res,
     status,

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 
 from shared.adapters.db.bulk import insert_rows
+from shared.adapters.db.dialect import id_in
 from shared.adapters.db.disputes.sql import (
     STATUS_WHERE,
     abs_variance,
     apply,
     d,
     disputes_query,
-    id_in,
     joined,
     to_dispute,
 )

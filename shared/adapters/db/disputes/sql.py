@@ -12,25 +12,21 @@ through ``ix_ledger_entries_disputes`` (disputed rows only, by id).
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     ColumnElement,
     Select,
     String,
     and_,
-    any_,
-    bindparam,
     exists,
     func,
     literal,
     not_,
     select,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.disputes.types import Dispute, Filter, Resolution
@@ -128,14 +124,6 @@ def abs_variance(
         row.c.claimed_amount, row.c.amount, literal(format(bound, "f"), String)
     )
     return op(cmp, 0)  # type: ignore[no-any-return]
-
-
-def id_in(column: Any, ids: Sequence[int], dialect: str) -> ColumnElement[bool]:
-    """``column IN ids``; one array parameter on PostgreSQL (thousands of binds
-    cost more to compile and send than the rows they find)."""
-    if dialect == "postgresql":
-        return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))  # type: ignore[no-any-return]
-    return column.in_(list(ids))  # type: ignore[no-any-return]
 
 
 def status(row: Any) -> Status:

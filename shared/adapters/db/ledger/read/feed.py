@@ -20,19 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     Connection,
-    Text,
-    any_,
-    cast,
     func,
-    literal,
     select,
     text,
     tuple_,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 
+from shared.adapters.db.dialect import id_in
 from shared.adapters.db.tables import ledger_entries, outbox
 from shared.domain.feed import COLUMNS, Position, end_of
 
@@ -183,22 +178,10 @@ def _units(
 def _rows(
     conn: Connection, ids: list[int], partitions: Sequence[str] | None, kind: str | None
 ) -> dict[int, Any]:
-    found: dict[int, Any] = {}
-    pg = conn.dialect.name == "postgresql"
-    step = max(len(ids), 1) if pg else 5000
-    for start in range(0, len(ids), step):
-        part = ids[start : start + step]
-        # PostgreSQL: one array parameter, not a bind per id.
-        wanted = (
-            ledger_entries.c.id
-            == any_(cast(literal("{" + ",".join(map(str, part)) + "}", Text), ARRAY(BigInteger)))
-            if pg
-            else ledger_entries.c.id.in_(part)
-        )
-        query = select(*_SELECTED).where(wanted)
-        if partitions is not None:
-            query = query.where(ledger_entries.c.partition_key.in_(list(partitions)))
-        if kind is not None:
-            query = query.where(ledger_entries.c.kind == kind)
-        found.update((row.id, row) for row in conn.execute(query))
-    return found
+    """The ledger rows of ``ids`` (at most ``FILTERED_SCAN``) that pass the filters."""
+    query = select(*_SELECTED).where(id_in(ledger_entries.c.id, ids, conn.dialect.name))
+    if partitions is not None:
+        query = query.where(ledger_entries.c.partition_key.in_(list(partitions)))
+    if kind is not None:
+        query = query.where(ledger_entries.c.kind == kind)
+    return {row.id: row for row in conn.execute(query)}
