@@ -110,6 +110,35 @@ def test_a_webhooks_process_killed_mid_delivery_delivers_again(stack: Stack) -> 
         receiver.close()
 
 
+def test_an_event_written_while_the_relay_is_down_is_fanned_out_once_it_is_back(
+    stack: Stack,
+) -> None:
+    """The relay fans webhook events out: killed, the events of jobs that
+    complete meanwhile wait in the outbox, and the next relay delivers each
+    once (one process's crash loses nothing)."""
+    if "webhooks" not in stack.processes:
+        _start_webhooks(stack)
+    if "relay" not in stack.processes:
+        stack._spawn("relay", ["relay"])
+    receiver = Receiver()
+    try:
+        endpoint = _endpoint(stack, receiver)
+        stack.kill("relay")
+        job_id = _submit(stack, seed=5)
+        assert stack.producer().wait(job_id, timeout=60)["state"] == "completed"
+        assert receiver.received == []  # nobody fans it out yet
+        stack._spawn("relay", ["relay"])
+        [heard] = receiver.wait_for(1)
+        assert json.loads(heard.body)["data"]["job_id"] == job_id
+        assert [d["status"] for d in _deliveries(stack, endpoint["id"])] in (
+            ["pending"],
+            ["delivered"],
+        )
+    finally:
+        stack.producer().signed("DELETE", f"/v1/webhook-endpoints/{endpoint['id']}")
+        receiver.close()
+
+
 def test_an_endpoint_that_hangs_holds_up_no_settlement(stack: Stack) -> None:
     """Every attempt hangs past the 10 s limit (the receiver holds each request
     for 30 s); jobs submitted while one hangs settle meanwhile, and the
