@@ -23,6 +23,7 @@ from dramatiq.message import Message
 from dramatiq.middleware import ShutdownNotifications, TimeLimit
 from sqlalchemy.exc import SQLAlchemyError
 
+from services.signals import wait_for_stop
 from services.webhooks.delivery import start
 from services.webhooks.metrics import WebhookMetrics
 from services.webhooks.pruner import Pruner
@@ -99,7 +100,7 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
     )
     pruner.start()
     log.info("webhooks delivering from %s with %d threads", queue, settings.webhook_threads)
-    stop.wait()
+    wait_for_stop(stop)
     log.info("stopping: finishing in-flight attempts")
     scheduler.join(timeout=10)
     worker.stop(timeout=15_000)

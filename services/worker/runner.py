@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import dramatiq
 
+from services.signals import wait_for_stop
 from services.worker.actors import build_broker, register_actors
 from services.worker.context import make_context
 from services.worker.metrics import WorkerMetrics
@@ -52,7 +53,7 @@ def run_worker(
         signal.signal(sig, lambda *_: stop.set())
     worker.start()
     log.info("worker consuming %s with %d threads", sorted(queues), threads)
-    stop.wait()
+    wait_for_stop(stop)
     log.info("stopping: finishing in-flight messages")
     # Unacked messages of a stopped worker go back to RabbitMQ for redelivery.
     worker.stop(timeout=settings.task_timeout_s * 1000)
