@@ -108,7 +108,7 @@ def _migrate(settings: Settings) -> None:
     from shared.adapters.db.engine import make_engine
     from shared.adapters.db.migrate import ensure_internal_key, upgrade
 
-    upgrade(settings.database_url)
+    upgrade(settings.database_url, settings.first_period)
     engine = make_engine(settings.database_url)
     ensure_internal_key(engine)
     engine.dispose()

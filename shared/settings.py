@@ -63,6 +63,15 @@ class ProducerKey(BaseModel):
         return "*" in self.partitions or partition_key in self.partitions
 
 
+class JournalAccounts(BaseModel):
+    """The general-ledger accounts a kind's positive balance is debited and credited to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    debit: str = Field(min_length=1, max_length=128)
+    credit: str = Field(min_length=1, max_length=128)
+
+
 def _default_map_processes() -> int:
     """Two where there are two cores and a fork (a child maps about half a file's sets)."""
     return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
@@ -150,6 +159,13 @@ class Settings(BaseSettings):
     # metric.
     supervisor_counts_file: str | None = None
 
+    # Booking periods (docs/api.md#periods-and-the-close):
+    # the first one's name (else the UTC month of the first migrate), and the
+    # journal's accounts per kind (null leaves a kind out; a kind not named
+    # keeps its default).
+    first_period: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,32}$")
+    journal_accounts: dict[str, JournalAccounts | None] = Field(default_factory=dict)
+
     api_host: str = "127.0.0.1"
     api_port: int = 8000
 
@@ -198,6 +214,22 @@ class Settings(BaseSettings):
         if problem is not None:
             raise ValueError(problem)
         return value
+
+    @field_validator("journal_accounts")
+    @classmethod
+    def _known_kinds(cls, value: dict[str, JournalAccounts | None]) -> Any:
+        from shared.domain.kinds import KINDS
+
+        unknown = sorted(set(value) - set(KINDS))
+        if unknown:
+            raise ValueError(f"names no kind settleq settles: {', '.join(unknown)}")
+        return value
+
+    def journal_pairs(self) -> dict[str, tuple[str, str] | None]:
+        """``journal_accounts`` as (debit, credit) pairs, by kind named."""
+        return {
+            k: None if a is None else (a.debit, a.credit) for k, a in self.journal_accounts.items()
+        }
 
     @field_validator("queue_delivery_limit")
     @classmethod

@@ -23,6 +23,9 @@ _encode = msgspec.json.Encoder().encode
 # resolution's longer note is no concern, as its units hold at most 1,000 events.
 EVENT_BATCH_LIMIT = 10_000
 COUNT_HEADER = "x-event-count"
+# The close of a period: one message of its own (its routing key, and its
+# outbox row's type), whose id names the period, so a republish keeps it.
+PERIOD_CLOSED = "period.closed"
 
 
 def event_id(reconciliation_key: str, contract_version: int, outcome: str = "posted") -> str:
@@ -81,6 +84,7 @@ class Event(msgspec.Struct, gc=False):
     claimed_amount: str | None
     delta: str | None
     occurred_at: str
+    period: str  # the row's booking period
 
 
 class ResolvedEvent(Event, gc=False):
@@ -113,6 +117,7 @@ def event(row: Sequence[Any], occurred_at: str, resolution: Any = None) -> Event
         claimed_amount,
         delta,
         supersedes_id,
+        period,
     ) = row
     amount_text = _wire(amount)
     common = (
@@ -132,6 +137,7 @@ def event(row: Sequence[Any], occurred_at: str, resolution: Any = None) -> Event
         amount_text if claimed_amount == amount else _wire(claimed_amount),
         amount_text if delta is amount else _wire(delta),
         occurred_at,
+        period,
     )
     if resolution is None:
         return Event(*common)

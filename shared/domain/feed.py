@@ -42,6 +42,7 @@ COLUMNS = (
     "supersedes_id",
     "correlation_id",
     "created_at",
+    "period",
 )
 
 

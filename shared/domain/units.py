@@ -96,6 +96,7 @@ class LedgerRow(NamedTuple):
     claimed_amount: Decimal | None
     delta: Decimal
     supersedes_id: int | None
+    period: str  # the booking period (docs/api.md#periods-and-the-close)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateTable
 
@@ -53,14 +53,16 @@ def _collations(engine: Engine) -> dict[tuple[str, str], str | None]:
 
 def _insert_again(engine: Engine) -> int:
     """The row of 0014 inserted again as settlement inserts it: 0 rows if the
-    identity's unique index still knows it."""
+    identity's unique index still knows it (booked in a period from 0029 on)."""
     with engine.begin() as conn:
+        booked = "period" in {c["name"] for c in inspect(conn).get_columns("ledger_entries")}
+        period = (", period", ", 'P'") if booked else ("", "")
         return conn.execute(
             text(
                 "INSERT INTO ledger_entries (reconciliation_key, contract_version, kind,"
-                " partition_key, document_id, line_ref, job_id, outcome, amount, delta,"
+                f" partition_key, document_id, line_ref, job_id, outcome, amount, delta{period[0]},"
                 " created_at) VALUES (:key, 1, 'promo_accrual', 'V', 'D', '1', 'j15', 'posted',"
-                " 1, 1, now()) ON CONFLICT (reconciliation_key, contract_version)"
+                f" 1, 1{period[1]}, now()) ON CONFLICT (reconciliation_key, contract_version)"
                 " WHERE outcome IN ('posted', 'disputed') DO NOTHING"
             ),
             {"key": KEY},

@@ -45,6 +45,7 @@ def ledger_row(n: int, outcome: str = "posted", kind: str = "promo_accrual") -> 
         "claimed_amount": Decimal("1.5000"),
         "delta": Decimal("1.5000"),
         "supersedes_id": None,
+        "period": "2026-12",
     }
     return tuple(values[name] for name in LEDGER_FIELDS)
 
@@ -141,6 +142,7 @@ def test_every_event_keeps_its_ledger_rows_identity_and_wire_shape() -> None:
         "claimed_amount",
         "delta",
         "occurred_at",
+        "period",
     ]
     assert body["event_id"] == event_id(f"{7:064x}", 1)
     assert body["type"] == "settlement.disputed"

@@ -50,6 +50,7 @@ def reference_ledger_text(kind: str, job_id: str, settled: Sequence[PlannedLine]
             "supersedes_id": None,
             "correlation_id": doc.correlation_id,
             "position": p.position,
+            "period": "2026-12",
         }
         rows.append(row)
     rows.sort(key=lambda r: r["reconciliation_key"])
@@ -110,10 +111,11 @@ def test_the_copy_text_of_the_fast_case_is_the_field_by_field_text(
         flags.append(p.line.reconciliation_key not in seen)
         seen.add(p.line.reconciliation_key)
     ids = list(range(1, len(seen) + 1))
-    text, written = _ledger_text("promo_accrual", "J-1", settled, flags, ids)
+    text, written = _ledger_text("promo_accrual", "J-1", settled, flags, ids, "2026-12")
     assert text == reference_ledger_text("promo_accrual", "J-1", settled)
     assert [r.id for r in written] == ids
     assert [r.reconciliation_key for r in written] == sorted(seen)
+    assert {r.period for r in written} <= {"2026-12"}
 
 
 @FAST

@@ -27,6 +27,7 @@ class FeedItem(BaseModel):
     supersedes_id: int | None
     correlation_id: str | None
     created_at: str
+    period: str  # the booking period
 
 
 class FeedPage(BaseModel):
@@ -54,4 +55,5 @@ def feed_item(row: Any) -> FeedItem:
         supersedes_id=row.supersedes_id,
         correlation_id=row.correlation_id,
         created_at=iso(row.created_at) or "",
+        period=row.period,
     )

@@ -24,8 +24,12 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str) -> None:
-    command.upgrade(alembic_config(url), "head")
+def upgrade(url: str, first_period: str | None = None) -> None:
+    """Migrate to the latest schema. ``first_period``: the first booking
+    period's name, if this migration makes it (else the current UTC month)."""
+    config = alembic_config(url)
+    config.attributes["first_period"] = first_period
+    command.upgrade(config, "head")
 
 
 def unmigrated(engine: Engine, url: str) -> str | None:

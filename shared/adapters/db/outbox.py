@@ -14,6 +14,7 @@ from sqlalchemy import Connection, func, select, update
 from shared.adapters.db.ledger.read import events as ledger_events
 from shared.adapters.db.tables import OUTCOME, outbox
 from shared.domain.events import (
+    PERIOD_CLOSED,
     Event,
     Message,
     encoded_message,
@@ -68,10 +69,11 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: floa
             outbox.c.created_at,
             outbox.c.ledger_entry_id,
             outbox.c.ledger_entry_ids,
+            outbox.c.type,
         )
         .where(
             outbox.c.published_at.is_(None),
-            outbox.c.type == OUTCOME,
+            outbox.c.type.in_((OUTCOME, PERIOD_CLOSED)),
             outbox.c.created_at < _cutoff(conn, grace_s),
         )
         .order_by(outbox.c.id)
@@ -86,7 +88,10 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: floa
     for row in rows:
         unit = Unit(created_at=row.created_at)
         units.append(unit)
-        if row.body is not None:  # a row of the older one-event-per-row form
+        if row.type == PERIOD_CLOSED:  # a message of its own, id and body as written
+            unit.events = 1
+            found = [Message(row.event_id, row.routing_key, row.body.encode(), (row.event_id,))]
+        elif row.body is not None:  # a row of the older one-event-per-row form
             legacy = json.loads(row.body)
             unit.events = 1
             unit.job_ids.add(legacy.get("job_id"))

@@ -165,6 +165,9 @@ ledger_entries = Table(
     # (priors.py). Null for the other kinds (their rows stand by contract
     # version) and for rows written before migration 0017.
     Column("effective_at", TS, nullable=True),
+    # The booking period open when the row's transaction committed
+    # (periods/booking.py, migration 0029).
+    Column("period", String(32), nullable=False),
     # Exactly-once effect: one posted or disputed row per identity and version
     # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats
     # its disputed row's key and version. Settlement inserts name this index as
@@ -344,6 +347,7 @@ from shared.adapters.db.operator_tables import (  # noqa: E402
     dispute_resolutions as dispute_resolutions,
 )
 from shared.adapters.db.operator_tables import producer_keys as producer_keys  # noqa: E402
+from shared.adapters.db.periods import tables as _period_tables  # noqa: E402, F401
 
 # Webhook endpoints (docs/api.md#webhooks): a producer key's HTTPS receivers.
 # ``secret`` is the key material the signer needs (HMAC signs with the key

@@ -214,6 +214,11 @@ C = TypeVar("C", bound=WireModel)
 
 
 DeltaBasis = Literal["key_versions", "line_history"]
+# Who owes whom a partition's balance (docs/api.md#balances-and-statements):
+# ``owed_to_us``, the partition pays it (a vendor's promotional allowances);
+# ``owed_by_us``, it is paid (a carrier's freight); None, it is no money owed
+# (a recipe's unit costs).
+Direction = Literal["owed_to_us", "owed_by_us"]
 
 
 class Kind(Generic[D, C]):
@@ -242,6 +247,13 @@ class Kind(Generic[D, C]):
     # Whether its amounts add up to money (a summary's money totals). A recipe's
     # are unit costs at a location: their sum is no total of anything.
     amounts_are_totals: ClassVar[bool] = True
+    # Which way a partition's balance is owed (``Direction``), or None when its
+    # amounts are no money owed: a statement says so, and the journal leaves
+    # the kind out unless SETTLEQ_JOURNAL_ACCOUNTS maps it.
+    direction: ClassVar[Direction | None] = None
+    # The general-ledger accounts (debit, credit) a positive balance is booked
+    # on, unless SETTLEQ_JOURNAL_ACCOUNTS says otherwise; None: not journaled.
+    journal_accounts: ClassVar[tuple[str, str] | None] = None
     # The X12 transaction set a trading partner sends the kind's documents as
     # (docs/api.md#edi-intake), or None: the kind comes as JSON or NDJSON only.
     x12_set: ClassVar[str | None] = None

@@ -21,6 +21,7 @@ from pydantic.config import JsonDict
 
 from shared.domain.keys import sha256_hex
 from shared.domain.kinds.base import (
+    Direction,
     Document,
     Fraction,
     Identifier,
@@ -180,6 +181,11 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     name: ClassVar[str] = "freight_audit"
     quantum: ClassVar[Decimal] = CENT
     partition_noun: ClassVar[str] = "carrier"
+    direction: ClassVar[Direction | None] = "owed_by_us"
+    journal_accounts: ClassVar[tuple[str, str] | None] = (
+        "6110 Freight expense",
+        "2110 Freight payable",
+    )
     line_ref_name: ClassVar[str] = "leg_no"
     x12_set: ClassVar[str | None] = "210"
     document_model = FreightDocument

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from shared.domain.keys import promo_key, promo_line_item_hash
 from shared.domain.kinds.base import (
+    Direction,
     Document,
     Identifier,
     Kind,
@@ -157,6 +158,11 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     name: ClassVar[str] = "promo_accrual"
     quantum: ClassVar[Decimal] = CENT
     partition_noun: ClassVar[str] = "vendor"
+    direction: ClassVar[Direction | None] = "owed_to_us"
+    journal_accounts: ClassVar[tuple[str, str] | None] = (
+        "1310 Vendor promotional receivable",
+        "4560 Promotional allowances earned",
+    )
     line_ref_name: ClassVar[str] = "line_no"
     x12_set: ClassVar[str | None] = "810"
     document_model = PromoDocument

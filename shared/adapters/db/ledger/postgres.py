@@ -120,7 +120,7 @@ def insert_staged(conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity
 
 
 def settle_by_copy(
-    conn: Connection, kind: str, job_id: str, settled: list[PlannedLine]
+    conn: Connection, kind: str, job_id: str, settled: list[PlannedLine], period: str
 ) -> tuple[list[bool], list[LedgerRow], dict[str, Decimal | None]] | None:
     """COPY a ``can_copy`` unit's new lines into the ledger. Returns whether
     each line was new (not a repeat within the unit, not in the ledger), the
@@ -143,7 +143,7 @@ def settle_by_copy(
         row = cursor.execute(_IDS, (new,)).fetchone()
         assert row is not None
         ids = [int(i) for i in row[0].split(",")]
-        text, written = _ledger_text(kind, job_id, settled, flags, ids)
+        text, written = _ledger_text(kind, job_id, settled, flags, ids, period)
         try:
             copy_text(conn, "ledger_entries", _COLUMNS, text)
         except psycopg.errors.UniqueViolation:
@@ -194,6 +194,7 @@ def _ledger_text(
     settled: list[PlannedLine],
     flags: list[bool],
     ids: list[int],
+    period: str,
 ) -> tuple[str, list[LedgerRow]]:
     """The new lines as COPY rows of ``_COLUMNS``, and as the rows written: delta
     is the amount, no row is superseded. In key order, ids ascending with it:
@@ -204,6 +205,7 @@ def _ledger_text(
     # A document's lines are consecutive: its fields are escaped once, not per line.
     head = f"\t1\t{field(kind)}\t"
     tail = f"\t{field(job_id)}\t"
+    booked = f"\t{field(period)}\n"
     doc = None
     middle = end = ""
     rows: list[tuple[str, PlannedLine]] = []  # each row after its id, which starts with its key
@@ -225,7 +227,7 @@ def _ledger_text(
         append(
             (
                 f"{p.line.reconciliation_key}{middle}{ref}{tail}{s.outcome}\t{amount}"
-                f"\t{claimed}\t{amount}{end}{p.position}\n",
+                f"\t{claimed}\t{amount}{end}{p.position}{booked}",
                 p,
             )
         )
@@ -252,6 +254,7 @@ def _ledger_text(
             s.claimed_amount,
             s.amount,
             None,
+            period,
         )
         written.append(make(LedgerRow, row))
     return text, written

@@ -66,17 +66,24 @@ def lock(conn: Connection, disputes: Sequence[Any]) -> None:
 
 
 def insert_one(
-    conn: Connection, dispute_id: int, amount: Decimal, now: dt.datetime
+    conn: Connection, dispute_id: int, amount: Decimal, now: dt.datetime, period: str
 ) -> list[LedgerRow]:
-    """The ``resolved`` row of one dispute at ``amount``; none when another
-    transaction resolved it first (the insert waited for it to commit)."""
+    """The ``resolved`` row of one dispute at ``amount``, booked in ``period``;
+    none when another transaction resolved it first (the insert waited for it
+    to commit)."""
     row = _resolved_row(conn, dispute_id, amount, now)
+    row["period"] = period
     new_id = conn.execute(_insert(conn).values(row).returning(ledger_entries.c.id)).scalar()
     return [] if new_id is None else [as_ledger_row(row, new_id)]
 
 
 def insert_selected(
-    conn: Connection, which: Select[Any], disputed: Any, decided: Any, now: dt.datetime
+    conn: Connection,
+    which: Select[Any],
+    disputed: Any,
+    decided: Any,
+    now: dt.datetime,
+    period: str,
 ) -> list[LedgerRow]:
     """The ``resolved`` rows of the disputed rows ``which`` selects, in one
     ``INSERT ... SELECT``: ``which`` gives the FROM and WHERE (its columns are
@@ -91,11 +98,12 @@ def insert_selected(
         disputed.c.id,
         disputed.c.correlation_id,
         literal(now, TS),
+        literal(period, String),
     )
     names = [*_COPIED[:7], "outcome", "amount", "claimed_amount", "delta", "supersedes_id"]
     statement = (
         _insert(conn)
-        .from_select([*names, "correlation_id", "created_at"], source)
+        .from_select([*names, "correlation_id", "created_at", "period"], source)
         .returning(*(ledger_entries.c[name] for name in LedgerRow._fields))
     )
     return [LedgerRow(*r) for r in conn.execute(statement)]

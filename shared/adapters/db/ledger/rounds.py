@@ -61,6 +61,7 @@ def write_rounds(
     chunk: ChunkRef,
     settled: Sequence[PlannedLine],
     now: dt.datetime,
+    period: str,
     repriced: set[str],
     insert: InsertRows,
 ) -> Written:
@@ -79,7 +80,7 @@ def write_rounds(
             if priors.older_than_newest(basis, p, newest):
                 written.late.add(ident)
                 continue
-            row = ledger_row(p, chunk, newest, now)
+            row = ledger_row(p, chunk, newest, now, period)
             if abs(row["delta"]) >= LEDGER_LIMIT:
                 # Its amount fits; its change from the last one does not.
                 written.out_of_range.append(p)
@@ -110,6 +111,7 @@ def as_ledger_row(row: dict[str, Any], row_id: int) -> LedgerRow:
         row["claimed_amount"],
         row["delta"],
         row["supersedes_id"],
+        row["period"],
     )
 
 

@@ -13,7 +13,9 @@ from shared.domain.settlement import DocumentFailure, PlannedLine, document_json
 from shared.domain.units import ChunkRef
 
 
-def ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) -> dict[str, Any]:
+def ledger_row(
+    p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime, period: str
+) -> dict[str, Any]:
     assert p.settlement is not None
     amount = p.settlement.amount
     standing = Standing.of(p.document)
@@ -34,6 +36,7 @@ def ledger_row(p: PlannedLine, chunk: ChunkRef, prior: Prior, now: dt.datetime) 
         "created_at": now,
         "position": p.position,
         "effective_at": standing.effective_at,
+        "period": period,
     }
 
 

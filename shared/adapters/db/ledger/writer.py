@@ -46,6 +46,7 @@ from shared.adapters.db.ledger.outcomes import (
 )
 from shared.adapters.db.ledger.resolutions import EVENTS_PER_OUTBOX_ROW, Booked, Outboxed
 from shared.adapters.db.ledger.rounds import Identity, Written, new_flags, write_rounds
+from shared.adapters.db.periods import booking
 from shared.adapters.db.tables import (
     IDENTITY_OUTCOMES,
     chunk_results,
@@ -70,7 +71,12 @@ class LedgerWriter:
         settled = [p for p in plan.lines if p.settlement is not None]
         outcome = ChunkOutcome()
         repriced = priors.unit_repriced_partitions(conn, chunk.kind, settled)
+        period = ""
         if settled:
+            # First of all: a close waits for this transaction, or it for the
+            # close, and its rows are booked in the period open at its commit
+            # (periods/booking.py).
+            period = booking.book(conn)
             # Before any prior is read: a concurrent unit writing the same lineage
             # commits first, and its rows are then read (READ COMMITTED). And
             # before the unit's first write, which gives the transaction its id:
@@ -83,7 +89,7 @@ class LedgerWriter:
         now = claim_marker(conn, chunk)
         if now is None:
             return None
-        written, flags = self.write(conn, chunk, settled, now, repriced)
+        written, flags = self.write(conn, chunk, settled, now, period, repriced)
         if written.out_of_range:
             dropped = {id(p) for p in written.out_of_range}
             settled = [p for p in settled if id(p) not in dropped]
@@ -116,10 +122,12 @@ class LedgerWriter:
         chunk: ChunkRef,
         settled: list[PlannedLine],
         now: dt.datetime,
+        period: str,
         repriced: set[str],
     ) -> tuple[Written, list[bool]]:
-        """The unit's new ledger rows, and for each settled line whether it was new."""
-        written = write_rounds(conn, chunk, settled, now, repriced, self.insert)
+        """The unit's new ledger rows, booked in ``period``, and for each settled
+        line whether it was new."""
+        written = write_rounds(conn, chunk, settled, now, period, repriced, self.insert)
         return written, new_flags(settled, written.taken())
 
     def insert(self, conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity, int]:
@@ -144,7 +152,9 @@ class LedgerWriter:
         """The lineage locks of disputes about to be resolved (their kind,
         partition, document and line), taken before they are read again: a
         settlement of a newer version of one waits for the resolution, or the
-        resolution for it."""
+        resolution for it. Before them, the booking lock (periods/booking.py):
+        the resolution is booked in the period open when it commits."""
+        booking.share(conn)
         resolutions.lock(conn, disputes)
 
     def resolve_one(
@@ -152,7 +162,8 @@ class LedgerWriter:
     ) -> Booked:
         """Book one dispute's decided amount: its ``resolved`` row and outbox
         row, or nothing when another transaction resolved it first."""
-        return _booked(conn, resolutions.insert_one(conn, dispute_id, amount, now), now)
+        period = booking.open_period(conn)
+        return _booked(conn, resolutions.insert_one(conn, dispute_id, amount, now, period), now)
 
     def resolve_selected(
         self, conn: Connection, which: Select[Any], disputed: Any, decided: Any, now: dt.datetime
@@ -161,7 +172,8 @@ class LedgerWriter:
         columns are replaced) at the amount of their column ``decided``
         (``disputed`` is their alias in ``which``), in one statement, whatever
         their number; those resolved meanwhile get nothing."""
-        rows = resolutions.insert_selected(conn, which, disputed, decided, now)
+        period = booking.open_period(conn)
+        rows = resolutions.insert_selected(conn, which, disputed, decided, now, period)
         return _booked(conn, rows, now)
 
 
@@ -175,14 +187,15 @@ class PostgresWriter(LedgerWriter):
         chunk: ChunkRef,
         settled: list[PlannedLine],
         now: dt.datetime,
+        period: str,
         repriced: set[str],
     ) -> tuple[Written, list[bool]]:
         if postgres.can_copy(chunk.kind, settled, repriced):
-            copied = postgres.settle_by_copy(conn, chunk.kind, chunk.job_id, settled)
+            copied = postgres.settle_by_copy(conn, chunk.kind, chunk.job_id, settled, period)
             if copied is not None:
                 flags, rows, known = copied
                 return Written(rows=rows, claims={(k, 1): c for k, c in known.items()}), flags
-        return super().write(conn, chunk, settled, now, repriced)
+        return super().write(conn, chunk, settled, now, period, repriced)
 
     def insert(self, conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity, int]:
         return postgres.insert_staged(conn, rows)

@@ -1,0 +1,241 @@
+"""The close of a period (docs/architecture.md#booking-periods-and-the-close).
+
+Two transactions. The *cut* takes the booking lock alone (booking.py), so it
+begins once every transaction booking into the period has committed, closes
+the period, opens the next and records the ledger's last id; settlement waits
+for it only that long. Then ``finalise`` sums the closed period, which can no
+longer change: its balances carried forward, its totals, what it carries over,
+the accounts its journal is made with and the journal's SHA-256, and writes
+the ``period.closed`` event to the outbox, all in one transaction. A process
+that dies between the two leaves a closed period not yet summed: whoever reads
+it next (the close repeated, ``GET /v1/periods``, its journal) sums it then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, insert, select, update
+
+from shared.adapters.db.bulk import insert_rows
+from shared.adapters.db.dead_letters import audit
+from shared.adapters.db.periods import booking, sums
+from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
+from shared.adapters.db.tables import dead_letters, ledger_entries, outbox
+from shared.domain import periods as domain
+from shared.domain.events import PERIOD_CLOSED
+from shared.domain.money import ZERO, plain
+from shared.wire.times import iso
+
+
+class PeriodNotOpen(Exception):
+    """The period named is not the open one (409 ``period_not_open``)."""
+
+    def __init__(self, named: str, open_now: str) -> None:
+        super().__init__(f"{named} is not the open period: {open_now} is")
+        self.open_now = open_now
+
+
+class PeriodNameUsed(Exception):
+    """The next period's name is taken (422 ``period_name_used``)."""
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A close's answer: the period as it is now, and whether this request closed it."""
+
+    name: str
+    created: bool
+
+
+def close(
+    engine: Engine,
+    period: str,
+    next_name: str,
+    note: str | None,
+    actor: str,
+    accounts: domain.Accounts,
+) -> Closed:
+    """Close ``period`` and open ``next_name``. The same close again answers
+    as the first did (``created`` False); another period than the open one is
+    ``PeriodNotOpen``, a name already used ``PeriodNameUsed``."""
+    with engine.begin() as conn:
+        booking.cut(conn)
+        row = conn.execute(select(periods).where(periods.c.name == period)).first()
+        if row is not None and row.status == CLOSED and row.next == next_name:
+            created = False
+        elif row is None or row.status != OPEN:
+            raise PeriodNotOpen(period, booking.open_period(conn))
+        else:
+            taken = conn.execute(select(periods.c.name).where(periods.c.name == next_name)).first()
+            if taken is not None:
+                raise PeriodNameUsed(f"a period named {next_name} exists already")
+            _cut(conn, row, next_name, note, actor)
+            created = True
+    finalise(engine, period, accounts)
+    return Closed(period, created)
+
+
+def _cut(conn: Connection, row: Any, next_name: str, note: str | None, actor: str) -> None:
+    now = dt.datetime.now(dt.UTC)
+    # Every row booked in the period has committed (the lock), and none of a
+    # later period has an id yet: the period's rows end here.
+    last_id = conn.execute(select(func.max(ledger_entries.c.id))).scalar() or row.after_id
+    conn.execute(
+        update(periods)
+        .where(periods.c.name == row.name)
+        .values(
+            status=CLOSED,
+            closed_at=now,
+            closed_by=actor,
+            note=note,
+            next=next_name,
+            last_id=last_id,
+        )
+    )
+    conn.execute(
+        insert(periods).values(
+            name=next_name, seq=row.seq + 1, status=OPEN, opened_at=now, after_id=last_id
+        )
+    )
+    audit(conn, actor, "period.close", row.name, {"next": next_name, "note": note})
+
+
+def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
+    """Sum a closed period once (see the module's docstring); nothing when it is summed."""
+    with engine.begin() as conn:
+        query = select(periods).where(periods.c.name == period)
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()  # one finaliser at a time
+        row = conn.execute(query).first()
+        if row is None or row.status != CLOSED or row.journal_sha256 is not None:
+            return
+        booked_on = domain.accounts(accounts)
+        tally = sums.tally(conn, in_period(row))
+        balances = _carried_forward(conn, row, tally)
+        totals = [
+            {"kind": kind, "outcome": outcome, "rows": rows, "delta": plain(delta)}
+            for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
+        ]
+        carried = _carried(conn, row, balances)
+        csv = domain.journal_csv(domain.entries(period, balances, booked_on))
+        digest = domain.sha256(csv)
+        rows = sum(rows for rows, _ in tally.outcomes.values())
+        conn.execute(
+            update(periods)
+            .where(periods.c.name == period)
+            .values(
+                rows=rows,
+                totals=totals,
+                carried=carried,
+                accounts={k: list(v) if v else None for k, v in booked_on.items()},
+                journal_sha256=digest,
+            )
+        )
+        event = {
+            "type": PERIOD_CLOSED,
+            "period": period,
+            "next": row.next,
+            "closed_at": iso(row.closed_at),
+            "rows": rows,
+            "totals": [
+                {"kind": t["kind"], "outcome": t["outcome"], "delta": t["delta"]} for t in totals
+            ],
+            "journal_sha256": digest,
+        }
+        conn.execute(
+            insert(outbox).values(
+                type=PERIOD_CLOSED,
+                event_id=f"{PERIOD_CLOSED}:{period}",
+                routing_key=PERIOD_CLOSED,
+                body=json.dumps(event, separators=(",", ":")),
+                created_at=dt.datetime.now(dt.UTC),
+            )
+        )
+
+
+def in_period(row: Any) -> list[Any]:
+    """The filter of a period's ledger rows: its id range (the primary key's
+    index finds it), and its name."""
+    where = [ledger_entries.c.id > row.after_id, ledger_entries.c.period == row.name]
+    if row.last_id is not None:
+        where.append(ledger_entries.c.id <= row.last_id)
+    return where
+
+
+def previous(conn: Connection, row: Any) -> Any:
+    """The period before ``row``, or None for the first."""
+    return conn.execute(select(periods).where(periods.c.seq == row.seq - 1)).first()
+
+
+def _carried_forward(conn: Connection, row: Any, tally: sums.Tally) -> list[domain.Balance]:
+    """The closed period's balances, written to ``period_balances``: every
+    (kind, partition_key) of the period before, and every one with activity."""
+    found: dict[sums.Group, domain.Balance] = {}
+    before = previous(conn, row)
+    if before is not None:
+        for b in conn.execute(
+            select(period_balances).where(period_balances.c.period == before.name)
+        ):
+            found[(b.kind, b.partition_key)] = domain.Balance(b.kind, b.partition_key, b.closing)
+    for group, activity in tally.groups.items():
+        balance = found.get(group)
+        if balance is None:
+            balance = found[group] = domain.Balance(*group, opening=ZERO)
+        balance.activity = activity
+    for group, (count, variance) in sums.open_disputes(conn, sums.Scope(), row.last_id).items():
+        balance = found.get(group)
+        if balance is not None:
+            balance.in_dispute_count, balance.in_dispute_variance = count, variance
+    insert_rows(
+        conn,
+        period_balances,
+        [
+            {
+                "period": row.name,
+                "kind": b.kind,
+                "partition_key": b.partition_key,
+                "rows": b.activity.rows,
+                "opening": b.opening,
+                "posted": b.activity.posted,
+                "disputed": b.activity.disputed,
+                "repriced": b.activity.repriced,
+                "resolved": b.activity.resolved,
+                "closing": b.closing,
+                "in_dispute_count": b.in_dispute_count,
+                "in_dispute_variance": b.in_dispute_variance,
+            }
+            for b in sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
+        ],
+    )
+    return list(found.values())
+
+
+def _carried(conn: Connection, row: Any, balances: list[domain.Balance]) -> dict[str, Any]:
+    """What a closed period carries over: the disputes open at its close and
+    the dead letters waiting, per kind."""
+    disputes: dict[str, tuple[int, Decimal]] = {}
+    for b in balances:
+        if b.in_dispute_count:
+            count, variance = disputes.get(b.kind, (0, ZERO))
+            disputes[b.kind] = (count + b.in_dispute_count, variance + b.in_dispute_variance)
+    waiting = conn.execute(
+        select(dead_letters.c.kind, func.count(), func.sum(dead_letters.c.lines))
+        .where(dead_letters.c.status == "dead")
+        .group_by(dead_letters.c.kind)
+        .order_by(dead_letters.c.kind)
+    ).all()
+    return {
+        "disputes": [
+            {"kind": kind, "count": count, "variance": plain(variance)}
+            for kind, (count, variance) in sorted(disputes.items())
+        ],
+        "dead_letters": [
+            {"kind": kind, "count": count, "lines": int(lines or 0)}
+            for kind, count, lines in waiting
+        ],
+    }

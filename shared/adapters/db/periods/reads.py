@@ -1,0 +1,263 @@
+"""Reading periods: the list, balances, the journal, its lines and a
+partition's statement (docs/api.md#periods-and-the-close).
+
+A closed period's balances are ``period_balances``' (summed at its close);
+the open period's are the last closed period's closings plus the open
+period's rows, summed when asked. A closed period's journal is made from its
+balances with the accounts it was closed with, so it is the same bytes on
+every export.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select
+
+from shared.adapters.db.periods import close as closing
+from shared.adapters.db.periods import sums
+from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
+from shared.adapters.db.tables import ledger_entries
+from shared.adapters.db.types import utc
+from shared.domain import periods as domain
+from shared.domain.money import ZERO, plain
+
+
+class NoSuchPeriod(LookupError):
+    """No period has that name (404 ``period_not_found``)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A period as ``GET /v1/periods`` lists it."""
+
+    name: str
+    status: str
+    opened_at: dt.datetime
+    closed_at: dt.datetime | None
+    closed_by: str | None
+    note: str | None
+    next: str | None
+    rows: int
+    totals: list[dict[str, Any]]
+    carried: dict[str, Any] | None
+    journal_sha256: str | None
+
+
+def summaries(engine: Engine, accounts: domain.Accounts) -> list[Summary]:
+    """Every period, newest first; a closed one not yet summed is summed now."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(periods).order_by(periods.c.seq.desc())).all()
+    found = []
+    for row in rows:
+        found.append(summary(engine, row.name, accounts))
+    return found
+
+
+def summary(engine: Engine, name: str, accounts: domain.Accounts) -> Summary:
+    row = _summed(engine, name, accounts)
+    if row.status == OPEN:
+        with engine.connect() as conn:
+            tally = sums.tally(conn, closing.in_period(row))
+        totals = [
+            {"kind": kind, "outcome": outcome, "rows": rows, "delta": plain(delta)}
+            for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
+        ]
+        count = sum(rows for rows, _ in tally.outcomes.values())
+        return _summary(row, count, totals)
+    return _summary(row, row.rows or 0, list(row.totals or []))
+
+
+def _summary(row: Any, count: int, totals: list[dict[str, Any]]) -> Summary:
+    return Summary(
+        name=row.name,
+        status=row.status,
+        opened_at=utc(row.opened_at),
+        closed_at=utc(row.closed_at) if row.closed_at else None,
+        closed_by=row.closed_by,
+        note=row.note,
+        next=row.next,
+        rows=count,
+        totals=totals,
+        carried=row.carried,
+        journal_sha256=row.journal_sha256,
+    )
+
+
+def _summed(engine: Engine, name: str, accounts: domain.Accounts) -> Any:
+    """The period's row; a closed one summed first if its close was cut short."""
+    with engine.connect() as conn:
+        row = conn.execute(select(periods).where(periods.c.name == name)).first()
+    if row is None:
+        raise NoSuchPeriod(name)
+    if row.status == CLOSED and row.journal_sha256 is None:
+        closing.finalise(engine, name, accounts)
+        with engine.connect() as conn:
+            row = conn.execute(select(periods).where(periods.c.name == name)).one()
+    return row
+
+
+def open_name(engine: Engine) -> str:
+    with engine.connect() as conn:
+        return str(
+            conn.execute(select(periods.c.name).where(periods.c.status == OPEN)).scalar_one()
+        )
+
+
+def balances(
+    engine: Engine, name: str | None, scope: sums.Scope, accounts: domain.Accounts
+) -> tuple[Any, list[domain.Balance]]:
+    """The balances of the period ``name`` (the open one when None) in
+    ``scope``, by kind and partition_key; and the period's row."""
+    row = _summed(engine, name or open_name(engine), accounts)
+    with engine.connect() as conn:
+        if row.status == CLOSED:
+            query = select(period_balances).where(
+                period_balances.c.period == row.name, *scope.on(period_balances)
+            )
+            found = [_stored(b) for b in conn.execute(query)]
+            return row, sorted(found, key=lambda b: (b.kind, b.partition_key))
+        return row, _open_balances(conn, row, scope)
+
+
+def _stored(b: Any) -> domain.Balance:
+    return domain.Balance(
+        b.kind,
+        b.partition_key,
+        b.opening,
+        domain.Activity(b.posted, b.disputed, b.repriced, b.resolved, b.rows),
+        b.in_dispute_count,
+        b.in_dispute_variance,
+    )
+
+
+def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain.Balance]:
+    found: dict[sums.Group, domain.Balance] = {}
+    before = closing.previous(conn, row)
+    if before is not None:
+        query = select(
+            period_balances.c.kind, period_balances.c.partition_key, period_balances.c.closing
+        ).where(period_balances.c.period == before.name, *scope.on(period_balances))
+        for kind, partition, closed in conn.execute(query):
+            found[(kind, partition)] = domain.Balance(kind, partition, closed)
+    where = closing.in_period(row) + scope.on(ledger_entries)
+    for group, activity in sums.tally(conn, where).groups.items():
+        balance = found.get(group)
+        if balance is None:
+            balance = found[group] = domain.Balance(*group, opening=ZERO)
+        balance.activity = activity
+    for group, (count, variance) in sums.open_disputes(conn, scope).items():
+        balance = found.get(group)
+        if balance is None:
+            balance = found[group] = domain.Balance(*group, opening=ZERO)
+        balance.in_dispute_count, balance.in_dispute_variance = count, variance
+    return sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
+
+
+def balances_as_of(engine: Engine, when: dt.datetime, scope: sums.Scope) -> list[domain.Balance]:
+    """The sum of the deltas committed up to ``when``, by kind and partition_key:
+    the closings of the last period closed by then, plus the rows after it
+    stamped up to ``when`` (as ``opening`` and activity)."""
+    with engine.connect() as conn:
+        last = conn.execute(
+            select(periods)
+            .where(periods.c.status == CLOSED, periods.c.closed_at <= when)
+            .order_by(periods.c.seq.desc())
+            .limit(1)
+        ).first()
+        found: dict[sums.Group, domain.Balance] = {}
+        after = 0
+        if last is not None:
+            after = last.last_id or 0
+            query = select(
+                period_balances.c.kind, period_balances.c.partition_key, period_balances.c.closing
+            ).where(period_balances.c.period == last.name, *scope.on(period_balances))
+            for kind, partition, closed in conn.execute(query):
+                found[(kind, partition)] = domain.Balance(kind, partition, closed)
+        where = [
+            ledger_entries.c.id > after,
+            ledger_entries.c.created_at <= when,
+            *scope.on(ledger_entries),
+        ]
+        for group, activity in sums.tally(conn, where).groups.items():
+            balance = found.get(group)
+            if balance is None:
+                balance = found[group] = domain.Balance(*group, opening=ZERO)
+            balance.activity = activity
+    return sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
+
+
+@dataclass(frozen=True)
+class Journal:
+    period: str
+    final: bool
+    entries: list[domain.Entry]
+    csv: bytes
+    sha256: str | None
+
+
+def journal(engine: Engine, name: str, accounts: domain.Accounts) -> Journal:
+    """A period's journal: a closed one's as it was closed (``final``), the
+    open one's a preview with today's accounts."""
+    row, found = balances(engine, name, sums.Scope(), accounts)
+    final = row.status == CLOSED
+    booked_on: domain.Accounts = (
+        {k: tuple(v) if v else None for k, v in row.accounts.items()}
+        if final
+        else domain.accounts(accounts)
+    )
+    made = domain.entries(row.name, found, booked_on)
+    csv = domain.journal_csv(made)
+    return Journal(row.name, final, made, csv, row.journal_sha256 if final else None)
+
+
+LINE_COLUMNS = (
+    "id",
+    "kind",
+    "partition_key",
+    "correlation_id",
+    "reconciliation_key",
+    "document_id",
+    "line_ref",
+    "job_id",
+    "outcome",
+    "delta",
+    "supersedes_id",
+    "created_at",
+)
+
+
+def journal_lines(
+    engine: Engine, name: str, scope: sums.Scope, accounts: domain.Accounts
+) -> Iterator[Any]:
+    """Every ledger row booked in the period ``name`` (in ``scope``), in id
+    order, streamed (a server-side cursor on PostgreSQL): ``LINE_COLUMNS``."""
+    row = _summed(engine, name, accounts)
+    columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
+    query = (
+        select(*columns)
+        .where(*closing.in_period(row), *scope.on(ledger_entries))
+        .order_by(ledger_entries.c.id)
+    )
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=2000).execute(query)
+        yield from result
+
+
+def statement_lines(
+    engine: Engine, name: str, partition_key: str, kind: str | None, accounts: domain.Accounts
+) -> list[Any]:
+    """A partition's ledger rows booked in the period, by document then id."""
+    row = _summed(engine, name, accounts)
+    scope = sums.Scope(kind, [partition_key])
+    columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
+    query = (
+        select(*columns, ledger_entries.c.amount, ledger_entries.c.claimed_amount)
+        .where(*closing.in_period(row), *scope.on(ledger_entries))
+        .order_by(ledger_entries.c.kind, ledger_entries.c.document_id, ledger_entries.c.id)
+    )
+    with engine.connect() as conn:
+        return list(conn.execute(query).all())

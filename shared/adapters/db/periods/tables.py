@@ -1,0 +1,83 @@
+"""The booking periods' tables (docs/api.md#periods-and-the-close),
+on the schema's one metadata.
+
+Exactly one period is ``open`` (the partial unique index). A period's ledger
+rows are the ids after ``after_id`` up to ``last_id``: the close is a cut
+(booking.py), so no row of a later period was given an id before it. A closed
+period's ``period_balances`` are summed once, when it is closed, and carried
+forward: every (kind, partition_key) that has a ledger row by then has a row
+for it, so a closed period's balances are one read, however large the ledger.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+from shared.adapters.db.tables import ID, KEY, TS, metadata
+from shared.adapters.db.types import total_column_type
+
+NAME = String(32)
+OPEN, CLOSED = "open", "closed"
+
+periods = Table(
+    "periods",
+    metadata,
+    Column("name", NAME, primary_key=True),
+    Column("seq", Integer, nullable=False, unique=True),  # the periods' order
+    Column("status", String(8), nullable=False),
+    Column("opened_at", TS, nullable=False),
+    # The ledger's largest id when the period opened: its rows come after it.
+    Column("after_id", BigInteger, nullable=False),
+    Column("closed_at", TS, nullable=True),
+    Column("closed_by", String(64), nullable=True),  # the operator token's fingerprint
+    Column("note", Text, nullable=True),
+    Column("next", NAME, nullable=True),  # the period its close opened
+    # The ledger's largest id at the close: the period's last row, or before it.
+    Column("last_id", BigInteger, nullable=True),
+    # Summed once the period is closed (close.py::finalise): its rows, totals
+    # per kind and outcome, what it carried over, the accounts its journal
+    # was made with, and the SHA-256 of the journal's CSV.
+    Column("rows", BigInteger, nullable=True),
+    Column("totals", JSON, nullable=True),
+    Column("carried", JSON, nullable=True),
+    Column("accounts", JSON, nullable=True),
+    Column("journal_sha256", KEY, nullable=True),
+    Index(
+        "uq_periods_open",
+        "status",
+        unique=True,
+        postgresql_where=text("status = 'open'"),
+        sqlite_where=text("status = 'open'"),
+    ),
+)
+
+# A closed period's balance of each (kind, partition_key) with a ledger row by
+# its close: opening, the four sums of its activity, closing, and the disputes
+# open at the close.
+period_balances = Table(
+    "period_balances",
+    metadata,
+    Column("period", NAME, ForeignKey("periods.name"), primary_key=True),
+    Column("kind", String(32), primary_key=True),
+    Column("partition_key", ID, primary_key=True),
+    Column("rows", BigInteger, nullable=False),
+    Column("opening", total_column_type(), nullable=False),
+    Column("posted", total_column_type(), nullable=False),
+    Column("disputed", total_column_type(), nullable=False),
+    Column("repriced", total_column_type(), nullable=False),
+    Column("resolved", total_column_type(), nullable=False),
+    Column("closing", total_column_type(), nullable=False),
+    Column("in_dispute_count", Integer, nullable=False),
+    Column("in_dispute_variance", total_column_type(), nullable=False),
+)

@@ -1,0 +1,289 @@
+"""Booking periods and the close (docs/api.md#periods-and-the-close,
+docs/architecture.md#booking-periods-and-the-close): every row is booked in
+exactly one period, the close is a cut, a closed period never changes and its
+journal is the same bytes on every export. Each test has a ledger of its own:
+a close is the whole ledger's."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from shared.adapters.db import tables
+from shared.adapters.db.disputes import queue as disputes
+from shared.adapters.db.engine import make_engine
+from shared.adapters.db.periods import booking, close, reads, sums
+from shared.adapters.db.periods.tables import period_balances, periods
+from shared.domain import periods as domain
+from shared.domain.disputes import ResolveRequest
+from shared.domain.kinds import get_kind
+from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
+from shared.domain.settlement import plan_chunk
+from shared.domain.units import ChunkRef
+from shared.settings import Settings
+from tests.support.factories import promo_doc, promo_line, store_job
+from tests.support.infra import create_database, drop_database, migrate
+from tests.support.ledger import commit_plan
+
+pytestmark = pytest.mark.both_backends
+
+KIND = get_kind("promo_accrual")
+CONTRACTS = {
+    version: PromoContract.model_validate({"tier_rates": {"T1": rate}, "tolerance": "0.05"})
+    for version, rate in ((1, "0.125"), (2, "0.150"))
+}
+ACCOUNTS = Settings().journal_pairs()
+OP = "f" * 16  # an operator's fingerprint
+ledger = tables.ledger_entries
+
+
+@pytest.fixture
+def engine(backend: str, tmp_path: Path) -> Iterator[Engine]:
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'periods.db'}"
+        migrate(url)
+        made = make_engine(url)
+        yield made
+        made.dispose()
+        return
+    name = f"settleq_test_periods_{tmp_path.name[-12:].replace('-', '_').lower()}"
+    url = create_database(name)
+    try:
+        migrate(url)
+        made = make_engine(url)
+        yield made
+        made.dispose()
+    finally:
+        drop_database(name)
+
+
+def _unit(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, Any]:
+    job_id, [message] = store_job(engine, Settings(), b"k", docs)
+    parsed = [PromoDocument.model_validate(d) for d in docs]
+    contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
+    ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", sum(len(d.lines) for d in parsed))
+    return ref, plan_chunk(KIND, parsed, contracts)
+
+
+def _settle(engine: Engine, docs: list[dict[str, Any]]) -> str:
+    ref, plan = _unit(engine, docs)
+    with engine.begin() as conn:
+        commit_plan(conn, ref, plan, 1)
+    return ref.job_id
+
+
+def _booked(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(ledger.c.period, func.count()).group_by(ledger.c.period))
+        return {period: count for period, count in rows}
+
+
+def _close(engine: Engine, period: str, next_name: str) -> close.Closed:
+    return close.close(engine, period, next_name, "month end", OP, ACCOUNTS)
+
+
+def _open(engine: Engine) -> str:
+    return reads.open_name(engine)
+
+
+def test_rows_book_in_the_open_period_and_the_close_moves_the_next_ones_on(
+    engine: Engine,
+) -> None:
+    first = _open(engine)
+    assert first == Settings().first_period or domain.name_problem(first) is None
+    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])])
+    assert _booked(engine) == {first: 2}
+    closed = _close(engine, first, "P2")
+    assert closed.created
+    assert _open(engine) == "P2"
+    _settle(engine, [promo_doc("V-1", [promo_line(1, "20", "2.50")])])
+    assert _booked(engine) == {first: 2, "P2": 1}
+    # Its balances: opening 0, posted 1.25, disputed 1.25 (the model), one open dispute.
+    row, [b] = reads.balances(engine, first, sums.Scope(), ACCOUNTS)
+    assert (b.kind, b.partition_key, b.opening, b.closing) == (
+        "promo_accrual",
+        "V-1",
+        Decimal(0),
+        Decimal("2.50"),
+    )
+    assert (b.activity.posted, b.activity.disputed, b.activity.rows) == (
+        Decimal("1.25"),
+        Decimal("1.25"),
+        2,
+    )
+    assert (b.in_dispute_count, b.in_dispute_variance) == (1, Decimal("8.74"))
+    # The open period opens at the closed one's closing.
+    _, [now] = reads.balances(engine, None, sums.Scope(), ACCOUNTS)
+    assert (now.opening, now.activity.posted, now.closing) == (
+        Decimal("2.50"),
+        Decimal("2.50"),
+        Decimal("5.00"),
+    )
+
+
+def test_a_closed_periods_journal_is_balanced_and_the_same_bytes_every_time(
+    engine: Engine,
+) -> None:
+    first = _open(engine)
+    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+    _settle(engine, [promo_doc("V,2", [promo_line(1, "8", "1.00")])])
+    _close(engine, first, "P2")
+    with engine.connect() as conn:
+        digest = conn.execute(
+            select(periods.c.journal_sha256).where(periods.c.name == first)
+        ).scalar_one()
+    one = reads.journal(engine, first, ACCOUNTS)
+    assert one.final and one.sha256 == digest == domain.sha256(one.csv)
+    # Settling on, and a change of accounts, change nothing of a closed period.
+    _settle(engine, [promo_doc("V-1", [promo_line(2, "4", "0.50")])])
+    other = {"promo_accrual": ("9999 Elsewhere", "8888 Elsewhere")}
+    again = reads.journal(engine, first, other)
+    assert again.csv == one.csv
+    assert [e.external_id for e in one.entries] == [
+        f"settleq:{first}:promo_accrual:V,2",
+        f"settleq:{first}:promo_accrual:V-1",
+    ]
+    lines = one.csv.decode().splitlines()
+    assert lines[0] == ",".join(domain.JOURNAL_COLUMNS)
+    assert '"settleq:' in lines[1]  # the comma in V,2 is quoted, never a column
+    debits = sum(Decimal(r.split(",")[-6] or 0) for r in lines[3:])
+    assert debits == Decimal("1.25")
+    # The open period's is a preview.
+    preview = reads.journal(engine, "P2", ACCOUNTS)
+    assert not preview.final and preview.sha256 is None
+    assert [e.amount for e in preview.entries] == [Decimal("0.50")]
+
+
+def test_the_close_guards_its_names_and_answers_the_same_close_again(engine: Engine) -> None:
+    first = _open(engine)
+    with pytest.raises(close.PeriodNotOpen):
+        _close(engine, "not-it", "P2")
+    with pytest.raises(close.PeriodNameUsed):
+        _close(engine, first, first)
+    assert _close(engine, first, "P2").created
+    again = _close(engine, first, "P2")
+    assert not again.created
+    with pytest.raises(close.PeriodNotOpen):
+        _close(engine, first, "P3")  # closed already: never reopened
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(periods)).scalar_one() == 2
+
+
+def test_two_closes_racing_close_once(engine: Engine) -> None:
+    first = _open(engine)
+    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+    results: list[Any] = []
+
+    def run(next_name: str) -> None:
+        try:
+            results.append(_close(engine, first, next_name))
+        except close.PeriodNotOpen as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(type(r).__name__ for r in results) == ["Closed", "PeriodNotOpen"]
+    with engine.connect() as conn:
+        names = conn.execute(select(periods.c.name, periods.c.status)).all()
+        assert sorted(s for _, s in names) == ["closed", "open"] and len(names) == 2
+        assert conn.execute(select(func.count()).select_from(period_balances)).scalar_one() == 1
+
+
+def test_a_close_waits_for_a_transaction_booking_into_the_period_and_cuts_after_it(
+    engine: Engine, backend: str
+) -> None:
+    """The cut: a transaction that has booked (holds the lock) commits into the
+    period before the close answers; one after the close books in the next."""
+    first = _open(engine)
+    ref, plan = _unit(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+    answered = threading.Event()
+    conn = engine.connect()
+    tx = conn.begin()
+    commit_plan(conn, ref, plan, 1)  # booked, not committed: the close must wait
+    closer = threading.Thread(
+        target=lambda: (_close(engine, first, "P2"), answered.set()), daemon=True
+    )
+    closer.start()
+    if backend == "postgresql":
+        time.sleep(0.5)  # room for a close that would not wait to answer wrongly
+        assert not answered.is_set()
+    tx.commit()
+    conn.close()
+    closer.join(60)
+    assert answered.is_set()
+    assert _booked(engine) == {first: 1}
+    _settle(engine, [promo_doc("V-2", [promo_line(1, "10", "1.25")])])
+    assert _booked(engine) == {first: 1, "P2": 1}
+    with engine.connect() as conn:
+        row = conn.execute(select(periods).where(periods.c.name == first)).one()
+        assert row.rows == 1 and row.last_id is not None
+        late = conn.execute(select(func.min(ledger.c.id)).where(ledger.c.period == "P2"))
+        assert late.scalar_one() > row.last_id
+
+
+def test_a_close_racing_a_resolution_and_a_repricing_books_each_whole_on_one_side(
+    engine: Engine,
+) -> None:
+    first = _open(engine)
+    doc = promo_doc("V-1", [promo_line(1, "10", "9.99"), promo_line(2, "10", "1.25")])
+    _settle(engine, [doc])
+    with engine.connect() as conn:
+        [dispute_id] = conn.execute(
+            select(ledger.c.id).where(ledger.c.outcome == "disputed")
+        ).scalars()
+    other = promo_doc("V-2", [promo_line(1, "10", "9.99")])
+    _settle(engine, [other])
+    repriced = {**other, "contract_version": 2}
+    errors: list[BaseException] = []
+
+    def guarded(work: Any) -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    work = [
+        lambda: disputes.resolve(engine, dispute_id, ResolveRequest("accept_claim", "agreed"), OP),
+        lambda: _settle(engine, [repriced]),
+        lambda: _close(engine, first, "P2"),
+    ]
+    threads = [threading.Thread(target=guarded, args=(w,)) for w in work]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    booked = _booked(engine)
+    assert sum(booked.values()) == 5 and set(booked) <= {first, "P2"}
+    # Whatever side each landed on, the closed period's sums are its rows', and
+    # the two periods together are the whole ledger.
+    with engine.connect() as conn:
+        rows = conn.execute(select(ledger.c.period, ledger.c.delta)).all()
+    in_first = sum((d for p, d in rows if p == first), Decimal(0))
+    _, closed = reads.balances(engine, first, sums.Scope(), ACCOUNTS)
+    assert sum((b.activity.total for b in closed), Decimal(0)) == in_first
+    _, now = reads.balances(engine, None, sums.Scope(), ACCOUNTS)
+    assert sum((b.closing for b in now), Decimal(0)) == sum((d for _, d in rows), Decimal(0))
+    with booking_connection(engine) as conn:
+        assert booking.open_period(conn) == "P2"
+
+
+class booking_connection:  # noqa: N801 - a context manager read as a phrase
+    def __init__(self, engine: Engine) -> None:
+        self.conn = engine.connect()
+
+    def __enter__(self) -> Any:
+        return self.conn
+
+    def __exit__(self, *exc: Any) -> None:
+        self.conn.close()
