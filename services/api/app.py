@@ -32,6 +32,7 @@ from services.api.routes import (
     kinds,
     ops,
     partners,
+    periods,
     producer_keys,
     webhooks,
 )
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ops,
         dashboard,
         partners,
+        periods,
         producer_keys,
         webhooks,
     ):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from shared.domain.kinds import KINDS
-from shared.domain.money import ZERO, at_quantum, plain
+from shared.domain.money import CENT, ZERO, at_quantum, plain
 from shared.wire.cells import cell
 
 NAME = re.compile(r"^[A-Za-z0-9._-]{1,32}$")
@@ -155,8 +155,13 @@ JOURNAL_COLUMNS = (
 )
 
 
-def _amount(kind: str, value: Decimal) -> str:
-    return plain(at_quantum(value, KINDS[kind].quantum))
+def shown(kind: str, value: Decimal) -> str:
+    """An amount at its kind's quantum, never rounded (``money.at_quantum``)."""
+    quantum = KINDS[kind].quantum if kind in KINDS else Decimal("0.0001")
+    return plain(at_quantum(value, quantum))
+
+
+_amount = shown
 
 
 def journal_csv(found: Iterable[Entry]) -> bytes:
@@ -220,8 +225,8 @@ def journal_json(
             }
             for e in found
         ],
-        "debits": plain(total),
-        "credits": plain(total),
+        "debits": plain(at_quantum(total, CENT)),
+        "credits": plain(at_quantum(total, CENT)),
     }
 
 

@@ -6,6 +6,7 @@ a close is the whole ledger's."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Iterator
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
+from services.api.app import create_app
 from shared.adapters.db import tables
 from shared.adapters.db.disputes import queue as disputes
 from shared.adapters.db.engine import make_engine
@@ -29,7 +32,17 @@ from shared.domain.settlement import plan_chunk
 from shared.domain.units import ChunkRef
 from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job
-from tests.support.infra import create_database, drop_database, migrate
+from shared.domain.signing import sign_request
+from tests.support.infra import (
+    OPERATOR_TOKEN,
+    SCOPED_ID,
+    SCOPED_PARTITIONS,
+    SCOPED_SECRET,
+    VIEWER_TOKEN,
+    create_database,
+    drop_database,
+    migrate,
+)
 from tests.support.ledger import commit_plan
 
 pytestmark = pytest.mark.both_backends
@@ -42,6 +55,8 @@ CONTRACTS = {
 ACCOUNTS = Settings().journal_pairs()
 OP = "f" * 16  # an operator's fingerprint
 ledger = tables.ledger_entries
+VIEWER = {"Authorization": f"Bearer {VIEWER_TOKEN}"}
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
 @pytest.fixture
@@ -287,3 +302,85 @@ class booking_connection:  # noqa: N801 - a context manager read as a phrase
 
     def __exit__(self, *exc: Any) -> None:
         self.conn.close()
+
+
+# --- on the wire ----------------------------------------------------------------
+
+
+@pytest.fixture
+def http(engine: Engine, test_env: Any) -> Iterator[TestClient]:
+    settings = test_env.settings(database_url=str(engine.url.render_as_string(False)))
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def _signed(http: TestClient, path: str) -> Any:
+    headers = {
+        "X-Key-Id": SCOPED_ID,
+        "X-Signature": sign_request(SCOPED_SECRET, int(time.time()), "GET", path, b""),
+    }
+    return http.get(path, headers=headers)
+
+
+def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
+    own, other = SCOPED_PARTITIONS[0], "=HYPERLINK(1)"
+    first = http.get("/v1/periods", headers=VIEWER).json()["items"][0]
+    assert first["status"] == "open" and first["journal_sha256"] is None
+    name = first["name"]
+    _settle(engine, [promo_doc(own, [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])])
+    _settle(engine, [promo_doc(other, [promo_line(1, "8", "1.00")])])
+    # Guards: a viewer cannot close; the wrong period is 409; a used or bad name 422.
+    body = {"period": name, "next": "2027-01", "note": "December"}
+    assert http.post("/admin/periods/close", json=body, headers=VIEWER).status_code in (401, 403)
+    wrong = http.post("/admin/periods/close", json={**body, "period": "x"}, headers=OPERATOR)
+    assert wrong.status_code == 409 and wrong.json()["error"]["code"] == "period_not_open"
+    used = http.post("/admin/periods/close", json={**body, "next": name}, headers=OPERATOR)
+    assert used.status_code == 422 and used.json()["error"]["code"] == "period_name_used"
+    bad = http.post("/admin/periods/close", json={**body, "next": "a b"}, headers=OPERATOR)
+    assert bad.status_code == 422
+    closed = http.post("/admin/periods/close", json=body, headers=OPERATOR)
+    assert closed.status_code == 200, closed.text
+    summary = closed.json()
+    assert summary["status"] == "closed" and summary["rows"] == 3 and summary["next"] == "2027-01"
+    assert summary["carried"]["disputes"] == [
+        {"kind": "promo_accrual", "count": 1, "variance": "8.74"}
+    ]
+    assert http.post("/admin/periods/close", json=body, headers=OPERATOR).json() == summary
+    # The journal: CSV bytes whose SHA-256 the close returned, every time.
+    csv = http.get(f"/v1/periods/{name}/journal?format=csv", headers=VIEWER)
+    assert hashlib.sha256(csv.content).hexdigest() == summary["journal_sha256"]
+    assert http.get(f"/v1/periods/{name}/journal?format=csv", headers=VIEWER).content == csv.content
+    assert "'=HYPERLINK(1)" in csv.text  # a formula never runs in the ERP's spreadsheet
+    journal = http.get(f"/v1/periods/{name}/journal", headers=VIEWER).json()
+    assert journal["final"] and journal["debits"] == journal["credits"] == "3.50"
+    ids = {e["external_id"]: e for e in journal["entries"]}
+    assert set(ids) == {f"settleq:{name}:promo_accrual:{p}" for p in (own, other)}
+    # Its lines add up to each entry.
+    lines = http.get(f"/v1/periods/{name}/journal/lines?format=json", headers=VIEWER).json()
+    by_entry: dict[str, Decimal] = {}
+    for line in lines["items"]:
+        by_entry[line["external_id"]] = by_entry.get(line["external_id"], Decimal(0)) + Decimal(
+            line["delta"]
+        )
+    assert {k: str(v) for k, v in by_entry.items()} == {
+        k: e["lines"][0]["debit"] for k, e in ids.items()
+    }
+    text = http.get(f"/v1/periods/{name}/journal/lines", headers=VIEWER).text
+    assert text.count("\n") == 4 and "correlation_id" in text.splitlines()[0]
+    # Balances and a statement: a producer reads its own partitions only.
+    assert _signed(http, f"/v1/balances?period={name}&partition_key={other}").status_code == 403
+    mine = _signed(http, f"/v1/balances?period={name}").json()
+    assert mine["final"] and [b["partition_key"] for b in mine["items"]] == [own]
+    assert mine["items"][0]["closing"] == "2.50" and mine["items"][0]["in_dispute"]["count"] == 1
+    statement = _signed(http, f"/v1/partitions/{own}/statement?period={name}").json()
+    [section] = statement["sections"]
+    assert section["owed"] == f"{own} owes us 2.50"
+    assert [len(d["lines"]) for d in section["documents"]] == [2]
+    now = http.get("/v1/balances", headers=VIEWER).json()
+    assert now["period"] == "2027-01" and not now["final"]
+    assert {b["partition_key"]: b["opening"] for b in now["items"]} == {own: "2.50", other: "1.00"}
+    as_of = http.get(
+        "/v1/balances", params={"as_of": "2000-01-01T00:00:00Z"}, headers=VIEWER
+    ).json()
+    assert as_of["items"] == []
+    assert http.get("/v1/periods/nope/journal", headers=VIEWER).status_code == 404

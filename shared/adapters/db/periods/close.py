@@ -28,7 +28,7 @@ from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, per
 from shared.adapters.db.tables import dead_letters, ledger_entries, outbox
 from shared.domain import periods as domain
 from shared.domain.events import PERIOD_CLOSED
-from shared.domain.money import ZERO, plain
+from shared.domain.money import ZERO
 from shared.wire.times import iso
 
 
@@ -118,7 +118,7 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
         tally = sums.tally(conn, in_period(row))
         balances = _carried_forward(conn, row, tally)
         totals = [
-            {"kind": kind, "outcome": outcome, "rows": rows, "delta": plain(delta)}
+            {"kind": kind, "outcome": outcome, "rows": rows, "delta": domain.shown(kind, delta)}
             for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
         ]
         carried = _carried(conn, row, balances)
@@ -231,7 +231,7 @@ def _carried(conn: Connection, row: Any, balances: list[domain.Balance]) -> dict
     ).all()
     return {
         "disputes": [
-            {"kind": kind, "count": count, "variance": plain(variance)}
+            {"kind": kind, "count": count, "variance": domain.shown(kind, variance)}
             for kind, (count, variance) in sorted(disputes.items())
         ],
         "dead_letters": [

@@ -23,7 +23,7 @@ from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, per
 from shared.adapters.db.tables import ledger_entries
 from shared.adapters.db.types import utc
 from shared.domain import periods as domain
-from shared.domain.money import ZERO, plain
+from shared.domain.money import ZERO
 
 
 class NoSuchPeriod(LookupError):
@@ -63,7 +63,7 @@ def summary(engine: Engine, name: str, accounts: domain.Accounts) -> Summary:
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
         totals = [
-            {"kind": kind, "outcome": outcome, "rows": rows, "delta": plain(delta)}
+            {"kind": kind, "outcome": outcome, "rows": rows, "delta": domain.shown(kind, delta)}
             for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
         ]
         count = sum(rows for rows, _ in tally.outcomes.values())
@@ -199,17 +199,24 @@ class Journal:
     sha256: str | None
 
 
+def _booked_on(row: Any, accounts: domain.Accounts) -> domain.Accounts:
+    if row.status == CLOSED and row.accounts is not None:
+        return {k: (v[0], v[1]) if v else None for k, v in row.accounts.items()}
+    return domain.accounts(accounts)
+
+
+def booked_on(engine: Engine, name: str, accounts: domain.Accounts) -> domain.Accounts:
+    """The accounts the period's journal is made with: a closed one's, those
+    it was closed with; the open one's, today's."""
+    return _booked_on(_summed(engine, name, accounts), accounts)
+
+
 def journal(engine: Engine, name: str, accounts: domain.Accounts) -> Journal:
     """A period's journal: a closed one's as it was closed (``final``), the
     open one's a preview with today's accounts."""
     row, found = balances(engine, name, sums.Scope(), accounts)
     final = row.status == CLOSED
-    booked_on: domain.Accounts = (
-        {k: tuple(v) if v else None for k, v in row.accounts.items()}
-        if final
-        else domain.accounts(accounts)
-    )
-    made = domain.entries(row.name, found, booked_on)
+    made = domain.entries(row.name, found, _booked_on(row, accounts))
     csv = domain.journal_csv(made)
     return Journal(row.name, final, made, csv, row.journal_sha256 if final else None)
 

@@ -1,0 +1,223 @@
+"""Periods, balances, journals and statements on the wire. Amounts are
+strings at their kind's quantum (a recipe's are unit costs: shown, never
+summed with money)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from shared.adapters.db.periods.reads import Summary
+from shared.domain import periods
+from shared.domain.kinds import KINDS
+from shared.domain.periods import NAME, Balance
+from shared.wire.times import iso
+
+PeriodName = Field(pattern=NAME.pattern, min_length=1, max_length=32)
+
+
+shown = periods.shown
+
+
+class Total(BaseModel):
+    kind: str
+    outcome: Literal["posted", "disputed", "resolved"]
+    rows: int
+    delta: str
+
+
+class CarriedDisputes(BaseModel):
+    kind: str
+    count: int
+    variance: str  # claimed − model, summed
+
+
+class WaitingDeadLetters(BaseModel):
+    kind: str
+    count: int
+    lines: int
+
+
+class Carried(BaseModel):
+    """What a closed period carries over: the disputes open at its close and
+    the dead letters waiting."""
+
+    disputes: list[CarriedDisputes]
+    dead_letters: list[WaitingDeadLetters]
+
+
+class Period(BaseModel):
+    name: str
+    status: Literal["open", "closed"]
+    opened_at: str
+    closed_at: str | None
+    closed_by: str | None = Field(description="The closing operator token's fingerprint.")
+    note: str | None
+    next: str | None = Field(description="The period its close opened.")
+    rows: int
+    totals: list[Total] = Field(description="The sum of `delta` per kind and outcome.")
+    carried: Carried | None = Field(description="A closed period's carry-over; null when open.")
+    journal_sha256: str | None = Field(
+        description="A closed period's: the SHA-256 of its journal's CSV bytes."
+    )
+
+
+class PeriodPage(BaseModel):
+    items: list[Period]
+    next_cursor: str | None = None
+
+
+def period(s: Summary) -> Period:
+    return Period(
+        name=s.name,
+        status=s.status,
+        opened_at=iso(s.opened_at) or "",
+        closed_at=iso(s.closed_at),
+        closed_by=s.closed_by,
+        note=s.note,
+        next=s.next,
+        rows=s.rows,
+        totals=[Total(**t) for t in s.totals],
+        carried=None if s.carried is None else Carried(**s.carried),
+        journal_sha256=s.journal_sha256,
+    )
+
+
+class CloseRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    period: str = Field(
+        min_length=1, max_length=32, description="The open period, named: the close's guard."
+    )
+    next: str = PeriodName
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class InDispute(BaseModel):
+    count: int
+    variance: str = Field(description="The open disputes' claimed − model, summed.")
+
+
+class BalanceItem(BaseModel):
+    kind: str
+    partition_key: str
+    direction: Literal["owed_to_us", "owed_by_us"] | None = Field(
+        description="Who owes a positive closing balance: the partition (`owed_to_us`),"
+        " settleq's owner (`owed_by_us`), or nobody (a recipe's unit costs)."
+    )
+    opening: str
+    posted: str
+    disputed: str
+    repriced: str
+    resolved: str
+    closing: str
+    rows: int
+    in_dispute: InDispute
+
+
+class BalancePage(BaseModel):
+    period: str | None = Field(description="The period, or null for a balance `as_of` an instant.")
+    final: bool = Field(description="Whether the period is closed: its balances never change.")
+    as_of: str | None
+    items: list[BalanceItem]
+    next_cursor: str | None = None
+
+
+def balance(b: Balance) -> BalanceItem:
+    k = b.kind
+    a = b.activity
+    return BalanceItem(
+        kind=k,
+        partition_key=b.partition_key,
+        direction=KINDS[k].direction if k in KINDS else None,
+        opening=shown(k, b.opening),
+        posted=shown(k, a.posted),
+        disputed=shown(k, a.disputed),
+        repriced=shown(k, a.repriced),
+        resolved=shown(k, a.resolved),
+        closing=shown(k, b.closing),
+        rows=a.rows,
+        in_dispute=InDispute(count=b.in_dispute_count, variance=shown(k, b.in_dispute_variance)),
+    )
+
+
+class JournalLine(BaseModel):
+    account: str
+    debit: str | None
+    credit: str | None
+
+
+class JournalEntry(BaseModel):
+    external_id: str
+    period: str
+    kind: str
+    partition_key: str
+    memo: str
+    rows: int
+    lines: list[JournalLine]
+
+
+class Journal(BaseModel):
+    period: str
+    final: bool
+    sha256: str | None
+    entries: list[JournalEntry]
+    debits: str
+    credits: str
+
+
+class StatementLine(BaseModel):
+    id: int
+    line_ref: str
+    outcome: str
+    amount: str
+    claimed_amount: str | None
+    delta: str
+    supersedes_id: int | None
+    correlation_id: str | None
+    reconciliation_key: str
+    job_id: str
+    created_at: str
+
+
+class StatementDocument(BaseModel):
+    document_id: str
+    lines: list[StatementLine]
+    total: str = Field(description="The sum of its lines' deltas.")
+
+
+class StatementSection(BaseModel):
+    kind: str
+    direction: Literal["owed_to_us", "owed_by_us"] | None
+    opening: str
+    documents: list[StatementDocument]
+    closing: str
+    in_dispute: InDispute
+    owed: str | None = Field(
+        description="Who owes the closing balance, in words; null for a recipe's unit costs."
+    )
+
+
+class Statement(BaseModel):
+    partition_key: str
+    period: str
+    final: bool
+    sections: list[StatementSection]
+
+
+def statement_line(r: Any) -> StatementLine:
+    k = r.kind
+    return StatementLine(
+        id=r.id,
+        line_ref=r.line_ref,
+        outcome=r.outcome,
+        amount=shown(k, r.amount),
+        claimed_amount=None if r.claimed_amount is None else shown(k, r.claimed_amount),
+        delta=shown(k, r.delta),
+        supersedes_id=r.supersedes_id,
+        correlation_id=r.correlation_id,
+        reconciliation_key=r.reconciliation_key,
+        job_id=r.job_id,
+        created_at=iso(r.created_at) or "",
+    )

@@ -1,0 +1,467 @@
+"""Periods, the close, balances, the journal and statements
+(docs/api.md#periods-and-the-close). Viewer token to read (balances and
+statements also a signed producer GET, of its own partitions); operator to close."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Path, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response, StreamingResponse
+
+from services.api import csv_export
+from services.api.auth import Ctx, Operator, Principal, Reader, Viewer
+from services.api.errors import ApiError, ErrorBody
+from services.api.params import KindName, check_kind, check_partition
+from services.api.periods import schemas as wire
+from shared.adapters.db.periods import close as closing
+from shared.adapters.db.periods import reads, sums
+from shared.domain import periods as domain
+from shared.domain.kinds import KINDS
+from shared.domain.money import ZERO
+from shared.wire.times import ISO_TIME, iso, parse_instant
+
+router = APIRouter(tags=["periods"])
+UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    **UNAUTHENTICATED,
+    404: {"model": ErrorBody, "description": "period_not_found"},
+}
+SCOPED: dict[int | str, dict[str, Any]] = {
+    **NOT_FOUND,
+    403: {"model": ErrorBody, "description": "a partition the producer key may not read"},
+    422: {"model": ErrorBody, "description": "a bad parameter"},
+}
+PeriodPath = Annotated[str, Path(min_length=1, max_length=32, description="The period's name.")]
+PeriodQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=32, description="A period's name; the open one by default."),
+]
+Format = Annotated[Literal["csv", "json"], Query(description="`csv` or `json`.")]
+CSV: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "JSON, or with `format=csv` the CSV bytes (header row first).",
+        "content": {"text/csv": {"schema": {"type": "string"}}},
+    }
+}
+
+
+def _accounts(ctx: Any) -> domain.Accounts:
+    return ctx.settings.journal_pairs()  # type: ignore[no-any-return]
+
+
+def _not_found(name: str) -> ApiError:
+    return ApiError(404, "period_not_found", f"no period is named {name}")
+
+
+@router.get("/v1/periods", operation_id="listPeriods", responses=UNAUTHENTICATED)
+async def list_periods(ctx: Ctx, _: Viewer) -> wire.PeriodPage:
+    """Every booking period, newest first: the open one, then the closed ones
+    with their totals, what they carried over and their journal's SHA-256."""
+    found = await run_in_threadpool(reads.summaries, ctx.engine, _accounts(ctx))
+    return wire.PeriodPage(items=[wire.period(s) for s in found])
+
+
+@router.post(
+    "/admin/periods/close",
+    operation_id="closePeriod",
+    responses={
+        **UNAUTHENTICATED,
+        409: {"model": ErrorBody, "description": "period_not_open"},
+        413: {"model": ErrorBody},
+        422: {"model": ErrorBody, "description": "period_name_used, or a bad name"},
+    },
+)
+async def close_period(
+    body: Annotated[wire.CloseRequest, Body()], ctx: Ctx, who: Operator
+) -> wire.Period:
+    """Close the open period, which the request names, and open `next`. Every
+    transaction that booked into it has committed when this answers; none
+    books into it afterwards. The same close again answers the same period."""
+    try:
+        done = await run_in_threadpool(
+            closing.close,
+            ctx.engine,
+            body.period,
+            body.next,
+            body.note,
+            who.actor,
+            _accounts(ctx),
+        )
+    except closing.PeriodNotOpen as exc:
+        raise ApiError(409, "period_not_open", str(exc)) from None
+    except closing.PeriodNameUsed as exc:
+        detail = {"loc": ["body", "next"], "type": "period_name_used", "msg": str(exc)}
+        raise ApiError(422, "period_name_used", str(exc), [detail]) from None
+    summary = await run_in_threadpool(reads.summary, ctx.engine, done.name, _accounts(ctx))
+    return wire.period(summary)
+
+
+@router.get(
+    "/v1/periods/{period}/journal",
+    operation_id="readJournal",
+    responses={**NOT_FOUND, **CSV},
+    response_model=wire.Journal,
+)
+async def read_journal(
+    period: PeriodPath, ctx: Ctx, _: Viewer, format: Format = "json"
+) -> Response:
+    """The period's balanced entries per kind and partition. A closed period's
+    is the same bytes on every export (its CSV's SHA-256 is the close's); the
+    open one's is a preview, `"final": false`."""
+    try:
+        found = await run_in_threadpool(reads.journal, ctx.engine, period, _accounts(ctx))
+    except reads.NoSuchPeriod:
+        raise _not_found(period) from None
+    if format == "csv":
+        return Response(
+            found.csv,
+            media_type=csv_export.MEDIA_TYPE,
+            headers={"Content-Disposition": f'attachment; filename="journal-{period}.csv"'},
+        )
+    body = domain.journal_json(found.period, found.final, found.entries, found.sha256)
+    return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
+
+
+LINE_HEADER = ("period", "external_id", *reads.LINE_COLUMNS)
+
+
+@router.get(
+    "/v1/periods/{period}/journal/lines",
+    operation_id="readJournalLines",
+    responses={**NOT_FOUND, **CSV},
+)
+async def read_journal_lines(
+    period: PeriodPath,
+    ctx: Ctx,
+    _: Viewer,
+    format: Format = "csv",
+    kind: Annotated[KindName | None, Query(description="Only this kind's rows.")] = None,
+    partition_key: Annotated[str | None, Query(description="Only this partition's rows.")] = None,
+) -> StreamingResponse:
+    """One line per ledger row booked in the period, in id order, with its
+    entry's `external_id`: the lines of an entry add up to it. Streamed."""
+    if kind is not None:
+        check_kind(kind, ["query", "kind"])
+    if partition_key is not None:
+        check_partition(partition_key, ["query", "partition_key"])
+    accounts = _accounts(ctx)
+    try:
+        summary = await run_in_threadpool(reads.summary, ctx.engine, period, accounts)
+    except reads.NoSuchPeriod:
+        raise _not_found(period) from None
+    booked_on = await run_in_threadpool(reads.booked_on, ctx.engine, period, accounts)
+    scope = sums.Scope(kind, None if partition_key is None else [partition_key])
+    rows = reads.journal_lines(ctx.engine, summary.name, scope, accounts)
+    if format == "csv":
+        source = csv_export.chunks(LINE_HEADER, _line_cells(summary.name, booked_on, rows))
+        return await csv_export.response(source, f"journal-lines-{summary.name}.csv")
+    return await _json_stream(_line_json(summary.name, booked_on, rows))
+
+
+def _external_id(period: str, booked_on: domain.Accounts, kind: str, partition: str) -> str | None:
+    if booked_on.get(kind) is None:
+        return None
+    return domain.external_id(period, kind, partition)
+
+
+def _line_cells(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> Iterator[Any]:
+    for r in rows:
+        yield (
+            period,
+            _external_id(period, booked_on, r.kind, r.partition_key),
+            r.id,
+            r.kind,
+            r.partition_key,
+            r.correlation_id,
+            r.reconciliation_key,
+            r.document_id,
+            r.line_ref,
+            r.job_id,
+            r.outcome,
+            Decimal(wire.shown(r.kind, r.delta)),
+            r.supersedes_id,
+            iso(r.created_at),
+        )
+
+
+def _line_json(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> Iterator[str]:
+    yield '{"period":' + json.dumps(period) + ',"items":['
+    first = True
+    for r in rows:
+        item = {
+            "period": period,
+            "external_id": _external_id(period, booked_on, r.kind, r.partition_key),
+            "id": r.id,
+            "kind": r.kind,
+            "partition_key": r.partition_key,
+            "correlation_id": r.correlation_id,
+            "reconciliation_key": r.reconciliation_key,
+            "document_id": r.document_id,
+            "line_ref": r.line_ref,
+            "job_id": r.job_id,
+            "outcome": r.outcome,
+            "delta": wire.shown(r.kind, r.delta),
+            "supersedes_id": r.supersedes_id,
+            "created_at": iso(r.created_at),
+        }
+        yield ("" if first else ",") + json.dumps(item, separators=(",", ":"))
+        first = False
+    yield "]}"
+
+
+async def _json_stream(source: Iterator[str]) -> StreamingResponse:
+    first = await run_in_threadpool(next, source)
+
+    async def body() -> Any:
+        yield first
+        async for chunk in csv_export.in_threads(_batched(source)):
+            yield chunk
+
+    return StreamingResponse(body(), media_type="application/json")
+
+
+def _batched(source: Iterator[str], size: int = 1000) -> Iterator[str]:
+    """``size`` pieces of text at a time: one thread hop per batch, not per row."""
+    batch: list[str] = []
+    for piece in source:
+        batch.append(piece)
+        if len(batch) == size:
+            yield "".join(batch)
+            batch = []
+    if batch:
+        yield "".join(batch)
+
+
+def _partitions(who: Principal, partition_key: str | None) -> list[str] | None:
+    """The partitions to read (None: every one): a producer key reads its own only."""
+    if who.role != "producer" or who.key is None or "*" in who.key.partitions:
+        return None if partition_key is None else [partition_key]
+    if partition_key is None:
+        return list(who.key.partitions)
+    if partition_key not in who.key.partitions:
+        raise ApiError(403, "partition_not_allowed", "this key may not read that partition")
+    return [partition_key]
+
+
+def _as_of(text: str) -> dt.datetime:
+    try:
+        return parse_instant(text)
+    except ValueError:
+        raise ApiError(
+            422,
+            "invalid_datetime",
+            "as_of must be an RFC 3339 time in the years 0001-9999 UTC, e.g. 2026-12-31T23:59:59Z",
+            [{"loc": ["query", "as_of"], "type": "invalid_datetime", "msg": "not a time"}],
+        ) from None
+
+
+@router.get("/v1/balances", operation_id="readBalances", responses=SCOPED)
+async def read_balances(
+    ctx: Ctx,
+    who: Reader,
+    kind: Annotated[KindName | None, Query(description="Only this kind.")] = None,
+    partition_key: Annotated[str | None, Query(description="Only this partition.")] = None,
+    period: PeriodQuery = None,
+    as_of: Annotated[
+        str | None,
+        Query(
+            pattern=ISO_TIME,
+            description="Instead of `period`: the sum of the deltas committed up to this instant.",
+        ),
+    ] = None,
+) -> wire.BalancePage:
+    """Per kind and partition: the opening balance, the period's activity
+    (posted, disputed, repriced, resolved), the closing balance and what is in
+    dispute. A producer reads its own partitions only."""
+    if kind is not None:
+        check_kind(kind, ["query", "kind"])
+    if partition_key is not None:
+        check_partition(partition_key, ["query", "partition_key"])
+    if period is not None and as_of is not None:
+        raise ApiError(
+            422,
+            "period_and_as_of",
+            "give period or as_of, not both",
+            [{"loc": ["query", "as_of"], "type": "period_and_as_of", "msg": "with period"}],
+        )
+    scope = sums.Scope(kind, _partitions(who, partition_key))
+    if as_of is not None:
+        when = _as_of(as_of)
+        found = await run_in_threadpool(reads.balances_as_of, ctx.engine, when, scope)
+        items = [wire.balance(b) for b in found]
+        return wire.BalancePage(period=None, final=False, as_of=iso(when), items=items)
+    try:
+        row, found = await run_in_threadpool(
+            reads.balances, ctx.engine, period, scope, _accounts(ctx)
+        )
+    except reads.NoSuchPeriod:
+        raise _not_found(period or "") from None
+    return wire.BalancePage(
+        period=row.name,
+        final=row.status == "closed",
+        as_of=None,
+        items=[wire.balance(b) for b in found],
+    )
+
+
+STATEMENT_HEADER = (
+    "row",
+    "kind",
+    "partition_key",
+    "period",
+    "document_id",
+    "line_ref",
+    "outcome",
+    "amount",
+    "claimed_amount",
+    "delta",
+    "balance",
+    "supersedes_id",
+    "correlation_id",
+    "reconciliation_key",
+    "job_id",
+    "created_at",
+)
+
+
+@router.get(
+    "/v1/partitions/{partition_key}/statement",
+    operation_id="readStatement",
+    responses={**SCOPED, **CSV},
+    response_model=wire.Statement,
+)
+async def read_statement(
+    partition_key: Annotated[str, Path(description="A vendor, carrier or recipe.")],
+    ctx: Ctx,
+    who: Reader,
+    period: PeriodQuery = None,
+    kind: Annotated[KindName | None, Query(description="Only this kind.")] = None,
+    format: Format = "json",
+) -> Response:
+    """One partition's statement for a period: its opening balance, each
+    document's lines booked in the period, and its closing balance: what is owed."""
+    check_partition(partition_key, ["path", "partition_key"])
+    if kind is not None:
+        check_kind(kind, ["query", "kind"])
+    _partitions(who, partition_key)
+    scope = sums.Scope(kind, [partition_key])
+    accounts = _accounts(ctx)
+    try:
+        row, found = await run_in_threadpool(reads.balances, ctx.engine, period, scope, accounts)
+        lines = await run_in_threadpool(
+            reads.statement_lines, ctx.engine, row.name, partition_key, kind, accounts
+        )
+    except reads.NoSuchPeriod:
+        raise _not_found(period or "") from None
+    made = _statement(partition_key, row, found, lines)
+    if format == "json":
+        return Response(made.model_dump_json(), media_type="application/json")
+    source = csv_export.chunks(STATEMENT_HEADER, _statement_cells(made))
+    return await csv_export.response(source, f"statement-{row.name}.csv")
+
+
+def _owed(kind: str, partition_key: str, closing: Decimal) -> str | None:
+    direction = KINDS[kind].direction if kind in KINDS else None
+    if direction is None:
+        return None
+    if closing.is_zero():
+        return "nothing is owed"
+    amount = wire.shown(kind, closing.copy_abs())
+    to_us = (direction == "owed_to_us") == (closing > 0)
+    return f"{partition_key} owes us {amount}" if to_us else f"we owe {partition_key} {amount}"
+
+
+def _statement(partition_key: str, row: Any, found: list[Any], lines: list[Any]) -> wire.Statement:
+    sections = []
+    for b in found:
+        documents: dict[str, list[Any]] = {}
+        for line in lines:
+            if line.kind == b.kind:
+                documents.setdefault(line.document_id, []).append(line)
+        sections.append(
+            wire.StatementSection(
+                kind=b.kind,
+                direction=KINDS[b.kind].direction if b.kind in KINDS else None,
+                opening=wire.shown(b.kind, b.opening),
+                documents=[
+                    wire.StatementDocument(
+                        document_id=document_id,
+                        lines=[wire.statement_line(r) for r in rows],
+                        total=wire.shown(b.kind, sum((r.delta for r in rows), ZERO)),
+                    )
+                    for document_id, rows in documents.items()
+                ],
+                closing=wire.shown(b.kind, b.closing),
+                in_dispute=wire.InDispute(
+                    count=b.in_dispute_count,
+                    variance=wire.shown(b.kind, b.in_dispute_variance),
+                ),
+                owed=_owed(b.kind, partition_key, b.closing),
+            )
+        )
+    return wire.Statement(
+        partition_key=partition_key,
+        period=row.name,
+        final=row.status == "closed",
+        sections=sections,
+    )
+
+
+def _statement_cells(made: wire.Statement) -> Iterator[Any]:
+    p, period = made.partition_key, made.period
+    blank = (None,) * 6
+    for s in made.sections:
+        yield (
+            "opening",
+            s.kind,
+            p,
+            period,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            Decimal(s.opening),
+            *blank[:5],
+        )
+        for d in s.documents:
+            for line in d.lines:
+                yield (
+                    "line",
+                    s.kind,
+                    p,
+                    period,
+                    d.document_id,
+                    line.line_ref,
+                    line.outcome,
+                    Decimal(line.amount),
+                    None if line.claimed_amount is None else Decimal(line.claimed_amount),
+                    Decimal(line.delta),
+                    None,
+                    line.supersedes_id,
+                    line.correlation_id,
+                    line.reconciliation_key,
+                    line.job_id,
+                    line.created_at,
+                )
+        yield (
+            "closing",
+            s.kind,
+            p,
+            period,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            Decimal(s.closing),
+            *blank[:5],
+        )
