@@ -27,7 +27,8 @@ from services.worker.actors import build_broker
 from services.worker.context import make_context
 from shared.adapters.db import outbox, tables
 from shared.adapters.db.ledger.read.events import event_rows
-from shared.domain.events import event_id, message_id
+from shared.adapters.db.periods import close, reads
+from shared.domain.events import PERIOD_CLOSED, event_id, message_id
 from shared.domain.synthetic import promo_batch
 from shared.settings import Settings
 from tests.support.events import Delivery, distinct, drain
@@ -98,14 +99,14 @@ def consumer(env: tuple[Settings, Any]) -> Iterator[tuple[Any, str]]:
         connection.close()
 
 
-def unpublished(engine: Engine) -> int:
+def unpublished(engine: Engine, kind: str = tables.OUTCOME) -> int:
     o = tables.outbox
     with engine.connect() as conn:
         return int(
             conn.execute(
                 select(func.count())
                 .select_from(o)
-                .where(o.c.published_at.is_(None), o.c.type == tables.OUTCOME)
+                .where(o.c.published_at.is_(None), o.c.type == kind)
             ).scalar_one()
         )
 
@@ -288,3 +289,38 @@ def test_a_connection_lost_in_the_relays_ledger_read_is_an_error_the_relay_pause
             other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
         with pytest.raises(_DB_ERRORS):
             event_rows(conn, [1, 2, 3])
+
+
+def test_every_event_carries_its_period_and_a_close_publishes_period_closed_once(
+    settled: tuple[Settings, Engine], consumer: tuple[Any, str]
+) -> None:
+    """docs/api.md#periods-and-the-close: an outcome event names the row's
+    booking period; the close publishes one ``period.closed`` message, whose
+    id names the period, and a republish keeps it."""
+    settings, engine = settled
+    channel, queue = consumer
+    channel.queue_bind(queue, f"{settings.queue_prefix}.events", routing_key=PERIOD_CLOSED)
+    name = reads.open_name(engine)
+    close.close(engine, name, "NEXT", None, "operator:test", settings.journal_pairs())
+    run_relay(settings, engine, lambda: unpublished(engine, PERIOD_CLOSED) == 0)
+    messages = drain(channel, queue)
+    closes = [m for m in messages if m.routing_key == PERIOD_CLOSED]
+    settlement = [m for m in messages if m.routing_key != PERIOD_CLOSED]
+    assert {e["period"] for m in settlement for e in m.events} == {name}
+    [closed] = closes
+    assert closed.message_id == f"period.closed:{name}" and closed.headers["x-event-count"] == 1
+    body = closed.body
+    summary = reads.summary(engine, name, settings.journal_pairs())
+    assert body["type"] == PERIOD_CLOSED and body["period"] == name and body["next"] == "NEXT"
+    assert body["rows"] == 200 == summary.rows
+    assert body["journal_sha256"] == summary.journal_sha256
+    assert body["totals"] == [
+        {k: t[k] for k in ("kind", "outcome", "delta")} for t in summary.totals
+    ]
+    # Published again (a relay that died before marking it): the same message id.
+    with engine.begin() as conn:
+        o = tables.outbox
+        conn.execute(o.update().where(o.c.type == PERIOD_CLOSED).values(published_at=None))
+    run_relay(settings, engine, lambda: unpublished(engine, PERIOD_CLOSED) == 0)
+    [again] = drain(channel, queue)
+    assert (again.message_id, again.body) == (closed.message_id, closed.body)

@@ -5,7 +5,7 @@ events are deduplicated by ``event_id`` (docs/architecture.md#outcome-events).""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pika
@@ -20,6 +20,7 @@ class Delivery:
     content_type: str | None
     headers: dict[str, Any]
     events: list[dict[str, Any]]
+    body: dict[str, Any] = field(default_factory=dict)  # the whole JSON body
 
 
 def drain(channel: Any, queue: str) -> list[Delivery]:
@@ -33,13 +34,14 @@ def drain(channel: Any, queue: str) -> list[Delivery]:
 
 
 def delivery(method: Any, properties: pika.BasicProperties, body: bytes) -> Delivery:
-    events = json.loads(body)["events"]
+    decoded = json.loads(body)
     return Delivery(
         properties.message_id,
         method.routing_key,
         properties.content_type,
         dict(properties.headers or {}),
-        events,
+        decoded.get("events", []),  # a period.closed message is one object
+        decoded,
     )
 
 
