@@ -43,6 +43,7 @@ class Measured:
     iowait: float = 0.0
     latencies: list[float] = field(default_factory=list)
     ok: bool = False
+    close_s: float | None = None  # a period's close halfway (--close-at): its answer's time
 
     @property
     def rate(self) -> float:
@@ -91,6 +92,7 @@ def run_claim(
     *,
     small: int,
     flush_redis_at: float | None,
+    close_at: float | None = None,
 ) -> Measured:
     """POST ``body`` (``lines`` lines, expected to settle as ``expect``) and measure it."""
     m = Measured(lines)
@@ -112,7 +114,8 @@ def run_claim(
     assert response.status_code == 202, response.text
     job_id = response.json()["job_id"]
     sender.start()
-    job = wait_completed(producer, job_id, flush_redis_at)
+    closer = Closer(stack, close_at)
+    job = wait_completed(producer, job_id, flush_redis_at, closer)
     m.e2e_s = time.monotonic() - t0
     busy1, wait1 = machine_cpu()
     m.busy, m.iowait = busy1 - busy0, wait1 - wait0
@@ -130,15 +133,58 @@ def run_claim(
     stop.set()
     sender.join()
     m.ok = verify(env.database_url, job, expect, lines)
+    if closer.period is not None:
+        m.close_s = closer.join()
+        m.ok = verify_periods(env.database_url, stack, job_id, closer.period) and m.ok
     m.peak_after = {name: process_stats(p.pid)[0] for name, p in stack.processes.items()}
     return m
 
 
-def wait_completed(producer: Client, job_id: str, flush_redis_at: float | None) -> dict[str, Any]:
-    """Poll the job until it completes, flushing Redis once at ``flush_redis_at`` progress."""
+class Closer:
+    """Closes the open period once a job's progress reaches ``at`` (``--close-at``),
+    on a thread of its own: the close waits for the units committing then, and
+    the job's progress is read on meanwhile."""
+
+    def __init__(self, stack: Stack, at: float | None) -> None:
+        self.stack, self.at = stack, at
+        self.period: str | None = None
+        self.seconds = 0.0
+        self.thread: threading.Thread | None = None
+
+    def progress(self, progress: float) -> None:
+        if self.at is None or self.thread is not None or progress < self.at:
+            return
+        operator = self.stack.operator()
+        [current] = [p for p in operator.bearer("GET", "/v1/periods").json()["items"][:1]]
+        self.period = current["name"]
+        body = {"period": self.period, "next": f"{self.period}-after", "note": "bench"}
+
+        def close() -> None:
+            started = time.monotonic()
+            answer = operator.bearer("POST", "/admin/periods/close", body)
+            self.seconds = time.monotonic() - started
+            assert answer.status_code == 200, answer.text
+
+        self.thread = threading.Thread(target=close)
+        self.thread.start()
+        print(f"closing period {self.period} at progress {progress}")
+
+    def join(self) -> float:
+        assert self.thread is not None
+        self.thread.join()
+        return self.seconds
+
+
+def wait_completed(
+    producer: Client, job_id: str, flush_redis_at: float | None, closer: Closer | None = None
+) -> dict[str, Any]:
+    """Poll the job until it completes, flushing Redis once at ``flush_redis_at``
+    progress, and closing the period at the closer's."""
     flushed = False
     while True:
         job: dict[str, Any] = producer.job(job_id)
+        if closer is not None:
+            closer.progress(job["progress"])
         if flush_redis_at is not None and not flushed and job["progress"] >= flush_redis_at:
             redis.Redis.from_url(REDIS_URL).flushdb()
             flushed = True
@@ -246,4 +292,51 @@ def verify(url: str, job: dict[str, Any], expect: Expectation, total: int) -> bo
     }
     for name, passed in checks.items():
         print(f"  {'ok ' if passed else 'BAD'} {name}")
+    return all(checks.values())
+
+
+def verify_periods(url: str, stack: Stack, job_id: str, closed: str) -> bool:
+    """After a close halfway: every row of the job booked in one of the two
+    periods, and both journals adding up to the ledger: each entry the sum of
+    its (period, kind, partition)'s deltas, over every row."""
+    ledger = tables.ledger_entries
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        booked = dict(
+            conn.execute(
+                select(ledger.c.period, func.count())
+                .where(ledger.c.job_id == job_id)
+                .group_by(ledger.c.period)
+            ).all()
+        )
+        sums = {
+            (p, k, pk): (n, d)
+            for p, k, pk, n, d in conn.execute(
+                select(
+                    ledger.c.period,
+                    ledger.c.kind,
+                    ledger.c.partition_key,
+                    func.count(),
+                    func.sum(ledger.c.delta),
+                ).group_by(ledger.c.period, ledger.c.kind, ledger.c.partition_key)
+            )
+        }
+    engine.dispose()
+    viewer = stack.viewer()
+    entries = {}
+    for period in (closed, f"{closed}-after"):
+        journal = viewer.bearer("GET", f"/v1/periods/{period}/journal").json()
+        for e in journal["entries"]:
+            entries[(period, e["kind"], e["partition_key"])] = (
+                e["rows"],
+                Decimal(e["lines"][0]["debit"]),
+            )
+    checks = {
+        # Both, unless the units left at the close were all committing then.
+        "rows booked in the two periods": set(booked) <= {closed, f"{closed}-after"},
+        "journals add up to the ledger": entries
+        == {key: (n, abs(d)) for key, (n, d) in sums.items()},
+    }
+    for name, passed in checks.items():
+        print(f"  {'ok ' if passed else 'BAD'} {name} {booked if 'rows' in name else ''}")
     return all(checks.values())

@@ -69,6 +69,8 @@ def print_claim(m: Measured) -> None:
         f"| {total} | {m.accept_s:.2f} s | {e2e_s:.2f} s | {total / e2e_s:,.0f} |"
         f" {median:.2f} s / {p99(m.latencies):.2f} s |"
     )
+    if m.close_s is not None:
+        print(f"\na period closed halfway answered in {m.close_s:.2f} s (target: 5 s)")
     print(
         f"\nlast outcome event published {m.events_s:.2f} s after the POST,"
         f" {m.events_s - e2e_s:.2f} s after the job completed (the relay's lag);"

@@ -67,6 +67,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--small-batches", type=int, default=20)
     parser.add_argument("--flush-redis-at", type=float, default=None)
     parser.add_argument(
+        "--close-at",
+        type=float,
+        default=None,
+        metavar="PROGRESS",
+        help="close the open booking period once the claim's progress reaches this (0.5:"
+        " halfway), and check every row is booked once and both journals add up",
+    )
+    parser.add_argument(
         "--workers",
         default="fast_path:1,compute_heavy:2",
         help="tier:processes,... (one process per entry)",
@@ -210,6 +218,7 @@ def _session_on(
                     total,
                     small=args.small_batches,
                     flush_redis_at=args.flush_redis_at,
+                    close_at=args.close_at if k == 0 else None,
                 )
             )
     finally:
