@@ -19,13 +19,15 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from services.api.app import create_app
-from shared.adapters.db import tables
+from shared.adapters.db import outbox, tables
 from shared.adapters.db.disputes import queue as disputes
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.periods import booking, close, reads, sums
 from shared.adapters.db.periods.tables import period_balances, periods
+from shared.adapters.db.webhooks import deliveries
 from shared.domain import periods as domain
 from shared.domain.disputes import ResolveRequest
+from shared.domain.events import PERIOD_CLOSED
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.settlement import plan_chunk
@@ -189,6 +191,16 @@ def test_the_close_guards_its_names_and_answers_the_same_close_again(engine: Eng
         _close(engine, first, "P3")  # closed already: never reopened
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(periods)).scalar_one() == 2
+
+
+def test_the_close_event_is_the_relays_to_publish_never_a_webhook_event(engine: Engine) -> None:
+    first = _open(engine)
+    _close(engine, first, "P2")
+    with engine.begin() as conn:
+        assert [e.type for e in deliveries.waiting_events(conn, 1000)] == []
+        batch = outbox.next_batch(conn, 10, 1000)
+        assert [m.message_id for m in batch.messages] == [f"{PERIOD_CLOSED}:{first}"]
+        assert batch.messages[0].routing_key == PERIOD_CLOSED
 
 
 def test_two_closes_racing_close_once(engine: Engine) -> None:

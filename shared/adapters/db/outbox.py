@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select, update
 
 from shared.adapters.db.ledger.read import events as ledger_events
-from shared.adapters.db.tables import OUTCOME, outbox
+from shared.adapters.db.tables import PUBLISHED_TYPES, outbox
 from shared.domain.events import (
     PERIOD_CLOSED,
     Event,
@@ -73,7 +73,7 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: floa
         )
         .where(
             outbox.c.published_at.is_(None),
-            outbox.c.type.in_((OUTCOME, PERIOD_CLOSED)),
+            outbox.c.type.in_(PUBLISHED_TYPES),
             outbox.c.created_at < _cutoff(conn, grace_s),
         )
         .order_by(outbox.c.id)

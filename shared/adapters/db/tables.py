@@ -30,6 +30,7 @@ from shared.adapters.db.types import (
     money_column_type,
     total_column_type,
 )
+from shared.domain.events import PERIOD_CLOSED
 from shared.domain.kinds import KINDS
 
 metadata: MetaData = MetaData(
@@ -299,6 +300,9 @@ dead_letters = Table(
 # ``(xid, id)`` order (ledger/read/feed.py); webhook events go once their
 # deliveries have (webhooks/retention.py).
 OUTCOME = "outcome"
+# What the relay publishes to the broker: outcome units and a period's close
+# (its own message); every other type is a webhook event, fanned out.
+PUBLISHED_TYPES = (OUTCOME, PERIOD_CLOSED)
 outbox = Table(
     "outbox",
     metadata,

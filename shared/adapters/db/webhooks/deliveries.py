@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, and_, func, insert, or_, select, update
 
 from shared.adapters.db.tables import (
-    OUTCOME,
+    PUBLISHED_TYPES,
     outbox,
     webhook_attempts,
     webhook_deliveries,
@@ -36,7 +36,7 @@ from shared.adapters.db.webhooks.endpoints import retired_of, signing_secrets
 
 ev, dl, at, we = outbox, webhook_deliveries, webhook_attempts, webhook_endpoints
 # The outbox's webhook events (the rest are outcome units, the relay's to publish).
-WEBHOOK_EVENTS = ev.c.type != OUTCOME
+WEBHOOK_EVENTS = ev.c.type.not_in(PUBLISHED_TYPES)
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
 IN_FLIGHT_PER_ENDPOINT = 2
 

@@ -12,7 +12,7 @@ import datetime as dt
 from sqlalchemy import Engine, and_, delete, exists, or_, select
 
 from shared.adapters.db.edi.tables import edi_refusals
-from shared.adapters.db.tables import OUTCOME, outbox, webhook_attempts, webhook_deliveries
+from shared.adapters.db.tables import PUBLISHED_TYPES, outbox, webhook_attempts, webhook_deliveries
 
 ev, dl, at = outbox, webhook_deliveries, webhook_attempts
 
@@ -47,7 +47,7 @@ def events(engine: Engine, fanned_out_before: dt.datetime, limit: int) -> dict[s
     deliveries remain (never one not yet fanned out, never an outcome unit: the
     ledger feed reads those for good)."""
     lonely = and_(
-        ev.c.type != OUTCOME,
+        ev.c.type.not_in(PUBLISHED_TYPES),
         ev.c.published_at < fanned_out_before,
         ~exists().where(dl.c.event_id == ev.c.event_id),
     )
