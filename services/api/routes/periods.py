@@ -23,7 +23,7 @@ from shared.adapters.db.periods import close as closing
 from shared.adapters.db.periods import reads, sums
 from shared.domain import periods as domain
 from shared.domain.kinds import KINDS
-from shared.domain.money import ZERO
+from shared.domain.money import BASIS, ZERO, at_quantum
 from shared.wire.times import ISO_TIME, iso, parse_instant
 
 router = APIRouter(tags=["periods"])
@@ -171,6 +171,7 @@ def _external_id(period: str, booked_on: domain.Accounts, kind: str, partition: 
 
 
 def _line_cells(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> Iterator[Any]:
+    quanta = {name: kind.quantum for name, kind in KINDS.items()}
     for r in rows:
         yield (
             period,
@@ -184,7 +185,7 @@ def _line_cells(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) ->
             r.line_ref,
             r.job_id,
             r.outcome,
-            Decimal(wire.shown(r.kind, r.delta)),
+            at_quantum(r.delta, quanta.get(r.kind, BASIS)),
             r.supersedes_id,
             iso(r.created_at),
         )
