@@ -101,7 +101,8 @@ class Figure:
         return self.value >= self.target if self.floor else self.value <= self.target
 
     def line(self) -> str:
-        measured = f"{self.value:,.1f} {self.unit}"
+        places = 2 if abs(self.value) < 10 else 1  # a journal's 0.02 s is not 0.0 s
+        measured = f"{self.value:,.{places}f} {self.unit}"
         if self.target is None:
             return f"{self.name:44} {measured:>16}   (no target)"
         sign = ">=" if self.floor else "<="
