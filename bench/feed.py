@@ -46,13 +46,17 @@ UNIT_ROWS = 5000
 VIEWER = {"Authorization": f"Bearer {VIEWER_TOKEN}"}
 
 # One ledger row and its unit in one transaction, as a settlement commits them
-# (a copy of row 1 under a new key): the unit takes the transaction's id.
+# (a copy of row 1 under a new key): the unit takes the transaction's id. The
+# row is booked as settlement books it (periods/booking.py): the booking lock
+# shared first (SHARE), then, by the next statement, the open period read.
+SHARE = "SELECT pg_advisory_xact_lock_shared(1936028001, 1885696617)"
 COMMIT = """
 WITH r AS (
   INSERT INTO ledger_entries (reconciliation_key, contract_version, kind, partition_key,
-    document_id, line_ref, job_id, outcome, amount, claimed_amount, delta, created_at)
+    document_id, line_ref, job_id, outcome, amount, claimed_amount, delta, created_at, period)
   SELECT md5(random()::text) || md5(random()::text), 1, kind, partition_key, 'FEED-BENCH',
-    '1', job_id, 'posted', amount, claimed_amount, amount, now()
+    '1', job_id, 'posted', amount, claimed_amount, amount, now(),
+    (SELECT name FROM periods WHERE status = 'open')
   FROM ledger_entries WHERE id = 1 RETURNING id)
 INSERT INTO outbox (ledger_entry_ids, created_at, published_at)
 SELECT array_agg(id), now(), now() FROM r
@@ -148,7 +152,9 @@ def pages(engine: Engine, count: int) -> bool:
 def _commit(url: str) -> float:
     """Commit one row and its unit; the moment the commit returned."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(COMMIT)
+        with conn.transaction():
+            conn.execute(SHARE)
+            conn.execute(COMMIT)
         return time.monotonic()
 
 

@@ -20,10 +20,21 @@ or noted lines). Then ``VACUUM (ANALYZE)``, as autovacuum would long since have
 done to old quarters (it is off on the test server, and would otherwise start on
 20M new rows during the run), and a ``CHECKPOINT``, so that the run does not pay
 for writing the fill's pages out.
+
+Every row is booked in a period (docs/architecture.md#booking-periods-and-the-close)
+as the product books it. By default all of them in the open period the migration
+made, as a ledger migrated to 0029 holds its rows. Asked for closed periods
+(``periods``: a number, the rows split evenly, or each one's rows), the rows are
+booked in consecutive id ranges, oldest first, in periods ``2025-01``, ``2025-02``
+... written closed with their range (``after_id``, ``last_id``], then summed by the
+product's own close (``periods/close.py::finalise``: ``period_balances`` carried
+forward, totals, the journal's SHA-256), as a close would have summed each; the
+rows after the last closed period, if any, are in the open one after it.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import hashlib
 import random
@@ -38,6 +49,9 @@ import psycopg
 
 from bench.procstats import service_cpu
 from shared.adapters.db.contracts import canonical_body
+from shared.adapters.db.engine import make_engine
+from shared.adapters.db.periods.close import finalise
+from shared.domain import periods as period_rules
 from shared.domain.keys import correlation_id_for, promo_key, promo_line_item_hash
 from shared.domain.units import chunk_start
 from tests.support.infra import PRODUCER_ID
@@ -52,16 +66,18 @@ DOC_LINES = 20
 JOBS_PER_QUARTER = 2
 FIRST_LATER_QUARTER = (2026, 3)  # the run's period: history ends the quarter before
 FORMATS = ("text", "binary")
+FIRST_PERIOD = (2025, 1)  # the first closed period's month, when the fill closes some
+BY = "bench"  # who closed them (the closed_by of an operator's token fingerprint)
 
 LEDGER_COLUMNS = (
     "id, reconciliation_key, contract_version, kind, partition_key, document_id, line_ref,"
     " job_id, outcome, amount, claimed_amount, delta, supersedes_id, correlation_id,"
-    " created_at, position"
+    " created_at, position, period"
 )
 LEDGER_TYPES = [
     "int8", "varchar", "int4", "varchar", "varchar", "varchar", "varchar",
     "varchar", "varchar", "numeric", "numeric", "numeric", "int8", "varchar",
-    "timestamptz", "int8",
+    "timestamptz", "int8", "varchar",
 ]  # fmt: skip
 # The tier rates in thousandths: a line's amount in cents is then exact integer
 # arithmetic, rounded half up as settlement rounds it.
@@ -82,6 +98,10 @@ class Filled:
     cpu_s: float = 0.0  # this process's CPU during the COPY: generating and encoding the rows
     server_cpu_s: float = 0.0  # PostgreSQL's (every backend's) over the same time
     vacuum_s: float = 0.0
+    periods: list[tuple[str, int]] = field(default_factory=list)  # closed: (name, rows)
+    open_period: str = ""
+    open_rows: int = 0
+    finalise_s: float = 0.0  # summing the closed periods (the product's close)
     before: dict[str, int] = field(default_factory=dict)  # bytes: total, heap, indexes
     after: dict[str, int] = field(default_factory=dict)
 
@@ -105,6 +125,18 @@ class Filled:
             f" → {self.after['total'] / 2**20:.1f} MiB, {self.mib_per_million():.1f} MiB per"
             f" million rows (heap {self.mib_per_million('heap'):.1f},"
             f" indexes {self.mib_per_million('indexes'):.1f}); grew {grown['total']:.1f} MiB"
+            + self._booked()
+        )
+
+    def _booked(self) -> str:
+        if not self.periods:
+            return f"\nevery row booked in the open period {self.open_period}"
+        sizes = sorted({rows for _, rows in self.periods})
+        return (
+            f"\nbooked in {len(self.periods)} closed periods ({self.periods[0][0]} .."
+            f" {self.periods[-1][0]}; {', '.join(f'{n:,}' for n in sizes)} rows each), summed"
+            f" by the close in {self.finalise_s:.1f} s; {self.open_rows:,} rows in the open"
+            f" period {self.open_period}"
         )
 
 
@@ -236,25 +268,87 @@ class History:
         return chunk
 
 
+@dataclass
+class Booking:
+    """Which period each row is booked in: the closed periods' consecutive id
+    ranges, oldest first, then the open period's."""
+
+    names: list[str]  # the closed periods', then the open one's
+    last_ids: list[int]  # each closed period's last id (the open one has none)
+    at: list[dt.datetime] = field(default_factory=list)  # each closed period's last row's time
+
+    @classmethod
+    def of(cls, sizes: Sequence[int], open_name: str) -> Booking:
+        names = [period_name(n) for n in range(len(sizes))] if sizes else []
+        last_ids, last = [], 0
+        for size in sizes:
+            last += size
+            last_ids.append(last)
+        return cls([*names, open_name], last_ids)
+
+    def first(self, row_id: int) -> int:
+        """The index of the period row ``row_id`` is booked in."""
+        return bisect.bisect_left(self.last_ids, row_id)
+
+    def end(self, index: int) -> int:
+        """The last id of period ``index`` (the open one: none)."""
+        return self.last_ids[index] if index < len(self.last_ids) else 2**63
+
+    def note(self, chunk: Chunk) -> None:
+        """The times of the closed periods' last rows in ``chunk``."""
+        if not chunk.rows:
+            return
+        first, last = chunk.rows[0][0], chunk.rows[-1][0]
+        while len(self.at) < len(self.last_ids) and first <= self.last_ids[len(self.at)] <= last:
+            self.at.append(chunk.at)
+
+
+def period_name(n: int) -> str:
+    """The ``n``-th closed period's name: months from ``FIRST_PERIOD``."""
+    year, month = divmod(FIRST_PERIOD[0] * 12 + FIRST_PERIOD[1] - 1 + n, 12)
+    return f"{year:04d}-{month + 1:02d}"
+
+
+def period_sizes(rows: int, periods: int | Sequence[int]) -> list[int]:
+    """The closed periods' rows: ``periods`` of them splitting ``rows`` evenly (the
+    first ones a row more), or as given (their sum at most ``rows``: the rest
+    is the open period's)."""
+    if isinstance(periods, int):
+        if periods < 0 or periods > rows:
+            raise ValueError(f"{periods} closed periods of {rows} rows")
+        size, more = divmod(rows, periods) if periods else (0, 0)
+        return [size + (n < more) for n in range(periods)]
+    sizes = list(periods)
+    if any(n <= 0 for n in sizes) or sum(sizes) > rows:
+        raise ValueError(f"closed periods of {sizes} rows from {rows} rows")
+    return sizes
+
+
 class TextRows:
     """PostgreSQL's text COPY format, a chunk at a time."""
 
     sql = f"COPY ledger_entries ({LEDGER_COLUMNS}) FROM STDIN"
 
-    def __init__(self) -> None:
+    def __init__(self, booking: Booking) -> None:
         self.amounts: dict[int, str] = {}
+        self.booking = booking
 
     def write(self, copy: psycopg.Copy, chunk: Chunk) -> None:
-        amounts = self.amounts
+        amounts, booking = self.amounts, self.booking
         ts = chunk.at.isoformat()
         mid = f"\t{chunk.job_id}\t"
         out = []
+        index = booking.first(chunk.rows[0][0]) if chunk.rows else 0
+        end, period = booking.end(index), booking.names[index]
         for id_, key, partition, doc, ref, outcome, model, claimed, corr, position in chunk.rows:
+            if id_ > end:
+                index += 1
+                end, period = booking.end(index), booking.names[index]
             a = amounts.get(model) or amounts.setdefault(model, cents_text(model))
             c = amounts.get(claimed) or amounts.setdefault(claimed, cents_text(claimed))
             out.append(
                 f"{id_}\t{key}\t1\t{KIND}\t{partition}\t{doc}\t{ref}{mid}{outcome}\t{a}\t{c}"
-                f"\t{a}\t\\N\t{corr}\t{ts}\t{position}\n"
+                f"\t{a}\t\\N\t{corr}\t{ts}\t{position}\t{period}\n"
             )
         copy.write("".join(out).encode())
 
@@ -264,14 +358,20 @@ class BinaryRows:
 
     sql = f"COPY ledger_entries ({LEDGER_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 
-    def __init__(self) -> None:
+    def __init__(self, booking: Booking) -> None:
         self.amounts: dict[int, Decimal] = {}
+        self.booking = booking
 
     def write(self, copy: psycopg.Copy, chunk: Chunk) -> None:
-        amounts = self.amounts
+        amounts, booking = self.amounts, self.booking
         at, job_id = chunk.at, chunk.job_id
         write_row = copy.write_row
+        index = booking.first(chunk.rows[0][0]) if chunk.rows else 0
+        end, period = booking.end(index), booking.names[index]
         for id_, key, partition, doc, ref, outcome, model, claimed, corr, position in chunk.rows:
+            if id_ > end:
+                index += 1
+                end, period = booking.end(index), booking.names[index]
             a = amounts.get(model) or amounts.setdefault(model, Decimal(cents_text(model)))
             c = amounts.get(claimed) or amounts.setdefault(claimed, Decimal(cents_text(claimed)))
             write_row(
@@ -292,6 +392,7 @@ class BinaryRows:
                     corr,
                     at,
                     position,
+                    period,
                 )
             )
 
@@ -304,15 +405,24 @@ def ledger_size(conn: psycopg.Connection) -> dict[str, int]:
     return {"total": total, "heap": heap, "indexes": indexes}
 
 
-def fill(url: str, rows: int, fmt: str = "text", seed: int = 17) -> Filled:
-    """Fill the (empty) ledger of ``url`` with ``rows`` historical rows."""
-    writer = TextRows() if fmt == "text" else BinaryRows()
+def fill(
+    url: str, rows: int, fmt: str = "text", seed: int = 17, periods: int | Sequence[int] = 0
+) -> Filled:
+    """Fill the (empty) ledger of ``url`` with ``rows`` historical rows, booked
+    in the open period, or in ``periods`` closed periods and then the open one
+    (a number of them, or each one's rows: see the module's docstring)."""
+    sizes = period_sizes(rows, periods)
     history = History(rows, seed)
     filled = Filled(rows, fmt)
     with psycopg.connect(url, autocommit=True) as conn:
         # The rows take ids from 1: a ledger already holding some would refuse them.
         if conn.execute("SELECT EXISTS (SELECT 1 FROM ledger_entries)").fetchone() == (True,):
             raise RuntimeError("the ledger must be empty before it is filled")
+        first = conn.execute("SELECT name FROM periods WHERE status = 'open'").fetchone()
+        if first is None or conn.execute("SELECT count(*) FROM periods").fetchone() != (1,):
+            raise RuntimeError("the ledger must have its first period only: a fresh migrate")
+        booking = Booking.of(sizes, period_name(len(sizes)) if sizes else first[0])
+        writer = TextRows(booking) if fmt == "text" else BinaryRows(booking)
         filled.before = ledger_size(conn)
         started, cpu, server = time.monotonic(), time.process_time(), service_cpu()["postgres"]
         results = []
@@ -321,6 +431,7 @@ def fill(url: str, rows: int, fmt: str = "text", seed: int = 17) -> Filled:
                 copy.set_types(LEDGER_TYPES)
             for chunk in history.chunks():
                 writer.write(copy, chunk)
+                booking.note(chunk)
                 results.append(chunk_result(chunk))
                 chunk.rows = []
         with conn.transaction():
@@ -328,16 +439,60 @@ def fill(url: str, rows: int, fmt: str = "text", seed: int = 17) -> Filled:
                 "SELECT setval(pg_get_serial_sequence('ledger_entries', 'id'), %s)", (rows,)
             )
             references(conn, history, results)
+            if sizes:
+                book_periods(conn, booking, history.jobs[0].at)
         filled.copy_s = time.monotonic() - started
         filled.cpu_s = time.process_time() - cpu
         filled.server_cpu_s = service_cpu()["postgres"] - server
         filled.jobs, filled.chunks = len(history.jobs), len(results)
+        filled.periods = list(zip(booking.names, sizes, strict=False))
+        filled.open_period, filled.open_rows = booking.names[-1], rows - sum(sizes)
         started = time.monotonic()
         conn.execute("VACUUM (ANALYZE)")
-        conn.execute("CHECKPOINT")
         filled.vacuum_s = time.monotonic() - started
+        if sizes:
+            # Summed as each close would have summed its period, in order (each
+            # carries the one before forward), on the analysed ledger.
+            started = time.monotonic()
+            engine = make_engine(url)
+            try:
+                for name in booking.names[:-1]:
+                    finalise(engine, name, period_rules.accounts(None))
+            finally:
+                engine.dispose()
+            filled.finalise_s = time.monotonic() - started
+            conn.execute("VACUUM (ANALYZE) periods, period_balances, outbox")
+        started = time.monotonic()
+        conn.execute("CHECKPOINT")
+        filled.vacuum_s += time.monotonic() - started
         filled.after = ledger_size(conn)
     return filled
+
+
+def book_periods(conn: psycopg.Connection, booking: Booking, oldest: dt.datetime) -> None:
+    """The periods the rows are booked in: the migration's open one replaced by
+    the closed ones, each with its id range and closed just after its last row,
+    then the open one after them (summed later: ``finalise``)."""
+    conn.execute("DELETE FROM periods")
+    opened, after = oldest - dt.timedelta(days=1), 0
+    closed_ones = len(booking.last_ids)
+    for seq, (name, last_id, at) in enumerate(
+        zip(booking.names[:-1], booking.last_ids, booking.at, strict=True), 1
+    ):
+        # Just after its last row (and after the period before: a job's time is
+        # its quarter's, and two jobs of a quarter may come in either order).
+        closed = max(at, opened) + dt.timedelta(milliseconds=40)
+        conn.execute(
+            "INSERT INTO periods (name, seq, status, opened_at, after_id, closed_at, closed_by,"
+            " note, next, last_id) VALUES (%s, %s, 'closed', %s, %s, %s, %s, %s, %s, %s)",
+            (name, seq, opened, after, closed, BY, "bench history", booking.names[seq], last_id),
+        )
+        opened, after = closed, last_id
+    conn.execute(
+        "INSERT INTO periods (name, seq, status, opened_at, after_id)"
+        " VALUES (%s, %s, 'open', %s, %s)",
+        (booking.names[-1], closed_ones + 1, opened, after),
+    )
 
 
 def chunk_result(chunk: Chunk) -> tuple[Any, ...]:

@@ -12,6 +12,8 @@ import pytest
 from bench import ledger_fill
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.jobs.queries import job_status
+from shared.adapters.db.periods import reads, sums
+from shared.domain import periods as domain
 from tests.support.infra import isolated_env
 from tests.support.workload import RATES
 
@@ -92,3 +94,76 @@ def test_history_ends_the_quarter_before_the_run() -> None:
         "2025-Q3",
     ]
     assert ledger_fill.quarter(2)[1] > dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def test_rows_are_booked_in_the_open_period_the_migration_made_by_default() -> None:
+    with isolated_env("fill") as env:
+        filled = ledger_fill.fill(env.database_url, ROWS)
+        with psycopg.connect(env.database_url) as conn:
+            [(name, status, after_id)] = conn.execute(
+                "SELECT name, status, after_id FROM periods"
+            ).fetchall()
+            booked = conn.execute(
+                "SELECT period, count(*) FROM ledger_entries GROUP BY period"
+            ).fetchall()
+        assert (status, after_id) == ("open", 0)
+        assert booked == [(name, ROWS)]
+        assert (filled.open_period, filled.open_rows, filled.periods) == (name, ROWS, [])
+
+
+@pytest.mark.parametrize("periods", [3, [5_000, 4_000]])
+def test_closed_periods_are_id_ranges_summed_by_the_products_close(
+    periods: int | list[int],
+) -> None:
+    sizes = ledger_fill.period_sizes(ROWS, periods)
+    with isolated_env("fill") as env:
+        filled = ledger_fill.fill(env.database_url, ROWS, periods=periods)
+        engine = make_engine(env.database_url)
+        accounts = domain.accounts(None)
+        try:
+            with psycopg.connect(env.database_url) as conn:
+                listed = conn.execute(
+                    "SELECT name, seq, status, after_id, last_id, rows, journal_sha256,"
+                    " opened_at, closed_at FROM periods ORDER BY seq"
+                ).fetchall()
+                booked: dict[str, int] = dict(
+                    conn.execute(
+                        "SELECT period, count(*) FROM ledger_entries GROUP BY period"
+                    ).fetchall()
+                )
+                ranges = {
+                    p: (lo, hi)
+                    for p, lo, hi in conn.execute(
+                        "SELECT period, min(id), max(id) FROM ledger_entries GROUP BY period"
+                    )
+                }
+            names = [ledger_fill.period_name(n) for n in range(len(sizes) + 1)]
+            assert [p[0] for p in listed] == names and names[0] == "2025-01"
+            assert [p[2] for p in listed] == ["closed"] * len(sizes) + ["open"]
+            after = 0
+            for (name, _, _, after_id, last_id, rows, sha, opened, closed), size in zip(
+                listed, sizes, strict=False
+            ):
+                assert (after_id, last_id, rows) == (after, after + size, size)
+                assert booked[name] == size and ranges[name] == (after + 1, after + size)
+                # The journal the API serves is the one the close summed.
+                journal = reads.journal(engine, name, accounts)
+                assert journal.final and domain.sha256(journal.csv) == sha
+                assert opened < closed
+                after = last_id
+            open_row = listed[-1]
+            assert (open_row[3], open_row[4]) == (after, None)
+            assert booked.get(names[-1], 0) == ROWS - sum(sizes) == filled.open_rows
+            # The last closed period's closings are the whole history's sums.
+            _, found = reads.balances(engine, names[-2], sums.Scope(), accounts)
+            with psycopg.connect(env.database_url) as conn:
+                whole: dict[str, object] = dict(
+                    conn.execute(
+                        "SELECT partition_key, sum(delta) FROM ledger_entries"
+                        " WHERE id <= %s GROUP BY partition_key",
+                        (after,),
+                    ).fetchall()
+                )
+            assert {b.partition_key: b.closing for b in found} == whole
+        finally:
+            engine.dispose()
