@@ -78,6 +78,21 @@ async function send(path, { method = "GET", body, asOperator = false, accept = "
 
 export const api = async (path, options) => (await send(path, options)).json();
 
+// Whether this tab may act as an operator: an operator token given here, or
+// the sign-in token is an operator's (it may read the audit log; it is then
+// kept as this tab's operator token).
+export async function mayOperate() {
+  if (hasOperatorToken()) return true;
+  try {
+    await api("/admin/audit?limit=1");
+    setOperatorToken(token());
+    return true;
+  } catch (error) {
+    if (error instanceof Forbidden || error instanceof Unauthorized) return false;
+    throw error;
+  }
+}
+
 // A file the API answers with (a CSV, a 997), saved from the response: a plain
 // link could not carry the bearer token.
 export async function download(path, filename, accept = "text/csv") {

@@ -9,6 +9,7 @@ import { reasonInHash, showLetters, wireLetters } from "./letters.js";
 import { documentInHash, identityInHash, showDocument, showIdentity, wireSearch } from "./history.js";
 import { disputesInHash, showDisputes, wireDisputes } from "./disputes.js";
 import { partnerInHash, partnersInHash, showPartner, showPartners } from "./partners.js";
+import { forgetPeriods, refreshPeriods, showPeriods, wirePeriods } from "./periods.js";
 
 const REFRESH_MS = 2000;
 // The dispute stats sum every open dispute (a query over the whole queue): read
@@ -227,6 +228,7 @@ async function refresh() {
       api(`/v1/dashboard/summary?range=${range()}`),
       api(`/v1/jobs?limit=${JOBS_SHOWN}`),
       refreshDisputes(),
+      refreshPeriods(),
     ]);
     renderOutcomes(summary);
     renderMoney(summary);
@@ -250,6 +252,7 @@ async function refresh() {
 function signOut(message, everywhere = true) {
   clearTimeout(timer);
   disputesReadAt = -Infinity;
+  forgetPeriods();
   if (everywhere) forget();
   $("board").hidden = true;
   $("sign-out").hidden = true;
@@ -298,6 +301,7 @@ function route() {
   showDisputes();
   showPartners();
   showPartner();
+  showPeriods();
 }
 
 async function open() {
@@ -332,6 +336,7 @@ function start() {
   wireLetters(signOut);
   wireSearch();
   wireDisputes();
+  wirePeriods();
   window.addEventListener("hashchange", route);
   window.addEventListener("resize", markJobsOverflow);
   shareTokens(open, () => signOut("Signed out in another tab.", false));

@@ -3,7 +3,7 @@
 // token, decisions: one dispute (accept_claim, accept_model, settle_at with an
 // amount) or the selected ones, after a confirmation stating their count and
 // money; a note is always required. A viewer sees the same page without them.
-import { Forbidden, Unauthorized, api, hasOperatorToken, setOperatorToken, token } from "./api.js";
+import { Forbidden, Unauthorized, api, mayOperate, setOperatorToken } from "./api.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
 import { count, decimalSum, money, moneyOfKinds, when } from "./format.js";
 import { jobLink } from "./job.js";
@@ -18,20 +18,6 @@ export const disputesInHash = () => location.hash === "#disputes";
 function say(text, isError = false) {
   $("disputes-page-error").textContent = isError ? text : "";
   $("disputes-page-done").textContent = isError ? "" : text;
-}
-
-// Whether this tab may decide: an operator token given here, or the sign-in
-// token is an operator's (it may read the audit log).
-async function mayDecide() {
-  if (hasOperatorToken()) return true;
-  try {
-    await api("/admin/audit?limit=1");
-    setOperatorToken(token());
-    return true;
-  } catch (error) {
-    if (error instanceof Forbidden || error instanceof Unauthorized) return false;
-    throw error;
-  }
 }
 
 function filters() {
@@ -168,7 +154,7 @@ export async function showDisputes() {
   if (!visible) return;
   say("");
   try {
-    operator = await mayDecide();
+    operator = await mayOperate();
     $("dq-decide").hidden = !operator;
     $("dq-operator").hidden = operator;
     await load(false);
