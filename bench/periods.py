@@ -352,7 +352,7 @@ def plans(engine: Engine, period: str) -> None:
         row = SimpleNamespace(name=open_row.name, after_id=open_row.after_id, last_id=last_id)
         with engine.connect() as conn:
             sums.tally(conn, closing.in_period(row))
-            sums.open_disputes(conn, sums.Scope(), last_id)
+            closing.move_disputes(conn, row, sums.Scope(), {})
 
     reads_of.append(("the close's sums of the open period", close_sums))
     for label, read in reads_of:

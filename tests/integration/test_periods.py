@@ -396,3 +396,62 @@ def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
     ).json()
     assert as_of["items"] == []
     assert http.get("/v1/periods/nope/journal", headers=VIEWER).status_code == 404
+
+
+def _in_dispute(engine: Engine, period: str | None) -> dict[str, tuple[int, Decimal]]:
+    _, found = reads.balances(engine, period, sums.Scope(), ACCOUNTS)
+    return {b.partition_key: (b.in_dispute_count, b.in_dispute_variance) for b in found}
+
+
+def test_disputes_open_at_a_close_are_carried_and_settled_in_later_periods(
+    engine: Engine,
+) -> None:
+    """What is in dispute at each period's end is counted from the period's own
+    rows and what the period before carried, never from the ledger's every row."""
+    first = _open(engine)
+    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "9.99")])])  # resolved in P2
+    _settle(engine, [promo_doc("V-2", [promo_line(1, "10", "5.00")])])  # re-priced in P3
+    # Opened and re-priced within the first period: only the newer version is open.
+    gone = promo_doc("V-3", [promo_line(1, "10", "7.00")])
+    _settle(engine, [gone])
+    _settle(engine, [{**gone, "contract_version": 2}])
+    _close(engine, first, "P2")
+    assert _in_dispute(engine, first) == {
+        "V-1": (1, Decimal("8.74")),
+        "V-2": (1, Decimal("3.75")),
+        "V-3": (1, Decimal("5.50")),
+    }
+    with engine.connect() as conn:
+        [v1] = conn.execute(
+            select(ledger.c.id).where(
+                ledger.c.partition_key == "V-1", ledger.c.outcome == "disputed"
+            )
+        ).scalars()
+    disputes.resolve(engine, v1, ResolveRequest("accept_model", "the contract stands"), OP)
+    _settle(engine, [promo_doc("V-4", [promo_line(1, "10", "2.00")])])  # opened in P2, open
+    assert _in_dispute(engine, None)["V-1"] == (0, Decimal(0))
+    _close(engine, "P2", "P3")
+    assert _in_dispute(engine, "P2") == {
+        "V-1": (0, Decimal(0)),
+        "V-2": (1, Decimal("3.75")),
+        "V-3": (1, Decimal("5.50")),
+        "V-4": (1, Decimal("0.75")),
+    }
+    again = promo_doc("V-2", [promo_line(1, "10", "5.00")], 2, _document_of(engine, "V-2"))
+    _settle(engine, [again])
+    now = _in_dispute(engine, None)
+    assert now["V-2"] == (1, Decimal("3.50"))  # the newer version is the dispute now
+    # The same as the dispute queue counts them, whatever the period.
+    open_now = disputes.stats(engine)
+    assert sum(c for c, _ in now.values()) == sum(
+        t.count for t in open_now.totals if t.status == "open"
+    )
+
+
+def _document_of(engine: Engine, partition: str) -> str:
+    with engine.connect() as conn:
+        return str(
+            conn.execute(
+                select(ledger.c.document_id).where(ledger.c.partition_key == partition).limit(1)
+            ).scalar_one()
+        )

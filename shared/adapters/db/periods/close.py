@@ -158,12 +158,12 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
         )
 
 
-def in_period(row: Any) -> list[Any]:
-    """The filter of a period's ledger rows: its id range (the primary key's
-    index finds it), and its name."""
-    where = [ledger_entries.c.id > row.after_id, ledger_entries.c.period == row.name]
+def in_period(row: Any, table: Any = ledger_entries) -> list[Any]:
+    """The filter of a period's ledger rows (of ``table``, the ledger or an
+    alias of it): its id range (the primary key's index finds it), and its name."""
+    where = [table.c.id > row.after_id, table.c.period == row.name]
     if row.last_id is not None:
-        where.append(ledger_entries.c.id <= row.last_id)
+        where.append(table.c.id <= row.last_id)
     return where
 
 
@@ -181,16 +181,13 @@ def _carried_forward(conn: Connection, row: Any, tally: sums.Tally) -> list[doma
         for b in conn.execute(
             select(period_balances).where(period_balances.c.period == before.name)
         ):
-            found[(b.kind, b.partition_key)] = domain.Balance(b.kind, b.partition_key, b.closing)
+            found[(b.kind, b.partition_key)] = carried_forward(b)
     for group, activity in tally.groups.items():
         balance = found.get(group)
         if balance is None:
             balance = found[group] = domain.Balance(*group, opening=ZERO)
         balance.activity = activity
-    for group, (count, variance) in sums.open_disputes(conn, sums.Scope(), row.last_id).items():
-        balance = found.get(group)
-        if balance is not None:
-            balance.in_dispute_count, balance.in_dispute_variance = count, variance
+    move_disputes(conn, row, sums.Scope(), found)
     insert_rows(
         conn,
         period_balances,
@@ -213,6 +210,40 @@ def _carried_forward(conn: Connection, row: Any, tally: sums.Tally) -> list[doma
         ],
     )
     return list(found.values())
+
+
+def carried_forward(b: Any) -> domain.Balance:
+    """A ``period_balances`` row as the next period's opening: its closing, and
+    the disputes open at its close."""
+    return domain.Balance(
+        b.kind,
+        b.partition_key,
+        b.closing,
+        in_dispute_count=b.in_dispute_count,
+        in_dispute_variance=b.in_dispute_variance,
+    )
+
+
+def move_disputes(
+    conn: Connection, row: Any, scope: sums.Scope, found: dict[sums.Group, domain.Balance]
+) -> None:
+    """The disputes open at the end of the period ``row`` (at its close, or
+    now for the open one): those carried into ``found``, less those its rows
+    settled, plus those it opened and did not."""
+    settled, opened = sums.disputes_moved(
+        conn, lambda table: in_period(row, table), row.after_id, scope
+    )
+    for group, (count, variance) in settled.items():
+        balance = found.get(group)
+        if balance is not None:
+            balance.in_dispute_count -= count
+            balance.in_dispute_variance -= variance
+    for group, (count, variance) in opened.items():
+        balance = found.get(group)
+        if balance is None:
+            balance = found[group] = domain.Balance(*group, opening=ZERO)
+        balance.in_dispute_count += count
+        balance.in_dispute_variance += variance
 
 
 def _carried(conn: Connection, row: Any, balances: list[domain.Balance]) -> dict[str, Any]:

@@ -138,22 +138,18 @@ def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain
     found: dict[sums.Group, domain.Balance] = {}
     before = closing.previous(conn, row)
     if before is not None:
-        query = select(
-            period_balances.c.kind, period_balances.c.partition_key, period_balances.c.closing
-        ).where(period_balances.c.period == before.name, *scope.on(period_balances))
-        for kind, partition, closed in conn.execute(query):
-            found[(kind, partition)] = domain.Balance(kind, partition, closed)
+        query = select(period_balances).where(
+            period_balances.c.period == before.name, *scope.on(period_balances)
+        )
+        for b in conn.execute(query):
+            found[(b.kind, b.partition_key)] = closing.carried_forward(b)
     where = closing.in_period(row) + scope.on(ledger_entries)
     for group, activity in sums.tally(conn, where).groups.items():
         balance = found.get(group)
         if balance is None:
             balance = found[group] = domain.Balance(*group, opening=ZERO)
         balance.activity = activity
-    for group, (count, variance) in sums.open_disputes(conn, scope).items():
-        balance = found.get(group)
-        if balance is None:
-            balance = found[group] = domain.Balance(*group, opening=ZERO)
-        balance.in_dispute_count, balance.in_dispute_variance = count, variance
+    closing.move_disputes(conn, row, scope, found)
     return sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
 
 

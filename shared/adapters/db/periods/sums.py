@@ -8,15 +8,15 @@ and its ``sum`` is floating point, so there the rows are read and summed as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, exists, func, not_, select
+from sqlalchemy import ColumnElement, Connection, and_, func, not_, select
 
 from shared.adapters.db.dialect import outcome_in
-from shared.adapters.db.tables import IDENTITY_OUTCOMES, ledger_entries
+from shared.adapters.db.tables import ledger_entries
 from shared.domain.money import ZERO
 from shared.domain.periods import Activity, activity_of
 
@@ -92,59 +92,56 @@ class Scope:
         return where
 
 
-def open_disputes(
-    conn: Connection, scope: Scope, upto_id: int | None = None
-) -> dict[Group, tuple[int, Decimal]]:
-    """The disputes open, by (kind, partition_key): their count and the sum of
-    their variances (claimed − model). ``upto_id``: as they stood when the
-    ledger's last row was that one (a close), the rows after it unseen."""
+def disputes_moved(
+    conn: Connection,
+    in_period: Callable[[Any], list[ColumnElement[bool]]],
+    after_id: int,
+    scope: Scope,
+) -> tuple[dict[Group, tuple[int, Decimal]], dict[Group, tuple[int, Decimal]]]:
+    """How a period's rows (``in_period(alias)``: the filter of its rows on an
+    alias of the ledger, close.py::in_period) moved the disputes open, by (kind, partition_key): the
+    disputes opened before it (ids up to ``after_id``) that one of its rows
+    resolved or superseded, and the disputes it opened that none of its rows
+    did; each as a count and the sum of variances (claimed − model).
+
+    A row that resolves or supersedes a dispute names it in ``supersedes_id``
+    (a resolution always; a newer version supersedes the newest row of its
+    identity, which is the dispute while the dispute is open): so the disputes
+    open at a period's end are those open at its start, less the first, plus
+    the second, and reading them costs the period's rows, not the ledger's."""
+    r = _l.alias("r")
     d = _l.alias("d")
-    res = _l.alias("res")
-    later = _l.alias("later")
-    # The dispute queue's status rules (disputes/sql.py): resolved, a resolved
-    # row supersedes it; superseded, a later posted or disputed row of its
-    # identity exists. Each probe is one index's (the resolution's, the identity's).
-    resolved = (
-        exists()
-        .where(res.c.supersedes_id == d.c.id, outcome_in(res.c.outcome, "resolved"))
-        .correlate(d)
+    named = (
+        select(r.c.supersedes_id)
+        .where(*in_period(r), r.c.supersedes_id.is_not(None))
+        .scalar_subquery()
     )
-    superseded = (
-        exists()
-        .where(
-            later.c.reconciliation_key == d.c.reconciliation_key,
-            outcome_in(later.c.outcome, *IDENTITY_OUTCOMES),
-            later.c.kind == d.c.kind,
-            later.c.partition_key == d.c.partition_key,
-            later.c.id > d.c.id,
-        )
-        .correlate(d)
+    settled = [outcome_in(d.c.outcome, "disputed"), d.c.id <= after_id, d.c.id.in_(named)]
+    opened = [
+        *in_period(d),
+        outcome_in(d.c.outcome, "disputed"),
+        d.c.id.not_in(named),
+    ]
+    return (
+        _variances(conn, d, [*settled, *scope.on(d)]),
+        _variances(conn, d, [*opened, *scope.on(d)]),
     )
-    if upto_id is not None:
-        resolved = resolved.where(res.c.id <= upto_id)
-        superseded = superseded.where(later.c.id <= upto_id)
-    filters = [outcome_in(d.c.outcome, "disputed"), not_(resolved), not_(superseded)]
-    if upto_id is not None:
-        filters.append(d.c.id <= upto_id)
-    filters += scope.on(d)
+
+
+def _variances(conn: Connection, d: Any, where: list[Any]) -> dict[Group, tuple[int, Decimal]]:
     found: dict[Group, tuple[int, Decimal]] = {}
     if conn.dialect.name == "postgresql":
         query = (
             select(
-                d.c.kind,
-                d.c.partition_key,
-                func.count(),
-                func.sum(d.c.claimed_amount - d.c.amount),
+                d.c.kind, d.c.partition_key, func.count(), func.sum(d.c.claimed_amount - d.c.amount)
             )
-            .where(and_(*filters))
+            .where(and_(*where))
             .group_by(d.c.kind, d.c.partition_key)
         )
         for kind, partition, count, variance in conn.execute(query):
             found[(kind, partition)] = (count, Decimal(variance))
         return found
-    query = select(d.c.kind, d.c.partition_key, d.c.claimed_amount, d.c.amount).where(
-        and_(*filters)
-    )
+    query = select(d.c.kind, d.c.partition_key, d.c.claimed_amount, d.c.amount).where(and_(*where))
     for kind, partition, claimed, amount in conn.execute(query):
         count, variance = found.get((kind, partition), (0, ZERO))
         found[(kind, partition)] = (count + 1, variance + (claimed or ZERO) - amount)
