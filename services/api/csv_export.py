@@ -93,7 +93,7 @@ def chunks(
     yield buffer.getvalue()
 
 
-async def in_threads(source: Iterator[str]) -> AsyncIterator[str]:
+async def in_threads(source: Iterator[Any]) -> AsyncIterator[Any]:
     """Each chunk made in a worker thread; the source is closed (its cursor
     released) however the response ends."""
     try:
@@ -108,13 +108,14 @@ async def in_threads(source: Iterator[str]) -> AsyncIterator[str]:
             await run_in_threadpool(close)
 
 
-async def response(source: Iterator[str], filename: str) -> StreamingResponse:
-    """``source`` streamed as a CSV download named ``filename``. Its first chunk
+async def response(source: Iterator[Any], filename: str) -> StreamingResponse:
+    """``source`` (text, or bytes already encoded) streamed as a CSV download
+    named ``filename``. Its first chunk
     is made before the answer starts: a database that is down is still a 503,
     not a 200 cut short."""
     first = await run_in_threadpool(next, source)
 
-    async def body() -> AsyncIterator[str]:
+    async def body() -> AsyncIterator[Any]:
         try:
             yield first
             async for chunk in in_threads(source):

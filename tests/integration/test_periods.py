@@ -455,3 +455,36 @@ def _document_of(engine: Engine, partition: str) -> str:
                 select(ledger.c.document_id).where(ledger.c.partition_key == partition).limit(1)
             ).scalar_one()
         )
+
+
+def test_postgresqls_copy_of_the_lines_is_the_portable_writers_csv_byte_for_byte(
+    engine: Engine, backend: str
+) -> None:
+    if backend != "postgresql":
+        pytest.skip("the COPY is PostgreSQL's")
+    from services.api import csv_export
+    from services.api.routes.periods import _line_cells
+    from shared.adapters.db.periods import lines
+
+    first = _open(engine)
+    _settle(engine, [promo_doc("=V", [promo_line(1, "10", "9.99"), promo_line(2, "10", "1.25")])])
+    _settle(engine, [promo_doc("V,2", [promo_line(1, "8", "1.00")])])
+    with engine.connect() as conn:
+        [dispute_id] = conn.execute(
+            select(ledger.c.id).where(ledger.c.outcome == "disputed")
+        ).scalars()
+    disputes.resolve(
+        engine, dispute_id, ResolveRequest("settle_at", "split", Decimal("1.2345")), OP
+    )
+    _close(engine, first, "P2")
+    row = reads.period_row(engine, first, ACCOUNTS)
+    booked_on = reads.booked_on(engine, first, ACCOUNTS)
+    for kind, partitions in ((None, None), ("promo_accrual", ["=V"]), (None, [])):
+        copied = b"".join(lines.csv_blocks(engine, row, kind, partitions, booked_on))
+        rows = reads.journal_lines(engine, first, sums.Scope(kind, partitions), ACCOUNTS)
+        written = "".join(csv_export.chunks(lines.HEADER, _line_cells(first, booked_on, rows)))
+        assert copied == written.encode()
+    whole = b"".join(lines.csv_blocks(engine, row, None, None, booked_on))
+    assert b"'=V" in whole and b'"V,2"' in whole  # neutralised, quoted
+    assert b",-0.0155," in whole  # a resolution at 1.2345: more places than a cent, kept
+    assert whole.count(b"\r\n") == 5 and b"\n" not in whole.replace(b"\r\n", b"")

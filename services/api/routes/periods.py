@@ -20,7 +20,7 @@ from services.api.errors import ApiError, ErrorBody
 from services.api.params import KindName, check_kind, check_partition
 from services.api.periods import schemas as wire
 from shared.adapters.db.periods import close as closing
-from shared.adapters.db.periods import reads, sums
+from shared.adapters.db.periods import lines, reads, sums
 from shared.domain import periods as domain
 from shared.domain.kinds import KINDS
 from shared.domain.money import BASIS, ZERO, at_quantum
@@ -128,9 +128,6 @@ async def read_journal(
     return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
 
 
-LINE_HEADER = ("period", "external_id", *reads.LINE_COLUMNS)
-
-
 @router.get(
     "/v1/periods/{period}/journal/lines",
     operation_id="readJournalLines",
@@ -156,11 +153,16 @@ async def read_journal_lines(
     except reads.NoSuchPeriod:
         raise _not_found(period) from None
     booked_on = await run_in_threadpool(reads.booked_on, ctx.engine, period, accounts)
-    scope = sums.Scope(kind, None if partition_key is None else [partition_key])
-    rows = reads.journal_lines(ctx.engine, summary.name, scope, accounts)
+    partitions = None if partition_key is None else [partition_key]
+    filename = f"journal-lines-{summary.name}.csv"
+    if format == "csv" and ctx.engine.dialect.name == "postgresql":
+        row = await run_in_threadpool(reads.period_row, ctx.engine, period, accounts)
+        blocks = lines.csv_blocks(ctx.engine, row, kind, partitions, booked_on)
+        return await csv_export.response(blocks, filename)
+    rows = reads.journal_lines(ctx.engine, summary.name, sums.Scope(kind, partitions), accounts)
     if format == "csv":
-        source = csv_export.chunks(LINE_HEADER, _line_cells(summary.name, booked_on, rows))
-        return await csv_export.response(source, f"journal-lines-{summary.name}.csv")
+        source = csv_export.chunks(lines.HEADER, _line_cells(summary.name, booked_on, rows))
+        return await csv_export.response(source, filename)
     return await _json_stream(_line_json(summary.name, booked_on, rows))
 
 

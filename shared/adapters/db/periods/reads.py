@@ -58,7 +58,7 @@ def summaries(engine: Engine, accounts: domain.Accounts) -> list[Summary]:
 
 
 def summary(engine: Engine, name: str, accounts: domain.Accounts) -> Summary:
-    row = _summed(engine, name, accounts)
+    row = period_row(engine, name, accounts)
     if row.status == OPEN:
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
@@ -87,7 +87,7 @@ def _summary(row: Any, count: int, totals: list[dict[str, Any]]) -> Summary:
     )
 
 
-def _summed(engine: Engine, name: str, accounts: domain.Accounts) -> Any:
+def period_row(engine: Engine, name: str, accounts: domain.Accounts) -> Any:
     """The period's row; a closed one summed first if its close was cut short."""
     with engine.connect() as conn:
         row = conn.execute(select(periods).where(periods.c.name == name)).first()
@@ -112,7 +112,7 @@ def balances(
 ) -> tuple[Any, list[domain.Balance]]:
     """The balances of the period ``name`` (the open one when None) in
     ``scope``, by kind and partition_key; and the period's row."""
-    row = _summed(engine, name or open_name(engine), accounts)
+    row = period_row(engine, name or open_name(engine), accounts)
     with engine.connect() as conn:
         if row.status == CLOSED:
             query = select(period_balances).where(
@@ -204,7 +204,7 @@ def _booked_on(row: Any, accounts: domain.Accounts) -> domain.Accounts:
 def booked_on(engine: Engine, name: str, accounts: domain.Accounts) -> domain.Accounts:
     """The accounts the period's journal is made with: a closed one's, those
     it was closed with; the open one's, today's."""
-    return _booked_on(_summed(engine, name, accounts), accounts)
+    return _booked_on(period_row(engine, name, accounts), accounts)
 
 
 def journal(engine: Engine, name: str, accounts: domain.Accounts) -> Journal:
@@ -238,7 +238,7 @@ def journal_lines(
 ) -> Iterator[Any]:
     """Every ledger row booked in the period ``name`` (in ``scope``), in id
     order, streamed (a server-side cursor on PostgreSQL): ``LINE_COLUMNS``."""
-    row = _summed(engine, name, accounts)
+    row = period_row(engine, name, accounts)
     columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
     query = (
         select(*columns)
@@ -254,7 +254,7 @@ def statement_lines(
     engine: Engine, name: str, partition_key: str, kind: str | None, accounts: domain.Accounts
 ) -> list[Any]:
     """A partition's ledger rows booked in the period, by document then id."""
-    row = _summed(engine, name, accounts)
+    row = period_row(engine, name, accounts)
     scope = sums.Scope(kind, [partition_key])
     columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
     query = (

@@ -1,0 +1,155 @@
+"""A period's journal lines as CSV, made by PostgreSQL (docs/api.md#journal-lines).
+
+A closed period of two million rows is streamed at the speed the server
+writes ``COPY ... TO STDOUT (FORMAT csv)``: the API only moves the bytes on.
+Each cell is what the portable path (services/api/routes/periods.py, and
+the SQLite ledger) writes through the one CSV writer: text neutralised
+(shared/wire/cells.py), a delta at its kind's quantum and never rounded
+(shared/domain/money.py::at_quantum), times ISO-8601 in UTC, CRLF line ends.
+``COPY`` takes no bind parameters: every value is quoted by psycopg's
+``sql.Literal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from psycopg import sql
+from sqlalchemy import Engine
+
+from shared.domain import periods as domain
+from shared.domain.kinds import KINDS
+from shared.wire.cells import FORMULA_START
+
+HEADER = (
+    "period",
+    "external_id",
+    "id",
+    "kind",
+    "partition_key",
+    "correlation_id",
+    "reconciliation_key",
+    "document_id",
+    "line_ref",
+    "job_id",
+    "outcome",
+    "delta",
+    "supersedes_id",
+    "created_at",
+)
+BLOCK = 1 << 16  # bytes handed on at once: a thread hop per block, not per row
+_TEXT = ("partition_key", "correlation_id", "document_id", "line_ref")
+
+
+def _neutral(column: str) -> sql.Composable:
+    """A text cell as shared/wire/cells.py::cell writes it."""
+    starts = sql.SQL(", ").join(sql.Literal(c) for c in FORMULA_START)
+    name = sql.Identifier(column)
+    return sql.SQL("CASE WHEN left({n}, 1) IN ({s}) THEN '''' || {n} ELSE {n} END").format(
+        n=name, s=starts
+    )
+
+
+def _delta() -> sql.Composable:
+    """``delta`` at its kind's quantum, never rounded: trimmed of its zeros
+    when it has more places than the quantum (``at_quantum``)."""
+    whens = [
+        sql.SQL(
+            "WHEN kind = {k} THEN CASE WHEN delta = round(delta, {p})"
+            " THEN round(delta, {p})::text ELSE trim_scale(delta)::text END"
+        ).format(k=sql.Literal(name), p=sql.Literal(_places(kind.quantum)))
+        for name, kind in sorted(KINDS.items())
+    ]
+    return sql.SQL("CASE {} ELSE delta::text END").format(sql.SQL(" ").join(whens))
+
+
+def _places(quantum: Decimal) -> int:
+    exponent = quantum.as_tuple().exponent
+    assert isinstance(exponent, int)
+    return -exponent
+
+
+_CREATED = sql.SQL(
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')"
+    " || CASE WHEN date_part('microseconds', created_at)::bigint % 1000000 = 0 THEN ''"
+    " ELSE to_char(created_at AT TIME ZONE 'UTC', '.US') END || 'Z'"
+)
+
+
+def _query(
+    row: Any, kind: str | None, partitions: list[str] | None, booked_on: domain.Accounts
+) -> sql.Composable:
+    journaled = [k for k, pair in sorted(booked_on.items()) if pair is not None]
+    external = (
+        sql.SQL("CASE WHEN kind IN ({ks}) THEN {pre} || kind || ':' || partition_key END").format(
+            ks=sql.SQL(", ").join(sql.Literal(k) for k in journaled),
+            pre=sql.Literal(f"settleq:{row.name}:"),
+        )
+        if journaled
+        else sql.SQL("NULL")
+    )
+    columns = {
+        "period": sql.Literal(row.name),
+        "external_id": external,
+        "id": sql.Identifier("id"),
+        "kind": sql.Identifier("kind"),
+        "reconciliation_key": sql.Identifier("reconciliation_key"),
+        "job_id": sql.Identifier("job_id"),
+        "outcome": sql.Identifier("outcome"),
+        "delta": _delta(),
+        "supersedes_id": sql.Identifier("supersedes_id"),
+        "created_at": _CREATED,
+        **{name: _neutral(name) for name in _TEXT},
+    }
+    where = [
+        sql.SQL("id > {}").format(sql.Literal(row.after_id)),
+        sql.SQL("period = {}").format(sql.Literal(row.name)),
+    ]
+    if row.last_id is not None:
+        where.append(sql.SQL("id <= {}").format(sql.Literal(row.last_id)))
+    if kind is not None:
+        where.append(sql.SQL("kind = {}").format(sql.Literal(kind)))
+    if partitions is not None:
+        where.append(
+            sql.SQL("partition_key IN ({})").format(
+                sql.SQL(", ").join(sql.Literal(p) for p in partitions) if partitions else sql.NULL
+            )
+        )
+    return sql.SQL(
+        "COPY (SELECT {cols} FROM ledger_entries WHERE {where} ORDER BY id)"
+        " TO STDOUT WITH (FORMAT csv, HEADER)"
+    ).format(
+        cols=sql.SQL(", ").join(
+            sql.SQL("{} AS {}").format(columns[name], sql.Identifier(name)) for name in HEADER
+        ),
+        where=sql.SQL(" AND ").join(where),
+    )
+
+
+def csv_blocks(
+    engine: Engine,
+    row: Any,
+    kind: str | None,
+    partitions: list[str] | None,
+    booked_on: domain.Accounts,
+) -> Iterator[bytes]:
+    """The CSV of the period ``row``'s lines (of ``kind`` and ``partitions``
+    when given), in blocks of about ``BLOCK`` bytes, on its own connection."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        with cursor.copy(_query(row, kind, partitions, booked_on)) as copy:
+            block = bytearray()
+            for data in copy:
+                block += data
+                if len(block) >= BLOCK:
+                    # No cell holds a line break (identifiers refuse control
+                    # characters): every LF ends a row.
+                    yield bytes(block).replace(b"\n", b"\r\n")
+                    block.clear()
+            yield bytes(block).replace(b"\n", b"\r\n")
+        raw.commit()
+    finally:
+        raw.close()
