@@ -29,10 +29,10 @@ from shared.domain.disputes import ResolveRequest
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.settlement import plan_chunk
+from shared.domain.signing import sign_request
 from shared.domain.units import ChunkRef
 from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job
-from shared.domain.signing import sign_request
 from tests.support.infra import (
     OPERATOR_TOKEN,
     SCOPED_ID,
