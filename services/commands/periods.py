@@ -330,30 +330,39 @@ def periods_journal(
     data = _bytes(
         client.bearer("GET", f"/v1/periods/{quote(period, safe='')}/journal?format={fmt}")
     )
-    _write(target, data)
     if fmt == "json":
-        journal = json.loads(data)
-        state = "final" if journal["final"] else "a preview: the period is open"
-        console.print(
-            f"wrote {target} ({len(journal['entries']):,} entries, debits {journal['debits']},"
-            f" credits {journal['credits']}); {state}",
-            soft_wrap=True,
-        )
-        if journal["sha256"]:
-            console.print(f"its CSV's sha256 {journal['sha256']}", soft_wrap=True)
+        _write(target, data)
+        _said_json(target, json.loads(data))
         return
     digest = hashlib.sha256(data).hexdigest()
+    row = _named(_periods(client), period)
+    closed = row is not None and row["status"] == "closed"
+    if closed and row is not None and row["journal_sha256"] != digest:
+        # Never the case while a closed period's journal is fixed bytes: refuse
+        # to leave a file finance could import.
+        say(
+            f"the journal's sha256 {digest} is not its close's {row['journal_sha256']}: not written"
+        )
+        raise typer.Exit(FAILED)
+    _write(target, data)
     entries = max(len(list(csv.reader(io.StringIO(data.decode())))) - 1, 0) // 2
     console.print(f"wrote {target} ({entries:,} entries)", soft_wrap=True)
     console.print(f"sha256 {digest}", soft_wrap=True)
-    row = _named(_periods(client), period)
-    if row is None or row["status"] == "open":
-        console.print("a preview: the period is open, its journal changes until it closes")
-    elif row["journal_sha256"] == digest:
-        console.print(f"final: the sha256 the close of {period} returned")
+    if closed:
+        console.print(f"final: the sha256 the close of {period} returned", soft_wrap=True)
     else:
-        say(f"the file's sha256 is not the close's ({row['journal_sha256']}): do not import it")
-        raise typer.Exit(FAILED)
+        console.print("a preview: the period is open, its journal changes until it closes")
+
+
+def _said_json(target: str, journal: dict[str, Any]) -> None:
+    state = "final" if journal["final"] else "a preview: the period is open"
+    console.print(
+        f"wrote {target} ({len(journal['entries']):,} entries, debits {journal['debits']},"
+        f" credits {journal['credits']}); {state}",
+        soft_wrap=True,
+    )
+    if journal["sha256"]:
+        console.print(f"its CSV's sha256 {journal['sha256']}", soft_wrap=True)
 
 
 class _RowCounter:
