@@ -178,14 +178,15 @@ def _named(periods: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     return next((p for p in periods if p["name"] == name), None)
 
 
-def _rows(count: int) -> str:
-    return f"{count:,} row" + ("" if count == 1 else "s")
+def _count(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 row``, ``2 rows``, ``1,000 entries``."""
+    return f"{count:,} " + (noun if count == 1 else plural or f"{noun}s")
 
 
 def _totals(period: dict[str, Any]) -> str:
     """A period's sums of delta per kind and outcome, one per line."""
     return "\n".join(
-        f"{t['kind']} {t['outcome']} {money(t['delta'], t['kind'])} ({_rows(t['rows'])})"
+        f"{t['kind']} {t['outcome']} {money(t['delta'], t['kind'])} ({_count(t['rows'], 'row')})"
         for t in period["totals"]
     )
 
@@ -346,7 +347,7 @@ def periods_journal(
         raise typer.Exit(FAILED)
     _write(target, data)
     entries = max(len(list(csv.reader(io.StringIO(data.decode())))) - 1, 0) // 2
-    console.print(f"wrote {target} ({entries:,} entries)", soft_wrap=True)
+    console.print(f"wrote {target} ({_count(entries, 'entry', 'entries')})", soft_wrap=True)
     console.print(f"sha256 {digest}", soft_wrap=True)
     if closed:
         console.print(f"final: the sha256 the close of {period} returned", soft_wrap=True)
@@ -356,8 +357,9 @@ def periods_journal(
 
 def _said_json(target: str, journal: dict[str, Any]) -> None:
     state = "final" if journal["final"] else "a preview: the period is open"
+    entries = _count(len(journal["entries"]), "entry", "entries")
     console.print(
-        f"wrote {target} ({len(journal['entries']):,} entries, debits {journal['debits']},"
+        f"wrote {target} ({entries}, debits {journal['debits']},"
         f" credits {journal['credits']}); {state}",
         soft_wrap=True,
     )
@@ -454,7 +456,7 @@ def periods_lines(
         rows = (
             _stream(client, path, "application/json", target, counter, total) - 1
         )  # the document's own
-    console.print(f"wrote {target} ({rows:,} rows)", soft_wrap=True)
+    console.print(f"wrote {target} ({_count(rows, 'row')})", soft_wrap=True)
 
 
 # --- balances and statements --------------------------------------------------------
@@ -572,10 +574,12 @@ def balances(
     page = json.loads(data)
     if json_file is not None:
         _write(json_file, data)
-        console.print(f"wrote {json_file} ({len(page['items']):,} balances)", soft_wrap=True)
+        console.print(
+            f"wrote {json_file} ({_count(len(page['items']), 'balance')})", soft_wrap=True
+        )
     if csv_file is not None:
         _write(csv_file, _balances_csv(page["items"]))
-        console.print(f"wrote {csv_file} ({len(page['items']):,} balances)", soft_wrap=True)
+        console.print(f"wrote {csv_file} ({_count(len(page['items']), 'balance')})", soft_wrap=True)
     if csv_file is None and json_file is None:
         _print_balances(page)
 
