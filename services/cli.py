@@ -29,6 +29,7 @@ from services.commands import (
     ledger,
     openapi_doc,
     partners,
+    periods,
     webhooks,
 )
 from services.commands.help import default
@@ -393,6 +394,8 @@ app.add_typer(disputes.app, name="disputes")
 app.add_typer(history.lines, name="lines")
 app.add_typer(history.identity_app)
 app.add_typer(ledger.app, name="ledger")
+app.add_typer(periods.app, name="periods")
+app.add_typer(periods.finance)
 app.add_typer(webhooks.app, name="webhooks")
 app.add_typer(partners.app, name="partners")
 app.add_typer(edi.ack_app, name="edi")

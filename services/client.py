@@ -82,18 +82,23 @@ class Client:
         headers: dict[str, str] | None = None,
         timestamp: int | None = None,
     ) -> httpx.Response:
+        all_headers = {**self._signature(method, path, body, timestamp), **(headers or {})}
+        return self._http.request(method, path, content=body, headers=all_headers)
+
+    def _signature(
+        self, method: str, path: str, body: bytes = b"", timestamp: int | None = None
+    ) -> dict[str, str]:
+        """The producer's ``X-Key-Id`` and ``X-Signature`` of this request."""
         if self.key_id is None or self.secret is None:
             raise NoCredentials(
                 "a producer key id and secret are needed: --key-id and --secret"
                 " (or SETTLEQ_CLIENT_KEY_ID and SETTLEQ_CLIENT_SECRET)"
             )
         t = int(time.time()) if timestamp is None else timestamp
-        all_headers = {
+        return {
             "X-Key-Id": self.key_id,
             "X-Signature": sign_request(self.secret, t, method, path, body),
-            **(headers or {}),
         }
-        return self._http.request(method, path, content=body, headers=all_headers)
 
     def signed_json(self, method: str, path: str, payload: Any) -> httpx.Response:
         """A signed request with a JSON body (a producer's own resources: webhook endpoints)."""
@@ -131,6 +136,12 @@ class Client:
         given = {k: str(v) for k, v in (query or {}).items() if v is not None}
         path = "/v1/batches" + (f"?{urlencode(given, quote_via=quote)}" if given else "")
         return self.signed("POST", path, body, headers)
+
+    def get_stream(self, path: str, accept: str) -> AbstractContextManager[httpx.Response]:
+        """``with client.get_stream(path, "text/csv") as response:`` a read as
+        :meth:`get` makes it (the bearer token if any, else signed), read as it arrives."""
+        auth = self._bearer_headers() if self.token else self._signature("GET", path)
+        return self._http.stream("GET", path, headers={**auth, "Accept": accept})
 
     def get(self, path: str) -> httpx.Response:
         """A read as the job reads are: with the bearer token if any, else signed."""

@@ -26,6 +26,7 @@ WRITES = {
     ("disputes", "resolve"),
     ("contracts", "put"),
     ("partners", "put"),
+    ("periods", "close"),
 }
 
 
