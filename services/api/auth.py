@@ -40,8 +40,14 @@ class Principal:
 
 
 def path_and_query(request: Request) -> str:
+    """The request's target as the client sent it, which it signed: the raw
+    path (percent-encoded as it was on the wire: ``request.url.path`` decodes it
+    and encodes it again its own way, and a partition key in a path may hold
+    any character) and the raw query."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("ascii", "replace") if raw else request.url.path
     query = request.url.query
-    return request.url.path + (f"?{query}" if query else "")
+    return path + (f"?{query}" if query else "")
 
 
 def producer_verifier(ctx: ApiContext, request: Request) -> tuple[ProducerKey, StreamingVerifier]:

@@ -488,3 +488,27 @@ def test_postgresqls_copy_of_the_lines_is_the_portable_writers_csv_byte_for_byte
     assert b"'=V" in whole and b'"V,2"' in whole  # neutralised, quoted
     assert b",-0.0155," in whole  # a resolution at 1.2345: more places than a cent, kept
     assert whole.count(b"\r\n") == 5 and b"\n" not in whole.replace(b"\r\n", b"")
+
+
+def test_a_producer_signs_a_statements_path_as_sent_whatever_its_partition_holds(
+    http: TestClient, engine: Engine
+) -> None:
+    """A partition key in a path is signed percent-encoded, as it travels
+    (services/api/auth.py::path_and_query): the server once checked a form of
+    its own, and refused ``V [1]?#%é`` as signature_invalid."""
+    from urllib.parse import quote
+
+    from shared.domain.signing import sign_request as sign
+    from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET
+
+    partition = "V [1]?#%é"
+    _settle(engine, [promo_doc(partition, [promo_line(1, "10", "1.25")])])
+    path = f"/v1/partitions/{quote(partition, safe='')}/statement?format=json"
+    headers = {
+        "X-Key-Id": PRODUCER_ID,
+        "X-Signature": sign(PRODUCER_SECRET, int(time.time()), "GET", path, b""),
+    }
+    answer = http.get(path, headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["partition_key"] == partition
+    assert answer.json()["sections"][0]["closing"] == "1.25"
