@@ -532,8 +532,12 @@ def _print_balances(page: dict[str, Any]) -> None:
             style="bold",
         )
     show(table)
-    if any(not _is_money(b["kind"]) for b in page["items"]):
-        console.print("recipe_cost amounts are unit costs: shown, never added to a total")
+    costs = sorted({b["kind"] for b in page["items"] if not _is_money(b["kind"])})
+    if costs:
+        console.print(
+            f"{', '.join(costs)} amounts are unit costs: shown, never added to a total",
+            markup=False,
+        )
 
 
 @finance.command("balances")
