@@ -358,6 +358,10 @@ def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
         {"kind": "promo_accrual", "count": 1, "variance": "8.74"}
     ]
     assert http.post("/admin/periods/close", json=body, headers=OPERATOR).json() == summary
+    audit = http.get("/admin/audit", headers=OPERATOR).json()["items"]
+    assert [(e["action"], e["target"]) for e in audit if e["action"] == "period.close"] == [
+        ("period.close", name)
+    ]
     # The journal: CSV bytes whose SHA-256 the close returned, every time.
     csv = http.get(f"/v1/periods/{name}/journal?format=csv", headers=VIEWER)
     assert hashlib.sha256(csv.content).hexdigest() == summary["journal_sha256"]
@@ -512,3 +516,68 @@ def test_a_producer_signs_a_statements_path_as_sent_whatever_its_partition_holds
     assert answer.status_code == 200, answer.text
     assert answer.json()["partition_key"] == partition
     assert answer.json()["sections"][0]["closing"] == "1.25"
+
+
+@pytest.fixture
+def fresh_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    name = f"settleq_test_m29_{tmp_path.name[-12:].replace('-', '_').lower()}"
+    url = create_database(name)
+    try:
+        yield url
+    finally:
+        drop_database(name)
+
+
+def test_migration_0029_books_every_existing_row_in_the_first_period_named_by_the_setting(
+    fresh_url: str,
+) -> None:
+    import datetime as dt
+
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from shared.adapters.db.migrate import alembic_config, upgrade
+
+    config = alembic_config(fresh_url)
+    command.upgrade(config, "0028")
+    made = make_engine(fresh_url)
+    try:
+        old = sa.table(
+            "ledger_entries",
+            *(sa.column(c.name, c.type) for c in ledger.columns if c.name != "period"),
+        )
+        with made.begin() as conn:
+            for n in (1, 2):
+                conn.execute(
+                    sa.insert(old).values(
+                        reconciliation_key=f"{n:064x}",
+                        contract_version=1,
+                        kind="promo_accrual",
+                        partition_key="V",
+                        document_id=f"D{n}",
+                        line_ref="1",
+                        job_id="j29",
+                        outcome="posted",
+                        amount=Decimal("1.00"),
+                        delta=Decimal("1.00"),
+                        created_at=dt.datetime.now(dt.UTC),
+                    )
+                )
+        upgrade(fresh_url, "FY26-P12")
+        assert _booked(made) == {"FY26-P12": 2}
+        with made.connect() as conn:
+            rows = conn.execute(select(periods.c.name, periods.c.status, periods.c.after_id)).all()
+            assert [tuple(r) for r in rows] == [("FY26-P12", "open", 0)]
+            assert compare_metadata(MigrationContext.configure(conn), tables.metadata) == []
+        # The first period's journal preview holds the rows the migration booked.
+        assert [e.rows for e in reads.journal(made, "FY26-P12", ACCOUNTS).entries] == [2]
+        command.downgrade(config, "0028")
+        command.upgrade(config, "head")  # no setting: the current UTC month
+        assert set(_booked(made)) == {dt.datetime.now(dt.UTC).strftime("%Y-%m")}
+    finally:
+        made.dispose()
