@@ -1,5 +1,5 @@
 """Query and path parameters several routes share, checked alike: a settlement
-kind's name, a partition key."""
+kind's name, a partition key, and the partitions a reader may read."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import WithJsonSchema
 
+from services.api.auth import Principal
 from services.api.errors import ApiError
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.ids import address_problem, refusal_message
@@ -35,3 +36,15 @@ def check_partition(partition_key: str, loc: list[str]) -> str:
         detail = {"loc": loc, "type": "partition_key_invalid", "msg": message}
         raise ApiError(422, "partition_key_invalid", message, [detail])
     return partition_key
+
+
+def readable_partitions(who: Principal, partition_key: str | None) -> list[str] | None:
+    """The partitions a read covers (None: every one): a producer key reads its
+    own only (403 ``partition_not_allowed`` for another's), a token any."""
+    if who.role != "producer" or who.key is None or "*" in who.key.partitions:
+        return None if partition_key is None else [partition_key]
+    if partition_key is None:
+        return list(who.key.partitions)
+    if partition_key not in who.key.partitions:
+        raise ApiError(403, "partition_not_allowed", "this key may not read that partition")
+    return [partition_key]

@@ -10,10 +10,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
-from services.api.auth import Ctx, Principal, Reader
+from services.api.auth import Ctx, Reader
 from services.api.errors import ApiError, ErrorBody
 from services.api.feed.schemas import FeedPage, feed_item
-from services.api.params import KindName, check_kind, check_partition
+from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from shared.adapters.db.ledger.read import feed
 from shared.domain.feed import START, InvalidCursor, Position, parse_cursor
 
@@ -57,7 +57,7 @@ async def ledger_feed(
         check_kind(kind, ["query", "kind"])
     if partition_key is not None:
         check_partition(partition_key, ["query", "partition_key"])
-    partitions = _partitions(who, partition_key)
+    partitions = readable_partitions(who, partition_key)
     start = _start(after)
 
     def read(position: Position | None) -> feed.Page:
@@ -89,14 +89,3 @@ def _start(after: str | None) -> Position | None:
         raise ApiError(
             422, "invalid_cursor", "after is not a cursor of this feed", [detail]
         ) from None
-
-
-def _partitions(who: Principal, partition_key: str | None) -> list[str] | None:
-    """The partitions to read (None: every one): a producer key reads its own only."""
-    if who.role != "producer" or who.key is None or "*" in who.key.partitions:
-        return None if partition_key is None else [partition_key]
-    if partition_key is None:
-        return list(who.key.partitions)
-    if partition_key not in who.key.partitions:
-        raise ApiError(403, "partition_not_allowed", "this key may not read that partition's rows")
-    return [partition_key]

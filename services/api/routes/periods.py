@@ -15,9 +15,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 
 from services.api import csv_export
-from services.api.auth import Ctx, Operator, Principal, Reader, Viewer
+from services.api.auth import Ctx, Operator, Reader, Viewer
 from services.api.errors import ApiError, ErrorBody
-from services.api.params import KindName, check_kind, check_partition
+from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from services.api.periods import schemas as wire
 from shared.adapters.db.periods import close as closing
 from shared.adapters.db.periods import lines, reads, sums
@@ -241,17 +241,6 @@ def _batched(source: Iterator[str], size: int = 1000) -> Iterator[str]:
         yield "".join(batch)
 
 
-def _partitions(who: Principal, partition_key: str | None) -> list[str] | None:
-    """The partitions to read (None: every one): a producer key reads its own only."""
-    if who.role != "producer" or who.key is None or "*" in who.key.partitions:
-        return None if partition_key is None else [partition_key]
-    if partition_key is None:
-        return list(who.key.partitions)
-    if partition_key not in who.key.partitions:
-        raise ApiError(403, "partition_not_allowed", "this key may not read that partition")
-    return [partition_key]
-
-
 def _as_of(text: str) -> dt.datetime:
     try:
         return parse_instant(text)
@@ -293,7 +282,7 @@ async def read_balances(
             "give period or as_of, not both",
             [{"loc": ["query", "as_of"], "type": "period_and_as_of", "msg": "with period"}],
         )
-    scope = sums.Scope(kind, _partitions(who, partition_key))
+    scope = sums.Scope(kind, readable_partitions(who, partition_key))
     if as_of is not None:
         when = _as_of(as_of)
         found = await run_in_threadpool(reads.balances_as_of, ctx.engine, when, scope)
@@ -352,7 +341,7 @@ async def read_statement(
     check_partition(partition_key, ["path", "partition_key"])
     if kind is not None:
         check_kind(kind, ["query", "kind"])
-    _partitions(who, partition_key)
+    readable_partitions(who, partition_key)
     scope = sums.Scope(kind, [partition_key])
     accounts = _accounts(ctx)
     try:

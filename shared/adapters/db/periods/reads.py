@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 
 from shared.adapters.db.periods import close as closing
-from shared.adapters.db.periods import sums
+from shared.adapters.db.periods import lines, sums
 from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
 from shared.adapters.db.tables import ledger_entries
 from shared.adapters.db.types import utc
@@ -217,20 +217,8 @@ def journal(engine: Engine, name: str, accounts: domain.Accounts) -> Journal:
     return Journal(row.name, final, made, csv, row.journal_sha256 if final else None)
 
 
-LINE_COLUMNS = (
-    "id",
-    "kind",
-    "partition_key",
-    "correlation_id",
-    "reconciliation_key",
-    "document_id",
-    "line_ref",
-    "job_id",
-    "outcome",
-    "delta",
-    "supersedes_id",
-    "created_at",
-)
+# A journal line's ledger columns: its CSV's (lines.py), after period and external_id.
+LINE_COLUMNS = lines.HEADER[2:]
 
 
 def journal_lines(
