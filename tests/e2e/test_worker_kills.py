@@ -23,7 +23,7 @@ from shared.adapters.db import tables
 from shared.faults import Faults
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import ServiceEnv
-from tests.support.stack import Stack
+from tests.support.stack import START_CAP_S, Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.regression]
 
@@ -47,7 +47,7 @@ def submit(stack: Stack, documents: int, lines: int) -> tuple[str, int]:
     return response.json()["job_id"], documents * lines
 
 
-def wait_mid_chunk(stack: Stack, name: str, timeout: float = 60) -> None:
+def wait_mid_chunk(stack: Stack, name: str, timeout: float = START_CAP_S) -> None:
     """Until the worker ``name`` has claimed a unit's leases and paused before
     its commit (fault injection logs it): it is mid-chunk."""
     deadline = time.monotonic() + timeout

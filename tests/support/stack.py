@@ -163,11 +163,16 @@ class Stack:
         """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""
         url = self.url if name == "api" else f"http://127.0.0.1:{self.metrics_ports[name]}"
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        deadline = time.monotonic() + 10
-        while True:  # a worker serves its metrics a moment after it starts
+        process = self.processes[name]
+        # A worker serves its metrics once it has started, which on a loaded
+        # machine took longer than any fixed wait: wait while it is alive.
+        deadline = time.monotonic() + START_CAP_S
+        while True:
             try:
                 return httpx.get(f"{url}/metrics", headers=headers, timeout=10)
             except httpx.TransportError:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{name} exited:\n{self.log(name)}") from None
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
