@@ -30,6 +30,7 @@ from services.worker import stages
 from services.worker.actors import build_broker
 from services.worker.context import make_context
 from shared.adapters.db import tables
+from shared.adapters.db.tables import OUTCOME, PUBLISHED_TYPES
 from shared.settings import Settings
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import isolated_env
@@ -69,7 +70,9 @@ def drain(settings: Settings, engine: Engine) -> None:
         with engine.connect() as conn:
             while not stop.wait(0.02):
                 waiting = conn.execute(
-                    select(func.count()).select_from(outbox).where(outbox.c.published_at.is_(None))
+                    select(func.count())
+                    .select_from(outbox)
+                    .where(outbox.c.published_at.is_(None), outbox.c.type.in_(PUBLISHED_TYPES))
                 ).scalar()
                 conn.rollback()
                 if not waiting:
@@ -121,7 +124,13 @@ def main() -> None:
                 " published at commit; marked unpublished again for the relay's sweep"
             )
             with ctx.engine.begin() as conn:
-                conn.execute(tables.outbox.update().values(published_at=None))
+                # Outcome rows only: a job's webhook events are the fan-out's,
+                # which the relay never marks published.
+                conn.execute(
+                    tables.outbox.update()
+                    .where(tables.outbox.c.type == OUTCOME)
+                    .values(published_at=None)
+                )
             measure(
                 "relay",
                 events,
