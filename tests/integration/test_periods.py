@@ -28,13 +28,9 @@ from shared.adapters.db.webhooks import deliveries
 from shared.domain import periods as domain
 from shared.domain.disputes import ResolveRequest
 from shared.domain.events import PERIOD_CLOSED
-from shared.domain.kinds import get_kind
-from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import plan_chunk
 from shared.domain.signing import sign_request
-from shared.domain.units import ChunkRef
 from shared.settings import Settings
-from tests.support.factories import promo_doc, promo_line, store_job
+from tests.support.factories import promo_doc, promo_line
 from tests.support.infra import (
     OPERATOR_TOKEN,
     SCOPED_ID,
@@ -46,14 +42,10 @@ from tests.support.infra import (
     migrate,
 )
 from tests.support.ledger import commit_plan
+from tests.support.periods import promo_unit, settle_promo
 
 pytestmark = pytest.mark.both_backends
 
-KIND = get_kind("promo_accrual")
-CONTRACTS = {
-    version: PromoContract.model_validate({"tier_rates": {"T1": rate}, "tolerance": "0.05"})
-    for version, rate in ((1, "0.125"), (2, "0.150"))
-}
 ACCOUNTS = Settings().journal_pairs()
 OP = "f" * 16  # an operator's fingerprint
 ledger = tables.ledger_entries
@@ -81,21 +73,6 @@ def engine(backend: str, tmp_path: Path) -> Iterator[Engine]:
         drop_database(name)
 
 
-def _unit(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, Any]:
-    job_id, [message] = store_job(engine, Settings(), b"k", docs)
-    parsed = [PromoDocument.model_validate(d) for d in docs]
-    contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
-    ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", sum(len(d.lines) for d in parsed))
-    return ref, plan_chunk(KIND, parsed, contracts)
-
-
-def _settle(engine: Engine, docs: list[dict[str, Any]]) -> str:
-    ref, plan = _unit(engine, docs)
-    with engine.begin() as conn:
-        commit_plan(conn, ref, plan, 1)
-    return ref.job_id
-
-
 def _booked(engine: Engine) -> dict[str, int]:
     with engine.connect() as conn:
         rows = conn.execute(select(ledger.c.period, func.count()).group_by(ledger.c.period))
@@ -115,12 +92,14 @@ def test_rows_book_in_the_open_period_and_the_close_moves_the_next_ones_on(
 ) -> None:
     first = _open(engine)
     assert first == Settings().first_period or domain.name_problem(first) is None
-    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])])
+    settle_promo(
+        engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])]
+    )
     assert _booked(engine) == {first: 2}
     closed = _close(engine, first, "P2")
     assert closed.created
     assert _open(engine) == "P2"
-    _settle(engine, [promo_doc("V-1", [promo_line(1, "20", "2.50")])])
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "20", "2.50")])])
     assert _booked(engine) == {first: 2, "P2": 1}
     # Its balances: opening 0, posted 1.25, disputed 1.25 (the model), one open dispute.
     row, [b] = reads.balances(engine, first, sums.Scope(), ACCOUNTS)
@@ -149,8 +128,8 @@ def test_a_closed_periods_journal_is_balanced_and_the_same_bytes_every_time(
     engine: Engine,
 ) -> None:
     first = _open(engine)
-    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
-    _settle(engine, [promo_doc("V,2", [promo_line(1, "8", "1.00")])])
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+    settle_promo(engine, [promo_doc("V,2", [promo_line(1, "8", "1.00")])])
     _close(engine, first, "P2")
     with engine.connect() as conn:
         digest = conn.execute(
@@ -159,7 +138,7 @@ def test_a_closed_periods_journal_is_balanced_and_the_same_bytes_every_time(
     one = reads.journal(engine, first, ACCOUNTS)
     assert one.final and one.sha256 == digest == domain.sha256(one.csv)
     # Settling on, and a change of accounts, change nothing of a closed period.
-    _settle(engine, [promo_doc("V-1", [promo_line(2, "4", "0.50")])])
+    settle_promo(engine, [promo_doc("V-1", [promo_line(2, "4", "0.50")])])
     other = {"promo_accrual": ("9999 Elsewhere", "8888 Elsewhere")}
     again = reads.journal(engine, first, other)
     assert again.csv == one.csv
@@ -205,7 +184,7 @@ def test_the_close_event_is_the_relays_to_publish_never_a_webhook_event(engine: 
 
 def test_two_closes_racing_close_once(engine: Engine) -> None:
     first = _open(engine)
-    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
     results: list[Any] = []
 
     def run(next_name: str) -> None:
@@ -232,7 +211,7 @@ def test_a_close_waits_for_a_transaction_booking_into_the_period_and_cuts_after_
     """The cut: a transaction that has booked (holds the lock) commits into the
     period before the close answers; one after the close books in the next."""
     first = _open(engine)
-    ref, plan = _unit(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+    ref, plan = promo_unit(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
     answered = threading.Event()
     conn = engine.connect()
     tx = conn.begin()
@@ -249,7 +228,7 @@ def test_a_close_waits_for_a_transaction_booking_into_the_period_and_cuts_after_
     closer.join(60)
     assert answered.is_set()
     assert _booked(engine) == {first: 1}
-    _settle(engine, [promo_doc("V-2", [promo_line(1, "10", "1.25")])])
+    settle_promo(engine, [promo_doc("V-2", [promo_line(1, "10", "1.25")])])
     assert _booked(engine) == {first: 1, "P2": 1}
     with engine.connect() as conn:
         row = conn.execute(select(periods).where(periods.c.name == first)).one()
@@ -263,13 +242,13 @@ def test_a_close_racing_a_resolution_and_a_repricing_books_each_whole_on_one_sid
 ) -> None:
     first = _open(engine)
     doc = promo_doc("V-1", [promo_line(1, "10", "9.99"), promo_line(2, "10", "1.25")])
-    _settle(engine, [doc])
+    settle_promo(engine, [doc])
     with engine.connect() as conn:
         [dispute_id] = conn.execute(
             select(ledger.c.id).where(ledger.c.outcome == "disputed")
         ).scalars()
     other = promo_doc("V-2", [promo_line(1, "10", "9.99")])
-    _settle(engine, [other])
+    settle_promo(engine, [other])
     repriced = {**other, "contract_version": 2}
     errors: list[BaseException] = []
 
@@ -281,7 +260,7 @@ def test_a_close_racing_a_resolution_and_a_repricing_books_each_whole_on_one_sid
 
     work = [
         lambda: disputes.resolve(engine, dispute_id, ResolveRequest("accept_claim", "agreed"), OP),
-        lambda: _settle(engine, [repriced]),
+        lambda: settle_promo(engine, [repriced]),
         lambda: _close(engine, first, "P2"),
     ]
     threads = [threading.Thread(target=guarded, args=(w,)) for w in work]
@@ -339,8 +318,10 @@ def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
     first = http.get("/v1/periods", headers=VIEWER).json()["items"][0]
     assert first["status"] == "open" and first["journal_sha256"] is None
     name = first["name"]
-    _settle(engine, [promo_doc(own, [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])])
-    _settle(engine, [promo_doc(other, [promo_line(1, "8", "1.00")])])
+    settle_promo(
+        engine, [promo_doc(own, [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])]
+    )
+    settle_promo(engine, [promo_doc(other, [promo_line(1, "8", "1.00")])])
     # Guards: a viewer cannot close; the wrong period is 409; a used or bad name 422.
     body = {"period": name, "next": "2027-01", "note": "December"}
     assert http.post("/admin/periods/close", json=body, headers=VIEWER).status_code in (401, 403)
@@ -413,12 +394,12 @@ def test_disputes_open_at_a_close_are_carried_and_settled_in_later_periods(
     """What is in dispute at each period's end is counted from the period's own
     rows and what the period before carried, never from the ledger's every row."""
     first = _open(engine)
-    _settle(engine, [promo_doc("V-1", [promo_line(1, "10", "9.99")])])  # resolved in P2
-    _settle(engine, [promo_doc("V-2", [promo_line(1, "10", "5.00")])])  # re-priced in P3
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "10", "9.99")])])  # resolved in P2
+    settle_promo(engine, [promo_doc("V-2", [promo_line(1, "10", "5.00")])])  # re-priced in P3
     # Opened and re-priced within the first period: only the newer version is open.
     gone = promo_doc("V-3", [promo_line(1, "10", "7.00")])
-    _settle(engine, [gone])
-    _settle(engine, [{**gone, "contract_version": 2}])
+    settle_promo(engine, [gone])
+    settle_promo(engine, [{**gone, "contract_version": 2}])
     _close(engine, first, "P2")
     assert _in_dispute(engine, first) == {
         "V-1": (1, Decimal("8.74")),
@@ -432,7 +413,7 @@ def test_disputes_open_at_a_close_are_carried_and_settled_in_later_periods(
             )
         ).scalars()
     disputes.resolve(engine, v1, ResolveRequest("accept_model", "the contract stands"), OP)
-    _settle(engine, [promo_doc("V-4", [promo_line(1, "10", "2.00")])])  # opened in P2, open
+    settle_promo(engine, [promo_doc("V-4", [promo_line(1, "10", "2.00")])])  # opened in P2, open
     assert _in_dispute(engine, None)["V-1"] == (0, Decimal(0))
     _close(engine, "P2", "P3")
     assert _in_dispute(engine, "P2") == {
@@ -442,7 +423,7 @@ def test_disputes_open_at_a_close_are_carried_and_settled_in_later_periods(
         "V-4": (1, Decimal("0.75")),
     }
     again = promo_doc("V-2", [promo_line(1, "10", "5.00")], 2, _document_of(engine, "V-2"))
-    _settle(engine, [again])
+    settle_promo(engine, [again])
     now = _in_dispute(engine, None)
     assert now["V-2"] == (1, Decimal("3.50"))  # the newer version is the dispute now
     # The same as the dispute queue counts them, whatever the period.
@@ -471,8 +452,10 @@ def test_postgresqls_copy_of_the_lines_is_the_portable_writers_csv_byte_for_byte
     from shared.adapters.db.periods import lines
 
     first = _open(engine)
-    _settle(engine, [promo_doc("=V", [promo_line(1, "10", "9.99"), promo_line(2, "10", "1.25")])])
-    _settle(engine, [promo_doc("V,2", [promo_line(1, "8", "1.00")])])
+    settle_promo(
+        engine, [promo_doc("=V", [promo_line(1, "10", "9.99"), promo_line(2, "10", "1.25")])]
+    )
+    settle_promo(engine, [promo_doc("V,2", [promo_line(1, "8", "1.00")])])
     with engine.connect() as conn:
         [dispute_id] = conn.execute(
             select(ledger.c.id).where(ledger.c.outcome == "disputed")
@@ -506,7 +489,7 @@ def test_a_producer_signs_a_statements_path_as_sent_whatever_its_partition_holds
     from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET
 
     partition = "V [1]?#%é"
-    _settle(engine, [promo_doc(partition, [promo_line(1, "10", "1.25")])])
+    settle_promo(engine, [promo_doc(partition, [promo_line(1, "10", "1.25")])])
     path = f"/v1/partitions/{quote(partition, safe='')}/statement?format=json"
     headers = {
         "X-Key-Id": PRODUCER_ID,

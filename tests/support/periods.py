@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import plan_chunk
+from shared.domain.settlement import ChunkPlan, plan_chunk
 from shared.domain.units import ChunkRef
 from shared.settings import Settings
 from tests.support.factories import store_job
@@ -23,14 +23,19 @@ CONTRACTS = {
 }
 
 
-def settle_promo(engine: Engine, docs: list[dict[str, Any]]) -> str:
-    """Settle these promo documents in one committed chunk; its job id."""
+def promo_unit(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, ChunkPlan]:
+    """Store these promo documents as one chunk; its ref and its plan."""
     job_id, [message] = store_job(engine, Settings(), b"k", docs)
     parsed = [PromoDocument.model_validate(d) for d in docs]
     contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
     lines = sum(len(d.lines) for d in parsed)
     ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", lines)
-    plan = plan_chunk(KIND, parsed, contracts)
+    return ref, plan_chunk(KIND, parsed, contracts)
+
+
+def settle_promo(engine: Engine, docs: list[dict[str, Any]]) -> str:
+    """Settle these promo documents in one committed chunk; its job id."""
+    ref, plan = promo_unit(engine, docs)
     with engine.begin() as conn:
         commit_plan(conn, ref, plan, 1)
-    return job_id
+    return ref.job_id

@@ -407,22 +407,13 @@ def _statement(partition_key: str, row: Any, found: list[Any], lines: list[Any])
 
 def _statement_cells(made: wire.Statement) -> Iterator[Any]:
     p, period = made.partition_key, made.period
-    blank = (None,) * 6
+
+    def balance(row: str, kind: str, amount: str) -> tuple[Any, ...]:
+        """An opening or closing row: the amount in the ``balance`` column."""
+        return (row, kind, p, period, *(None,) * 6, Decimal(amount), *(None,) * 5)
+
     for s in made.sections:
-        yield (
-            "opening",
-            s.kind,
-            p,
-            period,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            Decimal(s.opening),
-            *blank[:5],
-        )
+        yield balance("opening", s.kind, s.opening)
         for d in s.documents:
             for line in d.lines:
                 yield (
@@ -443,17 +434,4 @@ def _statement_cells(made: wire.Statement) -> Iterator[Any]:
                     line.job_id,
                     line.created_at,
                 )
-        yield (
-            "closing",
-            s.kind,
-            p,
-            period,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            Decimal(s.closing),
-            *blank[:5],
-        )
+        yield balance("closing", s.kind, s.closing)

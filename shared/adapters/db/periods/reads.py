@@ -51,14 +51,18 @@ def summaries(engine: Engine, accounts: domain.Accounts) -> list[Summary]:
     """Every period, newest first; a closed one not yet summed is summed now."""
     with engine.connect() as conn:
         rows = conn.execute(select(periods).order_by(periods.c.seq.desc())).all()
-    found = []
-    for row in rows:
-        found.append(summary(engine, row.name, accounts))
-    return found
+    return [_summed(engine, row, accounts) for row in rows]
 
 
 def summary(engine: Engine, name: str, accounts: domain.Accounts) -> Summary:
-    row = period_row(engine, name, accounts)
+    return _summed(engine, period_row(engine, name, accounts), accounts)
+
+
+def _summed(engine: Engine, row: Any, accounts: domain.Accounts) -> Summary:
+    """A period's summary from its row: the open one tallied now, a closed one
+    from what its close stored (summed first if its close was cut short)."""
+    if row.status == CLOSED and row.journal_sha256 is None:
+        row = period_row(engine, row.name, accounts)
     if row.status == OPEN:
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
