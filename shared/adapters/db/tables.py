@@ -27,6 +27,7 @@ from shared.adapters.db.types import (
     BigId,
     byte_ordered,
     id_list_type,
+    identity_key,
     money_column_type,
     total_column_type,
 )
@@ -169,18 +170,6 @@ ledger_entries = Table(
     # The booking period open when the row's transaction committed
     # (periods/booking.py, migration 0029).
     Column("period", String(32), nullable=False),
-    # Exactly-once effect: one posted or disputed row per identity and version
-    # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats
-    # its disputed row's key and version. Settlement inserts name this index as
-    # their conflict target (ledger/).
-    Index(
-        "uq_ledger_entries_identity",
-        "reconciliation_key",
-        "contract_version",
-        unique=True,
-        postgresql_where=text("outcome IN ('posted', 'disputed')"),
-        sqlite_where=text("outcome IN ('posted', 'disputed')"),
-    ),
     # Exactly-once resolution: at most one ``resolved`` row per disputed row.
     Index(
         "uq_ledger_entries_resolution",
@@ -204,6 +193,20 @@ ledger_entries = Table(
     # A document's rows across its jobs, by id alone or with its partition
     # (GET /v1/lines, migration 0018).
     Index("ix_ledger_entries_document", "document_id", "partition_key", "id"),
+)
+
+# Exactly-once effect: one posted or disputed row per identity and version
+# (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats its
+# disputed row's key and version. Settlement inserts name this index as their
+# conflict target (ledger/). On PostgreSQL it holds the key's 32 bytes
+# (``identity_key``, migration 0030).
+Index(
+    "uq_ledger_entries_identity",
+    identity_key(ledger_entries.c.reconciliation_key),
+    ledger_entries.c.contract_version,
+    unique=True,
+    postgresql_where=text("outcome IN ('posted', 'disputed')"),
+    sqlite_where=text("outcome IN ('posted', 'disputed')"),
 )
 
 # A line's history (a recipe's cost at a location): where the next delta of a

@@ -1,14 +1,18 @@
-"""Column types that keep money exact on every backend."""
+"""Column types that keep money exact on every backend, and the identity's key
+as its index holds it."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Integer, Numeric, String, TypeDecorator
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 SCALE = Decimal("0.0001")  # NUMERIC(20,4), and NUMERIC(38,4) for totals
 
@@ -94,3 +98,33 @@ def utc(value: dt.datetime) -> dt.datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
     return value.astimezone(dt.UTC)
+
+
+class identity_key(FunctionElement[Any]):  # noqa: N801 (used like a SQL function)
+    """What the identity's unique index holds of a reconciliation key
+    (``uq_ledger_entries_identity``, migration 0030): on PostgreSQL its 32
+    bytes, ``decode(key, 'hex')``, half the index of the 64 characters, which
+    a large ledger's inserts pay for a row (docs/performance.md); the key itself
+    on SQLite. A query finds a key through that index only by this same
+    expression: compare ``identity_key(column)`` with ``identity_key(value)``.
+    The ``'hex'`` is written out, never bound: a generic plan could not match
+    ``decode(key, $1)`` to the index."""
+
+    name = "identity_key"
+    inherit_cache = True
+
+
+@compiles(identity_key, "postgresql")
+def _identity_key_postgresql(element: identity_key, compiler: Any, **kw: Any) -> str:
+    return f"decode({compiler.process(element.clauses, **kw)}, 'hex')"
+
+
+@compiles(identity_key)
+def _identity_key_elsewhere(element: identity_key, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+def identity_keys(keys: Iterable[str], dialect: str) -> list[Any]:
+    """Reconciliation keys as bound values to compare with ``identity_key(column)``:
+    their bytes on PostgreSQL (keys settleq made: lower-case hex)."""
+    return [bytes.fromhex(k) for k in keys] if dialect == "postgresql" else list(keys)

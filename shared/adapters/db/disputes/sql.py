@@ -31,7 +31,7 @@ from sqlalchemy import (
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.disputes.types import Dispute, Filter, Resolution
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, dispute_resolutions, ledger_entries
-from shared.adapters.db.types import utc
+from shared.adapters.db.types import identity_key, utc
 from shared.domain.disputes import Status, status_of, variance
 
 d = ledger_entries.alias("d")  # the disputed row: the dispute
@@ -44,7 +44,7 @@ RESOLVED = res.c.id.is_not(None)
 SUPERSEDED = (
     exists()
     .where(
-        _later.c.reconciliation_key == d.c.reconciliation_key,
+        identity_key(_later.c.reconciliation_key) == identity_key(d.c.reconciliation_key),
         outcome_in(_later.c.outcome, *IDENTITY_OUTCOMES),
         _later.c.kind == d.c.kind,
         _later.c.partition_key == d.c.partition_key,

@@ -15,7 +15,7 @@ from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.ledger.rounds import Identity, Written
 from shared.adapters.db.ledger.rows import document_dead_letter, line_dead_letter, outcome_row
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, dead_letters, ledger_entries
-from shared.adapters.db.types import EXACT_SUMS
+from shared.adapters.db.types import EXACT_SUMS, identity_key, identity_keys
 from shared.domain.lineage import CLAIMED_AMOUNT_DIFFERS, NEWER_VERSION_SETTLED
 from shared.domain.money import ZERO
 from shared.domain.settlement import ChunkPlan, PlannedLine
@@ -46,7 +46,15 @@ def duplicate_claims(
     if missing:
         le = ledger_entries.c
         query = select(le.reconciliation_key, le.contract_version, le.claimed_amount).where(
-            tuple_(le.reconciliation_key, le.contract_version).in_(missing),
+            tuple_(identity_key(le.reconciliation_key), le.contract_version).in_(
+                list(
+                    zip(
+                        identity_keys([k for k, _ in missing], conn.dialect.name),
+                        [v for _, v in missing],
+                        strict=True,
+                    )
+                )
+            ),
             outcome_in(le.outcome, *IDENTITY_OUTCOMES),
         )
         claims.update({(r[0], r[1]): r[2] for r in conn.execute(query)})

@@ -48,12 +48,13 @@ _STAGED = tuple(c.name for c in ledger_entries.columns if c.name not in ("id", "
 # Which of these keys have a posted or disputed row at version 1, and its claim
 # (a duplicate whose claim changed says so)? LATERAL ... LIMIT 1 keeps it one
 # probe of the identity's partial unique index a key (as a semi-join the planner
-# may hash the whole ledger instead); only a key found reads its row.
+# may hash the whole ledger instead); only a key found reads its row. The index
+# holds each key's bytes (types.identity_key): the probe names the same expression.
 _PROBE = """
 SELECT k.key, e.claimed_amount FROM unnest(CAST(%s AS text[])) AS k(key)
 CROSS JOIN LATERAL (
     SELECT l.claimed_amount FROM ledger_entries l
-    WHERE l.reconciliation_key = k.key COLLATE "C" AND l.contract_version = 1
+    WHERE decode(l.reconciliation_key, 'hex') = decode(k.key, 'hex') AND l.contract_version = 1
       AND l.outcome IN ('posted', 'disputed')
     LIMIT 1
 ) e
@@ -83,7 +84,8 @@ SET LOCAL jit = off
 _INSERT_STAGED = f"""
 INSERT INTO ledger_entries ({", ".join(_STAGED)})
 SELECT {", ".join(_STAGED)} FROM ledger_stage ORDER BY reconciliation_key, contract_version
-ON CONFLICT (reconciliation_key, contract_version) WHERE outcome IN ('posted', 'disputed')
+ON CONFLICT (decode(reconciliation_key, 'hex'), contract_version)
+WHERE outcome IN ('posted', 'disputed')
 DO NOTHING
 RETURNING id, reconciliation_key, contract_version
 """

@@ -31,6 +31,7 @@ from sqlalchemy import BindParameter, Connection, and_, bindparam, select, text,
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, contracts, ledger_entries
+from shared.adapters.db.types import identity_key, identity_keys
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import DeltaBasis
 from shared.domain.lineage import Standing
@@ -230,7 +231,8 @@ def latest_rows(
         column = ledger_entries.c.reconciliation_key
 
         def where(batch: list[Lineage]) -> Any:
-            return column.in_([ref for _, ref in batch])
+            refs = identity_keys([ref for _, ref in batch], conn.dialect.name)
+            return identity_key(column).in_(refs)
 
     # Written into the SQL, not bound: the line-history index is partial on the
     # kind, and a generic plan for ``kind = $1`` (a statement psycopg prepared)

@@ -54,6 +54,7 @@ from shared.adapters.db.tables import (
     line_outcomes,
     outbox,
 )
+from shared.adapters.db.types import identity_key
 from shared.adapters.db.webhooks import events as webhook_events
 from shared.domain.money import ZERO
 from shared.domain.settlement import ChunkPlan, PlannedLine
@@ -137,7 +138,7 @@ class LedgerWriter:
         statement = insert_ignoring_conflicts(
             conn,
             ledger_entries,
-            [ledger_entries.c.reconciliation_key, ledger_entries.c.contract_version],
+            [identity_key(ledger_entries.c.reconciliation_key), ledger_entries.c.contract_version],
             outcome_in(ledger_entries.c.outcome, *IDENTITY_OUTCOMES),
         ).returning(
             ledger_entries.c.id,

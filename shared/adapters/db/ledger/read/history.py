@@ -23,6 +23,7 @@ from typing import Any, Literal
 from sqlalchemy import Engine, Select, func, literal, null, select, text, tuple_, union_all
 
 from shared.adapters.db.tables import dead_letters, jobs, ledger_entries, line_outcomes
+from shared.adapters.db.types import identity_key
 
 le, lo, dl = ledger_entries, line_outcomes, dead_letters
 # The partial indexes' own predicates, as literals: a predicate with bound
@@ -68,7 +69,7 @@ def identity(engine: Engine, key: str) -> list[IdentityRow]:
         le.c.correlation_id,
         le.c.created_at,
     )
-    mine = le.c.reconciliation_key == key
+    mine = identity_key(le.c.reconciliation_key) == identity_key(literal(key))
     disputed = select(le.c.id).where(mine, _SETTLED, le.c.outcome == "disputed")
     query = union_all(
         select(*columns).where(mine, _SETTLED),
@@ -169,7 +170,7 @@ def _outcomes(document_id: str, partition_key: str | None, outcome: str | None) 
     identity_partition = (
         select(original.c.partition_key)
         .where(
-            original.c.reconciliation_key == lo.c.reconciliation_key,
+            identity_key(original.c.reconciliation_key) == identity_key(lo.c.reconciliation_key),
             text("original.outcome IN ('posted', 'disputed')"),
         )
         .limit(1)
