@@ -237,8 +237,9 @@ def ledger_rows(url: str, job_id: str) -> int:
 
 # Each of the job's rows against the whole ledger: how many posted or disputed
 # rows hold its identity (counted to 2: one is right, more is a line settled
-# twice). Each lookup is a probe of the identity's unique index, whose predicate
-# the query repeats, so a ledger filled with history costs this check no scan of
+# twice). Each lookup is a probe of the identity's unique index, whose key
+# expression (the key's bytes: types.identity_key) and predicate the query
+# repeats, so a ledger filled with history costs this check no scan of
 # it; and history's ``resolved`` rows, which repeat their dispute's identity by
 # design, are no second row.
 _WORST_IDENTITY = text(
@@ -247,7 +248,7 @@ _WORST_IDENTITY = text(
     CROSS JOIN LATERAL (
         SELECT count(*) AS n FROM (
             SELECT 1 FROM ledger_entries i
-            WHERE i.reconciliation_key = j.reconciliation_key
+            WHERE decode(i.reconciliation_key, 'hex') = decode(j.reconciliation_key, 'hex')
               AND i.contract_version = j.contract_version
               AND i.outcome IN ('posted', 'disputed')
             LIMIT 2

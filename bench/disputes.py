@@ -49,6 +49,7 @@ from services.worker.actors import build_broker
 from services.worker.context import make_context
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.types import identity_key
 from shared.domain.synthetic import PROMO_TIERS, PROMO_TOLERANCE
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, ServiceEnv, isolated_env
@@ -142,7 +143,8 @@ def open_disputes(engine: Engine) -> list[tuple[int, Decimal, Decimal]]:
                     newer.c.outcome.in_(("posted", "disputed")),
                     newer.c.kind == ledger.c.kind,
                     newer.c.partition_key == ledger.c.partition_key,
-                    newer.c.reconciliation_key == ledger.c.reconciliation_key,
+                    identity_key(newer.c.reconciliation_key)
+                    == identity_key(ledger.c.reconciliation_key),
                     newer.c.id > ledger.c.id,
                 )
             )

@@ -109,7 +109,8 @@ def explain(engine: Engine, row: Any) -> None:
         for label, sql, params in (
             (
                 "identity",
-                "SELECT id FROM ledger_entries WHERE reconciliation_key = :k"
+                "SELECT id FROM ledger_entries"
+                " WHERE decode(reconciliation_key, 'hex') = decode(:k, 'hex')"
                 " AND outcome IN ('posted', 'disputed')",
                 {"k": row.reconciliation_key},
             ),
