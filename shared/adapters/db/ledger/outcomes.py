@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal, localcontext
 from typing import Any
 
-from sqlalchemy import Connection, select, tuple_
+from sqlalchemy import Connection, select
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.ledger.rounds import Identity, Written
@@ -42,22 +42,17 @@ def duplicate_claims(
         if (r.reconciliation_key, r.contract_version) in wanted
     }
     claims.update({i: c for i, c in written.claims.items() if i in wanted})
-    missing = sorted(wanted - claims.keys())
+    missing = wanted - claims.keys()
     if missing:
+        # By key alone, which the identity's index finds (a key has a version
+        # or two); the versions wanted are picked here.
         le = ledger_entries.c
+        keys = identity_keys(sorted({key for key, _ in missing}), conn.dialect.name)
         query = select(le.reconciliation_key, le.contract_version, le.claimed_amount).where(
-            tuple_(identity_key(le.reconciliation_key), le.contract_version).in_(
-                list(
-                    zip(
-                        identity_keys([k for k, _ in missing], conn.dialect.name),
-                        [v for _, v in missing],
-                        strict=True,
-                    )
-                )
-            ),
+            identity_key(le.reconciliation_key).in_(keys),
             outcome_in(le.outcome, *IDENTITY_OUTCOMES),
         )
-        claims.update({(r[0], r[1]): r[2] for r in conn.execute(query)})
+        claims.update({(r[0], r[1]): r[2] for r in conn.execute(query) if (r[0], r[1]) in missing})
     return claims
 
 
