@@ -9,11 +9,14 @@ rounds, each path on a fresh job, alternated:
   worker decodes, settles in ``Decimal``, hashes the keys and ``COPY``s the
   rows, with the marker, outcome rows, counters and outbox, then publishes the
   unit's events.
-- ``set-based``: one statement a chunk, as the issue drew it: the server reads
-  the stored chunk's JSON, computes each line's amount (``numeric``, rounded
-  half up once at the cent), outcome within tolerance and reconciliation key
-  (``sha256``), and ``INSERT ... SELECT``s the rows, ``RETURNING`` them; the
-  worker makes and publishes their events.
+- ``staged``: as the issue drew it: the worker decodes the chunk (the kind's
+  msgspec decoder) and ``COPY``s its lines into a temporary stage, then one
+  statement computes each line's amount (``numeric``, rounded half up once at
+  the cent), outcome within tolerance and reconciliation key (``sha256``) and
+  ``INSERT ... SELECT``s the rows, ``RETURNING`` them; the worker makes and
+  publishes their events.
+- ``set-based``: the same statement reading the stored chunk's JSON in the
+  server, so the worker does not decode it at all.
 - ``server+COPY``: the server computes the same rows and sends them as ``COPY``
   text, which the worker ``COPY``s into the ledger unchanged (it parses each
   row once, for its event), then publishes the events.
@@ -42,6 +45,8 @@ from bench.run import service_cpu
 from services.worker import stages
 from services.worker.actors import build_broker
 from services.worker.context import WorkerContext, make_context
+from shared.adapters.db.bulk import field
+from shared.adapters.db.stored_chunk import load_chunk
 from shared.domain.events import unit_events, unit_messages
 from shared.domain.kinds import KINDS
 from shared.domain.synthetic import promo_contract
@@ -100,6 +105,33 @@ RETURNING id, reconciliation_key, contract_version, outcome, kind, job_id, docum
   line_ref, partition_key, correlation_id, amount, claimed_amount, delta, supersedes_id, period
 """
 _SERVER_ONLY = f"{_LINES} SELECT count(*), sum(amount), count(DISTINCT key) FROM s"
+_STAGE_COLUMNS = (
+    "document_id, pk, period, corr, line_no, sku, store_id, tdate, tier, units, claimed, position"
+)
+_STAGE = """
+CREATE TEMP TABLE IF NOT EXISTS line_stage (
+    document_id text, pk text, period text, corr text, line_no text, sku text, store_id text,
+    tdate text, tier text, units numeric, claimed numeric, position bigint
+) ON COMMIT DELETE ROWS
+"""
+_STAGED = f"""
+WITH s AS (
+  SELECT l.*, c.tolerance, round(units * (c.rates->>tier)::numeric, 2) AS amount,
+     encode(sha256(convert_to(pk || '|' || document_id || '|' || encode(sha256(convert_to(
+         line_no || '|' || sku || '|' || store_id || '|' || tdate, 'UTF8')), 'hex')
+         || '|' || tier || '|' || period, 'UTF8')), 'hex') AS key
+  FROM line_stage l JOIN jsonb_to_recordset(%(contracts)s::jsonb)
+      AS c(partition_key text, rates jsonb, tolerance numeric) ON c.partition_key = l.pk
+)
+INSERT INTO ledger_entries ({_COLUMNS})
+SELECT key, 1, 'promo_accrual', pk, document_id, line_no, %(job)s::text,
+  CASE WHEN abs(claimed - amount) <= tolerance THEN 'posted' ELSE 'disputed' END,
+  amount, claimed, amount, NULL, coalesce(corr, left(encode(sha256(convert_to(
+      %(job)s::text || '|' || document_id, 'UTF8')), 'hex'), 32)), position, %(period)s
+FROM s ORDER BY key
+RETURNING id, reconciliation_key, contract_version, outcome, kind, job_id, document_id,
+  line_ref, partition_key, correlation_id, amount, claimed_amount, delta, supersedes_id, period
+"""
 _IDS = """
 SELECT array_to_string(
     ARRAY(SELECT nextval('ledger_entries_id_seq') FROM generate_series(1, %s)), ','
@@ -169,6 +201,39 @@ def set_based(ctx: WorkerContext, job: Job, contracts: str) -> None:
             with raw.cursor() as cursor:
                 cursor.execute("SET LOCAL jit = off")
                 cursor.execute(_SET_BASED, job.params(n, contracts))
+                rows = [make(LedgerRow, r) for r in cursor.fetchall()]
+        publish(ctx, rows)
+
+
+def staged(ctx: WorkerContext, job: Job, contracts: str) -> None:
+    make, decoder = tuple.__new__, KINDS["promo_accrual"].settle_decoder
+    assert decoder is not None
+    for n in range(len(job.messages)):
+        params = job.params(n, contracts)
+        with ctx.engine.begin() as conn:
+            stored = load_chunk(conn, params["chunk"])
+            assert stored is not None
+            documents = decoder(stored.payload)
+            assert documents is not None
+            position, lines = params["start"], []
+            for d in documents:
+                head = f"{field(d.document_id)}\t{field(d.partition_key)}\t{field(d.period)}"
+                head += f"\t{field(d.correlation_id)}\t"
+                for line in d.lines:
+                    day = line.transaction_date.isoformat() if line.transaction_date else ""
+                    lines.append(
+                        f"{head}{line.line_no}\t{field(line.sku)}\t{field(line.store_id or '')}"
+                        f"\t{day}\t{field(line.promo_tier)}\t{field(line.qualifying_units)}"
+                        f"\t{field(line.claimed_amount)}\t{position}\n"
+                    )
+                    position += 1
+            raw: Any = conn.connection.dbapi_connection
+            with raw.cursor() as cursor:
+                cursor.execute("SET LOCAL jit = off")
+                cursor.execute(_STAGE)
+                with cursor.copy(f"COPY line_stage ({_STAGE_COLUMNS}) FROM STDIN") as copy:
+                    copy.write("".join(lines))
+                cursor.execute(_STAGED, params)
                 rows = [make(LedgerRow, r) for r in cursor.fetchall()]
         publish(ctx, rows)
 
@@ -268,6 +333,7 @@ def main() -> None:
             for _ in range(args.rounds):
                 for name, path in (
                     ("python", None),
+                    ("staged", staged),
                     ("set-based", set_based),
                     ("server+COPY", server_copy),
                     ("server only", server_only),
@@ -283,7 +349,7 @@ def main() -> None:
                             path(ctx, job, contracts)
 
                     totals.setdefault(name, []).append(measure(name, args.lines, run))
-                    if path in (set_based, server_copy):
+                    if path in (staged, set_based, server_copy):
                         check(ctx, job, by_vendor)
             print("median CPU µs a line, every process and service:")
             for name, figures in totals.items():
