@@ -21,7 +21,7 @@ rounds, each path on a fresh job, alternated:
   text, which the worker ``COPY``s into the ledger unchanged (it parses each
   row once, for its event), then publishes the events.
 
-The two SQL paths do less than the stage (no lineage or booking locks, no
+The SQL paths do less than the stage (no lineage or booking locks, no
 probes, no marker, outcome rows, counters or outbox): their figures are lower
 bounds. ``server only`` is the server's reading and settling alone, nothing
 written. Every row a SQL path wrote is checked against what the kind's Python
