@@ -114,9 +114,14 @@ class identity_key(FunctionElement[Any]):  # noqa: N801 (used like a SQL functio
     inherit_cache = True
 
 
+def identity_key_sql(key: str) -> str:
+    """``identity_key`` on PostgreSQL, for statements written as text."""
+    return f"decode({key}, 'hex')"
+
+
 @compiles(identity_key, "postgresql")
 def _identity_key_postgresql(element: identity_key, compiler: Any, **kw: Any) -> str:
-    return f"decode({compiler.process(element.clauses, **kw)}, 'hex')"
+    return identity_key_sql(compiler.process(element.clauses, **kw))
 
 
 @compiles(identity_key)

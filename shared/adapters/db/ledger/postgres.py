@@ -31,6 +31,7 @@ from shared.adapters.db.bulk import copy_rows, copy_text, field
 from shared.adapters.db.ledger import priors
 from shared.adapters.db.ledger.rounds import Identity
 from shared.adapters.db.tables import ledger_entries
+from shared.adapters.db.types import identity_key_sql
 from shared.domain.kinds import KINDS
 from shared.domain.settlement import PlannedLine
 from shared.domain.units import LedgerRow
@@ -50,11 +51,12 @@ _STAGED = tuple(c.name for c in ledger_entries.columns if c.name not in ("id", "
 # probe of the identity's partial unique index a key (as a semi-join the planner
 # may hash the whole ledger instead); only a key found reads its row. The index
 # holds each key's bytes (types.identity_key): the probe names the same expression.
-_PROBE = """
+_PROBE = f"""
 SELECT k.key, e.claimed_amount FROM unnest(CAST(%s AS text[])) AS k(key)
 CROSS JOIN LATERAL (
     SELECT l.claimed_amount FROM ledger_entries l
-    WHERE decode(l.reconciliation_key, 'hex') = decode(k.key, 'hex') AND l.contract_version = 1
+    WHERE {identity_key_sql("l.reconciliation_key")} = {identity_key_sql("k.key")}
+      AND l.contract_version = 1
       AND l.outcome IN ('posted', 'disputed')
     LIMIT 1
 ) e
@@ -84,7 +86,7 @@ SET LOCAL jit = off
 _INSERT_STAGED = f"""
 INSERT INTO ledger_entries ({", ".join(_STAGED)})
 SELECT {", ".join(_STAGED)} FROM ledger_stage ORDER BY reconciliation_key, contract_version
-ON CONFLICT (decode(reconciliation_key, 'hex'), contract_version)
+ON CONFLICT ({identity_key_sql("reconciliation_key")}, contract_version)
 WHERE outcome IN ('posted', 'disputed')
 DO NOTHING
 RETURNING id, reconciliation_key, contract_version
