@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from bench.run import process_stats
-from services.gcpause import collector_paused
+from services.tuning.gcpause import collector_paused
 from shared.domain.signing import sign_request
 from shared.domain.x12.mapping import map_stream
 from shared.domain.x12.reader import read_file

@@ -15,7 +15,7 @@ import redis
 from sqlalchemy import func, select, text
 
 from bench.procstats import machine_cpu, process_stats, service_cpu
-from services.client import Client
+from services.commands.client import Client
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
 from tests.support.infra import REDIS_URL, ServiceEnv

@@ -28,7 +28,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.worker import stages
 from services.worker.actors import build_broker
 from services.worker.context import make_context

@@ -14,7 +14,7 @@ import argparse
 import gc
 import time
 
-from services.gcpause import collector_paused
+from services.tuning.gcpause import collector_paused
 from shared.domain.x12.mapping import map_file
 from shared.domain.x12.reader import read_file
 

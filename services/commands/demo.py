@@ -28,7 +28,7 @@ from services.commands.options import (
     print_job,
     wait_with_progress,
 )
-from services.preflight import http_url, load_settings
+from services.commands.preflight import http_url, load_settings
 from shared.domain.synthetic import GENERATORS
 
 app = typer.Typer()
@@ -156,7 +156,7 @@ def demo(
     credentials_file = write_credentials(creds)
     with open(DEMO_LOG, "wb") as log:
         # The stack's own log would interleave with the progress bars: it goes to a file.
-        me = [sys.executable, "-m", "services.cli"]
+        me = [sys.executable, "-m", "services.commands.cli"]
         migrated = subprocess.run([*me, "migrate"], env=env, stdout=log, stderr=subprocess.STDOUT)
         if migrated.returncode != 0:
             console.print(f"migrate failed: see {DEMO_LOG}", style="red")

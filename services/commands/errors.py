@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import typer
 
-from services.client import BadApiUrl, NoCredentials
+from services.commands.client import BadApiUrl, NoCredentials
 from services.commands.literal import visible
 
 # Exit codes (docs/operations.md#commands): a refusal or a failure, and a usage or

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from services.preflight import load_settings
+from services.commands.preflight import load_settings
 
 app = typer.Typer()
 

@@ -68,7 +68,7 @@ def job_id_option(help_text: str) -> Any:
 
 
 def make_client(url: str, key_id: str | None, secret: str | None, token: str | None) -> Any:
-    from services.client import Client
+    from services.commands.client import Client
 
     return Client(url, key_id=key_id, secret=secret, token=token)
 

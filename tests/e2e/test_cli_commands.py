@@ -36,7 +36,7 @@ def settleq(
     code: int = 0,
 ) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "services.cli", *args, "--url", stack.url],
+        [sys.executable, "-m", "services.commands.cli", *args, "--url", stack.url],
         cwd=ROOT,
         input=stdin,
         capture_output=True,
@@ -54,7 +54,16 @@ def settleq(
 
 def start_tail(stack_env: ServiceEnv, count: int) -> subprocess.Popen[str]:
     tail = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "events", "tail", "--json", "--count", str(count)],
+        [
+            sys.executable,
+            "-m",
+            "services.commands.cli",
+            "events",
+            "tail",
+            "--json",
+            "--count",
+            str(count),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -128,7 +137,16 @@ def test_the_operator_workflow_without_curl(
     # On a terminal (script(1) gives it one) the export shows its progress in rows;
     # the file holds the CSV alone (issue 29 item 15).
     on_tty = tmp_path / "tty.csv"
-    command = [sys.executable, "-m", "services.cli", "jobs", "lines", job_id, "--url", stack.url]
+    command = [
+        sys.executable,
+        "-m",
+        "services.commands.cli",
+        "jobs",
+        "lines",
+        job_id,
+        "--url",
+        stack.url,
+    ]
     shown = subprocess.run(
         ["script", "-qec", shlex.join([*command, "--csv", str(on_tty)]), "/dev/null"],
         cwd=ROOT,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import typer.main
 
-from services.cli import app
+from services.commands.cli import app
 from tests.support.cli import SETTLEQ
 from tests.support.infra import PG_HOST, new_prefix
 from tests.support.stack import ROOT, free_port

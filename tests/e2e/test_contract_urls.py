@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import pytest
 
-from services.client import Client
+from services.commands.client import Client
 from shared.domain.synthetic import promo_contract
 from tests.e2e.conftest import ARTIFACTS
 from tests.support.cli import client_environ, run_settleq

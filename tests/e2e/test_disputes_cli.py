@@ -21,7 +21,7 @@ from tests.support.stack import ROOT, Stack
 
 def settleq(stack: Stack, token: str, *args: str, code: int = 0) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "disputes", *args, "--url", stack.url],
+        [sys.executable, "-m", "services.commands.cli", "disputes", *args, "--url", stack.url],
         cwd=ROOT,
         capture_output=True,
         text=True,

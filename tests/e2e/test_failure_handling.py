@@ -261,7 +261,7 @@ def test_dlq_command_line_lists_shows_requeues_and_discards(base: Stack, engine:
             [
                 sys.executable,
                 "-m",
-                "services.cli",
+                "services.commands.cli",
                 "dlq",
                 *args,
                 "--url",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.client import Client
+from services.commands.client import Client
 from shared.domain.synthetic import promo_contract
 from tests.support.cli import client_environ, run_settleq
 from tests.support.factories import promo_doc, promo_line, uid

@@ -40,7 +40,7 @@ def test_a_classic_worker_beside_the_quorum_queues_refuses_to_start(
     env = stack_env.environ(queue_type="classic")
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "worker", "--queues", "compute_heavy"],
+        [sys.executable, "-m", "services.commands.cli", "worker", "--queues", "compute_heavy"],
         env=env,
         capture_output=True,
         text=True,

@@ -117,7 +117,7 @@ def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "120",
     }
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "services.commands.cli", *args],
         env=env,
         cwd=stack.cwd,
         capture_output=True,
@@ -188,7 +188,7 @@ def test_demo_starts_a_stack_and_ends_with_an_outcome_table_per_kind(tmp_path: P
         }
         url = f"http://127.0.0.1:{free_port()}"
         done = subprocess.run(
-            [sys.executable, "-m", "services.cli", "demo", "--start-stack", "--url", url]
+            [sys.executable, "-m", "services.commands.cli", "demo", "--start-stack", "--url", url]
             + ["--lines", "40"],
             env=environ,
             cwd=tmp_path,
@@ -227,7 +227,7 @@ def test_up_on_a_database_it_cannot_use_says_so_in_one_line_and_exits_1(
         env["SETTLEQ_DATABASE_URL"] = f"postgresql://postgres@{PG_HOST}:5432/{name}"
         env["PYTHONPATH"] = str(ROOT)
         done = subprocess.run(
-            [sys.executable, "-m", "services.cli", "up", "--port", str(free_port())],
+            [sys.executable, "-m", "services.commands.cli", "up", "--port", str(free_port())],
             cwd=tmp_path,
             env=env,
             capture_output=True,

@@ -56,7 +56,7 @@ def run(command: str, database_url: str, **overrides: str) -> tuple[int, str, fl
         SETTLEQ_LOG_FORMAT="json",
     )
     env.update(overrides)
-    argv = [sys.executable, "-m", "services.cli", command]
+    argv = [sys.executable, "-m", "services.commands.cli", command]
     if command == "up":
         argv += ["--port", str(free_port())]
     started = time.monotonic()
@@ -131,7 +131,7 @@ def test_supervised_children_leave_the_checks_to_their_parent() -> None:
     """`up` (and `worker --processes N`) checked before starting them: a child
     restarted during a short outage retries as before instead of exiting 1
     again and again until the supervisor reports it crash-looping."""
-    from services.cli import CHECKED, _worker_argv, stack_children
+    from services.commands.cli import CHECKED, _worker_argv, stack_children
     from shared.settings import Settings
 
     children = stack_children(Settings(), 8000)

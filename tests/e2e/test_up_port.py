@@ -38,7 +38,7 @@ def taken_port() -> Iterator[int]:
 def run(env: ServiceEnv, args: list[str], **environ: str) -> tuple[int, list[str], set[int], float]:
     """Run ``settleq ARGS`` to its end: its exit code, its stderr's lines, every
     child process seen while it ran, and how long it took."""
-    command = [sys.executable, "-m", "services.cli", *args]
+    command = [sys.executable, "-m", "services.commands.cli", *args]
     env_vars = {**env.environ(), "PYTHONPATH": str(ROOT), **environ}
     started = time.monotonic()
     process = subprocess.Popen(

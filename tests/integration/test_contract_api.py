@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, example, given, settings
 from typer.testing import CliRunner
 
 from services.api.app import create_app
-from services.cli import app
-from services.client import Client
 from services.commands import options as cli_options
+from services.commands.cli import app
+from services.commands.client import Client
 from services.commands.errors import Refused
 from shared.domain.kinds import KINDS
 from shared.domain.synthetic import freight_contract, promo_contract, recipe_contract

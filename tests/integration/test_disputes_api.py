@@ -19,7 +19,7 @@ from sqlalchemy import select
 from services.api import csv_export
 from services.api.app import create_app
 from services.api.disputes.export import HEADER
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from shared.adapters.db import tables
 from shared.domain.signing import token_digest

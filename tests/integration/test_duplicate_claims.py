@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db.jobs.queries import job_status

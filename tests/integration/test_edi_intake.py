@@ -29,9 +29,9 @@ from services.api.app import create_app
 from services.api.edi import child as edi_child
 from services.api.edi import parallel as edi_parallel
 from services.api.edi.layout import Layout
-from services.cli import app
-from services.client import Client
-from services.commands import batches
+from services.commands.cli import app
+from services.commands.client import Client
+from services.commands.intake import batches
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db import tables

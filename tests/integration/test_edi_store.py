@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 
 from services.api.app import create_app
 from services.api.intake.job_store import DEPTH
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from shared.adapters.db import tables
 from shared.adapters.db.edi.tables import edi_acknowledgements, edi_interchanges

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.jobs.queries import job_status

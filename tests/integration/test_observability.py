@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from services.api.app import create_app
 from services.api.metrics import API_METRICS
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from services.worker.metrics import WORKER_METRICS, WorkerMetrics
 from services.worker.stages import settle_chunk

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.domain.signing import token_digest

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, select, update
 
 from services.api.app import create_app
-from services.client import Client
-from services.commands.edi import verdict
+from services.commands.client import Client
+from services.commands.intake.edi import verdict
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.tables import chunks, jobs
 from shared.domain.x12.ack_summary import summarize

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.worker.actors import build_broker
 from services.worker.context import WorkerContext, make_context
 from services.worker.stages import settle_chunk

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.tables import audit_log
 from tests.support.factories import uid

@@ -29,8 +29,8 @@ from click.testing import CliRunner, Result
 from sqlalchemy import Engine
 
 from services.api.app import create_app
-from services.cli import app
 from services.commands import errors
+from services.commands.cli import app
 from services.commands.options import console
 from shared.adapters.db.engine import make_engine
 from shared.domain.periods import JOURNAL_COLUMNS
@@ -54,7 +54,7 @@ OWN, OTHER = SCOPED_PARTITIONS[0], "V-OTHER"
 
 
 class _Settleq:
-    """``settleq`` as its entry point runs it (``services.cli.main``): a
+    """``settleq`` as its entry point runs it (``services.commands.cli.main``): a
     failure a user can fix is said on stderr, one line a problem, with its exit code."""
 
     name = "settleq"
@@ -271,7 +271,17 @@ def test_what_a_command_cannot_do_is_one_line(served: tuple[str, Engine], tmp_pa
 def test_a_refused_close_as_a_user_runs_it(served: tuple[str, Engine]) -> None:
     url, _ = served
     result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "periods", "close", "nope", "--next", "P2", "--yes"],
+        [
+            sys.executable,
+            "-m",
+            "services.commands.cli",
+            "periods",
+            "close",
+            "nope",
+            "--next",
+            "P2",
+            "--yes",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.relay.fanout import FanOut
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk

@@ -15,7 +15,7 @@ import pika
 import pytest
 
 from services.api.queue_stats import QueueStats
-from services.preflight import broker_problem, queues_problem
+from services.commands.preflight import broker_problem, queues_problem
 from services.worker.actors import build_broker
 from services.worker.context import make_context
 from services.worker.stages import validate_chunk

@@ -11,7 +11,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
@@ -257,8 +257,8 @@ def test_the_cli_finds_a_document_and_tells_a_lines_story(
     """``settleq lines find`` and ``settleq identity``, against the API."""
     from rich.console import Console
 
-    from services.commands import history as history_cli
     from services.commands import options
+    from services.commands.finance import history as history_cli
 
     job_id, vendor = settled_job
     console = Console(width=200, record=True, force_terminal=False)

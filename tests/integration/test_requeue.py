@@ -18,7 +18,7 @@ from sqlalchemy import Engine, event
 
 from services.api import requeue as requeue_module
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.broker import PartlyEnqueued

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Connection, Engine, insert, select, update
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.relay.payloads import data_of
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.worker.context import WorkerContext
 from shared.settings import ProducerKey, Settings
 from tests.integration.test_webhooks import Deliverer, register, settled_job

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, select, update
 from standardwebhooks.webhooks import Webhook
 
 from services.api.app import create_app
-from services.client import Client
+from services.commands.client import Client
 from services.relay.fanout import FanOut
 from services.webhooks.delivery import attempt
 from services.webhooks.metrics import WebhookMetrics

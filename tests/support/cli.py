@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from tests.support.infra import BROKER_URL, PRODUCER_ID, PRODUCER_SECRET, VIEWER_TOKEN
 from tests.support.stack import ROOT
 
-SETTLEQ = [sys.executable, "-m", "services.cli"]
+SETTLEQ = [sys.executable, "-m", "services.commands.cli"]
 
 
 def client_environ(

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from services.client import Client
+from services.commands.client import Client
 from shared.faults import Faults
 from tests.support.infra import (
     OPERATOR_TOKEN,
@@ -99,7 +99,7 @@ class Stack:
         the process is still the one a signal reaches)."""
         faults = self.faults if faults is None else faults
         environ = self.env.environ(self.omit, faults, **{**self.overrides, **overrides})
-        # `python -m services.cli` finds this tree from any working directory.
+        # `python -m services.commands.cli` finds this tree from any working directory.
         environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
         )
@@ -110,7 +110,7 @@ class Stack:
         self._logs.append(log)
         process = subprocess.Popen(
             [*(("ip", "netns", "exec", netns) if netns else ()), sys.executable, "-m"]
-            + ["services.cli", *args],
+            + ["services.commands.cli", *args],
             cwd=self.cwd,
             env=environ,
             stdout=log,
@@ -287,7 +287,7 @@ def child_pids(pid: int) -> list[int]:
 
 
 def role_of(pid: int) -> str | None:
-    """What a ``python -m services.cli ...`` child of ``settleq up`` runs: api,
+    """What a ``python -m services.commands.cli ...`` child of ``settleq up`` runs: api,
     relay, or the queue families of a worker (fast_path, compute_heavy); None
     for a process that is gone (or a zombie, whose command line is empty)."""
     try:
@@ -295,9 +295,9 @@ def role_of(pid: int) -> str | None:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, ProcessLookupError):
         return None
-    if state in ("Z", "X") or "services.cli" not in argv:
+    if state in ("Z", "X") or "services.commands.cli" not in argv:
         return None
-    command = argv[argv.index("services.cli") + 1]
+    command = argv[argv.index("services.commands.cli") + 1]
     return argv[argv.index("--queues") + 1] if command == "worker" else command
 
 

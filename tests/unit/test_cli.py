@@ -10,7 +10,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.commands.cli import app
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.synthetic import GENERATORS
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-import services.client
-from services.cli import app
+import services.commands.client
+from services.commands.cli import app
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 runner = CliRunner()
@@ -29,13 +29,13 @@ def queries(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
             return httpx.Response(422, json={"error": {"code": "validation_error"}})
         return httpx.Response(200, json={"items": [], "next_cursor": None})
 
-    real = services.client.Client
+    real = services.commands.client.Client
 
     def client(base_url: str, **kwargs: Any) -> Any:
         http = httpx.Client(base_url=base_url, transport=httpx.MockTransport(handle))
         return real(base_url, http=http, **kwargs)
 
-    monkeypatch.setattr(services.client, "Client", client)
+    monkeypatch.setattr(services.commands.client, "Client", client)
     return seen
 
 

@@ -13,8 +13,8 @@ import click
 import pytest
 from typer.testing import CliRunner
 
-import services.cli
-from services.cli import app
+import services.commands.cli
+from services.commands.cli import app
 from tests.unit.test_cli import ALL
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -95,11 +95,11 @@ def test_up_serves_on_settleq_api_port_unless_told(
         seen["api"] = next(s.argv for s in specs if s.name == "api")
         return 0
 
-    monkeypatch.setattr(services.cli, "_supervise", supervise)
-    monkeypatch.setattr(services.cli, "_migrate", lambda settings: None)
+    monkeypatch.setattr(services.commands.cli, "_supervise", supervise)
+    monkeypatch.setattr(services.commands.cli, "_migrate", lambda settings: None)
     # Which port, not whether the services are up (tests/e2e/test_startup_checks.py).
-    monkeypatch.setattr(services.cli.preflight, "check", lambda *args: None)
-    monkeypatch.setattr(services.cli.preflight, "port_problem", lambda *args: None)
+    monkeypatch.setattr(services.commands.cli.preflight, "check", lambda *args: None)
+    monkeypatch.setattr(services.commands.cli.preflight, "port_problem", lambda *args: None)
     env = {"SETTLEQ_API_PORT": "8123", "SETTLEQ_DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}
     result = runner.invoke(app, ["up", *argv], env=env)
     assert result.exit_code == 0, result.output
@@ -116,7 +116,7 @@ def test_relay_starts_with_a_retired_setting_and_warns_once(
 
     ran: list[Any] = []
     monkeypatch.setattr(services.relay.relay, "run_relay", ran.append)
-    monkeypatch.setattr(services.cli.preflight, "check", lambda *args: None)
+    monkeypatch.setattr(services.commands.cli.preflight, "check", lambda *args: None)
     env = {
         "SETTLEQ_RELAY_DEFER_MAX_S": "30",
         "SETTLEQ_LOG_FORMAT": "json",

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-import services.client
-from services.cli import app
+import services.commands.client
+from services.commands.cli import app
 from services.commands.literal import visible
 from tests.support.stack import ROOT
 
@@ -261,14 +261,14 @@ def hostile_api(monkeypatch: pytest.MonkeyPatch) -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json=ANSWERS[request.url.path]())
 
-    real = services.client.Client
+    real = services.commands.client.Client
 
     def client(base_url: str, **kwargs: Any) -> Any:
         transport = httpx.MockTransport(handle)
         http = httpx.Client(base_url=base_url, transport=transport)
         return real(base_url, http=http, **kwargs)
 
-    monkeypatch.setattr(services.client, "Client", client)
+    monkeypatch.setattr(services.commands.client, "Client", client)
     monkeypatch.setenv("SETTLEQ_CLIENT_SECRET", "s")
 
 
@@ -302,9 +302,7 @@ def test_json_printers_keep_data_as_json() -> None:
 def test_every_command_prints_through_the_literal_console() -> None:
     # One console reads no markup; a second Console, or markup put back on a
     # print, would print data unescaped again.
-    for path in sorted((ROOT / "services" / "commands").glob("*.py")) + [
-        ROOT / "services" / "cli.py"
-    ]:
+    for path in sorted((ROOT / "services" / "commands").rglob("*.py")):
         source = path.read_text()
         if path.name not in ("literal.py", "options.py"):
             assert "Console(" not in source, f"{path.name}: print through options.console"

@@ -16,10 +16,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from services.cli import app
 from services.commands import options
-from services.commands.batches import is_ndjson
+from services.commands.cli import app
 from services.commands.errors import Refused, answer, explain
+from services.commands.intake.batches import is_ndjson
 from services.commands.money import money
 from tests.support.stack import ROOT
 
@@ -70,7 +70,7 @@ def free_port() -> int:
 
 def settleq(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "services.commands.cli", *args],
         cwd=ROOT,
         input=stdin,
         capture_output=True,
@@ -186,7 +186,7 @@ def test_status_says_how_many_duplicates_came_with_a_different_claim(
 def test_a_bulk_requeue_prints_what_it_skipped_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 42 item 13: the CLI printed ``requeued n`` for letters that could only
     fail again."""
-    from services.commands import dlq
+    from services.commands.repair import dlq
 
     answered = {"requeued": 2, "skipped": 3, "would_fail_again": {"unknown_promo_tier": 3}}
 

@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from services.cli import app
 from services.commands import options
-from services.commands import periods as commands
+from services.commands.cli import app
+from services.commands.finance import periods as commands
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 runner = CliRunner()

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
-from services.commands import edi
+from services.commands.cli import app
 from services.commands.errors import explain, refused
+from services.commands.intake import edi
 from shared.domain.kinds import KINDS
 from shared.domain.x12.ack import acknowledge
 from shared.domain.x12.model import EdiRefused, Problem

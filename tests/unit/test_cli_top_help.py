@@ -9,7 +9,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.commands.cli import app
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 

@@ -17,7 +17,7 @@ BODY = b'{"type":"ping","id":"msg_9","created_at":"2026-12-04T00:00:00Z","data":
 
 def verify(request: bytes, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "webhooks", "verify", *args],
+        [sys.executable, "-m", "services.commands.cli", "webhooks", "verify", *args],
         cwd=ROOT,
         input=request,
         capture_output=True,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
-from services.preflight import missing_credentials, warn_metrics_token, warn_missing
+from services.commands.cli import app
+from services.commands.preflight import missing_credentials, warn_metrics_token, warn_missing
 from shared.domain.signing import token_digest
 from shared.settings import ProducerKey, Settings
 
@@ -119,7 +119,7 @@ def test_a_configuration_error_is_one_line_and_exit_2(
 def test_a_configuration_error_reaches_the_terminal_without_a_traceback() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SETTLEQ_OPERATOR_TOKENS": "mysecrettoken"}
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "api"],
+        [sys.executable, "-m", "services.commands.cli", "api"],
         env=env,
         capture_output=True,
         text=True,
@@ -167,7 +167,7 @@ def test_the_readmes_credentials_pasted_in_order_leave_this_shell_an_operator() 
         and commands[1].endswith("operator")
         and commands[2].endswith("viewer")
     ), commands
-    me = f"{shlex.quote(sys.executable)} -m services.cli"
+    me = f"{shlex.quote(sys.executable)} -m services.commands.cli"
     script = "".join(
         f'out=$({c.replace("settleq", me, 1)}) || exit 9; printf "%s\\n" "$out" >&2; eval "$out"\n'
         for c in commands

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import services.commands.demo as demo
-from services.cli import app
+from services.commands.cli import app
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 

@@ -22,8 +22,8 @@ import pytest
 import typer.main
 import yaml
 
-from services import healthcheck
-from services.cli import app
+from services.commands import healthcheck
+from services.commands.cli import app
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import upgrade
@@ -120,7 +120,9 @@ def test_health_checks_and_start_order(services: dict[str, Any]) -> None:
     assert "pg_isready" in check("postgres")
     assert "rabbitmq-diagnostics" in check("rabbitmq") and "ping" in check("rabbitmq")
     assert "redis-cli ping" in check("redis")
-    assert check("api") == "CMD python -m services.healthcheck"  # /healthz, keys, contracts
+    assert (
+        check("api") == "CMD python -m services.commands.healthcheck"
+    )  # /healthz, keys, contracts
     assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     for name in SETTLEQ_SERVICES - {"migrate"}:
         assert services[name]["depends_on"] == {
@@ -331,7 +333,12 @@ def test_the_api_is_not_healthy_without_keys_and_contracts(
     services: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 15 item 6: compose came up "healthy" with no keys and no contracts."""
-    assert services["api"]["healthcheck"]["test"] == ["CMD", "python", "-m", "services.healthcheck"]
+    assert services["api"]["healthcheck"]["test"] == [
+        "CMD",
+        "python",
+        "-m",
+        "services.commands.healthcheck",
+    ]
 
     class Ok(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -364,7 +371,10 @@ def test_the_api_is_not_healthy_without_keys_and_contracts(
     monkeypatch.setenv("SETTLEQ_DATABASE_URL", url)
     monkeypatch.delenv("SETTLEQ_PRODUCER_KEYS", raising=False)
     result = subprocess.run(
-        [sys.executable, "-m", "services.healthcheck"], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "services.commands.healthcheck"],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 1
     assert result.stderr.startswith("unhealthy: ") and len(result.stderr.splitlines()) == 1

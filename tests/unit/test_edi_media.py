@@ -17,10 +17,10 @@ from services.api.edi.ingest import EdiIngest
 from services.api.edi.query import EdiQuery, edi_query
 from services.api.errors import ApiError
 from services.api.intake.ingest import EDI_X12, JSON, NDJSON, Ingest, media_type
-from services.cli import app
-from services.client import Client
-from services.commands import batches
-from services.commands.edi import is_x12
+from services.commands.cli import app
+from services.commands.client import Client
+from services.commands.intake import batches
+from services.commands.intake.edi import is_x12
 from shared.domain.x12 import EdiRefused, mapping
 from shared.domain.x12.ack import acknowledge
 from shared.settings import ProducerKey, Settings

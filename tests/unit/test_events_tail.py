@@ -1,11 +1,11 @@
 """``settleq events tail`` prints the events inside each message, one a line
-(services/commands/events.py)."""
+(services/commands/intake/events.py)."""
 
 from __future__ import annotations
 
 import json
 
-from services.commands.events import message_lines
+from services.commands.intake.events import message_lines
 
 EVENTS = [
     {

@@ -1,4 +1,4 @@
-"""services/malloc.py: the API fixes glibc's mmap threshold as it starts."""
+"""services/tuning/malloc.py: the API fixes glibc's mmap threshold as it starts."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from services import malloc
+from services.tuning import malloc
 
 
 def test_the_threshold_is_fixed_where_there_is_glibc() -> None:
     # In a child: the setting is the process's, and lasts.
-    code = "from services.malloc import pin_mmap_threshold; print(pin_mmap_threshold())"
+    code = "from services.tuning.malloc import pin_mmap_threshold; print(pin_mmap_threshold())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"  # this machine's Python is linked against glibc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.cli import stack_children, worker_processes
+from services.commands.cli import stack_children, worker_processes
 from shared.settings import Settings
 
 

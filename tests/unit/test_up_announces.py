@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import typer
 
-import services.cli
+import services.commands.cli
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -53,13 +53,13 @@ def test_up_says_api_on_only_once_the_api_answers(
             server.server_close()
         return 0
 
-    monkeypatch.setattr(services.cli, "_supervise", supervise)
-    monkeypatch.setattr(services.cli, "_migrate", lambda settings: None)
-    monkeypatch.setattr(services.cli.preflight, "check", lambda *args: None)
-    monkeypatch.setattr(services.cli.preflight, "port_problem", lambda *args: None)
+    monkeypatch.setattr(services.commands.cli, "_supervise", supervise)
+    monkeypatch.setattr(services.commands.cli, "_migrate", lambda settings: None)
+    monkeypatch.setattr(services.commands.cli.preflight, "check", lambda *args: None)
+    monkeypatch.setattr(services.commands.cli.preflight, "port_problem", lambda *args: None)
     monkeypatch.setenv("SETTLEQ_DATABASE_URL", f"sqlite:///{tmp_path}/x.db")
     with pytest.raises(typer.Exit):
-        services.cli.up(port=port)
+        services.commands.cli.up(port=port)
     assert "API on" not in seen["before"], seen
     url = f"http://127.0.0.1:{port}"
     assert f"settleq: API on {url}, dashboard {url}/dashboard" in seen["after"], seen

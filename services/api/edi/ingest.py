@@ -30,7 +30,7 @@ from services.api.edi.query import EdiQuery, query_applies
 from services.api.edi.spool import Spool
 from services.api.errors import ApiError
 from services.api.intake.ingest import Ingest, Ingested
-from services.gcpause import collector_paused
+from services.tuning.gcpause import collector_paused
 from shared.adapters.db.edi.partners import Partner
 from shared.adapters.db.edi.store import Sender
 from shared.domain.chunking import NewChunk

@@ -11,7 +11,7 @@ import datetime as dt
 
 from services.api.context import ApiContext
 from services.api.errors import ApiError
-from services.gcpause import collector_paused
+from services.tuning.gcpause import collector_paused
 from shared.adapters.db.edi.partners import Refusal
 from shared.adapters.db.edi.store import allocate_control_numbers
 from shared.domain.x12 import EdiRefused, Interchange, Problem

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.commands.cli import app
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from tests.unit.x12.x12_build import interchanges
 

@@ -3,7 +3,7 @@ its settings (one line and exit 2 when they are wrong), the credentials it runs
 without and the retired settings still set (a WARNING each), and the services
 it needs: the database, reachable and migrated, the broker's login and Redis
 (one line with the cause and the fix, exit 1). The API, worker and relay
-packages stay independent of one another: only services.cli runs this."""
+packages stay independent of one another: only services.commands.cli runs this."""
 
 from __future__ import annotations
 

@@ -12,35 +12,20 @@ from typing import Annotated
 
 import typer
 
-from services import preflight
-from services.commands import (
-    audit,
-    batches,
-    contracts,
-    credentials,
-    demo,
-    disputes,
-    dlq,
-    edi,
-    errors,
-    events,
-    history,
-    jobs,
-    ledger,
-    openapi_doc,
-    partners,
-    periods,
-    webhooks,
-)
+from services.commands import demo, errors, openapi_doc, preflight
+from services.commands.finance import history, ledger, periods
 from services.commands.help import default
+from services.commands.intake import batches, edi, events, jobs
 from services.commands.options import console
-from services.preflight import BROKER, DATABASE, QUEUES, REDIS, load_settings
+from services.commands.preflight import BROKER, DATABASE, QUEUES, REDIS, load_settings
+from services.commands.repair import audit, disputes, dlq
+from services.commands.setup import contracts, credentials, partners, webhooks
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
 from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, WEBHOOKS
 from shared.settings import RETIRED_SUPERVISION, Settings
 
-_ME = [sys.executable, "-m", "services.cli"]
+_ME = [sys.executable, "-m", "services.commands.cli"]
 # A supervisor's children: their parent checked the services, and a child
 # restarted during a short outage retries as it always did.
 CHECKED = "--checked"
@@ -130,7 +115,7 @@ def api(
     import uvicorn
 
     from services.api.app import create_app
-    from services.malloc import pin_mmap_threshold
+    from services.tuning.malloc import pin_mmap_threshold
 
     pin_mmap_threshold()  # a batch's large buffers go back to the system once freed
     settings = load_settings("api")

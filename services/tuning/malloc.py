@@ -6,7 +6,7 @@ MiB), so the next large blocks come from its heaps instead, which they fragment:
 the API's peak RSS grew from 176 to 222 MiB over ten 500,000-line claims
 (``bench.run --repeat 10``), each batch's chunk buffers landing somewhere new.
 Fixing the threshold keeps every large block a mapping of its own, so each batch
-starts from what the last one gave back. ``services/cli.py`` calls this as the
+starts from what the last one gave back. ``services/commands/cli.py`` calls this as the
 API starts.
 """
 

@@ -21,7 +21,7 @@ import typer
 from services.commands.help import default
 from services.commands.money import money
 from services.commands.options import interruptible
-from services.preflight import load_settings, without_password
+from services.commands.preflight import load_settings, without_password
 from shared.adapters.broker import connection_parameters
 from shared.logs import silenced
 

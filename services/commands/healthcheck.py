@@ -1,4 +1,4 @@
-"""The compose api's health probe: ``python -m services.healthcheck``.
+"""The compose api's health probe: ``python -m services.commands.healthcheck``.
 
 The API is "healthy" only when it answers /healthz *and* can do its job: at
 least one producer key is configured or active in the database (otherwise

@@ -11,9 +11,9 @@ from urllib.parse import urlencode
 
 import typer
 
-from services.commands import edi
 from services.commands.errors import answer
 from services.commands.help import default
+from services.commands.intake import edi
 from services.commands.options import (
     DEFAULT_URL,
     KeyOpt,

@@ -9,8 +9,8 @@ from urllib.parse import quote
 import typer
 from rich.table import Table
 
-from services.commands.edi import verdict
 from services.commands.errors import answer
+from services.commands.intake.edi import verdict
 from services.commands.options import (
     DEFAULT_URL,
     OperatorTokenOpt,

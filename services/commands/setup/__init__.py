@@ -1,0 +1,2 @@
+"""What a stack is set up with: contracts, trading partners, credentials (keys and tokens) and
+webhook endpoints."""
