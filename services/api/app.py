@@ -10,12 +10,18 @@ from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from services.api.context import ApiContext
+from services.api.dead_letters import routes as dead_letters
+from services.api.disputes import routes as disputes
 from services.api.errors import install_handlers
+from services.api.feed import routes as feed
 from services.api.intake.body_guard import GuardBodies
 from services.api.intake.publishers import Publishers
+from services.api.jobs import page as job_page
+from services.api.jobs import routes as jobs
 from services.api.metrics import ApiMetrics, RequestMetrics
 from services.api.middleware import RefuseControlCharacters
 from services.api.openapi.doc import finish
+from services.api.periods import routes as periods
 from services.api.query_guard import refuse_unknown_query
 from services.api.queue_stats import QueueStats
 from services.api.routes import (
@@ -23,19 +29,13 @@ from services.api.routes import (
     batches,
     contracts,
     dashboard,
-    dead_letters,
-    disputes,
-    feed,
     history,
-    job_page,
-    jobs,
     kinds,
     ops,
     partners,
-    periods,
     producer_keys,
-    webhooks,
 )
+from services.api.webhooks import routes as webhooks
 from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
 from shared.adapters.event_publisher import EventPublisher

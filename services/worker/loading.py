@@ -104,7 +104,7 @@ def _check_accepted(ctx: WorkerContext, conn: Any, job_id: str) -> bool:
 
 def _marked_letter(ctx: WorkerContext, conn: Any, message: ChunkMessage) -> Any:
     """The requeued dead letter as its requeue left it. A requeue publishes its
-    messages before it commits (services/api/requeue.py): on PostgreSQL the read
+    messages before it commits (services/api/dead_letters/requeue.py): on PostgreSQL the read
     waits for that transaction; on SQLite a letter still one requeue short is
     read again for up to ``accept_wait_s``. Still short then, the requeue was
     rolled back (its batch failed to publish, or its process died): the

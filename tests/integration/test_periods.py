@@ -448,7 +448,7 @@ def test_postgresqls_copy_of_the_lines_is_the_portable_writers_csv_byte_for_byte
     if backend != "postgresql":
         pytest.skip("the COPY is PostgreSQL's")
     from services.api import csv_export
-    from services.api.routes.periods import _line_cells
+    from services.api.periods.routes import _line_cells
     from shared.adapters.db.periods import lines
 
     first = _open(engine)

@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 
-from services.api import requeue as requeue_module
 from services.api.app import create_app
+from services.api.dead_letters import requeue as requeue_module
 from services.commands.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk

@@ -18,8 +18,8 @@ from starlette.requests import Request
 from services.api import csv_export
 from services.api.disputes import export as dispute_csv
 from services.api.disputes import schemas as wire
+from services.api.disputes.routes import _opened_before, _request
 from services.api.errors import ApiError
-from services.api.routes.disputes import _opened_before, _request
 from shared.adapters.db.disputes.queue import Dispute, Resolution, Stats, Totals
 from shared.wire import disputes as shared_wire
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from services.api.letter_excerpt import EXCERPT_CHARS, excerpt
+from services.api.dead_letters.excerpt import EXCERPT_CHARS, excerpt
 
 
 def test_the_failed_line_is_picked_from_its_document() -> None:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from services.api.disputes.routes import _request
 from services.api.errors import ApiError
-from services.api.routes.disputes import _request
 from shared.domain.disputes import BLANK_RANGES, NOTE_PATTERN, ResolveRequest, says_something
 
 INVISIBLE = ["\u200b", "\u200c\u200d", "\u2060", "\ufeff", "\u00ad", " \u200b\t", "\u3000", "\x01"]

@@ -15,7 +15,7 @@ from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
 from services.api.intake.ingest import EDI_X12
-from services.api.routes.jobs import _visible_job
+from services.api.jobs.routes import _visible_job
 from shared.adapters.db.edi import store as edi_db
 
 router = APIRouter(tags=["jobs"])

@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from services.api.auth import Ctx, Viewer
 from services.api.errors import ApiError, ErrorBody
-from services.api.line_items import line_fields
+from services.api.jobs.line_items import line_fields
 from services.api.pagination import CursorQuery, document_line_cursor, encode_document_line_cursor
 from services.api.schemas import DocumentLine, DocumentLinePage, Identity, IdentityEntry
 from shared.adapters.db.disputes import queue as disputes_db

@@ -37,7 +37,7 @@ def load(conn: Connection, dead_letter_id: int) -> Any:
 def load_settled(conn: Connection, dead_letter_id: int) -> Any:
     """``load``, once no transaction is marking it any more: on PostgreSQL a
     shared row lock waits for the requeue that holds it (it marks, publishes,
-    then commits: services/api/requeue.py) and reads what it committed. SQLite
+    then commits: services/api/dead_letters/requeue.py) and reads what it committed. SQLite
     has no row locks: ``load`` (the caller polls)."""
     query = select(dead_letters).where(dead_letters.c.id == dead_letter_id)
     if conn.dialect.name == "postgresql":

@@ -2,7 +2,7 @@
 
 A closed period of two million rows is streamed at the speed the server
 writes ``COPY ... TO STDOUT (FORMAT csv)``: the API only moves the bytes on.
-Each cell is what the portable path (services/api/routes/periods.py, and
+Each cell is what the portable path (services/api/periods/routes.py, and
 the SQLite ledger) writes through the one CSV writer: text neutralised
 (shared/wire/cells.py), a delta at its kind's quantum and never rounded
 (shared/domain/money.py::at_quantum), times ISO-8601 in UTC, CRLF line ends.

@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api import csv_export
 from services.api.auth import Ctx, Operator
+from services.api.dead_letters.excerpt import excerpt
+from services.api.dead_letters.requeue import requeue_matching, requeue_one
 from services.api.disputes.schemas import NOTE
 from services.api.errors import ApiError, ErrorBody
-from services.api.letter_excerpt import excerpt
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
-from services.api.requeue import requeue_matching, requeue_one
 from services.api.schemas import (
     AuditEntry,
     AuditPage,

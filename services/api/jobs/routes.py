@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
-from services.api.line_items import line_fields
+from services.api.jobs.line_items import line_fields
 from services.api.pagination import (
     CursorQuery,
     encode_job_cursor,

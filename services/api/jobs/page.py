@@ -14,9 +14,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from services.api import csv_export, job_csv
+from services.api import csv_export
 from services.api.auth import Ctx, Reader
-from services.api.routes.jobs import ERRORS, _visible_job
+from services.api.jobs import lines_csv as job_csv
+from services.api.jobs.routes import ERRORS, _visible_job
 from shared.adapters.db.jobs import detail as job_detail
 from shared.domain.money import to_wire
 from shared.wire.times import iso
