@@ -8,8 +8,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from shared.domain.disputes import NOTE_MAX_CHARS, NOTE_PATTERN
 from shared.wire.disputes import Dispute
 from shared.wire.jobs import Job, Outcomes
+
+# A note is stored as text: PostgreSQL refuses a NUL in it. Published with the
+# visible character it needs (NOTE_PATTERN), which the route judges itself, so
+# that a note of only invisible characters is note_required, not a pattern error.
+Note = str
+NOTE = Field(
+    min_length=1,
+    max_length=NOTE_MAX_CHARS,
+    pattern=r"^[^\x00]*$",
+    json_schema_extra={"pattern": NOTE_PATTERN},
+)
 
 
 class SkippedSet(BaseModel):

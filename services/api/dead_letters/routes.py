@@ -14,10 +14,10 @@ from services.api import csv_export
 from services.api.auth import Ctx, Operator
 from services.api.dead_letters.excerpt import excerpt
 from services.api.dead_letters.requeue import requeue_matching, requeue_one
-from services.api.disputes.schemas import NOTE
 from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
 from services.api.schemas import (
+    NOTE,
     AuditEntry,
     AuditPage,
     BulkRequeued,

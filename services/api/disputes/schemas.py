@@ -10,23 +10,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
+from services.api.schemas import NOTE, Note
 from shared.adapters.db.disputes import queue as db
-from shared.domain.disputes import BULK_LIMIT_MAX, NOTE_MAX_CHARS, NOTE_PATTERN
+from shared.domain.disputes import BULK_LIMIT_MAX
 from shared.domain.kinds.base import Identifier
 from shared.domain.money import Money, plain
 from shared.wire.disputes import DecisionName, Dispute, StatusName
 from shared.wire.times import iso
-
-# A note is stored as text: PostgreSQL refuses a NUL in it. Published with the
-# visible character it needs (NOTE_PATTERN), which the route judges itself, so
-# that a note of only invisible characters is note_required, not a pattern error.
-Note = str
-NOTE = Field(
-    min_length=1,
-    max_length=NOTE_MAX_CHARS,
-    pattern=r"^[^\x00]*$",
-    json_schema_extra={"pattern": NOTE_PATTERN},
-)
 
 
 class DisputePage(BaseModel):
