@@ -20,6 +20,9 @@ INTERNAL_KEY = "internal_signing_key"
 def alembic_config(url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
+    # versions/ holds a folder for each fifteen migrations (0001_0015, 0016_0030,
+    # ...), so that no folder holds more than fifteen modules.
+    config.set_main_option("recursive_version_locations", "true")
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 
