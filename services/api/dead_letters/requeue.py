@@ -30,6 +30,7 @@ from sqlalchemy import Connection
 from services.api.context import ApiContext
 from services.api.errors import ApiError
 from shared.adapters.broker import PartlyEnqueued, enqueue_many
+from shared.adapters.db import audit
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db.contracts import load_bodies
 from shared.domain.kinds import KINDS
@@ -118,7 +119,7 @@ def _requeue_batch(ctx: ApiContext, actor: str, ids: Sequence[int], done: Requeu
             letters = dl_db.still_dead(conn, ids)
             causes = _judge(conn, letters)
             marked = dl_db.mark_requeued_many(conn, [r.id for r in letters if r.id not in causes])
-            dl_db.audit_many(
+            audit.record_many(
                 conn,
                 actor,
                 "dead_letter.requeue",
@@ -211,7 +212,7 @@ def _stopped(
 ) -> None:
     """A batch rolled back for the broker: audit it, log why, answer 503."""
     with ctx.engine.begin() as conn:
-        dl_db.audit_many(
+        audit.record_many(
             conn,
             actor,
             "dead_letter.requeue_failed",

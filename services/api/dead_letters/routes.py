@@ -29,6 +29,7 @@ from services.api.schemas import (
     Discarded,
     Requeued,
 )
+from shared.adapters.db import audit
 from shared.adapters.db import dead_letters as dl_db
 from shared.domain.disputes import says_something
 from shared.domain.kinds.base import Identifier
@@ -237,7 +238,7 @@ async def discard_dead_letter(
                 raise ApiError(404, "dead_letter_not_found", "no such dead letter")
             if not dl_db.discard(conn, dead_letter_id, body.note):
                 return False
-            dl_db.audit(
+            audit.record(
                 conn,
                 who.actor,
                 "dead_letter.discard",
@@ -258,9 +259,7 @@ async def list_audit(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: CursorQuery = None,
 ) -> AuditPage:
-    rows = await run_in_threadpool(
-        dl_db.audit_page, ctx.engine, before_id=id_cursor(cursor), limit=limit
-    )
+    rows = await run_in_threadpool(audit.page, ctx.engine, before_id=id_cursor(cursor), limit=limit)
     return AuditPage(
         items=[
             AuditEntry(

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, func, select, tuple_
 
-from shared.adapters.db.dead_letters import audit
+from shared.adapters.db import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.ledger.priors import lock_partition_for_repricing
 from shared.adapters.db.tables import contracts
@@ -61,7 +61,7 @@ def put_contract(
         ).first()
         if inserted is not None:
             if actor is not None:
-                audit(
+                audit.record(
                     conn,
                     actor,
                     "contract.publish",

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, func, select, update
 
-from shared.adapters.db.tables import audit_log, chunks, dead_letters, line_outcomes
+from shared.adapters.db.tables import chunks, dead_letters, line_outcomes
 
 
 @dataclass(frozen=True)
@@ -233,45 +231,3 @@ def discard(conn: Connection, dead_letter_id: int, note: str) -> bool:
         .returning(dead_letters.c.id)
     ).first()
     return result is not None
-
-
-def audit(conn: Connection, actor: str, action: str, target: str, details: dict[str, Any]) -> None:
-    conn.execute(
-        audit_log.insert().values(
-            at=dt.datetime.now(dt.UTC),
-            actor=actor,
-            action=action,
-            target=target,
-            details=json.dumps(details, sort_keys=True),
-        )
-    )
-
-
-def audit_many(
-    conn: Connection, actor: str, action: str, entries: Sequence[tuple[str, dict[str, Any]]]
-) -> None:
-    """``audit`` of many targets in one executemany: (target, details) each."""
-    if not entries:
-        return
-    at = dt.datetime.now(dt.UTC)
-    conn.execute(
-        insert(audit_log),
-        [
-            {
-                "at": at,
-                "actor": actor,
-                "action": action,
-                "target": target,
-                "details": json.dumps(details, sort_keys=True),
-            }
-            for target, details in entries
-        ],
-    )
-
-
-def audit_page(engine: Engine, *, before_id: int | None, limit: int) -> Sequence[Any]:
-    query = select(audit_log)
-    if before_id is not None:
-        query = query.where(audit_log.c.id < before_id)
-    with engine.connect() as conn:
-        return list(conn.execute(query.order_by(audit_log.c.id.desc()).limit(limit)).all())

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
 
-from shared.adapters.db.dead_letters import audit
+from shared.adapters.db import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.operator_tables import producer_keys as pk
 from shared.adapters.db.types import utc
@@ -112,7 +112,7 @@ def create(
         inserted = insert_ignoring_conflicts(conn, pk).values(**values).returning(pk.c.key_id)
         if conn.execute(inserted).first() is None:
             raise KeyExists(key_id)
-        audit(conn, actor, "producer_key.create", key_id, {"partitions": list(partitions)})
+        audit.record(conn, actor, "producer_key.create", key_id, {"partitions": list(partitions)})
         return _locked(conn, key_id)
 
 
@@ -154,7 +154,7 @@ def scope(
             .values(partitions=_partitions(partitions), updated_at=now)
         )
         details = {"partitions": list(partitions), "was": list(was.partitions)}
-        audit(conn, actor, "producer_key.scope", key_id, details)
+        audit.record(conn, actor, "producer_key.scope", key_id, details)
         return _locked(conn, key_id)
 
 
@@ -184,7 +184,7 @@ def rotate(
             )
         )
         details = {"previous_until": until.isoformat() if until else None}
-        audit(conn, actor, "producer_key.rotate", key_id, details)
+        audit.record(conn, actor, "producer_key.rotate", key_id, details)
         return _locked(conn, key_id)
 
 
@@ -199,7 +199,7 @@ def revoke(engine: Engine, key_id: str, actor: str, now: dt.datetime) -> StoredK
             .where(pk.c.key_id == key_id)
             .values(status=REVOKED, revoked_at=now, updated_at=now)
         )
-        audit(conn, actor, "producer_key.revoke", key_id, {})
+        audit.record(conn, actor, "producer_key.revoke", key_id, {})
         return _locked(conn, key_id)
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import (
     update,
 )
 
-from shared.adapters.db.dead_letters import audit
+from shared.adapters.db import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.disputes.sql import d, disputes_query, to_dispute
 from shared.adapters.db.disputes.types import Filter
@@ -98,7 +98,7 @@ def put(engine: Engine, partner: Partner, actor: str, now: dt.datetime) -> bool:
         shown: dict[str, Any] = {k: v for k, v in values.items() if k != "updated_at"}
         if partner.key_ids:
             shown["key_ids"] = sorted(set(partner.key_ids))
-        audit(
+        audit.record(
             conn,
             actor,
             "partner.put",

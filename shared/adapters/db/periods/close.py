@@ -21,8 +21,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
+from shared.adapters.db import audit
 from shared.adapters.db.bulk import insert_rows
-from shared.adapters.db.dead_letters import audit
 from shared.adapters.db.periods import booking, sums
 from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
 from shared.adapters.db.tables import dead_letters, ledger_entries, outbox
@@ -102,7 +102,7 @@ def _cut(conn: Connection, row: Any, next_name: str, note: str | None, actor: st
             name=next_name, seq=row.seq + 1, status=OPEN, opened_at=now, after_id=last_id
         )
     )
-    audit(conn, actor, "period.close", row.name, {"next": next_name, "note": note})
+    audit.record(conn, actor, "period.close", row.name, {"next": next_name, "note": note})
 
 
 def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
 
-from shared.adapters.db.dead_letters import audit
+from shared.adapters.db import audit
 from shared.adapters.db.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
 from shared.adapters.db.types import utc
 from shared.domain.webhooks import EVENT_TYPES, ROTATION_GRACE_S, new_secret
@@ -277,4 +277,4 @@ def _audit(conn: Connection, actor: str | None, action: str, target: str, **deta
     changes); never a secret."""
     if actor is not None:
         shown = {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in details.items()}
-        audit(conn, actor, action, target, shown)
+        audit.record(conn, actor, action, target, shown)
