@@ -188,6 +188,8 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     )
     line_ref_name: ClassVar[str] = "leg_no"
     x12_set: ClassVar[str | None] = "210"
+    # No ``x12_query``: a 210's partition is its carrier (B3-11), and it has no period.
+    x12_fast_path: ClassVar[bool] = True  # most 210s are plain (``freight_fast``)
     document_model = FreightDocument
     contract_model = FreightContract
     batch_model = FreightBatch
