@@ -37,6 +37,11 @@ Identifier = Annotated[
     str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f-\x9f|]+$")
 ]
 
+# A document's ``raw_payload``, the partner's original as it came (an X12 set),
+# in base64: at most this many characters. The X12 fast path writes it itself
+# (``shared.domain.x12.freight_fast``), so it reads the limit here, not from a kind.
+MAX_RAW_PAYLOAD = 512 * 1024 * 1024
+
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
 LineCell = str | Decimal | None  # a cell of ``Kind.line_cells``
 

@@ -21,6 +21,7 @@ from pydantic.config import JsonDict
 
 from shared.domain.keys import sha256_hex
 from shared.domain.kinds.base import (
+    MAX_RAW_PAYLOAD,
     Direction,
     Document,
     Fraction,
@@ -43,7 +44,6 @@ from shared.errors import BusinessError
 
 DocumentType = Literal["PDF", "EDI", "XML"]
 RateBasis = Literal["mile", "cwt", "unit", "flat"]
-MAX_RAW_PAYLOAD = 512 * 1024 * 1024  # base64 characters
 
 
 # _quantity_for_cwt, as the published schema says it.
