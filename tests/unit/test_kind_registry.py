@@ -19,15 +19,13 @@ from shared.domain.x12.synthetic import GENERATORS as X12_GENERATORS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The files a new kind touches (docs/architecture.md#settlement-kinds says why
-# each): its module and the registry's line, its synthetic batch for `settleq gen`,
-# the demo and the benches, and, for a kind partners send as X12, the X12 codec
-# and intake.
+# The files that may name a kind (docs/architecture.md#settlement-kinds says why
+# each): its module and the registry's line, and its synthetic batch for `settleq
+# gen`, the demo and the benches. The X12 codec and intake read a kind's X12 facts
+# from it (``x12_set``, ``x12_query``, ``x12_fast_path``) and map by set.
 MAY_NAME_A_KIND = (
     "shared/domain/kinds/",
     "shared/domain/synthetic.py",
-    "shared/domain/x12/",
-    "services/api/edi/",
 )
 
 
