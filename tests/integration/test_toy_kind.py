@@ -241,3 +241,14 @@ def test_a_toy_kind_settles_from_the_front_door_to_the_csv(
         ).items()
     assert next(i for i in kind_infos() if i.name == "toy_rebate").places == 3
     assert money("1234.5", "toy_rebate") == "1,234.500"  # the CLI, at the toy's quantum
+
+
+def test_the_published_batch_schema_holds_the_toy_kind(
+    toy_kind: ToyRebate, env: ServiceEnv
+) -> None:
+    """The OpenAPI document is written from the registry as it is when the app
+    writes it, not as it was at import."""
+    document = create_app(env.settings()).openapi()
+    body = document["paths"]["/v1/batches"]["post"]["requestBody"]["content"]
+    assert "ToyBatch" in document["components"]["schemas"]
+    assert "#/components/schemas/ToyBatch" in json.dumps(body["application/json"]["schema"])
