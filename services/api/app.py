@@ -111,7 +111,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            finish(default_openapi(), batches.COMPONENT_SCHEMAS)
+            # The batch's schema of the kinds registered now, not at import.
+            body, components = batches.request_body()
+            schema = default_openapi()
+            schema["paths"]["/v1/batches"]["post"]["requestBody"] = body
+            finish(schema, components)
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

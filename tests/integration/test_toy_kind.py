@@ -163,8 +163,19 @@ def _take(ctx: WorkerContext, family: str) -> list[Any]:
         connection.close()
 
 
+def _body(media: str, document: dict[str, Any]) -> bytes:
+    """The batch of one ``document`` as ``media``: JSON, or NDJSON's header line
+    and then the document's."""
+    if media == "application/json":
+        return json.dumps({"kind": "toy_rebate", "documents": [document]}).encode()
+    return (json.dumps({"kind": "toy_rebate"}) + "\n" + json.dumps(document) + "\n").encode()
+
+
+# Both bodies: the JSON one is validated by the batch adapter of the kinds
+# registered now, the NDJSON one document by document by the kind's model.
+@pytest.mark.parametrize("media", ["application/json", "application/x-ndjson"])
 def test_a_toy_kind_settles_from_the_front_door_to_the_csv(
-    toy_kind: ToyRebate, env: ServiceEnv, ctx: WorkerContext
+    toy_kind: ToyRebate, env: ServiceEnv, ctx: WorkerContext, media: str
 ) -> None:
     store = uid("STORE-")
     with TestClient(create_app(env.settings())) as http:
@@ -180,12 +191,7 @@ def test_a_toy_kind_settles_from_the_front_door_to_the_csv(
             {"line_no": 2, "units": "1000", "claimed_amount": "333.000"},  # model 333.300
         ]
         document = {"document_id": uid("T-"), "partition_key": store, "contract_version": 1}
-        body = (
-            json.dumps({"kind": "toy_rebate"})
-            + "\n"
-            + json.dumps({**document, "lines": lines})
-            + "\n"
-        ).encode()
+        body = _body(media, {**document, "lines": lines})
         signature = sign_request(PRODUCER_SECRET, int(time.time()), "POST", "/v1/batches", body)
         posted = http.post(
             "/v1/batches",
@@ -193,7 +199,7 @@ def test_a_toy_kind_settles_from_the_front_door_to_the_csv(
             headers={
                 "X-Key-Id": PRODUCER_ID,
                 "X-Signature": signature,
-                "Content-Type": "application/x-ndjson",
+                "Content-Type": media,
             },
         )
         assert posted.status_code == 202, posted.text
@@ -235,3 +241,14 @@ def test_a_toy_kind_settles_from_the_front_door_to_the_csv(
         ).items()
     assert next(i for i in kind_infos() if i.name == "toy_rebate").places == 3
     assert money("1234.5", "toy_rebate") == "1,234.500"  # the CLI, at the toy's quantum
+
+
+def test_the_published_batch_schema_holds_the_toy_kind(
+    toy_kind: ToyRebate, env: ServiceEnv
+) -> None:
+    """The OpenAPI document is written from the registry as it is when the app
+    writes it, not as it was at import."""
+    document = create_app(env.settings()).openapi()
+    body = document["paths"]["/v1/batches"]["post"]["requestBody"]["content"]
+    assert "ToyBatch" in document["components"]["schemas"]
+    assert "#/components/schemas/ToyBatch" in json.dumps(body["application/json"]["schema"])

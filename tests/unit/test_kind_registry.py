@@ -13,20 +13,19 @@ from services.api.routes.kinds import kind_infos
 from services.commands.money import money
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.synthetic import GENERATORS
-from shared.domain.x12.mapping import KINDS as X12_SETS
+from shared.domain.x12.mapping import MAPPERS as X12_MAPPERS
+from shared.domain.x12.mapping import kinds_by_set
 from shared.domain.x12.synthetic import GENERATORS as X12_GENERATORS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The files a new kind touches (docs/architecture.md#settlement-kinds says why
-# each): its module and the registry's line, its synthetic batch for `settleq gen`,
-# the demo and the benches, and, for a kind partners send as X12, the X12 codec
-# and intake.
+# The files that may name a kind (docs/architecture.md#settlement-kinds says why
+# each): its module and the registry's line, and its synthetic batch for `settleq
+# gen`, the demo and the benches. The X12 codec and intake read a kind's X12 facts
+# from it (``x12_set``, ``x12_query``, ``x12_fast_path``) and map by set.
 MAY_NAME_A_KIND = (
     "shared/domain/kinds/",
     "shared/domain/synthetic.py",
-    "shared/domain/x12/",
-    "services/api/edi/",
 )
 
 
@@ -69,8 +68,17 @@ def test_every_kind_has_a_synthetic_batch_that_the_front_door_takes() -> None:
 
 def test_the_x12_sets_are_the_kinds_that_say_so() -> None:
     by_set = {kind.x12_set: name for name, kind in KINDS.items() if kind.x12_set}
-    assert {code: kind for code, (kind, _) in X12_SETS.items()} == by_set
-    assert set(X12_GENERATORS) == set(by_set.values())
+    assert len(by_set) == len([k for k in KINDS.values() if k.x12_set]), "a set of two kinds"
+    assert {code: kind.name for code, kind in kinds_by_set().items()} == by_set
+    assert set(X12_MAPPERS) == set(by_set)
+    assert set(X12_GENERATORS) == set(by_set)
+
+
+def test_a_kinds_x12_facts_agree_with_what_the_x12_intake_reads() -> None:
+    for name, kind in KINDS.items():
+        assert not kind.x12_fast_path or kind.x12_set == "210", name
+        assert not kind.x12_query or kind.x12_set, name
+        assert set(kind.x12_query) <= {"partition_key", "period"}, name
 
 
 def test_no_file_outside_a_kinds_own_names_a_kind() -> None:

@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover
 from services.api.edi import forkserver
 from services.api.edi.layout import Layout
 from services.api.edi.spooled import Spooled
+from shared.domain.kinds import KINDS
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.mapping import map_stream
@@ -90,8 +91,6 @@ class _Order(msgspec.Struct, array_like=True):
 
 _order = msgspec.msgpack.Encoder().encode
 _read_order = msgspec.msgpack.Decoder(_Order).decode
-# The kind whose sets are mapped on several cores (a 210's: ``fast_210_line``).
-FAST_KIND = "freight_audit"
 CAN_START = forkserver.CAN_FORK and hasattr(os, "memfd_create")
 # The mapping children's fork server: this module run as its main.
 SERVER = forkserver.ForkServer(__name__)
@@ -297,9 +296,11 @@ def run(message: bytes, fds: list[int]) -> None:
 
 
 def wanted(kind: str, total: int, layout: Layout) -> bool:
-    """Whether a file of ``kind`` and ``total`` sets is mapped by children too:
+    """Whether a file of ``kind`` and ``total`` sets is mapped by children too (a
+    kind of the fast path, ``Kind.x12_fast_path``: its sets' ``fast_210_line``):
     the parent and each child decide alike, on the same file."""
-    return kind == FAST_KIND and layout.children >= 1 and total >= layout.min_cycles * layout.cycle
+    fast = kind in KINDS and KINDS[kind].x12_fast_path
+    return fast and layout.children >= 1 and total >= layout.min_cycles * layout.cycle
 
 
 def _block(

@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
 
-from services.api.edi.child import CAN_START, FAST_KIND, Child, start_child, wanted
+from services.api.edi.child import CAN_START, Child, start_child, wanted
 from services.api.edi.layout import Layout
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
-from shared.domain.x12.mapping import KINDS, Entries, MappedStream
+from shared.domain.x12.mapping import Entries, MappedStream, kinds_by_set
 from shared.domain.x12.sets import Place, Query
 
 # What ``start`` uses unless told (the tests make its blocks a few sets).
@@ -90,7 +90,8 @@ def may_be_210(head: bytes) -> bool:
     for segment in head[isa:].split(terminator)[:-1]:  # the last may be cut short
         elements = segment.strip().split(separator)
         if elements[0] == b"ST" and len(elements) > 1:
-            return KINDS.get(elements[1].strip().decode("latin-1"), ("",))[0] == FAST_KIND
+            kind = kinds_by_set().get(elements[1].strip().decode("latin-1"))
+            return kind is not None and kind.x12_fast_path
     return True
 
 

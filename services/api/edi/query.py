@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pydantic import TypeAdapter, ValidationError
 
 from services.api.errors import ApiError
+from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.ids import address_problem, refusal_message
 
@@ -69,17 +70,25 @@ def edi_query(params: Mapping[str, str], media: str) -> EdiQuery | None:
 
 
 def query_applies(query: EdiQuery, kind: str) -> None:
-    """``partition_key`` and ``period`` name an 810 file's vendor and period. A
-    210's partition is its carrier (B3-11) and its period is not asked: a
-    parameter that would be ignored is refused, so that no one believes a
-    file of 210s was settled under a partition or period it was not."""
-    if kind == "promo_accrual":
-        return
-    given = [n for n in ("partition_key", "period") if getattr(query, n) is not None]
+    """``partition_key`` and ``period`` apply to the files of a kind whose
+    ``x12_query`` names them (an 810's vendor and period). A 210's partition is
+    its carrier (B3-11) and its period is not asked: a parameter that would be
+    ignored is refused, so that no one believes a file of 210s was settled under
+    a partition or period it was not."""
+    registered = KINDS.get(kind)
+    takes = registered.x12_query if registered is not None else ()
+    given = [
+        n for n in ("partition_key", "period") if getattr(query, n) is not None and n not in takes
+    ]
     if given:
+        sets = f"{registered.x12_set}s" if registered is not None else "its sets"
+        takers = " and ".join(
+            f"{k.x12_set}s" for k in KINDS.values() if k.x12_set and set(given) <= set(k.x12_query)
+        )
         raise ApiError(
             422,
             "query_parameter_not_applicable",
-            f"{' and '.join(given)} apply to 810s only: a 210's partition is its carrier (B3-11)",
-            [{"loc": ["query", name], "msg": "not applicable to 210s"} for name in given],
+            f"{' and '.join(given)} apply to {takers or 'no file'} only: a file of {sets}"
+            " would ignore them",
+            [{"loc": ["query", name], "msg": f"not applicable to {sets}"} for name in given],
         )

@@ -35,11 +35,6 @@ from shared.settings import ProducerKey
 router = APIRouter(tags=["batches"])
 log = logging.getLogger("settleq.api")
 
-# The body is read raw (its exact bytes are signed) and validated by the kinds'
-# own models; its schema is published under components (see app.openapi).
-_BATCH_SCHEMA = BATCH.json_schema(ref_template="#/components/schemas/{model}")
-COMPONENT_SCHEMAS: dict[str, Any] = _BATCH_SCHEMA.pop("$defs", {})
-
 
 # The body reaches the app in parts of up to 64 KiB; it is validated a few
 # parts at a time because a hop to the thread pool and back costs more CPU
@@ -83,6 +78,38 @@ _errors: dict[int | str, dict[str, Any]] = {
     }.items()
 }
 _errors[200] = {"model": Accepted, "description": "the same submission, seen before"}
+
+
+def request_body() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The body's OpenAPI description and the component schemas it refers to, of
+    the kinds registered now (``app.openapi`` asks when it writes the document,
+    so a kind registered after import is in it). The body is read raw (its exact
+    bytes are signed) and validated by the kinds' own models (``BATCH``)."""
+    schema = BATCH.json_schema(ref_template="#/components/schemas/{model}")
+    components: dict[str, Any] = schema.pop("$defs", {})
+    x12 = " or ".join(f"{k.x12_set}s ({k.name})" for k in KINDS.values() if k.x12_set)
+    body = {
+        "required": True,
+        "content": {
+            "application/json": {"schema": schema},
+            "application/x-ndjson": {
+                "schema": {
+                    "type": "string",
+                    "description": 'first line {"kind": ...}, then one document per line',
+                }
+            },
+            "application/edi-x12": {
+                "schema": {
+                    "type": "string",
+                    "description": (
+                        f"an ANSI X12 file of {x12}, as the trading partner sent it"
+                        " (docs/api.md#edi-intake)"
+                    ),
+                }
+            },
+        },
+    }
+    return body, components
 
 
 def _query_parameter(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -190,33 +217,8 @@ def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started:
     status_code=202,
     response_model=Accepted,
     responses=_errors,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": _BATCH_SCHEMA},
-                "application/x-ndjson": {
-                    "schema": {
-                        "type": "string",
-                        "description": 'first line {"kind": ...}, then one document per line',
-                    }
-                },
-                "application/edi-x12": {
-                    "schema": {
-                        "type": "string",
-                        "description": (
-                            "an ANSI X12 file of "
-                            + " or ".join(
-                                f"{k.x12_set}s ({k.name})" for k in KINDS.values() if k.x12_set
-                            )
-                            + ", as the trading partner sent it (docs/api.md#edi-intake)"
-                        ),
-                    }
-                },
-            },
-        },
-        "parameters": _X12_QUERY,
-    },
+    # The body as the registry is at import; app.openapi writes it anew.
+    openapi_extra={"requestBody": request_body()[0], "parameters": _X12_QUERY},
 )
 async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
     started = time.perf_counter()

@@ -274,7 +274,7 @@ def gen(
     if ndjson and output not in ("json", "ndjson"):
         _refuse(f"--ndjson and --format {output} ask for two formats")
     if output == "x12":
-        make_file = X12_GENERATORS.get(kind)
+        make_file = X12_GENERATORS.get(KINDS[kind].x12_set or "")
         if make_file is None:
             _refuse(f"{kind} has no X12 form: --format x12 takes {_X12_KINDS}")
         spread = {KINDS[kind].partition_noun + "s": partitions}

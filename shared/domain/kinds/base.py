@@ -37,6 +37,11 @@ Identifier = Annotated[
     str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f-\x9f|]+$")
 ]
 
+# A document's ``raw_payload``, the partner's original as it came (an X12 set),
+# in base64: at most this many characters. The X12 fast path writes it itself
+# (``shared.domain.x12.freight_fast``), so it reads the limit here, not from a kind.
+MAX_RAW_PAYLOAD = 512 * 1024 * 1024
+
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
 LineCell = str | Decimal | None  # a cell of ``Kind.line_cells``
 
@@ -257,6 +262,16 @@ class Kind(Generic[D, C]):
     # The X12 transaction set a trading partner sends the kind's documents as
     # (docs/api.md#edi-intake), or None: the kind comes as JSON or NDJSON only.
     x12_set: ClassVar[str | None] = None
+    # The query parameters of an X12 submission, besides ``contract_version``, that
+    # its files take (an 810's ``partition_key`` and ``period``, which the file may
+    # not say); another given for them is refused (``query_parameter_not_applicable``):
+    # it would be ignored (docs/api.md#edi-intake).
+    x12_query: ClassVar[tuple[str, ...]] = ()
+    # Whether its X12 sets are mapped by the 210's fast path first, straight to
+    # their documents' JSON bytes (``shared.domain.x12.freight_fast``), and so, in a
+    # large file, on several cores (services/api/edi/parallel.py). Only a kind of
+    # 210s may say so (tests/unit/test_kind_registry.py).
+    x12_fast_path: ClassVar[bool] = False
     # Whether every line's reconciliation key starts with its document's partition
     # and id: then an attempt leases the document once, not each line's key
     # (``leasing.document_lease``). A recipe's key is its content's, which two

@@ -21,6 +21,7 @@ from pydantic.config import JsonDict
 
 from shared.domain.keys import sha256_hex
 from shared.domain.kinds.base import (
+    MAX_RAW_PAYLOAD,
     Direction,
     Document,
     Fraction,
@@ -43,7 +44,6 @@ from shared.errors import BusinessError
 
 DocumentType = Literal["PDF", "EDI", "XML"]
 RateBasis = Literal["mile", "cwt", "unit", "flat"]
-MAX_RAW_PAYLOAD = 512 * 1024 * 1024  # base64 characters
 
 
 # _quantity_for_cwt, as the published schema says it.
@@ -188,6 +188,8 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
     )
     line_ref_name: ClassVar[str] = "leg_no"
     x12_set: ClassVar[str | None] = "210"
+    # No ``x12_query``: a 210's partition is its carrier (B3-11), and it has no period.
+    x12_fast_path: ClassVar[bool] = True  # most 210s are plain (``freight_fast``)
     document_model = FreightDocument
     contract_model = FreightContract
     batch_model = FreightBatch

@@ -165,6 +165,9 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
     )
     line_ref_name: ClassVar[str] = "line_no"
     x12_set: ClassVar[str | None] = "810"
+    # The file may not name the vendor or the period (else REF*IA, REF*VN or the
+    # N1's; BIG-01's quarter): the query may.
+    x12_query: ClassVar[tuple[str, ...]] = ("partition_key", "period")
     document_model = PromoDocument
     contract_model = PromoContract
     batch_model = PromoBatch

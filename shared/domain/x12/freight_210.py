@@ -1,4 +1,4 @@
-"""210 (motor carrier freight invoice) → one ``freight_audit`` document
+"""210 (motor carrier freight invoice) → one freight document (``FreightDocument``)
 (docs/architecture.md#edi-intake).
 
 One leg, ``leg_no`` 1, per ST. Its charges are the L1 lines: the one linehaul

@@ -45,7 +45,7 @@ from typing import Any
 
 import msgspec
 
-from shared.domain.kinds.freight_audit import MAX_RAW_PAYLOAD
+from shared.domain.kinds.base import MAX_RAW_PAYLOAD
 from shared.domain.kinds.ids import is_address
 from shared.domain.x12.freight_leg import Elements, Unsure, amount, leg_json
 from shared.domain.x12.lazy import lazy_bytes, raw_bytes

@@ -1,4 +1,4 @@
-"""810 (invoice) → one ``promo_accrual`` document, a line per allowance
+"""810 (invoice) → one promotional claim (``PromoDocument``), a line per allowance
 (docs/architecture.md#edi-intake).
 
 A line is a SAC with SAC01 ``A`` inside an IT1 loop (after its IT1, before

@@ -1,8 +1,9 @@
 """``map_file``: a file's interchanges into one batch of one kind
 (docs/architecture.md#edi-intake).
 
-Each ST..SE is one document: 210 → ``freight_audit`` (``freight_210``), 810 →
-``promo_accrual`` (``invoice_810``). The documents are the JSON-ready dicts
+Each ST..SE is one document of the kind whose ``x12_set`` its set is (the
+registry's, ``shared.domain.kinds``): a 210 by ``freight_210``, an 810 by
+``invoice_810`` (``MAPPERS``). The documents are the JSON-ready dicts
 the kind's document model takes, and each value is checked against the
 model's limits where it is read (``numbers.SetValues``), so the problem names
 the segment and element at fault; tests validate every mapped document with
@@ -13,9 +14,10 @@ into its chunk's bytes before the next is made: a 100,000-set file's
 documents are never all held at once (180 MiB of dicts). ``map_file`` is the
 same, collected.
 
-A 210 that ``freight_fast`` maps comes as its JSON bytes (a ``FastLine``,
-``MappedStream.entries``), which the front door stores as they are: valid for
-the kind's model by construction, so not decoded again to be screened.
+A 210 of a kind with ``x12_fast_path`` that ``freight_fast`` maps comes as its
+JSON bytes (a ``FastLine``, ``MappedStream.entries``), which the front door
+stores as they are: valid for the kind's model by construction, so not decoded
+again to be screened.
 ``documents`` (and so ``map_file``) decodes them into the same dicts.
 """
 
@@ -27,6 +29,8 @@ from typing import Any
 
 import msgspec
 
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.base import Kind
 from shared.domain.x12.freight_210 import map_210
 from shared.domain.x12.freight_fast import FastLine, fast_210_line
 from shared.domain.x12.invoice_810 import map_810
@@ -57,11 +61,14 @@ def _freight(place: Place, query: Query, problems: Problems) -> dict[str, Any] |
     return map_210(place, query, problems) if fast is None else fast
 
 
-KINDS: dict[str, tuple[str, Mapper]] = {
-    "210": ("freight_audit", _freight),
-    "810": ("promo_accrual", map_810),
-}
-_MAPPERS: dict[str, Mapper] = {kind: mapper for kind, mapper in KINDS.values()}
+# How each transaction set is read. Which kind its documents are is the kind's
+# say (``Kind.x12_set``): ``kinds_by_set``.
+MAPPERS: dict[str, Mapper] = {"210": _freight, "810": map_810}
+
+
+def kinds_by_set() -> dict[str, Kind[Any, Any]]:
+    """The registered kinds partners send as X12, by their set, if it is read here."""
+    return {k.x12_set: k for k in KINDS.values() if k.x12_set is not None and k.x12_set in MAPPERS}
 
 
 @dataclass
@@ -93,8 +100,8 @@ class MappedStream:
         mapped_any = False
         # The file is of one kind (map_stream refused it otherwise): one mapper for its
         # sets, and for 210s the fast path first (as ``_freight``, without its call).
-        fast = self.kind == "freight_audit"
-        mapper = map_210 if fast else _MAPPERS.get(self.kind)
+        fast = self._fast_path()
+        mapper = map_210 if fast else self._mapper()
         behind = _Behind()
         # Each set's correlation id starts with its group's: made once, not per set.
         for interchange in self.interchanges:
@@ -108,7 +115,7 @@ class MappedStream:
                         mapped_any = True
                         yield line
                         continue
-                    mapped = (mapper or KINDS[place.code][1])(place, query, problems)
+                    mapped = (mapper or MAPPERS[place.code])(place, query, problems)
                     if isinstance(mapped, Skipped):
                         skipped.append(mapped)
                     elif mapped is not None:
@@ -116,6 +123,14 @@ class MappedStream:
                         yield mapped
         behind.finished()
         self._refuse(mapped_any)
+
+    def _fast_path(self) -> bool:
+        kind = KINDS.get(self.kind)
+        return kind is not None and kind.x12_fast_path
+
+    def _mapper(self) -> Mapper | None:
+        kind = KINDS.get(self.kind)
+        return None if kind is None or kind.x12_set is None else MAPPERS.get(kind.x12_set)
 
     def set_count(self) -> int:
         """How many sets the file holds."""
@@ -163,7 +178,7 @@ class MappedStream:
         ``fast_210_line`` answers (services/api/edi/parallel.py has another process
         answer some). A None is mapped here by ``map_210``, so the documents, the
         problems, their order and the skipped sets are those of ``entries``."""
-        if self.kind != "freight_audit":
+        if not self._fast_path():
             yield from self._entries()
             return
         problems, query = self.problems, self.query
@@ -239,7 +254,7 @@ def map_stream(
     """
     interchanges = tuple(interchanges)
     problems = Problems()
-    kind = _one_kind(interchanges, problems)
+    kind = _one_kind(interchanges, kinds_by_set(), problems)
     if problems:
         raise EdiRefused(problems.in_order(), interchanges)
     query = Query(contract_version, partition_key, period, senders)
@@ -261,8 +276,11 @@ def map_file(
     return Mapped(stream.kind, documents, stream.skipped, stream.interchanges)
 
 
-def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str | None:
-    """The file's kind; a problem for each set of no kind, and for a file of two."""
+def _one_kind(
+    interchanges: tuple[Interchange, ...], kinds: Mapping[str, Kind[Any, Any]], problems: Problems
+) -> str | None:
+    """The file's kind (of ``kinds``, by set); a problem for each set of no kind,
+    and for a file of two."""
     kind: str | None = None
     mixed = False
     for interchange in interchanges:
@@ -270,7 +288,7 @@ def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str 
             for transaction_set in group.sets:
                 # ST01 without the ST: a read set makes its ST anew on each ask.
                 code = transaction_set.code.strip()
-                if code not in KINDS:
+                if code not in kinds:
                     problems.at(
                         "edi_unsupported_transaction_set",
                         f"transaction set {code[:10]!r}: only 210 (freight invoices) and 810 "
@@ -281,8 +299,8 @@ def _one_kind(interchanges: tuple[Interchange, ...], problems: Problems) -> str 
                     )
                     continue
                 if kind is None:
-                    kind = KINDS[code][0]
-                elif KINDS[code][0] != kind and not mixed:
+                    kind = kinds[code].name
+                elif kinds[code].name != kind and not mixed:
                     mixed = True
                     problems.at(
                         "edi_mixed_kinds",

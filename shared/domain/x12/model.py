@@ -163,7 +163,7 @@ class Skipped:
 class Mapped:
     """A file read and mapped: one batch of one kind."""
 
-    kind: str  # "freight_audit" | "promo_accrual"
+    kind: str  # the registry's name of the kind whose ``x12_set`` its sets are
     documents: list[dict[str, Any]]  # JSON-ready documents of that kind, file order
     skipped: list[Skipped] = field(default_factory=list)
     interchanges: tuple[Interchange, ...] = ()

@@ -254,7 +254,5 @@ def _promo_body(rng: random.Random, n: int, seed: int, vendors: int, lines: _Cou
     return body
 
 
-GENERATORS: dict[str, Callable[..., bytes]] = {
-    "freight_audit": freight_210_file,
-    "promo_accrual": promo_810_file,
-}
+# By transaction set: ``settleq gen --format x12`` makes a kind's file of its ``x12_set``.
+GENERATORS: dict[str, Callable[..., bytes]] = {"210": freight_210_file, "810": promo_810_file}
