@@ -48,8 +48,9 @@ metadata: MetaData = MetaData(
 IDENTITY_OUTCOMES = ("posted", "disputed")
 
 KEY = String(64)  # lower-case hex SHA-256
-# The ledger's and the outcomes' indexed identifiers, compared byte by byte.
-RECONCILIATION_KEY, JOB_ID, OUTCOME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
+# The ledger's and the outcomes' indexed identifiers, compared byte by byte;
+# OUTCOME_NAME holds an outcome's name (posted, disputed, resolved, ...).
+RECONCILIATION_KEY, JOB_ID, OUTCOME_NAME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
 ID: String = String(128)
 TS: DateTime = DateTime(timezone=True)
 
@@ -150,7 +151,7 @@ ledger_entries = Table(
     Column("document_id", ID, nullable=False),
     Column("line_ref", ID, nullable=False),
     Column("job_id", JOB_ID, nullable=False),
-    Column("outcome", OUTCOME, nullable=False),
+    Column("outcome", OUTCOME_NAME, nullable=False),
     Column("amount", money_column_type(), nullable=False),
     Column("claimed_amount", money_column_type(), nullable=True),
     Column("delta", money_column_type(), nullable=False),
@@ -234,7 +235,7 @@ line_outcomes = Table(
     Column("chunk_id", String(32), nullable=False),
     Column("document_id", ID, nullable=False),
     Column("line_ref", ID, nullable=False),
-    Column("outcome", OUTCOME, nullable=False),
+    Column("outcome", OUTCOME_NAME, nullable=False),
     Column("reason", String(64), nullable=True),
     Column("amount", money_column_type(), nullable=True),
     Column("claimed_amount", money_column_type(), nullable=True),
