@@ -1,6 +1,7 @@
-"""The database schema (SQLAlchemy Core). ``ledger_entries`` is the stable
-table of docs/architecture.md#ledger-schema: finance queries it directly; rows are never updated or
-deleted.
+"""The database schema (SQLAlchemy Core): the core tables, and through the
+features' table modules it imports, the whole schema (``metadata``).
+``ledger_entries`` is the stable table of docs/architecture.md#ledger-schema:
+finance queries it directly; rows are never updated or deleted.
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Table,
     Text,
@@ -23,9 +22,17 @@ from sqlalchemy import (
     text,
 )
 
+# The features' tables, declared in their own modules on the same metadata
+# (schema.py): imported here so that ``metadata`` is the whole schema.
+from shared.adapters.db.edi import tables as _edi_tables  # noqa: F401
+from shared.adapters.db.operator_tables import audit_log as audit_log
+from shared.adapters.db.operator_tables import dispute_resolutions as dispute_resolutions
+from shared.adapters.db.operator_tables import producer_keys as producer_keys
+from shared.adapters.db.periods import tables as _period_tables  # noqa: F401
+from shared.adapters.db.schema import ID, JOB_ID, KEY, OUTCOME_NAME, RECONCILIATION_KEY, TS
+from shared.adapters.db.schema import metadata as metadata
 from shared.adapters.db.types import (
     BigId,
-    byte_ordered,
     id_list_type,
     identity_key,
     money_column_type,
@@ -34,25 +41,9 @@ from shared.adapters.db.types import (
 from shared.domain.events import PERIOD_CLOSED
 from shared.domain.kinds import KINDS
 
-metadata: MetaData = MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
-
 # The outcomes of the rows settlement writes: one per identity (the unique
 # index ``uq_ledger_entries_identity``). A ``resolved`` row is a dispute's resolution.
 IDENTITY_OUTCOMES = ("posted", "disputed")
-
-KEY = String(64)  # lower-case hex SHA-256
-# The ledger's and the outcomes' indexed identifiers, compared byte by byte;
-# OUTCOME_NAME holds an outcome's name (posted, disputed, resolved, ...).
-RECONCILIATION_KEY, JOB_ID, OUTCOME_NAME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
-ID: String = String(128)
-TS: DateTime = DateTime(timezone=True)
 
 meta = Table(
     "settleq_meta",
@@ -347,15 +338,6 @@ outbox = Table(
         sqlite_where=text("type <> 'outcome'"),
     ),
 )
-
-# Declared in their own modules (this one is at its size limit), on this metadata.
-from shared.adapters.db.edi import tables as _edi_tables  # noqa: E402, F401
-from shared.adapters.db.operator_tables import audit_log as audit_log  # noqa: E402
-from shared.adapters.db.operator_tables import (  # noqa: E402
-    dispute_resolutions as dispute_resolutions,
-)
-from shared.adapters.db.operator_tables import producer_keys as producer_keys  # noqa: E402
-from shared.adapters.db.periods import tables as _period_tables  # noqa: E402, F401
 
 # Webhook endpoints (docs/api.md#webhooks): a producer key's HTTPS receivers.
 # ``secret`` is the key material the signer needs (HMAC signs with the key
