@@ -10,7 +10,9 @@ what Alembic compares with and ``create_all`` builds.
 
 from __future__ import annotations
 
-from sqlalchemy import DateTime, MetaData, String
+from typing import Any
+
+from sqlalchemy import Column, Connection, DateTime, MetaData, String, Table, event
 
 from shared.adapters.db.types import byte_ordered
 
@@ -29,3 +31,20 @@ KEY = String(64)  # lower-case hex SHA-256
 RECONCILIATION_KEY, JOB_ID, OUTCOME_NAME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
 ID: String = String(128)
 TS: DateTime = DateTime(timezone=True)
+
+
+def default_on_postgresql(column: Column[Any], sql: str) -> None:
+    """Give ``column`` (of a declared table) the server default ``sql`` on
+    PostgreSQL alone, as its migration did: SQLite's tables keep none (adding
+    one there rebuilds the table). Declare the column with
+    ``server_default=FetchedValue()``: the server fills it in, and its DDL
+    comes from here, run after the table is created."""
+    table, name = column.table, column.name
+
+    def set_default(target: Table, connection: Connection, **_: Any) -> None:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql(
+                f"ALTER TABLE {table.name} ALTER COLUMN {name} SET DEFAULT {sql}"
+            )
+
+    event.listen(table, "after_create", set_default)

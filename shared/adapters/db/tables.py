@@ -10,6 +10,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
+    FetchedValue,
     ForeignKey,
     Index,
     Integer,
@@ -18,7 +19,6 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    func,
     text,
 )
 
@@ -29,7 +29,15 @@ from shared.adapters.db.operator_tables import audit_log as audit_log
 from shared.adapters.db.operator_tables import dispute_resolutions as dispute_resolutions
 from shared.adapters.db.operator_tables import producer_keys as producer_keys
 from shared.adapters.db.periods import tables as _period_tables  # noqa: F401
-from shared.adapters.db.schema import ID, JOB_ID, KEY, OUTCOME_NAME, RECONCILIATION_KEY, TS
+from shared.adapters.db.schema import (
+    ID,
+    JOB_ID,
+    KEY,
+    OUTCOME_NAME,
+    RECONCILIATION_KEY,
+    TS,
+    default_on_postgresql,
+)
 from shared.adapters.db.schema import metadata as metadata
 from shared.adapters.db.types import (
     BigId,
@@ -149,8 +157,8 @@ ledger_entries = Table(
     Column("supersedes_id", BigId, ForeignKey("ledger_entries.id"), nullable=True),
     Column("correlation_id", ID, nullable=True),
     # The unit's time: a row COPY'd into the ledger takes the transaction's
-    # now() by default (migration 0016, PostgreSQL), every other row is given it.
-    Column("created_at", TS, nullable=False, server_default=func.now()),
+    # now() by default (migration 0016, PostgreSQL: below), every other row is given it.
+    Column("created_at", TS, nullable=False, server_default=FetchedValue()),
     # The line's batch position (shared/domain/units.py::chunk_start); null for a
     # ``resolved`` row (not a line) and for rows written before migration 0013.
     Column("position", BigInteger, nullable=True),
@@ -186,6 +194,8 @@ ledger_entries = Table(
     # (GET /v1/lines, migration 0018).
     Index("ix_ledger_entries_document", "document_id", "partition_key", "id"),
 )
+
+default_on_postgresql(ledger_entries.c.created_at, "now()")
 
 # Exactly-once effect: one posted or disputed row per identity and version
 # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats its
@@ -310,9 +320,9 @@ outbox = Table(
     Column("body", Text, nullable=True),
     Column("created_at", TS, nullable=False),
     Column("published_at", TS, nullable=True),
-    # The writing transaction's id, by default (migration 0027, PostgreSQL;
-    # null on SQLite, whose one writer commits in id order).
-    Column("xid", BigInteger, nullable=True),
+    # The writing transaction's id, by default (migration 0027, PostgreSQL:
+    # below; null on SQLite, whose one writer commits in id order).
+    Column("xid", BigInteger, nullable=True, server_default=FetchedValue()),
     Column("type", String(32), nullable=False, server_default=OUTCOME),
     Column("subject", ID, nullable=True),  # a job id, a dispute id, an endpoint id (ping)
     # A JSON array, never joined text: a partition key may hold any separator
@@ -338,6 +348,8 @@ outbox = Table(
         sqlite_where=text("type <> 'outcome'"),
     ),
 )
+
+default_on_postgresql(outbox.c.xid, "(pg_current_xact_id()::text::bigint)")
 
 # Webhook endpoints (docs/api.md#webhooks): a producer key's HTTPS receivers.
 # ``secret`` is the key material the signer needs (HMAC signs with the key
