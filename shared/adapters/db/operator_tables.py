@@ -1,12 +1,12 @@
 """The tables of operators' decisions (dispute resolutions), actions (the
 audit log) and the producer keys they manage, on the schema's one metadata
-(shared/adapters/db/tables.py)."""
+(shared/adapters/db/schema.py)."""
 
 from __future__ import annotations
 
 from sqlalchemy import Column, ForeignKey, Index, String, Table, Text, UniqueConstraint
 
-from shared.adapters.db.tables import ID, TS, metadata
+from shared.adapters.db.schema import ID, TS, metadata
 from shared.adapters.db.types import BigId
 
 # The decision behind each ``resolved`` ledger row (docs/architecture.md#exactly-once-resolution):

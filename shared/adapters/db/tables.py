@@ -1,6 +1,7 @@
-"""The database schema (SQLAlchemy Core). ``ledger_entries`` is the stable
-table of docs/architecture.md#ledger-schema: finance queries it directly; rows are never updated or
-deleted.
+"""The database schema (SQLAlchemy Core): the core tables, and through the
+features' table modules it imports, the whole schema (``metadata``).
+``ledger_entries`` is the stable table of docs/architecture.md#ledger-schema:
+finance queries it directly; rows are never updated or deleted.
 """
 
 from __future__ import annotations
@@ -9,23 +10,37 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
-    DateTime,
+    FetchedValue,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Table,
     Text,
     UniqueConstraint,
-    func,
     text,
 )
 
+# The features' tables, declared in their own modules on the same metadata
+# (schema.py): imported here so that ``metadata`` is the whole schema.
+from shared.adapters.db.edi import tables as _edi_tables  # noqa: F401
+from shared.adapters.db.operator_tables import audit_log as audit_log
+from shared.adapters.db.operator_tables import dispute_resolutions as dispute_resolutions
+from shared.adapters.db.operator_tables import producer_keys as producer_keys
+from shared.adapters.db.periods import tables as _period_tables  # noqa: F401
+from shared.adapters.db.schema import (
+    ID,
+    JOB_ID,
+    KEY,
+    OUTCOME_NAME,
+    RECONCILIATION_KEY,
+    TS,
+    default_on_postgresql,
+)
+from shared.adapters.db.schema import metadata as metadata
 from shared.adapters.db.types import (
     BigId,
-    byte_ordered,
     id_list_type,
     identity_key,
     money_column_type,
@@ -34,24 +49,9 @@ from shared.adapters.db.types import (
 from shared.domain.events import PERIOD_CLOSED
 from shared.domain.kinds import KINDS
 
-metadata: MetaData = MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
-
 # The outcomes of the rows settlement writes: one per identity (the unique
 # index ``uq_ledger_entries_identity``). A ``resolved`` row is a dispute's resolution.
 IDENTITY_OUTCOMES = ("posted", "disputed")
-
-KEY = String(64)  # lower-case hex SHA-256
-# The ledger's and the outcomes' indexed identifiers, compared byte by byte.
-RECONCILIATION_KEY, JOB_ID, OUTCOME = byte_ordered(64), byte_ordered(32), byte_ordered(16)
-ID: String = String(128)
-TS: DateTime = DateTime(timezone=True)
 
 meta = Table(
     "settleq_meta",
@@ -150,15 +150,15 @@ ledger_entries = Table(
     Column("document_id", ID, nullable=False),
     Column("line_ref", ID, nullable=False),
     Column("job_id", JOB_ID, nullable=False),
-    Column("outcome", OUTCOME, nullable=False),
+    Column("outcome", OUTCOME_NAME, nullable=False),
     Column("amount", money_column_type(), nullable=False),
     Column("claimed_amount", money_column_type(), nullable=True),
     Column("delta", money_column_type(), nullable=False),
     Column("supersedes_id", BigId, ForeignKey("ledger_entries.id"), nullable=True),
     Column("correlation_id", ID, nullable=True),
     # The unit's time: a row COPY'd into the ledger takes the transaction's
-    # now() by default (migration 0016, PostgreSQL), every other row is given it.
-    Column("created_at", TS, nullable=False, server_default=func.now()),
+    # now() by default (migration 0016, PostgreSQL: below), every other row is given it.
+    Column("created_at", TS, nullable=False, server_default=FetchedValue()),
     # The line's batch position (shared/domain/units.py::chunk_start); null for a
     # ``resolved`` row (not a line) and for rows written before migration 0013.
     Column("position", BigInteger, nullable=True),
@@ -194,6 +194,8 @@ ledger_entries = Table(
     # (GET /v1/lines, migration 0018).
     Index("ix_ledger_entries_document", "document_id", "partition_key", "id"),
 )
+
+default_on_postgresql(ledger_entries.c.created_at, "now()")
 
 # Exactly-once effect: one posted or disputed row per identity and version
 # (docs/architecture.md#ledger-schema). Partial: a ``resolved`` row repeats its
@@ -234,7 +236,7 @@ line_outcomes = Table(
     Column("chunk_id", String(32), nullable=False),
     Column("document_id", ID, nullable=False),
     Column("line_ref", ID, nullable=False),
-    Column("outcome", OUTCOME, nullable=False),
+    Column("outcome", OUTCOME_NAME, nullable=False),
     Column("reason", String(64), nullable=True),
     Column("amount", money_column_type(), nullable=True),
     Column("claimed_amount", money_column_type(), nullable=True),
@@ -318,9 +320,9 @@ outbox = Table(
     Column("body", Text, nullable=True),
     Column("created_at", TS, nullable=False),
     Column("published_at", TS, nullable=True),
-    # The writing transaction's id, by default (migration 0027, PostgreSQL;
-    # null on SQLite, whose one writer commits in id order).
-    Column("xid", BigInteger, nullable=True),
+    # The writing transaction's id, by default (migration 0027, PostgreSQL:
+    # below; null on SQLite, whose one writer commits in id order).
+    Column("xid", BigInteger, nullable=True, server_default=FetchedValue()),
     Column("type", String(32), nullable=False, server_default=OUTCOME),
     Column("subject", ID, nullable=True),  # a job id, a dispute id, an endpoint id (ping)
     # A JSON array, never joined text: a partition key may hold any separator
@@ -347,14 +349,7 @@ outbox = Table(
     ),
 )
 
-# Declared in their own modules (this one is at its size limit), on this metadata.
-from shared.adapters.db.edi import tables as _edi_tables  # noqa: E402, F401
-from shared.adapters.db.operator_tables import audit_log as audit_log  # noqa: E402
-from shared.adapters.db.operator_tables import (  # noqa: E402
-    dispute_resolutions as dispute_resolutions,
-)
-from shared.adapters.db.operator_tables import producer_keys as producer_keys  # noqa: E402
-from shared.adapters.db.periods import tables as _period_tables  # noqa: E402, F401
+default_on_postgresql(outbox.c.xid, "(pg_current_xact_id()::text::bigint)")
 
 # Webhook endpoints (docs/api.md#webhooks): a producer key's HTTPS receivers.
 # ``secret`` is the key material the signer needs (HMAC signs with the key

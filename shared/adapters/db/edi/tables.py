@@ -24,7 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from shared.adapters.db.tables import ID, KEY, TS, metadata
+from shared.adapters.db.schema import ID, KEY, TS, metadata
 from shared.adapters.db.types import BigId
 
 # ISA13 and GS06 hold at most nine digits: numbers wrap to 1 after this.

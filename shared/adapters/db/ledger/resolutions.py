@@ -28,7 +28,8 @@ from sqlalchemy import Connection, Select, String, func, literal, select
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
 from shared.adapters.db.ledger import priors
 from shared.adapters.db.ledger.rounds import as_ledger_row
-from shared.adapters.db.tables import TS, ledger_entries
+from shared.adapters.db.schema import TS
+from shared.adapters.db.tables import ledger_entries
 from shared.domain.kinds import KINDS
 from shared.domain.units import LedgerRow
 

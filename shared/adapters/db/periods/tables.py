@@ -24,7 +24,7 @@ from sqlalchemy import (
     text,
 )
 
-from shared.adapters.db.tables import ID, KEY, TS, metadata
+from shared.adapters.db.schema import ID, KEY, TS, metadata
 from shared.adapters.db.types import total_column_type
 
 NAME = String(32)
