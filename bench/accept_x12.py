@@ -29,8 +29,8 @@ import httpx
 from bench.run import process_stats
 from services.tuning.gcpause import collector_paused
 from shared.domain.signing import sign_request
-from shared.domain.x12.mapping import map_stream
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.mapping.files import map_stream
+from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file
 from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET, isolated_env
 from tests.support.stack import Stack

@@ -15,8 +15,8 @@ import gc
 import time
 
 from services.tuning.gcpause import collector_paused
-from shared.domain.x12.mapping import map_file
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.mapping.files import map_file
+from shared.domain.x12.reading.reader import read_file
 
 _ISA = (
     b"ISA*00*          *00*          *02*SCAC           *ZZ*MGCTLYST       "

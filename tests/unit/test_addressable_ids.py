@@ -28,9 +28,9 @@ from shared.domain.kinds import KINDS
 from shared.domain.kinds.ids import PartitionKey, address_problem
 from shared.domain.kinds.promo_accrual import PromoDocument
 from shared.domain.kinds.screen import screen
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from shared.settings import ProducerKey, Settings
 from tests.unit.x12.build import freight, invoice, x12
 

@@ -17,9 +17,9 @@ from services.commands.cli import app
 from services.commands.errors import explain, refused
 from services.commands.intake import edi
 from shared.domain.kinds import KINDS
-from shared.domain.x12.ack import acknowledge
+from shared.domain.x12.acknowledging.answer import acknowledge
 from shared.domain.x12.model import EdiRefused, Problem
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.support.x12_files import Freight, freight_file
 from tests.unit.x12.build import REALDATA
 

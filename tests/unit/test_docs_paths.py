@@ -36,7 +36,7 @@ _PATH = re.compile(
 # name in it (``ledger/writer.py::writer_for``, ``edi/layout.py``, ``ack.py``).
 _RELATIVE = re.compile(r"(?<![\w/.-])((?:[a-z_0-9]+/)*[a-z_0-9]+\.py)\b(?:::([A-Za-z_][\w.]*))?")
 # A dotted module of the project's (``python -m bench.run``,
-# ``shared.domain.x12.lazy``), possibly followed by a name in it.
+# ``shared.domain.x12.reading.lazy``), possibly followed by a name in it.
 _DOTTED = re.compile(r"(?<![\w/.-])((?:shared|services|bench|tests)(?:\.[a-z_][a-z_0-9]*)+)\b")
 # Written by test runs, not kept in the tree.
 _GENERATED = ("tests/artifacts/",)

@@ -27,8 +27,8 @@ from services.api.edi.query import EdiQuery
 from services.api.edi.spool import Spool
 from shared.adapters.db.edi.partners import Partner
 from shared.domain.x12 import EdiRefused
-from shared.domain.x12.mapping import map_stream
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.mapping.files import map_stream
+from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from shared.settings import Settings
 from tests.unit.test_edi_fast_route import x12_ingest

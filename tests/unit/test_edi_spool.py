@@ -1,5 +1,5 @@
 """An X12 file spooled and read from its mapped pages (services/api/edi/spool.py,
-shared/domain/x12/pages.py): the same interchanges, problems and documents as
+shared/domain/x12/reading/pages.py): the same interchanges, problems and documents as
 from ``bytes``, with at most a few windows of the file in memory at a time."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from services.api.edi import child as edi_child
 from services.api.edi import parallel as edi_parallel
 from services.api.edi.spool import Spool, Spooled
 from services.api.errors import ApiError
-from shared.domain.x12 import pages
-from shared.domain.x12.freight_fast import FastLine
-from shared.domain.x12.mapping import map_stream
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.mapping.files import map_stream
+from shared.domain.x12.mapping.freight_210.fast import FastLine
+from shared.domain.x12.reading import pages
+from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from tests.unit.x12.test_fuzz import SEEDS, mutated
 from tests.unit.x12.test_reader_paths import _SYNTHETIC, _read

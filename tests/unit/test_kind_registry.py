@@ -13,8 +13,8 @@ from services.api.routes.kinds import kind_infos
 from services.commands.money import money
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.synthetic import GENERATORS
-from shared.domain.x12.mapping import MAPPERS as X12_MAPPERS
-from shared.domain.x12.mapping import kinds_by_set
+from shared.domain.x12.mapping.files import MAPPERS as X12_MAPPERS
+from shared.domain.x12.mapping.files import kinds_by_set
 from shared.domain.x12.synthetic import GENERATORS as X12_GENERATORS
 
 ROOT = Path(__file__).resolve().parents[2]

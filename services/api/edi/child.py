@@ -45,10 +45,10 @@ from services.api.edi.layout import Layout
 from services.api.edi.spooled import Spooled
 from shared.domain.kinds import KINDS
 from shared.domain.x12 import EdiRefused
-from shared.domain.x12.freight_fast import FastLine, fast_210_line
-from shared.domain.x12.mapping import map_stream
-from shared.domain.x12.reader import read_file
-from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.mapping.files import map_stream
+from shared.domain.x12.mapping.freight_210.fast import FastLine, fast_210_line
+from shared.domain.x12.mapping.sets import Place, Query
+from shared.domain.x12.reading.reader import read_file
 
 _PIPE_BYTES = 1 << 20
 # The child yields its core to anything else that wants it (PostgreSQL storing

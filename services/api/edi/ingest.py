@@ -37,11 +37,11 @@ from shared.domain.chunking import NewChunk
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.screen import screen
 from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, TransactionSet
-from shared.domain.x12.envelope import sender_of
-from shared.domain.x12.freight_fast import FastLine
-from shared.domain.x12.mapping import MappedStream, map_stream
-from shared.domain.x12.reader import read_file
-from shared.domain.x12.sets import Query
+from shared.domain.x12.mapping.files import MappedStream, map_stream
+from shared.domain.x12.mapping.freight_210.fast import FastLine
+from shared.domain.x12.mapping.sets import Query
+from shared.domain.x12.reading.envelope import sender_of
+from shared.domain.x12.reading.reader import read_file
 
 # What edi_interchanges can hold (edi/tables.py); a real ISA has 2, 15 and 9.
 _MAX_QUALIFIER, _MAX_SENDER, _MAX_CONTROL = 8, 128, 32

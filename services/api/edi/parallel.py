@@ -37,9 +37,9 @@ from itertools import islice
 
 from services.api.edi.child import CAN_START, Child, start_child, wanted
 from services.api.edi.layout import Layout
-from shared.domain.x12.freight_fast import FastLine, fast_210_line
-from shared.domain.x12.mapping import Entries, MappedStream, kinds_by_set
-from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.mapping.files import Entries, MappedStream, kinds_by_set
+from shared.domain.x12.mapping.freight_210.fast import FastLine, fast_210_line
+from shared.domain.x12.mapping.sets import Place, Query
 
 # What ``start`` uses unless told (the tests make its blocks a few sets).
 default_layout = Layout(children=1)

@@ -15,8 +15,8 @@ from services.tuning.gcpause import collector_paused
 from shared.adapters.db.edi.partners import Refusal
 from shared.adapters.db.edi.store import allocate_control_numbers
 from shared.domain.x12 import EdiRefused, Interchange, Problem
-from shared.domain.x12.ack import acknowledge
-from shared.domain.x12.ack_summary import summarize
+from shared.domain.x12.acknowledging.answer import acknowledge
+from shared.domain.x12.acknowledging.summary import summarize
 
 MAX_DETAILS = 100  # problems in the 422's details; the 997 has every one
 

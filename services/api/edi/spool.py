@@ -5,7 +5,7 @@ A file is read whole once received (``services/api/edi/ingest.py``). Held as
 its 202, on top of what reading and mapping it hold. Here its parts are written
 to an unnamed temporary file (``tempfile.TemporaryFile``: no name on disk, gone
 when closed or the process dies), which is then mapped read-only. The reader
-and the mapping let its pages go behind them (``shared.domain.x12.pages``), so
+and the mapping let its pages go behind them (``shared.domain.x12.reading.pages``), so
 the process holds a few windows of the file at a time, and the kernel keeps the
 rest in its page cache, which it may drop and read back: a partner's file's bytes
 cost the API a few MiB while they are read, whatever their size (what grows with

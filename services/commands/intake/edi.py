@@ -25,7 +25,7 @@ from services.commands.options import (
     console,
     make_client,
 )
-from shared.domain.x12.ack_summary import summarize
+from shared.domain.x12.acknowledging.summary import summarize
 
 EDI_X12 = "application/edi-x12"
 _BOM = b"\xef\xbb\xbf"
@@ -61,7 +61,7 @@ def refuse(response: httpx.Response) -> None:
 
 
 def verdict(ack: str) -> str:
-    """A 997's heading, by what it says (``shared/domain/x12/ack_summary.py``, as
+    """A 997's heading, by what it says (``shared/domain/x12/acknowledging/summary.py``, as
     a partner's page counts it): its interchange rejected (a TA1 ``R``), the
     sets it does not accept (an AK5 ``R``, or a group its AK9 rejects), or
     every set accepted (a file refused for what it holds, not its syntax)."""

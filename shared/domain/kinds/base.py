@@ -39,7 +39,7 @@ Identifier = Annotated[
 
 # A document's ``raw_payload``, the partner's original as it came (an X12 set),
 # in base64: at most this many characters. The X12 fast path writes it itself
-# (``shared.domain.x12.freight_fast``), so it reads the limit here, not from a kind.
+# (``shared.domain.x12.mapping.freight_210.fast``), so it reads the limit here, not from a kind.
 MAX_RAW_PAYLOAD = 512 * 1024 * 1024
 
 Outcome = Literal["posted", "disputed", "duplicate", "dead_lettered"]
@@ -268,7 +268,7 @@ class Kind(Generic[D, C]):
     # it would be ignored (docs/api.md#edi-intake).
     x12_query: ClassVar[tuple[str, ...]] = ()
     # Whether its X12 sets are mapped by the 210's fast path first, straight to
-    # their documents' JSON bytes (``shared.domain.x12.freight_fast``), and so, in a
+    # their documents' JSON bytes (``shared.domain.x12.mapping.freight_210.fast``), and so, in a
     # large file, on several cores (services/api/edi/parallel.py). Only a kind of
     # 210s may say so (tests/unit/test_kind_registry.py).
     x12_fast_path: ClassVar[bool] = False

@@ -13,11 +13,11 @@ from pathlib import Path
 import msgspec
 
 from shared.domain.kinds.freight_audit import FreightDocument
-from shared.domain.x12.freight_210 import map_210
-from shared.domain.x12.freight_fast import fast_210, fast_210_line
+from shared.domain.x12.mapping.freight_210.document import map_210
+from shared.domain.x12.mapping.freight_210.fast import fast_210, fast_210_line
+from shared.domain.x12.mapping.sets import Place, Query
 from shared.domain.x12.model import Interchange
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.sets import Place, Query
 
 # The repository is a sibling of shared/ (../shared/realdata); absent on a
 # clean checkout elsewhere, so the tests that need it skip.

@@ -1,4 +1,4 @@
-"""The 997 (shared/domain/x12/ack.py): the envelope back to the sender, AK1..AK9
+"""The 997 (shared/domain/x12/acknowledging/answer.py): the envelope back to the sender, AK1..AK9
 per group and AK2/AK5 per set, AK3/AK4 pointing at what is wrong, each code of
 ack_codes.py where it belongs; and pyx12 finds every 997 valid."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.domain.x12.ack import acknowledge
-from shared.domain.x12.ack_summary import summarize
-from shared.domain.x12.loops import loop_id
+from shared.domain.x12.acknowledging.answer import acknowledge
+from shared.domain.x12.acknowledging.loops import loop_id
+from shared.domain.x12.acknowledging.summary import summarize
 from shared.domain.x12.model import Interchange, Problem, Segment
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from tests.unit.x12.pyx12_peer import map_dir, validate_997

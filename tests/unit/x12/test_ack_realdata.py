@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.domain.x12.ack import acknowledge
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.acknowledging.answer import acknowledge
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused, Interchange, Problem
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import REALDATA
 from tests.unit.x12.pyx12_peer import map_dir, validate_997
 

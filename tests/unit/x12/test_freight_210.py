@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from shared.domain.kinds.freight_audit import FreightDocument
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused, Mapped, Problem
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import fast_and_slow_agree, freight, x12
 
 

@@ -1,6 +1,6 @@
-"""The 210 fast path (shared/domain/x12/freight_fast.py) answers only what map_210's rules
-answer: on random 210s, whatever it maps map_210 maps the same, without a problem, and
-what it leaves to map_210 is left whole."""
+"""The 210 fast path (shared/domain/x12/mapping/freight_210/fast.py) answers only what
+map_210's rules answer: on random 210s, whatever it maps map_210 maps the same, without a
+problem, and what it leaves to map_210 is left whole."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.domain.x12.freight_210 import BASIS
-from shared.domain.x12.freight_fast import fast_210
-from shared.domain.x12.numbers import is_identifier
-from shared.domain.x12.reader import read_file
-from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.mapping.freight_210.document import BASIS
+from shared.domain.x12.mapping.freight_210.fast import fast_210
+from shared.domain.x12.mapping.numbers import is_identifier
+from shared.domain.x12.mapping.sets import Place, Query
+from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file
 from tests.unit.x12.build import fast_and_slow_agree, freight, x12
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.domain.kinds import get_kind
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused, Interchange
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import DATA, REALDATA, fast_and_slow_agree, freight, invoice, x12
 
 

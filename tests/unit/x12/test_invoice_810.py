@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from shared.domain.kinds.promo_accrual import PromoDocument
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused, Mapped, Skipped
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import invoice, x12
 
 WALMART_IT1 = "IT1**1080*EA*3.61**IN*001719653*UP*022108955228*UK*00221089552284"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused, Skipped
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import freight, group, interchange, invoice, write, x12
 
 

@@ -1,4 +1,4 @@
-"""shared.domain.x12.reader.read_file on the oddities of real files
+"""shared.domain.x12.reading.reader.read_file on the oddities of real files
 (docs/architecture.md#edi-intake) and on each way an envelope can be wrong."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pickle
 
 import pytest
 
-from shared.domain.x12.lazy import raw_bytes, tagged
 from shared.domain.x12.model import EdiRefused, Segment, TransactionSet
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.lazy import raw_bytes, tagged
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import freight, group, interchange, isa, write, x12
 
 FILE = x12([("210", "0001", freight())])

@@ -12,8 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.domain.x12 import reader
-from shared.domain.x12.lazy import lazy_bytes, raw_bytes, tagged
 from shared.domain.x12.model import (
     Delimiters,
     EdiRefused,
@@ -21,7 +19,9 @@ from shared.domain.x12.model import (
     Segment,
     TransactionSet,
 )
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading import reader
+from shared.domain.x12.reading.lazy import lazy_bytes, raw_bytes, tagged
+from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file
 from tests.unit.x12.build import freight, x12
 from tests.unit.x12.test_fuzz import SEEDS, mutated

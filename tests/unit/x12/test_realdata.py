@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from shared.domain.kinds import get_kind
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused, Interchange, Mapped
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import DATA, REALDATA, fast_and_slow_agree
 
 Envelope = tuple[str, str, str, str | None, str, str, list[tuple[str, list[str]]]]

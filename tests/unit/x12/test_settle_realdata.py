@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from shared.domain.kinds import get_kind
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import Mapped
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from tests.unit.x12.build import DATA, REALDATA
 
 

@@ -13,10 +13,10 @@ import pytest
 
 from shared.domain.kinds import KINDS
 from shared.domain.synthetic import freight_contract, promo_contract
-from shared.domain.x12.ack import acknowledge
-from shared.domain.x12.mapping import map_file
+from shared.domain.x12.acknowledging.answer import acknowledge
+from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused
-from shared.domain.x12.reader import read_file
+from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from tests.unit.x12.pyx12_peer import map_dir, validate_997
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import re
 
-from shared.domain.x12.envelope import Fatal, Header, first_isa, read_isa, skip_space
 from shared.domain.x12.model import EdiRefused, Interchange, Problem
-from shared.domain.x12.pages import windows
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.scan import (
+from shared.domain.x12.reading.envelope import Fatal, Header, first_isa, read_isa, skip_space
+from shared.domain.x12.reading.pages import windows
+from shared.domain.x12.reading.scan import (
     Region,
     Text,
     find_region,
@@ -33,7 +33,7 @@ from shared.domain.x12.scan import (
     not_utf8,
     syntax_problems,
 )
-from shared.domain.x12.structure import EnvelopeReader
+from shared.domain.x12.reading.structure import EnvelopeReader
 
 _END_OF_FILE = re.compile(rb"[ \t\r\n\x00\x1a]*+\Z")  # NUL or DOS EOF padding after the IEA
 
@@ -42,7 +42,7 @@ def read_file(data: bytes, *, fast: bool = True) -> tuple[Interchange, ...]:
     """The file's interchanges, their sets' body segments read when first asked for.
 
     ``data`` is ``bytes`` or a spooled file's mapped pages, which the interchanges
-    then read their sets from (``shared.domain.x12.pages``).
+    then read their sets from (``shared.domain.x12.reading.pages``).
 
     Raises ``EdiRefused(problems)`` when the envelopes cannot be read, or
     ``EdiRefused(problems, interchanges)`` when they were read but a count, a

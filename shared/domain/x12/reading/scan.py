@@ -4,7 +4,7 @@ Everything here is a regular-expression or ``bytes`` scan (C speed, linear):
 the reader looks at envelope segments (ISA/GS/ST/SE/GE/IEA) one by one and at
 body segments only through these scans, so reading a large file costs a few
 passes over its bytes in C, not Python work per segment. A body segment is
-split into elements when it is asked for (``shared.domain.x12.lazy``).
+split into elements when it is asked for (``shared.domain.x12.reading.lazy``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 
-from shared.domain.x12.envelope import Fatal, Header
 from shared.domain.x12.model import Problem, Segment, segment
-from shared.domain.x12.pages import Behind, windows
+from shared.domain.x12.reading.envelope import Fatal, Header
+from shared.domain.x12.reading.pages import Behind, windows
 
 ENVELOPE_TAGS = (b"ISA", b"IEA", b"GS", b"GE", b"ST", b"SE")
 _MIN_WRAP = 60  # columns: a hard wrap is at least this wide (X12 tools wrap at 80)

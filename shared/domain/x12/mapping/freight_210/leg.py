@@ -16,8 +16,15 @@ from sys import intern
 import msgspec
 
 from shared.domain.money import MONEY_PLACES, QUANTITY_PLACES
-from shared.domain.x12.freight_210 import BASIS, KILOMETRES, LINEHAUL, MILES, NOT_ACCESSORIAL, TAX
-from shared.domain.x12.numbers import N2, R, fits, is_identifier
+from shared.domain.x12.mapping.freight_210.document import (
+    BASIS,
+    KILOMETRES,
+    LINEHAUL,
+    MILES,
+    NOT_ACCESSORIAL,
+    TAX,
+)
+from shared.domain.x12.mapping.numbers import N2, R, fits, is_identifier
 
 Elements = list[str]  # elements[n] is element n; elements[0] is the tag
 _N2, _R = N2.fullmatch, R.fullmatch

@@ -15,11 +15,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from shared.domain.x12.lazy import tagged
+from shared.domain.x12.mapping.numbers import SetValues, wire
+from shared.domain.x12.mapping.sets import Place, Query
 from shared.domain.x12.model import Segment
-from shared.domain.x12.numbers import SetValues, wire
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.reading.lazy import tagged
 
 _TAGS = ("B3", "B2A", "L0", "L1", "L3")
 LINEHAUL = frozenset({"", "400"})

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from shared.domain.x12.lazy import tagged
+from shared.domain.x12.mapping.numbers import SetValues, product
+from shared.domain.x12.mapping.sets import Place, Query
 from shared.domain.x12.model import Segment, Skipped
-from shared.domain.x12.numbers import SetValues, product
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.sets import Place, Query
+from shared.domain.x12.reading.lazy import tagged
 
 _TAGS = ("BIG", "REF", "N1", "IT1", "SAC", "TDS")
 SKU_QUALIFIERS = ("UP", "UK", "EN", "VN", "VP", "IN", "BP", "SK")

@@ -44,8 +44,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from shared.domain.x12.ack_codes import ISA_ELEMENT_NOTES, NOT_REJECTING, codes
-from shared.domain.x12.loops import loop_id
+from shared.domain.x12.acknowledging.codes import ISA_ELEMENT_NOTES, NOT_REJECTING, codes
+from shared.domain.x12.acknowledging.loops import loop_id
 from shared.domain.x12.model import (
     FunctionalGroup,
     Interchange,

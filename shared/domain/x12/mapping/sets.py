@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from shared.domain.x12.lazy import raw_bytes
 from shared.domain.x12.model import FunctionalGroup, Interchange, TransactionSet
+from shared.domain.x12.reading.lazy import raw_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class Place(NamedTuple):
 
     def raw_payload(self) -> str:
         """Base64 of the set's bytes as sent, from its ST tag through SE's terminator
-        (``shared.domain.x12.lazy.raw_bytes``); for a set built in memory, its segments
+        (``shared.domain.x12.reading.lazy.raw_bytes``); for a set built in memory, its segments
         written with the interchange's delimiters."""
         raw = raw_bytes(self.transaction_set)
         if raw is None:

@@ -31,10 +31,10 @@ import msgspec
 
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind
-from shared.domain.x12.freight_210 import map_210
-from shared.domain.x12.freight_fast import FastLine, fast_210_line
-from shared.domain.x12.invoice_810 import map_810
-from shared.domain.x12.lazy import lazy_bytes
+from shared.domain.x12.mapping.freight_210.document import map_210
+from shared.domain.x12.mapping.freight_210.fast import FastLine, fast_210_line
+from shared.domain.x12.mapping.invoice_810 import map_810
+from shared.domain.x12.mapping.sets import Place, Query, correlation_prefix
 from shared.domain.x12.model import (
     EdiRefused,
     Interchange,
@@ -43,9 +43,9 @@ from shared.domain.x12.model import (
     Skipped,
     TransactionSet,
 )
-from shared.domain.x12.pages import Behind
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.sets import Place, Query, correlation_prefix
+from shared.domain.x12.reading.lazy import lazy_bytes
+from shared.domain.x12.reading.pages import Behind
 
 # A 210's fast-path answer, for each place in order: its ``FastLine``, or None where
 # ``fast_210_line`` does not vouch for it (``MappedStream.entries_answered``).
@@ -208,7 +208,7 @@ class MappedStream:
 
 class _Behind:
     """A pass over the sets' file in order, letting its pages go a window behind
-    the set it is at (``shared.domain.x12.pages``): each interchange's sets are
+    the set it is at (``shared.domain.x12.reading.pages``): each interchange's sets are
     read from its own text."""
 
     __slots__ = ("behind", "buf")

@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from sys import intern
 
-from shared.domain.x12.envelope import Header
-from shared.domain.x12.lazy import Spans, new_set
 from shared.domain.x12.model import (
     FunctionalGroup,
     Interchange,
@@ -26,9 +24,11 @@ from shared.domain.x12.model import (
     Segment,
     TransactionSet,
 )
-from shared.domain.x12.pages import Behind
 from shared.domain.x12.problems import Problems
-from shared.domain.x12.scan import ENVELOPE_TAGS, Region, envelope_scan
+from shared.domain.x12.reading.envelope import Header
+from shared.domain.x12.reading.lazy import Spans, new_set
+from shared.domain.x12.reading.pages import Behind
+from shared.domain.x12.reading.scan import ENVELOPE_TAGS, Region, envelope_scan
 
 _TAGS = {tag: tag.decode() for tag in ENVELOPE_TAGS}
 # An open set: ST's position, first byte and end, then ST01 and ST02 as sent, and

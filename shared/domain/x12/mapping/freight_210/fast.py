@@ -47,10 +47,10 @@ import msgspec
 
 from shared.domain.kinds.base import MAX_RAW_PAYLOAD
 from shared.domain.kinds.ids import is_address
-from shared.domain.x12.freight_leg import Elements, Unsure, amount, leg_json
-from shared.domain.x12.lazy import lazy_bytes, raw_bytes
-from shared.domain.x12.numbers import is_identifier
-from shared.domain.x12.sets import Place, Query, correlation_prefix
+from shared.domain.x12.mapping.freight_210.leg import Elements, Unsure, amount, leg_json
+from shared.domain.x12.mapping.numbers import is_identifier
+from shared.domain.x12.mapping.sets import Place, Query, correlation_prefix
+from shared.domain.x12.reading.lazy import lazy_bytes, raw_bytes
 
 _MAX_VERSION = 2**31 - 1  # Ordinal's bound
 _encode = msgspec.json.Encoder().encode

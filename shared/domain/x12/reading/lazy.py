@@ -24,7 +24,7 @@ from struct import Struct
 from typing import Any
 
 from shared.domain.x12.model import Segment, TransactionSet, segment
-from shared.domain.x12.scan import Text
+from shared.domain.x12.reading.scan import Text
 
 _ST, _SE, _BODY = (TransactionSet.__dict__[name] for name in ("st", "se", "body"))
 _FIELDS = 7  # per set in ``Spans.offsets``: see ``Spans.add``
