@@ -53,7 +53,7 @@ from shared.adapters.db.engine import make_engine
 from shared.adapters.db.periods.close import finalise
 from shared.domain import periods as period_rules
 from shared.domain.keys import correlation_id_for, promo_key, promo_line_item_hash
-from shared.domain.units import chunk_start
+from shared.domain.pipeline.units import chunk_start
 from tests.support.infra import PRODUCER_ID
 from tests.support.workload import CONTRACT, RATES
 

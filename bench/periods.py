@@ -57,8 +57,8 @@ from shared.adapters.db.periods.tables import periods
 from shared.domain import periods as domain
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import plan_chunk
-from shared.domain.units import ChunkRef
+from shared.domain.pipeline.settlement import plan_chunk
+from shared.domain.pipeline.units import ChunkRef
 from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, isolated_env

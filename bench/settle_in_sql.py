@@ -47,10 +47,10 @@ from services.worker.actors import build_broker
 from services.worker.context import WorkerContext, make_context
 from shared.adapters.db.bulk import field
 from shared.adapters.db.stored_chunk import load_chunk
-from shared.domain.events import unit_events, unit_messages
 from shared.domain.kinds import KINDS
+from shared.domain.pipeline.events import unit_events, unit_messages
+from shared.domain.pipeline.units import ChunkOutcome, LedgerRow, UnitResult, chunk_start
 from shared.domain.synthetic import promo_contract
-from shared.domain.units import ChunkOutcome, LedgerRow, UnitResult, chunk_start
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import isolated_env
 from tests.support.workload import generate

@@ -22,8 +22,8 @@ from pydantic_settings import (
 )
 
 from shared.adapters.db.urls import database_url_problem
-from shared.domain.events import EVENT_BATCH_LIMIT
-from shared.domain.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
+from shared.domain.pipeline.events import EVENT_BATCH_LIMIT
+from shared.domain.pipeline.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
 from shared.settings_files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
 
@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     queue_prefix: str = Field(default="settleq", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     max_queue_depth: int = 5000
     # quorum: replicated queues for a RabbitMQ cluster, one lane per job size
-    # (shared/domain/queues.py). A prefix holds queues of one type only.
+    # (shared/domain/pipeline/queues.py). A prefix holds queues of one type only.
     queue_type: QueueType = "classic"
 
     producer_keys: list[ProducerKey] = Field(default_factory=list)

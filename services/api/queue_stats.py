@@ -30,7 +30,7 @@ from sqlalchemy import Engine
 from shared.adapters.broker import connection_parameters
 from shared.adapters.broker_logs import attempts_reported_by_caller, probing_for_queues
 from shared.adapters.db.stats import oldest_unsettled_chunk
-from shared.domain.queues import DELAY_SUFFIX, FAMILIES
+from shared.domain.pipeline.queues import DELAY_SUFFIX, FAMILIES
 from shared.settings import Settings
 
 AGE_LOOKBACK = dt.timedelta(hours=1)

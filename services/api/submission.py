@@ -26,7 +26,7 @@ from services.api.intake.job_store import Discard, open_store
 from shared.adapters.broker import enqueue
 from shared.adapters.db.jobs import intake as jobs_db
 from shared.adapters.db.jobs.writer import JobHead, JobTotals, Raced
-from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
+from shared.domain.pipeline.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
 from shared.settings import ProducerKey
 
 

@@ -22,7 +22,7 @@ from services.commands.repair import audit, disputes, dlq
 from services.commands.setup import contracts, credentials, partners, webhooks
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, WEBHOOKS
+from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH, WEBHOOKS
 from shared.settings import RETIRED_SUPERVISION, Settings
 
 _ME = [sys.executable, "-m", "services.commands.cli"]

@@ -223,7 +223,7 @@ def queues_problem(settings: Settings) -> str | None:
 
     from shared.adapters.broker import close_broker, connection_parameters, make_broker
     from shared.adapters.queue_declare import QueueMismatch, foreign_message, foreign_queues
-    from shared.domain.queues import FAMILIES
+    from shared.domain.pipeline.queues import FAMILIES
 
     connection = pika.BlockingConnection(connection_parameters(settings.broker_url, TIMEOUT_S))
     try:

@@ -2,7 +2,7 @@
 publisher confirms, each marked published once the broker has confirmed it all.
 
 A unit's events travel as a few messages (one per outcome and kind, at most
-``event_batch_max`` events each; shared/domain/events.py). A batch's messages
+``event_batch_max`` events each; shared/domain/pipeline/events.py). A batch's messages
 are published back to back and their confirms awaited together (pika's
 asynchronous connection): waiting for each confirm before the next publish, as
 a blocking channel does, costs a round trip per message.

@@ -31,7 +31,7 @@ from services.webhooks.scheduler import Scheduler
 from services.webhooks.sending import Sender
 from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
-from shared.domain.messages import WEBHOOKS
+from shared.domain.pipeline.messages import WEBHOOKS
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")

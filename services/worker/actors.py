@@ -30,7 +30,7 @@ from services.worker.stage_log import UnitEvents, outcome_fields, unit_events
 from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
 from shared.adapters.broker import make_broker
 from shared.adapters.queue_declare import RETURNS
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
+from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
 from shared.errors import ClaimContended, TransientError
 from shared.settings import Settings
 

@@ -17,8 +17,8 @@ from shared.adapters.db.migrate import load_internal_key
 from shared.adapters.event_publisher import EventPublisher
 from shared.adapters.leases import ClaimStore
 from shared.domain.kinds.base import Kind
-from shared.domain.settlement import ChunkPlan
-from shared.domain.units import ChunkOutcome, ChunkRef
+from shared.domain.pipeline.settlement import ChunkPlan
+from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
 from shared.faults import Faults
 from shared.settings import Settings
 

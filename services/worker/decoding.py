@@ -17,7 +17,7 @@ from services.worker.stage_log import note_documents
 from shared.domain.keys import correlation_id_for
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind
-from shared.domain.settlement import Decoded, decode_chunk, unreadable, with_correlation_id
+from shared.domain.pipeline.settlement import Decoded, decode_chunk, unreadable, with_correlation_id
 from shared.errors import StructuralError
 
 

@@ -18,10 +18,10 @@ from services.worker.context import WorkerContext
 from services.worker.recording import record_tampered
 from shared.adapters.db import dead_letters
 from shared.adapters.db.stored_chunk import chunk_processed, load_chunk, stored_state
-from shared.domain.messages import ChunkMessage, open_message
-from shared.domain.requeued_lines import restrict_to_line
-from shared.domain.settlement import ChunkPlan
-from shared.domain.units import ChunkRef, Requeue, chunk_start
+from shared.domain.pipeline.messages import ChunkMessage, open_message
+from shared.domain.pipeline.settlement import ChunkPlan
+from shared.domain.pipeline.units import ChunkRef, Requeue, chunk_start
+from shared.domain.requeue.lines import restrict_to_line
 from shared.errors import StructuralError, TransientError
 
 log = logging.getLogger("settleq.worker")

@@ -37,9 +37,9 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from services import metrics_http
 from shared.domain.kinds import KINDS
-from shared.domain.messages import SETTLE_ACTOR, VALIDATE_ACTOR
-from shared.domain.settlement import ChunkPlan
-from shared.domain.units import ChunkOutcome, ChunkRef
+from shared.domain.pipeline.messages import SETTLE_ACTOR, VALIDATE_ACTOR
+from shared.domain.pipeline.settlement import ChunkPlan
+from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")

@@ -10,8 +10,8 @@ from typing import Any
 from services.worker.context import WorkerContext
 from shared.adapters.db.ledger import writer_for
 from shared.adapters.db.stored_chunk import load_chunk
-from shared.domain.settlement import ChunkPlan, unreadable
-from shared.domain.units import ChunkOutcome, ChunkRef, Unit, chunk_start
+from shared.domain.pipeline.settlement import ChunkPlan, unreadable
+from shared.domain.pipeline.units import ChunkOutcome, ChunkRef, Unit, chunk_start
 from shared.errors import StructuralError
 
 log = logging.getLogger("settleq.worker")

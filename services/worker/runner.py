@@ -15,7 +15,7 @@ from services.worker.actors import build_broker, register_actors
 from services.worker.context import make_context
 from services.worker.metrics import WorkerMetrics
 from shared.adapters.broker import close_broker
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH
+from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH
 from shared.faults import load_faults
 from shared.settings import Settings
 

@@ -5,7 +5,7 @@ A chunk message carries ids (job, chunk, kind), not the documents, so what a
 chunk *holds* is learnt when the stage decodes it: the stage calls
 ``note_documents`` once per unit (one pass over its documents, never over its
 lines). A chunk is a run of consecutive documents of one batch
-(``shared/domain/chunking.py``), not of one partition: when its documents share one
+(``shared/domain/pipeline/chunking.py``), not of one partition: when its documents share one
 partition key, or one correlation id (a producer that sets one per batch), the
 event carries it; when they hold several, the field is null and
 ``partitions`` / ``correlation_ids`` count them. A unit that was never decoded
@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.domain.units import ChunkOutcome
+from shared.domain.pipeline.units import ChunkOutcome
 from shared.logs import only, stage_event
 
 log = logging.getLogger("settleq.stage")

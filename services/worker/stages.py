@@ -23,10 +23,10 @@ from services.worker.stage_log import note_documents
 from shared.adapters.broker import enqueue
 from shared.adapters.leases import Claim, LeaseKeeper
 from shared.domain.kinds import KINDS
-from shared.domain.leasing import leases_by_version
-from shared.domain.messages import COMPUTE_HEAVY, MAX_PRIORITY, SETTLE_ACTOR
-from shared.domain.settlement import plan_chunk, plan_failure, unreadable
-from shared.domain.units import ChunkOutcome
+from shared.domain.pipeline.leasing import leases_by_version
+from shared.domain.pipeline.messages import COMPUTE_HEAVY, MAX_PRIORITY, SETTLE_ACTOR
+from shared.domain.pipeline.settlement import plan_chunk, plan_failure, unreadable
+from shared.domain.pipeline.units import ChunkOutcome
 from shared.errors import ClaimContended, StructuralError, TransientError
 
 log = logging.getLogger("settleq.worker")

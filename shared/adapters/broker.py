@@ -23,7 +23,7 @@ from dramatiq.message import Message
 
 from shared.adapters.broker_logs import expected_connection_loss, quiet_connection_loss
 from shared.adapters.queue_declare import SettleqBroker
-from shared.domain.messages import MAX_PRIORITY
+from shared.domain.pipeline.messages import MAX_PRIORITY
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.broker")

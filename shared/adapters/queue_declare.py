@@ -3,7 +3,7 @@
 Dramatiq declares each queue with its delay (``.DQ``) and dead-letter
 (``.XQ``) queue itself; its argument builder and its ``.XQ`` declaration are
 the extension points this subclass uses, so every one of the three is a quorum
-queue when ``SETTLEQ_QUEUE_TYPE=quorum`` (shared/domain/queues.py).
+queue when ``SETTLEQ_QUEUE_TYPE=quorum`` (shared/domain/pipeline/queues.py).
 
 A queue that exists with other arguments makes RabbitMQ close the channel with
 a bare ``PRECONDITION_FAILED``, which Dramatiq would retry and then report as
@@ -22,7 +22,7 @@ from dramatiq.broker import MessageProxy
 from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, _RabbitmqConsumer
 
 from shared.adapters.broker_logs import probing_for_queues
-from shared.domain.queues import (
+from shared.domain.pipeline.queues import (
     QUEUE_TYPES,
     QueueType,
     dead_queue_arguments,

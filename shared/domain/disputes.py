@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Context, Decimal
 from typing import Literal
 
-from shared.domain.settlement import LEDGER_LIMIT
+from shared.domain.pipeline.settlement import LEDGER_LIMIT
 
 Decision = Literal["accept_claim", "accept_model", "settle_at"]
 DECISIONS: tuple[Decision, ...] = ("accept_claim", "accept_model", "settle_at")

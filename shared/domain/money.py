@@ -129,7 +129,7 @@ def check_decimal(value: Decimal, places: int) -> Decimal:
 # door, at contract publication and again when a worker reads a chunk or a
 # contract), so the traps are unreachable for anything a producer can send;
 # ``tests/unit/test_exact_settlement.py`` settles every kind's extreme inputs.
-# (An amount that large is then ``amount_out_of_range``, shared/domain/settlement.py.)
+# (An amount that large is then ``amount_out_of_range``, shared/domain/pipeline/settlement.py.)
 PRECISION = 80
 _EXACT = Context(
     prec=PRECISION,

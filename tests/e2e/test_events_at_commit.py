@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
-from shared.domain.events import event_id
+from shared.domain.pipeline.events import event_id
 from shared.domain.synthetic import promo_batch, promo_contract
 from shared.faults import Faults
 from tests.support.events import Delivery, delivery, distinct

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select
 from shared.adapters.broker import enqueue, make_broker
 from shared.adapters.db import tables
 from shared.adapters.db.migrate import load_internal_key
-from shared.domain.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
+from shared.domain.pipeline.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
 from tests.support.factories import uid
 from tests.support.infra import ServiceEnv
 from tests.support.ledger import max_rows_per_identity

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from shared.adapters.db import tables
-from shared.domain.events import event_id, message_id
+from shared.domain.pipeline.events import event_id, message_id
 from shared.domain.synthetic import promo_batch, promo_contract
 from shared.faults import Faults
 from tests.support.events import distinct, drain

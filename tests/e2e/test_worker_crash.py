@@ -64,7 +64,7 @@ def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(
 
         deadline = time.monotonic() + 30
         # One lease per document: a promo line's key names its document
-        # (shared/domain/leasing.py).
+        # (shared/domain/pipeline/leasing.py).
         while leased_claims(client, stack_env.queue_prefix) < len(docs):
             assert time.monotonic() < deadline, stack.log("doomed")
             time.sleep(0.1)

@@ -21,7 +21,7 @@ from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.jobs.queries import job_status
-from shared.domain.messages import ChunkMessage
+from shared.domain.pipeline.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import chunk_results, dead_letters, ledger_rows
 

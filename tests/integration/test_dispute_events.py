@@ -19,7 +19,7 @@ from shared.adapters.db import tables
 from shared.adapters.db.disputes import queue as disputes
 from shared.adapters.event_publisher import EventPublisher
 from shared.domain.disputes import ResolveRequest
-from shared.domain.events import event_id, message_id
+from shared.domain.pipeline.events import event_id, message_id
 from tests.support.disputes import ACTOR, disputed_doc, job_disputes, new_vendor, row, settle
 from tests.support.events import drain
 from tests.support.infra import BROKER_URL, ServiceEnv

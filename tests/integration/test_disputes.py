@@ -22,7 +22,7 @@ from shared.domain.disputes import (
     DisputeSuperseded,
     ResolveRequest,
 )
-from shared.domain.events import event_id
+from shared.domain.pipeline.events import event_id
 from tests.support.disputes import (
     ACTOR,
     counts_for,

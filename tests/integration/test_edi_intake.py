@@ -38,7 +38,7 @@ from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.edi.tables import edi_acknowledgements, edi_interchanges
 from shared.adapters.db.jobs import intake as jobs_db
-from shared.domain.messages import ChunkMessage
+from shared.domain.pipeline.messages import ChunkMessage
 from shared.domain.signing import sign_request
 from tests.support.factories import uid
 from tests.support.infra import (

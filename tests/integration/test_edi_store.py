@@ -26,8 +26,8 @@ from services.worker.context import WorkerContext
 from shared.adapters.db import tables
 from shared.adapters.db.edi.tables import edi_acknowledgements, edi_interchanges
 from shared.adapters.db.jobs import writer as job_writer
-from shared.domain import chunking
-from shared.domain.chunking import NewChunk
+from shared.domain.pipeline import chunking
+from shared.domain.pipeline.chunking import NewChunk
 from tests.support.factories import uid
 from tests.support.infra import (
     PRODUCER_ID,

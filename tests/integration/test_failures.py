@@ -14,7 +14,7 @@ from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import tables
 from shared.adapters.db.jobs.lines import list_lines
 from shared.adapters.db.jobs.queries import job_status
-from shared.domain.messages import ChunkMessage
+from shared.domain.pipeline.messages import ChunkMessage
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import queue_depth
 from tests.support.ledger import dead_letters, ledger_rows
@@ -174,7 +174,7 @@ def test_a_jobs_priority_travels_from_the_fast_path_to_settlement(ctx, vendor):
 
     import pika
 
-    from shared.domain.messages import MAX_PRIORITY, priority_for
+    from shared.domain.pipeline.messages import MAX_PRIORITY, priority_for
     from tests.support.infra import BROKER_URL
 
     assert priority_for(10) == MAX_PRIORITY > priority_for(500_000)

@@ -11,11 +11,11 @@ from sqlalchemy import Engine, func, select, text
 
 from shared.adapters.db import outbox, tables
 from shared.adapters.db.contracts import ContractConflict, put_contract
-from shared.domain.events import event_id
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import plan_chunk
-from shared.domain.units import ChunkRef
+from shared.domain.pipeline.events import event_id
+from shared.domain.pipeline.settlement import plan_chunk
+from shared.domain.pipeline.units import ChunkRef
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import commit_plan
 
@@ -200,7 +200,7 @@ def test_a_line_history_read_names_its_kind_in_the_sql_so_the_partial_index_serv
     from sqlalchemy import event
 
     from shared.adapters.db.ledger.priors import latest_rows
-    from shared.domain.settlement import PlannedLine
+    from shared.domain.pipeline.settlement import PlannedLine
 
     kind = tables.LINE_HISTORY_KINDS[0]
     sent: list[str] = []

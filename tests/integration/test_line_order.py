@@ -31,7 +31,7 @@ from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.jobs.lines import list_lines
 from shared.adapters.db.migrate import alembic_config
-from shared.domain.messages import ChunkMessage
+from shared.domain.pipeline.messages import ChunkMessage
 from shared.domain.synthetic import freight_contract
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import VIEWER_TOKEN, ServiceEnv, create_database, drop_database

@@ -22,8 +22,8 @@ from services.worker.stages import settle_chunk
 from shared.adapters.db import stats
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import plan_chunk
-from shared.domain.units import ChunkRef
+from shared.domain.pipeline.settlement import plan_chunk
+from shared.domain.pipeline.units import ChunkRef
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import (
     OPERATOR_TOKEN,

@@ -23,7 +23,7 @@ from services.worker.context import WorkerContext, make_context
 from services.worker.stages import settle_chunk
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.tables import chunks, ledger_entries, line_outcomes
-from shared.domain.messages import ChunkMessage
+from shared.domain.pipeline.messages import ChunkMessage
 from shared.domain.x12.reading.envelope import sender_of
 from tests.support.factories import uid
 from tests.support.infra import (

@@ -17,8 +17,8 @@ from shared.adapters.db import tables
 from shared.adapters.db.ledger import postgres, writer
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import plan_chunk
-from shared.domain.units import ChunkOutcome, ChunkRef
+from shared.domain.pipeline.settlement import plan_chunk
+from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
 from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import commit_plan

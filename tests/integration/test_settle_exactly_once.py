@@ -20,7 +20,7 @@ from shared.adapters.db.jobs.intake import discard_unaccepted, mark_accepted
 from shared.adapters.db.jobs.queries import job_status
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoDocument
-from shared.domain.leasing import document_lease
+from shared.domain.pipeline.leasing import document_lease
 from shared.errors import TransientError
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.ledger import chunk_results, dead_letters, identity_counts, ledger_rows
@@ -123,7 +123,7 @@ def test_concurrent_deliveries_of_one_chunk_settle_once(ctx, vendor):
 
 def test_a_document_leased_by_another_live_worker_is_retried_not_dropped(ctx, vendor, redis_client):
     # A promo line's key starts with its document's partition and id: the attempt
-    # leases the document once (shared/domain/leasing.py), and another attempt
+    # leases the document once (shared/domain/pipeline/leasing.py), and another attempt
     # at any of its lines needs that same lease.
     docs = [promo_doc(vendor, [promo_line(1, "8", "1.00"), promo_line(2, "8", "1.00")])]
     job_id, [message] = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs)

@@ -24,7 +24,7 @@ import redis
 
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import ensure_internal_key, upgrade
-from shared.domain.queues import QUEUE_TYPES, every_queue, webhook_queues
+from shared.domain.pipeline.queues import QUEUE_TYPES, every_queue, webhook_queues
 from shared.domain.signing import token_digest
 from shared.faults import Faults
 from shared.settings import ProducerKey, Settings

@@ -9,8 +9,8 @@ from sqlalchemy import Connection, Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.db.ledger import writer_for
-from shared.domain.settlement import ChunkPlan
-from shared.domain.units import ChunkOutcome, ChunkRef, Unit
+from shared.domain.pipeline.settlement import ChunkPlan
+from shared.domain.pipeline.units import ChunkOutcome, ChunkRef, Unit
 
 ledger = tables.ledger_entries
 

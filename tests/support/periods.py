@@ -9,8 +9,8 @@ from sqlalchemy import Engine
 
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
-from shared.domain.settlement import ChunkPlan, plan_chunk
-from shared.domain.units import ChunkRef
+from shared.domain.pipeline.settlement import ChunkPlan, plan_chunk
+from shared.domain.pipeline.units import ChunkRef
 from shared.settings import Settings
 from tests.support.factories import store_job
 from tests.support.ledger import commit_plan

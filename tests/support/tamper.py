@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, update
 
 from shared.adapters.db import tables
-from shared.domain.messages import ChunkMessage
+from shared.domain.pipeline.messages import ChunkMessage
 
 
 def replace_stored_payload(

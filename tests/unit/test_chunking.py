@@ -1,4 +1,4 @@
-"""shared.domain.chunking: whole documents per chunk, capped by count and bytes
+"""shared.domain.pipeline.chunking: whole documents per chunk, capped by count and bytes
 (docs/architecture.md#chunking)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from shared.domain.chunking import chunk_sizes
+from shared.domain.pipeline.chunking import chunk_sizes
 
 
 def _chunks(sizes: list[int], max_documents: int, max_bytes: int) -> list[list[int]]:
@@ -130,7 +130,7 @@ def test_random_batches_satisfy_the_invariants(seed: int) -> None:
 
 
 def test_builder_bounds_chunk_lines_without_splitting_a_document() -> None:
-    from shared.domain.chunking import ChunkBuilder
+    from shared.domain.pipeline.chunking import ChunkBuilder
 
     builder = ChunkBuilder(max_documents=750, max_bytes=10**6, max_lines=10)
     for lines in (4, 4, 4, 25, 1):  # the 25-line document travels alone
@@ -139,7 +139,7 @@ def test_builder_bounds_chunk_lines_without_splitting_a_document() -> None:
 
 
 def test_a_builder_with_on_close_hands_each_chunk_on_as_it_closes_and_keeps_none() -> None:
-    from shared.domain.chunking import ChunkBuilder, NewChunk
+    from shared.domain.pipeline.chunking import ChunkBuilder, NewChunk
 
     handed: list[tuple[NewChunk, int]] = []
     ids = iter("abcdef")

@@ -26,7 +26,7 @@ from shared.domain.kinds.freight_audit import FreightContract, FreightDocument
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.kinds.recipe_cost import RecipeContract, RecipeDocument
 from shared.domain.money import CENT
-from shared.domain.settlement import plan_chunk
+from shared.domain.pipeline.settlement import plan_chunk
 
 BIGGEST = "999999999999.999999"  # the largest quantity or rate: 18 significant digits
 MOST_NEGATIVE = "-" + BIGGEST

@@ -33,7 +33,7 @@ from shared.domain.kinds.freight_audit import (
     leg_charge,
     sniff_document_type,
 )
-from shared.domain.settlement import plan_chunk
+from shared.domain.pipeline.settlement import plan_chunk
 from shared.errors import BusinessError
 
 KIND = FreightAudit()

@@ -1,4 +1,4 @@
-"""What a settle attempt leases (shared/domain/leasing.py): one lease per document
+"""What a settle attempt leases (shared/domain/pipeline/leasing.py): one lease per document
 for the kinds whose keys name their document, which covers every line's key;
 each line's key otherwise."""
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.domain.kinds import KINDS
-from shared.domain.leasing import document_lease, leases_by_version
-from shared.domain.settlement import ChunkPlan, PlannedLine
+from shared.domain.pipeline.leasing import document_lease, leases_by_version
+from shared.domain.pipeline.settlement import ChunkPlan, PlannedLine
 from tests.unit.test_settle_fast_paths import settled_lines, with_dead_lines
 
 FAST = settings(max_examples=150, deadline=None, database=None)

@@ -1,4 +1,4 @@
-"""shared.domain.messages: signed chunk messages re-verified by the workers
+"""shared.domain.pipeline.messages: signed chunk messages re-verified by the workers
 (docs/architecture.md#authenticity-and-least-privilege, docs/architecture.md#fast-path-validate)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, ChunkMessage, open_message
+from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH, ChunkMessage, open_message
 from shared.domain.signing import sign_message
 from shared.errors import StructuralError
 

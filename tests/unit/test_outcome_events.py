@@ -1,4 +1,5 @@
-"""Outcome events in batches (shared/domain/events.py; docs/architecture.md#outcome-events):
+"""Outcome events in batches (shared/domain/pipeline/events.py;
+docs/architecture.md#outcome-events):
 one message per committed unit, outcome and kind, at most ``event_batch_max``
 events each, with a ``message_id`` that the same events always get again."""
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.domain.events import (
+from shared.domain.pipeline.events import (
     EVENT_BATCH_LIMIT,
     LEDGER_FIELDS,
     Event,

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 from pydantic import TypeAdapter, ValidationError
 
-from shared.domain.chunking import ChunkBuilder, build_chunks, chunk_sizes
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Settlement
 from shared.domain.kinds.freight_audit import FreightAudit, FreightContract, FreightDocument
@@ -41,6 +40,7 @@ from shared.domain.money import (
     Quantity,
     parse_decimal,
 )
+from shared.domain.pipeline.chunking import ChunkBuilder, build_chunks, chunk_sizes
 from shared.errors import BusinessError
 from tests.support.decimal_text import (
     decimal_texts,

@@ -1,11 +1,12 @@
-"""Which queues a stack declares, per queue type, and with what (shared/domain/queues.py)."""
+"""Which queues a stack declares, per queue type, and with what
+(shared/domain/pipeline/queues.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.domain.messages import MAX_PRIORITY, priority_for
-from shared.domain.queues import (
+from shared.domain.pipeline.messages import MAX_PRIORITY, priority_for
+from shared.domain.pipeline.queues import (
     dead_queue_arguments,
     every_queue,
     family_queues,

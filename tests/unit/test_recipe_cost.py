@@ -28,7 +28,7 @@ from shared.domain.kinds.recipe_cost import (
     RecipeDocument,
     request_fingerprint,
 )
-from shared.domain.settlement import plan_chunk
+from shared.domain.pipeline.settlement import plan_chunk
 from shared.errors import BusinessError
 
 KIND = RecipeCost()

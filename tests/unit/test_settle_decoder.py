@@ -1,5 +1,5 @@
 """The worker's msgspec decode of a promo chunk gives the same plan as the
-Pydantic model, on every document the model accepts (shared/domain/settlement.py)."""
+Pydantic model, on every document the model accepts (shared/domain/pipeline/settlement.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.promo_accrual import PromoContract
-from shared.domain.settlement import decode_chunk, document_json, plan_chunk
+from shared.domain.pipeline.settlement import decode_chunk, document_json, plan_chunk
 
 PROMO = KINDS["promo_accrual"]
 ADAPTER: TypeAdapter[Any] = TypeAdapter(list[PROMO.document_model])

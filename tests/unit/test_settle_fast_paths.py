@@ -18,7 +18,7 @@ from shared.adapters.db.bulk import field
 from shared.adapters.db.ledger.postgres import _COLUMNS, _ledger_text
 from shared.adapters.leases import ClaimStore
 from shared.domain.kinds.base import Document, Line, Settlement
-from shared.domain.settlement import ChunkPlan, PlannedLine
+from shared.domain.pipeline.settlement import ChunkPlan, PlannedLine
 
 FAST = settings(max_examples=150, deadline=None, database=None)
 

@@ -1,4 +1,5 @@
-"""shared.domain.settlement: pure planning of a chunk (docs/architecture.md#compute-heavy-settle,
+"""shared.domain.pipeline.settlement: pure planning of a chunk
+(docs/architecture.md#compute-heavy-settle,
 docs/architecture.md#settlement-kinds, docs/architecture.md#failures-and-reason-codes reason
 scopes)."""
 
@@ -10,15 +11,15 @@ from typing import Any
 import pytest
 
 from shared.domain.kinds.promo_accrual import PromoAccrual, PromoContract, PromoDocument
-from shared.domain.requeued_lines import restrict_to_line
-from shared.domain.settlement import (
+from shared.domain.pipeline.settlement import (
     ChunkPlan,
     DocumentFailure,
     PlannedLine,
     plan_chunk,
     plan_failure,
 )
-from shared.domain.units import chunk_start
+from shared.domain.pipeline.units import chunk_start
+from shared.domain.requeue.lines import restrict_to_line
 
 KIND = PromoAccrual()
 CONTRACT = PromoContract.model_validate(

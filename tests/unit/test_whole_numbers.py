@@ -15,7 +15,7 @@ from services.api.errors import ApiError
 from services.api.intake.ingest import JSON, NDJSON, Ingest
 from services.worker.decoding import ENVELOPES, _document_list
 from shared.domain.kinds import KINDS
-from shared.domain.settlement import decode_chunk
+from shared.domain.pipeline.settlement import decode_chunk
 from shared.settings import ProducerKey, Settings
 
 KEY = ProducerKey(key_id="k", secrets=["s" * 32], partitions=["*"])

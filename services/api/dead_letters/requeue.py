@@ -4,7 +4,7 @@ at most once per request that wins it, in batches.
 A batch of letters is judged first: a letter in which no line would settle if
 it ran again now (its pinned contract version still unpublished, or still
 without the tier, accessorial or price it lacked) is not requeued but refused,
-with its cause (``shared/domain/requeue_check.py``). The others are marked
+with its cause (``shared/domain/requeue/check.py``). The others are marked
 ``requeued`` in one conditional update (of two racing requests each letter is
 won by one) with their audit entries; their messages are published with
 confirms, several publishing threads at once, and only then is the batch's
@@ -34,8 +34,9 @@ from shared.adapters.db import audit
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db.contracts import load_bodies
 from shared.domain.kinds import KINDS
-from shared.domain.messages import FAST_PATH, MAX_PRIORITY, VALIDATE_ACTOR, ChunkMessage
-from shared.domain.requeue_check import (
+from shared.domain.pipeline.messages import FAST_PATH, MAX_PRIORITY, VALIDATE_ACTOR, ChunkMessage
+from shared.domain.pipeline.settlement import Decoded
+from shared.domain.requeue.check import (
     NOT_JUDGED,
     Cause,
     LetterWork,
@@ -43,7 +44,6 @@ from shared.domain.requeue_check import (
     pinned,
     would_fail_again,
 )
-from shared.domain.settlement import Decoded
 
 log = logging.getLogger("settleq.api")
 

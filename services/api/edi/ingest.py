@@ -33,9 +33,9 @@ from services.api.intake.ingest import Ingest, Ingested
 from services.tuning.gcpause import collector_paused
 from shared.adapters.db.edi.partners import Partner
 from shared.adapters.db.edi.store import Sender
-from shared.domain.chunking import NewChunk
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.screen import screen
+from shared.domain.pipeline.chunking import NewChunk
 from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, TransactionSet
 from shared.domain.x12.mapping.files import MappedStream, map_stream
 from shared.domain.x12.mapping.freight_210.fast import FastLine

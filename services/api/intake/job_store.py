@@ -30,7 +30,7 @@ from sqlalchemy import Engine
 from shared.adapters.db.edi.store import EdiRecord
 from shared.adapters.db.jobs import intake as jobs_db
 from shared.adapters.db.jobs.writer import JobHead, JobTotals, JobWriter, Raced
-from shared.domain.chunking import NewChunk
+from shared.domain.pipeline.chunking import NewChunk
 
 log = logging.getLogger("settleq.api")
 

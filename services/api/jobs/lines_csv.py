@@ -25,8 +25,8 @@ from shared.adapters.db.jobs.lines import LineRow, stream_lines
 from shared.adapters.db.stored_chunk import job_payloads
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind, LineCell
-from shared.domain.settlement import decode_chunk
-from shared.domain.units import chunk_start
+from shared.domain.pipeline.settlement import decode_chunk
+from shared.domain.pipeline.units import chunk_start
 from shared.errors import StructuralError
 from shared.wire.cells import Cell
 

@@ -119,7 +119,7 @@ def ids_matching(
     return [int(i) for i in ids]
 
 
-# What a requeue needs of a dead letter to judge it (shared/domain/requeue_check.py).
+# What a requeue needs of a dead letter to judge it (shared/domain/requeue/check.py).
 _TO_JUDGE = (
     dead_letters.c.id,
     dead_letters.c.kind,

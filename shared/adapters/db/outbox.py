@@ -13,7 +13,7 @@ from sqlalchemy import Connection, func, select, update
 
 from shared.adapters.db.ledger.read import events as ledger_events
 from shared.adapters.db.tables import PUBLISHED_TYPES, outbox
-from shared.domain.events import (
+from shared.domain.pipeline.events import (
     PERIOD_CLOSED,
     Event,
     Message,
@@ -57,7 +57,7 @@ def next_batch(conn: Connection, limit: int, event_batch_max: int, grace_s: floa
     seconds (their committing process publishes them first:
     docs/architecture.md#events-at-commit-and-the-relay), in commit order,
     locked so that a second relay skips them; their events as messages of at
-    most ``event_batch_max`` events (shared/domain/events.py); what each row
+    most ``event_batch_max`` events (shared/domain/pipeline/events.py); what each row
     holds."""
     rows = conn.execute(
         select(

@@ -26,7 +26,7 @@ def stored_state(conn: Connection, job_id: str) -> tuple[str, dt.datetime] | Non
 class StoredChunk:
     id: str
     job_id: str
-    seq: int  # its place in the batch, from 0 (shared/domain/units.py::chunk_start)
+    seq: int  # its place in the batch, from 0 (shared/domain/pipeline/units.py::chunk_start)
     kind: str
     documents: int
     lines: int

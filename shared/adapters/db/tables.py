@@ -46,8 +46,8 @@ from shared.adapters.db.types import (
     money_column_type,
     total_column_type,
 )
-from shared.domain.events import PERIOD_CLOSED
 from shared.domain.kinds import KINDS
+from shared.domain.pipeline.events import PERIOD_CLOSED
 
 # The outcomes of the rows settlement writes: one per identity (the unique
 # index ``uq_ledger_entries_identity``). A ``resolved`` row is a dispute's resolution.
@@ -159,7 +159,7 @@ ledger_entries = Table(
     # The unit's time: a row COPY'd into the ledger takes the transaction's
     # now() by default (migration 0016, PostgreSQL: below), every other row is given it.
     Column("created_at", TS, nullable=False, server_default=FetchedValue()),
-    # The line's batch position (shared/domain/units.py::chunk_start); null for a
+    # The line's batch position (shared/domain/pipeline/units.py::chunk_start); null for a
     # ``resolved`` row (not a line) and for rows written before migration 0013.
     Column("position", BigInteger, nullable=True),
     # A recipe row's request's effective_at: where it stands in its (recipe,
@@ -295,7 +295,7 @@ dead_letters = Table(
 # event a transaction writes for later, typed. ``outcome``: one row per
 # committed unit of work, ``ledger_entry_ids`` listing its new ledger rows,
 # each one outcome event whose content is read from the ledger when published
-# (its event id is stable: shared/domain/events.py); the single-event columns
+# (its event id is stable: shared/domain/pipeline/events.py); the single-event columns
 # remain for rows of that older shape. A webhook event type (``job.completed``,
 # ``dead_letters.created``, ``dispute.resolved``, ``ping``): its ``evt_`` id in
 # ``event_id``, its subject and partitions; the relay fans it out to the

@@ -52,9 +52,15 @@ from shared.domain.disputes import (
     decided_amount,
     same_resolution,
 )
-from shared.domain.events import EVENT_BATCH_LIMIT, Message, event, occurred_at_text, unit_messages
 from shared.domain.money import to_wire
-from shared.domain.settlement import LEDGER_LIMIT
+from shared.domain.pipeline.events import (
+    EVENT_BATCH_LIMIT,
+    Message,
+    event,
+    occurred_at_text,
+    unit_messages,
+)
+from shared.domain.pipeline.settlement import LEDGER_LIMIT
 
 ACTION = "dispute_resolve"
 # Publish the messages of committed outbox rows (event_publisher.EventPublisher.publish_messages).

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from shared.adapters.db.edi import store as edi
 from shared.adapters.db.tables import chunks, job_partitions, jobs
-from shared.domain.chunking import NewChunk
+from shared.domain.pipeline.chunking import NewChunk
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ lines, and the note (e.g. ``document_type_corrected``) of a posted or disputed
 line that has one.
 
 A page lists the job's lines by (position, source, id): ``position`` is the
-line's place in the batch (shared/domain/units.py::chunk_start), so the lines
+line's place in the batch (shared/domain/pipeline/units.py::chunk_start), so the lines
 come in the order the batch had them whichever chunk settled first; rows
 written before positions were (null) come after the positioned ones, by
 source and id. Each outcome is one range of its table's

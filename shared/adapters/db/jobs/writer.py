@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from shared.adapters.db.edi import store as edi
 from shared.adapters.db.jobs.intake import chunk_row, job_row, partition_rows
 from shared.adapters.db.tables import chunks, job_partitions, jobs
-from shared.domain.chunking import NewChunk
+from shared.domain.pipeline.chunking import NewChunk
 
 
 class Raced(Exception):

@@ -16,10 +16,10 @@ from shared.adapters.db.ledger.rounds import Identity, Written
 from shared.adapters.db.ledger.rows import document_dead_letter, line_dead_letter, outcome_row
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, dead_letters, ledger_entries
 from shared.adapters.db.types import EXACT_SUMS, identity_key, identity_keys
-from shared.domain.lineage import CLAIMED_AMOUNT_DIFFERS, NEWER_VERSION_SETTLED
 from shared.domain.money import ZERO
-from shared.domain.settlement import ChunkPlan, PlannedLine
-from shared.domain.units import ChunkOutcome, ChunkRef
+from shared.domain.pipeline.lineage import CLAIMED_AMOUNT_DIFFERS, NEWER_VERSION_SETTLED
+from shared.domain.pipeline.settlement import ChunkPlan, PlannedLine
+from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
 
 
 def duplicate_claims(

@@ -33,8 +33,8 @@ from shared.adapters.db.ledger.rounds import Identity
 from shared.adapters.db.tables import ledger_entries
 from shared.adapters.db.types import identity_key_sql
 from shared.domain.kinds import KINDS
-from shared.domain.settlement import PlannedLine
-from shared.domain.units import LedgerRow
+from shared.domain.pipeline.settlement import PlannedLine
+from shared.domain.pipeline.units import LedgerRow
 
 # Every column of the ledger, in the table's order, which _ledger_text follows,
 # but ``created_at``: its default is the transaction's ``now()``, the unit's own

@@ -34,8 +34,8 @@ from shared.adapters.db.tables import IDENTITY_OUTCOMES, contracts, ledger_entri
 from shared.adapters.db.types import identity_key, identity_keys
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import DeltaBasis
-from shared.domain.lineage import Standing
-from shared.domain.settlement import PlannedLine
+from shared.domain.pipeline.lineage import Standing
+from shared.domain.pipeline.settlement import PlannedLine
 
 Lineage = tuple[str, str]  # (partition_key, reconciliation key or line_ref)
 

@@ -31,7 +31,7 @@ from shared.adapters.db.ledger.rounds import as_ledger_row
 from shared.adapters.db.schema import TS
 from shared.adapters.db.tables import ledger_entries
 from shared.domain.kinds import KINDS
-from shared.domain.units import LedgerRow
+from shared.domain.pipeline.units import LedgerRow
 
 EVENTS_PER_OUTBOX_ROW = 1000  # a bulk resolution's events, in outbox rows of this many
 

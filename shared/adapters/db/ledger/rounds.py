@@ -24,8 +24,8 @@ from sqlalchemy import Connection
 from shared.adapters.db.ledger import priors
 from shared.adapters.db.ledger.rows import ledger_row
 from shared.domain.kinds import KINDS
-from shared.domain.settlement import LEDGER_LIMIT, PlannedLine
-from shared.domain.units import ChunkRef, LedgerRow
+from shared.domain.pipeline.settlement import LEDGER_LIMIT, PlannedLine
+from shared.domain.pipeline.units import ChunkRef, LedgerRow
 
 Identity = tuple[str, int]  # (reconciliation key, contract version)
 

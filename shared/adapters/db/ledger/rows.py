@@ -8,9 +8,9 @@ import datetime as dt
 from typing import Any
 
 from shared.adapters.db.ledger.priors import Prior
-from shared.domain.lineage import Standing
-from shared.domain.settlement import DocumentFailure, PlannedLine, document_json
-from shared.domain.units import ChunkRef
+from shared.domain.pipeline.lineage import Standing
+from shared.domain.pipeline.settlement import DocumentFailure, PlannedLine, document_json
+from shared.domain.pipeline.units import ChunkRef
 
 
 def ledger_row(

@@ -57,8 +57,8 @@ from shared.adapters.db.tables import (
 from shared.adapters.db.types import identity_key
 from shared.adapters.db.webhooks import events as webhook_events
 from shared.domain.money import ZERO
-from shared.domain.settlement import ChunkPlan, PlannedLine
-from shared.domain.units import ChunkOutcome, ChunkRef, LedgerRow, Unit, UnitResult
+from shared.domain.pipeline.settlement import ChunkPlan, PlannedLine
+from shared.domain.pipeline.units import ChunkOutcome, ChunkRef, LedgerRow, Unit, UnitResult
 
 
 class LedgerWriter:
@@ -299,7 +299,7 @@ def _with_dead_lettered(plan: ChunkPlan, out_of_range: list[PlannedLine]) -> Chu
 def _booked(conn: Connection, rows: list[LedgerRow], now: dt.datetime) -> Booked:
     """Resolutions' rows with their outbox rows, at most ``EVENTS_PER_OUTBOX_ROW``
     events each, so a bulk resolution's messages stay small whatever its notes
-    (shared/domain/events.py)."""
+    (shared/domain/pipeline/events.py)."""
     ordered = sorted(rows, key=lambda r: r.id)
     outbox = []
     for start in range(0, len(ordered), EVENTS_PER_OUTBOX_ROW):

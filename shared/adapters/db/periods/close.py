@@ -27,8 +27,8 @@ from shared.adapters.db.periods import booking, sums
 from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
 from shared.adapters.db.tables import dead_letters, ledger_entries, outbox
 from shared.domain import periods as domain
-from shared.domain.events import PERIOD_CLOSED
 from shared.domain.money import ZERO
+from shared.domain.pipeline.events import PERIOD_CLOSED
 from shared.wire.times import iso
 
 

@@ -1,7 +1,7 @@
 """The ledger rows that outbox events are built from, read for the relay
 (docs/architecture.md#events-at-commit-and-the-relay).
 
-- ``event_rows(conn, ids)``: each row's event fields (shared/domain/events.py's
+- ``event_rows(conn, ids)``: each row's event fields (shared/domain/pipeline/events.py's
   ``LEDGER_FIELDS``, in the order ``event`` unpacks them), by id.
 - ``resolved(rows)``: which of them are ``resolved`` rows, the ones whose event
   carries a decision.
@@ -18,9 +18,9 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.types import NullType
 
 from shared.adapters.db.tables import dispute_resolutions, ledger_entries
-from shared.domain.events import LEDGER_FIELDS
+from shared.domain.pipeline.events import LEDGER_FIELDS
 
-# What an event tells of its ledger row (shared/domain/events.py), and nothing else,
+# What an event tells of its ledger row (shared/domain/pipeline/events.py), and nothing else,
 # in the order the event unpacks it.
 _EVENT_COLUMNS = tuple(ledger_entries.c[name] for name in LEDGER_FIELDS)
 # On PostgreSQL the amounts come as NUMERIC(20,4)'s text: plain notation at the

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from shared.domain.messages import COMPUTE_HEAVY, FAST_PATH, MAX_PRIORITY, WEBHOOKS
+from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH, MAX_PRIORITY, WEBHOOKS
 
 QueueType = Literal["classic", "quorum"]
 QUEUE_TYPES: tuple[QueueType, ...] = ("classic", "quorum")

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from shared.domain.units import LedgerRow, UnitResult
+from shared.domain.pipeline.units import LedgerRow, UnitResult
 
 _encode = msgspec.json.Encoder().encode
 

@@ -24,8 +24,8 @@ from pydantic import TypeAdapter
 
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Document, Kind
-from shared.domain.requeued_lines import restrict_to_line
-from shared.domain.settlement import Decoded, decode_chunk, plan_chunk
+from shared.domain.pipeline.settlement import Decoded, decode_chunk, plan_chunk
+from shared.domain.requeue.lines import restrict_to_line
 from shared.errors import StructuralError
 
 # Reasons a rerun cannot cure by itself, whatever exists now: its message or its

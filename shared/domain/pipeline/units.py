@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from shared.domain.money import ZERO
-from shared.domain.settlement import ChunkPlan
+from shared.domain.pipeline.settlement import ChunkPlan
 
 # A line's position in its batch: its chunk's sequence number in the high bits,
 # its ordinal in the chunk (documents in batch order, each document's lines in
@@ -79,7 +79,7 @@ class Unit:
 
 
 class LedgerRow(NamedTuple):
-    """A ledger row as written: what its outcome event tells (shared/domain/events.py
+    """A ledger row as written: what its outcome event tells (shared/domain/pipeline/events.py
     makes the event of one, its fields in this order)."""
 
     id: int

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 
-from shared.domain.settlement import ChunkPlan
+from shared.domain.pipeline.settlement import ChunkPlan
 
 
 def document_lease(partition_key: str, document_id: str) -> str:

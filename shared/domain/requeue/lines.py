@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.domain.kinds.base import Line
-from shared.domain.settlement import ChunkPlan, DocumentFailure
+from shared.domain.pipeline.settlement import ChunkPlan, DocumentFailure
 
 
 def _the_line(
