@@ -10,9 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from services.api.errors import ApiError
-from services.api.intake.ingest import NDJSON, Ingest, Ingested
+from services.api.errors import ApiError, validation_error
+from services.api.intake import ingest as ingest_module
+from services.api.intake.ingest import JSON, NDJSON, Ingest, Ingested
+from shared.domain.kinds import BATCH
+from shared.domain.kinds.promo_accrual import PromoDocument
 from shared.settings import ProducerKey, Settings
 from tests.support.workload import generate
 
@@ -147,3 +151,93 @@ def test_an_ndjson_line_that_is_not_json_is_named_by_its_line_in_the_body() -> N
     assert isinstance(refused, ApiError) and refused.code == "json_invalid"
     assert refused.message.startswith("line 3: ") and "line 1" not in refused.message
     assert refused.details[0]["loc"][0] == "line 3" and "at column 2" in refused.details[0]["msg"]
+
+
+def _json_ingest(body: bytes) -> Ingested | ApiError:
+    ingest = Ingest(SETTINGS, KEY, JSON)
+    ingest.feed_parts([body], lambda _: None)
+    try:
+        return ingest.finish()
+    except ApiError as exc:
+        return exc
+
+
+def test_a_json_body_reads_each_document_once_and_stores_it_as_sent(monkeypatch) -> None:
+    """No pass over the whole tree by the batch's model, and none writing the
+    documents back out: each is screened (or, where the screen leaves it, read
+    by its model) once, and its own bytes are what the chunk holds."""
+    documents = DOCUMENTS[:60]
+    # Spaced as a producer may space them; 40 and 50 in raw UTF-8, as LINES.
+    raw = [
+        json.dumps(d, indent=1, ensure_ascii=n not in (40, 50)).encode()
+        for n, d in enumerate(documents)
+    ]
+    body = b'{"kind": "promo_accrual",\n "documents": [' + b" ,\n ".join(raw) + b"]}"
+    batch_reads: list[bytes] = []
+    model_reads: list[bytes] = []
+
+    class CountingBatch:
+        def validate_json(self, data: bytes) -> Any:
+            batch_reads.append(data)
+            return BATCH.validate_json(data)
+
+    model = PromoDocument.model_validate_json
+    monkeypatch.setattr(ingest_module, "BATCH", CountingBatch())
+    monkeypatch.setattr(
+        PromoDocument,
+        "model_validate_json",
+        lambda data, **kw: model_reads.append(data) or model(data, **kw),
+    )
+    batch = _json_ingest(body)
+    assert isinstance(batch, Ingested)
+    assert batch_reads == []
+    assert model_reads == [raw[3], raw[17]]  # the two the screen leaves to the model
+    assert b"".join(c.payload for c in batch.chunks) == b"".join(
+        b"[" + b",".join(raw[i : i + 7]) + b"]" for i in range(0, len(raw), 7)
+    )
+    assert (batch.documents, batch.lines) == (60, 300)
+    assert batch.partitions == {d["partition_key"] for d in documents}
+
+
+def _bad_json_bodies() -> list[Any]:
+    docs = [json.dumps(d).encode() for d in DOCUMENTS[:20]]
+    bad = json.loads(json.dumps(DOCUMENTS[9]))
+    bad["lines"][1]["claimed_amount"] = 1.5
+    bad["extra"] = 1
+    wrapped = b",".join([*docs[:9], json.dumps(bad).encode(), *docs[10:]])
+    good = b'{"kind": "promo_accrual", "documents": [' + b",".join(docs) + b"]}"
+    return [
+        pytest.param(b'{"kind": "promo_accrual", "documents": [' + wrapped + b"]}", id="bad-doc"),
+        pytest.param(good[:-1] + b', "note": 1}', id="extra-field"),
+        pytest.param(b'{"kind": "promo_accrual", "documents": []}', id="no-documents"),
+        pytest.param(b'{"kind": "promo", "documents": [' + docs[0] + b"]}", id="unknown-kind"),
+        pytest.param(b'{"documents": [' + docs[0] + b"]}", id="no-kind"),
+        pytest.param(good + b"}", id="trailing"),
+        pytest.param(good.replace(b'"promo_accrual"', b'"recipe_cost"'), id="other-kind"),
+        pytest.param(b'{"kind": "promo_accrual", "documents": [null, 7]}', id="not-objects"),
+        pytest.param(good[:-2] + b',"\xff"]}', id="invalid-utf8"),
+        pytest.param(b"[" + good + b"]", id="not-an-object"),
+    ]
+
+
+@pytest.mark.parametrize("body", _bad_json_bodies())
+def test_a_refused_json_body_has_the_batch_models_own_answer(body: bytes) -> None:
+    refused = _json_ingest(body)
+    assert isinstance(refused, ApiError)
+    with pytest.raises(ValidationError) as model:
+        BATCH.validate_json(body)
+    expected = validation_error(list(model.value.errors()))
+    assert (refused.status, refused.code, refused.message, refused.details) == (
+        422,
+        expected.code,
+        expected.message,
+        expected.details,
+    )
+
+
+def test_a_json_body_with_a_repeated_line_no_is_duplicate_line_at_its_document() -> None:
+    documents = json.loads(json.dumps(DOCUMENTS[:30]))
+    documents[12]["lines"][3]["line_no"] = documents[12]["lines"][1]["line_no"]
+    refused = _json_ingest(json.dumps({"kind": "promo_accrual", "documents": documents}).encode())
+    assert isinstance(refused, ApiError) and refused.code == "duplicate_line"
+    assert refused.details[0]["loc"] == ["documents", "12", "lines", "3", "line_no"]

@@ -4,8 +4,9 @@ docs/architecture.md#front-door, docs/architecture.md#chunking).
 NDJSON is handled a line at a time: each document is validated (screened at
 C speed first where its kind has a screen, ``shared/domain/kinds/screen.py``), checked
 against the key's partitions, and appended (as the producer's own bytes) to
-the chunk being built; the body itself is never held whole. A JSON body is one
-document tree and is validated when complete; so is an X12 file
+the chunk being built; the body itself is never held whole. A JSON body is
+read when complete, each of its documents once, from its own bytes, as an
+NDJSON line is, and stored as sent; an X12 file is read when complete too
 (``services/api/edi/ingest.py``). ``feed`` runs in a worker thread so that the
 event loop keeps serving other requests meanwhile.
 """
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
 from pydantic import ValidationError
 
 from services.api.errors import ApiError, duplicate_line, validation_error
@@ -266,6 +268,47 @@ class Ingest:
         return kind
 
     def _json_body(self, body: bytes) -> None:
+        """A JSON body: each document read once, from its own bytes, as an NDJSON
+        line is (screened, else the model), and stored as the producer sent it.
+        A body that way does not take, the batch's model reads whole, as before,
+        so that a refusal's code, message and details are the model's own."""
+        read = self._json_documents(body)
+        if read is None:
+            self._json_model(body)
+            return
+        self.kind, documents = read
+        for index, (document, raw) in enumerate(documents):
+            self._accept(document, raw, index)
+            if self.error is not None:
+                return
+
+    def _json_documents(
+        self, body: bytes
+    ) -> tuple[Kind, list[tuple[Document | ScreenDocument, bytes]]] | None:  # type: ignore[type-arg]
+        """The kind and every document of a body whose documents each pass, with
+        its bytes; None at the first thing that does not."""
+        try:
+            envelope = _JSON_ENVELOPE.decode(body)
+        except (msgspec.MsgspecError, RecursionError):
+            return None
+        kind = KINDS.get(envelope.kind)
+        if kind is None or not envelope.documents:
+            return None
+        documents: list[tuple[Document | ScreenDocument, bytes]] = []
+        for part in envelope.documents:
+            raw = bytes(part)
+            document = _screened(kind, raw)
+            if document is None:
+                try:
+                    document = kind.document_model.model_validate_json(raw)
+                except ValidationError:
+                    return None
+            documents.append((document, raw))
+        return kind, documents
+
+    def _json_model(self, body: bytes) -> None:
+        """The batch's model over the whole body: its errors are the answer (and
+        a body it takes is stored as it reads it)."""
         try:
             batch = BATCH.validate_json(body)
         except ValidationError as exc:
@@ -276,3 +319,18 @@ class Ingest:
             self._accept(document, document.model_dump_json().encode(), index)
             if self.error is not None:
                 return
+
+
+class _JsonEnvelope(msgspec.Struct, forbid_unknown_fields=True):
+    """A JSON body's two fields; each document is kept as its own bytes (a
+    ``Raw`` span), for its kind to read once."""
+
+    kind: str
+    documents: list[msgspec.Raw]
+
+
+_JSON_ENVELOPE = msgspec.json.Decoder(_JsonEnvelope)
+
+
+def _screened(kind: Kind, raw: bytes) -> ScreenDocument | None:  # type: ignore[type-arg]
+    return None if kind.screen is None else screen(kind.screen, raw)
