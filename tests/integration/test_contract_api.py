@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, example, given, settings
+from sqlalchemy import event
 from typer.testing import CliRunner
 
 from services.api.app import create_app
@@ -340,6 +341,36 @@ def test_the_list_of_contracts_refuses_what_names_nothing(operator: Client) -> N
         assert error(response)["code"] == code, (query, response.text)
     unknown = error(operator.bearer("GET", "/v1/contracts?kind=nope"))
     assert all(kind in unknown["message"] for kind in KINDS), unknown
+
+
+def test_a_put_is_answered_from_its_own_transaction(http: TestClient, operator: Client) -> None:
+    """A publication, and an identical republication, answer what they wrote or
+    found in the one transaction that wrote or found it, with no second
+    transaction reading the version back, and answer what a GET reads."""
+    engine = http.app.state.ctx.engine  # type: ignore[attr-defined]
+    seen: list[tuple[str, int]] = []
+
+    def statement(conn: Any, _cursor: Any, text: str, *_: Any) -> None:
+        if re.search(r"\bcontracts\b", text):
+            seen.append((text.split()[0], id(conn.get_transaction())))
+
+    vendor = uid("ONCE-")
+    at = path(PROMO, vendor, 1)
+    body = {**promo_contract(), "tolerance": "0.05"}
+    event.listen(engine, "before_cursor_execute", statement)
+    try:
+        created = operator.bearer("PUT", at, body)
+        first, seen[:] = list(seen), []
+        again = operator.bearer("PUT", at, dict(body))
+        second = list(seen)
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+    assert (created.status_code, again.status_code) == (201, 200), (created.text, again.text)
+    assert [verb for verb, _ in first] == ["INSERT"]
+    assert [verb for verb, _ in second] == ["INSERT", "SELECT"]  # the conflict, then its row
+    assert len({transaction for _, transaction in second}) == 1
+    read = operator.bearer("GET", at)
+    assert created.json() == again.json() == read.json()
 
 
 @pytest.mark.regression

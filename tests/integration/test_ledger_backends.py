@@ -78,8 +78,8 @@ def test_same_identity_twice_in_one_chunk_posts_once(engine: Engine) -> None:
 def test_contract_versions_are_immutable(engine: Engine) -> None:
     vendor = uid("V-")
     body = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
-    assert put_contract(engine, "promo_accrual", vendor, 1, body) == "created"
-    assert put_contract(engine, "promo_accrual", vendor, 1, dict(body)) == "unchanged"
+    assert put_contract(engine, "promo_accrual", vendor, 1, body).result == "created"
+    assert put_contract(engine, "promo_accrual", vendor, 1, dict(body)).result == "unchanged"
     with pytest.raises(ContractConflict):
         put_contract(engine, "promo_accrual", vendor, 1, {**body, "tolerance": "0.10"})
 

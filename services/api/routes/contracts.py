@@ -154,25 +154,25 @@ async def put_contract(
         raise _contract_refused(exc) from None
     canonical = contract.model_dump(mode="json")
 
-    def store() -> tuple[str, dict[str, Any] | None]:
+    def store() -> contracts_db.Published:
         try:
-            result = contracts_db.put_contract(
+            return contracts_db.put_contract(
                 ctx.engine, kind, partition_key, version, canonical, actor=who.actor
             )
         except contracts_db.ContractConflict as exc:
             raise _conflict(version, exc) from None
-        return result, contracts_db.get_contract(ctx.engine, kind, partition_key, version)
 
-    result, stored = await run_in_threadpool(store)
-    assert stored is not None
+    stored = await run_in_threadpool(store)
     payload = Contract(
         kind=kind,
         partition_key=partition_key,
         version=version,
-        body=stored["body"],
-        created_at=iso(stored["created_at"]) or "",
+        body=stored.body,
+        created_at=iso(stored.created_at) or "",
     )
-    return JSONResponse(payload.model_dump(), status_code=201 if result == "created" else 200)
+    return JSONResponse(
+        payload.model_dump(), status_code=201 if stored.result == "created" else 200
+    )
 
 
 @router.get(

@@ -30,6 +30,15 @@ def canonical_body(body: dict[str, Any]) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
+@dataclass(frozen=True)
+class Published:
+    """A version as ``put_contract`` left it: what a read of it returns."""
+
+    result: Literal["created", "unchanged"]
+    body: dict[str, Any]  # as stored: the canonical text's object
+    created_at: dt.datetime  # the stored version's: the first publication's
+
+
 def put_contract(
     engine: Engine,
     kind: str,
@@ -38,16 +47,18 @@ def put_contract(
     body: dict[str, Any],
     *,
     actor: str | None = None,
-) -> Literal["created", "unchanged"]:
-    """Publish a version once. With ``actor`` (an operator publishing over the
-    API) a publication is audited in the same transaction: no contract without
-    its audit entry. An identical republish writes nothing, so it is not audited."""
+) -> Published:
+    """Publish a version once, and return it as stored, read in the same
+    transaction (no second one to read it back). With ``actor`` (an operator
+    publishing over the API) a publication is audited in the same transaction:
+    no contract without its audit entry. An identical republish writes nothing,
+    so it is not audited. Raises ``ContractConflict``."""
     text = canonical_body(body)
     digest = hashlib.sha256(text.encode()).hexdigest()
     with engine.begin() as conn:
         if version > 1:
             lock_partition_for_repricing(conn, kind, partition_key)
-        inserted = conn.execute(
+        created: dt.datetime | None = conn.execute(
             insert_ignoring_conflicts(conn, contracts)
             .values(
                 kind=kind,
@@ -57,9 +68,9 @@ def put_contract(
                 body_sha256=digest,
                 created_at=dt.datetime.now(dt.UTC),
             )
-            .returning(contracts.c.version)
-        ).first()
-        if inserted is not None:
+            .returning(contracts.c.created_at)
+        ).scalar()
+        if created is not None:
             if actor is not None:
                 audit.record(
                     conn,
@@ -73,16 +84,17 @@ def put_contract(
                         "body_sha256": digest,
                     },
                 )
-            return "created"
-        existing: str = conn.execute(
-            select(contracts.c.body_sha256).where(
+            return Published("created", json.loads(text), created)
+        existing = conn.execute(
+            select(contracts.c.body_sha256, contracts.c.created_at).where(
                 contracts.c.kind == kind,
                 contracts.c.partition_key == partition_key,
                 contracts.c.version == version,
             )
-        ).scalar_one()
-        if existing == digest:
-            return "unchanged"
+        ).one()
+        if existing.body_sha256 == digest:
+            # The same digest: the stored text is this one.
+            return Published("unchanged", json.loads(text), existing.created_at)
         newest: int = conn.execute(
             select(func.max(contracts.c.version)).where(
                 contracts.c.kind == kind, contracts.c.partition_key == partition_key
