@@ -14,7 +14,7 @@ from services.api.edi.ingest import EdiIngest, EdiQuery
 from services.api.intake.ingest import EDI_X12
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.acknowledging.answer import acknowledge
-from shared.domain.x12.mapping.files import files as mapping
+from shared.domain.x12.mapping import files as mapping
 from shared.domain.x12.mapping.freight_210.fast import fast_210_line
 from shared.domain.x12.synthetic import freight_210_file
 from shared.settings import ProducerKey, Settings
