@@ -149,3 +149,51 @@ def test_the_read_side_importing_the_writer_breaks_the_contracts(tmp_path: Path)
     assert "shared.adapters.db.ledger.read.history -> shared.adapters.db.ledger.priors" in (
         result.stdout
     ), result.stdout
+
+
+def test_the_cli_and_the_supervisor_are_under_contract() -> None:
+    """Every folder of client commands is held to the HTTP API (one added later
+    too, or this test names it); no process imports the CLI; the supervisor
+    imports nothing of what it runs."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    by_name = {contract["name"]: contract for contract in config["contracts"]}
+    client = by_name[
+        "The client commands use the HTTP API: no database, no Redis, no process's code"
+    ]
+    commands = ROOT / "services" / "commands"
+    folders = {f"services.commands.{p.parent.name}" for p in commands.glob("*/__init__.py")}
+    assert set(client["source_modules"]) == folders
+    assert {"shared.adapters.db", "sqlalchemy", "services.api", "services.worker"} <= set(
+        client["forbidden_modules"]
+    )
+    no_cli = by_name["No process imports the CLI"]
+    processes = {
+        f"services.{p.parent.name}"
+        for p in (ROOT / "services").glob("*/__init__.py")
+        if p.parent.name != "commands"
+    }
+    assert processes | {"shared"} == set(no_cli["source_modules"])
+    supervisor = by_name["The supervisor knows nothing of what its children run"]
+    assert {"services.worker", "services.commands", "shared.adapters"} <= set(
+        supervisor["forbidden_modules"]
+    )
+
+
+def test_a_client_command_reading_the_database_breaks_the_contracts(tmp_path: Path) -> None:
+    """The CLI's contract is not vacuous: a dispute command reading the queue's
+    tables itself, rather than asking the API, fails."""
+    for name in ("shared", "services"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    disputes = tmp_path / "services" / "commands" / "repair" / "disputes.py"
+    disputes.write_text(
+        disputes.read_text()
+        + "\nfrom shared.adapters.db.disputes import reads  # noqa: E402,F401\n"
+    )
+
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout
+    assert "The client commands use the HTTP API" in result.stdout, result.stdout
+    assert "services.commands.repair.disputes -> shared.adapters.db.disputes.reads" in (
+        result.stdout
+    ), result.stdout
