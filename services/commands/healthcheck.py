@@ -16,7 +16,7 @@ import urllib.request
 from sqlalchemy import func, select
 
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.producer_keys import ACTIVE
+from shared.adapters.db.operators.producer_keys import ACTIVE
 from shared.adapters.db.tables import contracts, producer_keys
 from shared.settings import Settings
 

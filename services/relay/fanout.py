@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from services.relay.payloads import data_of
 from services.rounds import run_rounds
-from shared.adapters.db import producer_keys
+from shared.adapters.db.operators import producer_keys
 from shared.adapters.db.webhooks import deliveries
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
 from shared.settings import ProducerKey, Settings
@@ -103,7 +103,7 @@ class FanOut:
 
     def _key(self, key_id: str, scopes: Scopes) -> ProducerKey | None:
         """A key's scope: the database's over the environment's (as the API's
-        keyring decides, shared/adapters/db/producer_keys.py); None: revoked
+        keyring decides, shared/adapters/db/operators/producer_keys.py); None: revoked
         or unknown."""
         if key_id not in scopes:
             return self.settings.producer_key(key_id)

@@ -21,8 +21,8 @@ from services.commands.client import Client
 from services.relay.fanout import FanOut
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.db import producer_keys as keys_db
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.operators import producer_keys as keys_db
 from shared.adapters.db.tables import audit_log, producer_keys, webhook_deliveries
 from shared.domain.synthetic import promo_contract
 from shared.settings import Settings

@@ -389,7 +389,7 @@ def test_the_api_is_healthy_with_a_key_created_at_runtime_and_none_in_its_enviro
     runtime unhealthy; a revoked one is none."""
     import datetime as dt
 
-    from shared.adapters.db import producer_keys
+    from shared.adapters.db.operators import producer_keys
 
     class Ok(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

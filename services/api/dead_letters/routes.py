@@ -29,8 +29,8 @@ from services.api.schemas import (
     Discarded,
     Requeued,
 )
-from shared.adapters.db import audit
 from shared.adapters.db import dead_letters as dl_db
+from shared.adapters.db.operators import audit
 from shared.domain.disputes import says_something
 from shared.domain.kinds.base import Identifier
 from shared.wire.cells import Cell

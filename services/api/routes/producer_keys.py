@@ -1,7 +1,7 @@
 """Producer keys managed at runtime (docs/api.md#producer-keys), operator
 token: create, list, show, scope, rotate, revoke. Every write is audited
 (never with a secret); a secret is shown once, in the answer that made it;
-the API honours each change within seconds (shared/adapters/db/producer_keys.py).
+the API honours each change within seconds (shared/adapters/db/operators/producer_keys.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from services.api.auth import Ctx, Operator
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
-from shared.adapters.db import producer_keys as keys_db
+from shared.adapters.db.operators import producer_keys as keys_db
 from shared.domain.kinds.ids import PartitionKey
 from shared.logs import mask
 from shared.settings import ProducerKey

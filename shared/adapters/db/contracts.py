@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, func, select, tuple_
 
-from shared.adapters.db import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.ledger.priors import lock_partition_for_repricing
+from shared.adapters.db.operators import audit
 from shared.adapters.db.tables import contracts
 
 

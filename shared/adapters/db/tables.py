@@ -25,9 +25,9 @@ from sqlalchemy import (
 # The features' tables, declared in their own modules on the same metadata
 # (schema.py): imported here so that ``metadata`` is the whole schema.
 from shared.adapters.db.edi import tables as _edi_tables  # noqa: F401
-from shared.adapters.db.operator_tables import audit_log as audit_log
-from shared.adapters.db.operator_tables import dispute_resolutions as dispute_resolutions
-from shared.adapters.db.operator_tables import producer_keys as producer_keys
+from shared.adapters.db.operators.tables import audit_log as audit_log
+from shared.adapters.db.operators.tables import dispute_resolutions as dispute_resolutions
+from shared.adapters.db.operators.tables import producer_keys as producer_keys
 from shared.adapters.db.periods import tables as _period_tables  # noqa: F401
 from shared.adapters.db.schema import (
     ID,

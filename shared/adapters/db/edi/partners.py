@@ -21,7 +21,6 @@ from sqlalchemy import (
     update,
 )
 
-from shared.adapters.db import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.disputes.sql import d, disputes_query, to_dispute
 from shared.adapters.db.disputes.types import Filter
@@ -31,6 +30,7 @@ from shared.adapters.db.edi.tables import (
     edi_partners,
     edi_refusals,
 )
+from shared.adapters.db.operators import audit
 from shared.adapters.db.tables import jobs, line_outcomes
 from shared.adapters.db.types import EXACT_SUMS, utc
 from shared.domain.partners import Acknowledge

@@ -21,8 +21,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
-from shared.adapters.db import audit
 from shared.adapters.db.bulk import insert_rows
+from shared.adapters.db.operators import audit
 from shared.adapters.db.periods import booking, sums
 from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
 from shared.adapters.db.tables import dead_letters, ledger_entries, outbox

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
 
-from shared.adapters.db import audit
+from shared.adapters.db.operators import audit
 from shared.adapters.db.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
 from shared.adapters.db.types import utc
 from shared.domain.webhooks import EVENT_TYPES, ROTATION_GRACE_S, new_secret

@@ -23,9 +23,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
 
-from shared.adapters.db import audit
 from shared.adapters.db.dialect import insert_ignoring_conflicts
-from shared.adapters.db.operator_tables import producer_keys as pk
+from shared.adapters.db.operators import audit
+from shared.adapters.db.operators.tables import producer_keys as pk
 from shared.adapters.db.types import utc
 from shared.domain.sealing import SealError, seal, unseal
 from shared.logs import mask
