@@ -1,4 +1,4 @@
-"""Cost of the front door accepting one large NDJSON batch, in process.
+"""Cost of the front door accepting one large NDJSON (or JSON) batch, in process.
 
 Runs the real app (its lifespan, on real PostgreSQL and RabbitMQ) under
 httpx's ASGI transport and posts a deterministic promo_accrual batch (default
@@ -16,7 +16,7 @@ With ``--profile`` the same steps (verify, feed, finish, submit) run in this
 thread, publishing included, under cProfile, and the top functions by
 cumulative and own time are printed.
 
-    python -m bench.accept [--lines 500000] [--runs 3] [--uvicorn | --profile]
+    python -m bench.accept [--lines 500000] [--runs 3] [--uvicorn | --profile] [--json]
 
 With ``--x12`` a large X12 file of 210s goes to a real API process instead
 (``bench/accept_x12.py``: POST→202, the reader's MB/s, the API's peak RSS).
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import json
 import pstats
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -42,7 +43,7 @@ import psycopg
 from bench.run import TICK, process_stats, service_cpu
 from services.api.app import create_app
 from services.api.context import ApiContext
-from services.api.intake.ingest import NDJSON, Ingest
+from services.api.intake.ingest import JSON, NDJSON, Ingest
 from services.api.submission import submit
 from shared.domain.signing import StreamingVerifier, sign_request
 from tests.support.infra import PRODUCER_ID, PRODUCER_SECRET, ServiceEnv, isolated_env
@@ -58,11 +59,15 @@ def parts(body: bytes) -> Iterator[bytes]:
         yield bytes(view[start : start + PART])
 
 
+# The body's media type: NDJSON, or with --json the same documents as one JSON body.
+MEDIA = [NDJSON]
+
+
 def headers(body: bytes, run: int) -> dict[str, str]:
     return {
         "X-Key-Id": PRODUCER_ID,
         "X-Signature": sign_request(PRODUCER_SECRET, int(time.time()), "POST", "/v1/batches", body),
-        "Content-Type": NDJSON,
+        "Content-Type": MEDIA[0],
         "Idempotency-Key": f"bench-accept-{time.time_ns()}-{run}",
     }
 
@@ -170,7 +175,7 @@ def profiled(ctx: ApiContext, body: bytes, lines: int) -> None:
     verifier = StreamingVerifier(
         hdrs["X-Signature"], key.secrets, "POST", "/v1/batches", int(time.time()), 300
     )
-    ingest = Ingest(ctx.settings, key, NDJSON)
+    ingest = Ingest(ctx.settings, key, MEDIA[0])
     for part in parts(body):
         verifier.update(part)
         ingest.feed(part)
@@ -194,6 +199,9 @@ def main() -> None:
     mode.add_argument("--x12", action="store_true", help="an X12 file of 210s, to an API process")
     parser.add_argument("--invoices", type=int, default=100_000, help="with --x12")
     parser.add_argument(
+        "--json", action="store_true", help="the documents as one JSON body, not NDJSON"
+    )
+    parser.add_argument(
         "--map-processes",
         type=int,
         default=None,
@@ -208,9 +216,15 @@ def main() -> None:
     args.runs = args.runs or 3
     documents = generate(args.lines, 50).documents
     lines = sum(len(d["lines"]) for d in documents)
-    body = ndjson(documents)
+    if args.json:
+        MEDIA[0] = JSON
+        body = json.dumps(
+            {"kind": "promo_accrual", "documents": documents}, separators=(",", ":")
+        ).encode()
+    else:
+        body = ndjson(documents)
     del documents
-    print(f"{lines} lines, {len(body) / 1e6:.1f} MB NDJSON")
+    print(f"{lines} lines, {len(body) / 1e6:.1f} MB {'JSON' if args.json else 'NDJSON'}")
     with isolated_env("accept") as env:
         if args.uvicorn:
             over_socket(env, body, lines, args.runs)
