@@ -52,7 +52,6 @@ from bench.procstats import (  # noqa: F401
 )
 from bench.report import Session, compare_ledgers, compare_servers, report
 from bench.server import SERVERS, describe, server, servers
-from shared.faults import Faults
 from tests.support.infra import ServiceEnv, isolated_env
 from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Generated, generate, ndjson
@@ -88,13 +87,6 @@ def parse_args() -> argparse.Namespace:
         default=[],
         metavar="NAME=VALUE",
         help="any other setting for every process, e.g. --set relay_grace_s=5",
-    )
-    parser.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="fault injection for every process (shared/faults.py): --fault settle_pause_s=0.1",
     )
     parser.add_argument(
         "--ledger-rows",
@@ -250,8 +242,7 @@ def start_stack(args: argparse.Namespace, env: ServiceEnv) -> Stack:
         if value is not None
     }
     tuning.update(item.split("=", 1) for item in args.set)
-    faults = Faults(**dict(item.split("=", 1) for item in args.fault)) if args.fault else None
-    stack = Stack(env, logs, faults=faults, **tuning)
+    stack = Stack(env, logs, **tuning)
     try:
         stack.start_api()
         for entry in args.workers.split(","):

@@ -130,6 +130,12 @@ class Settings(BaseSettings):
     # the relay publishes only a unit left unpublished longer than this (a
     # crash between commit and publish, a broker outage).
     relay_grace_s: float = Field(default=2.0, ge=0)
+    # Off: a settling worker publishes no events and leaves every unit to the
+    # relay, which publishes them once ``relay_grace_s`` has passed, in commit
+    # order, from one process. For a deployment that wants that order, or no
+    # event publishing on its worker hosts, at the cost of the grace's latency.
+    # The API's own units (dispute resolutions) are published at commit either way.
+    worker_publishes_events: bool = True
 
     # Worker processes per tier (`settleq up`, `settleq worker --queues <tier>`),
     # the bench's best on two cores: validation is light, settlement holds a
@@ -203,9 +209,6 @@ class Settings(BaseSettings):
     # terminal, JSON otherwise (shared/logs.py).
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-
-    # Fault injection is no setting (neither this object nor a config file turns
-    # it on): the tests and the bench set SETTLEQ_FAULT_* (shared/faults.py).
 
     @field_validator("database_url")
     @classmethod
@@ -281,7 +284,7 @@ class Settings(BaseSettings):
             sources.append(from_dir)
         config_file = os.environ.get("SETTLEQ_CONFIG")
         if config_file:
-            # A mistyped path must not silently run on defaults (a local SQLite ledger).
+            # A mistyped path must not silently run on the built-in values (a local SQLite ledger).
             if not os.path.isfile(config_file):
                 raise ConfigError(f"SETTLEQ_CONFIG names no file: {config_file}")
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))

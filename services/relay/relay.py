@@ -31,23 +31,20 @@ from services.relay.fanout import FanOut
 from services.relay.session import Session
 from shared.adapters.db.engine import make_engine
 from shared.adapters.event_publisher import exchange_name
-from shared.faults import Faults, load_faults
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.relay")
 
 
 class Relay:
-    def __init__(self, settings: Settings, engine: Engine, faults: Faults | None = None) -> None:
-        """``faults`` default to the environment's (``SETTLEQ_FAULT_*``, all off unset)."""
+    def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
         self.engine = engine
-        self.faults = Faults() if faults is None else faults
 
     def run(self, stop: threading.Event) -> None:
         node = 0  # which of the broker URL's nodes the next session connects to
         while not stop.is_set():
-            failure = Session(self.settings, self.engine, stop, self.faults, node).run()
+            failure = Session(self.settings, self.engine, stop, node).run()
             if failure is not None and not stop.is_set():
                 # Unmarked events stay in the outbox; try again after a pause,
                 # on the cluster's next node (its first when there is one).
@@ -59,7 +56,6 @@ class Relay:
 def run_relay(settings: Settings) -> None:
     import signal
 
-    faults = load_faults(log)
     engine = make_engine(settings.database_url, pool_size=3)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -74,7 +70,7 @@ def run_relay(settings: Settings) -> None:
         target=FanOut(settings, engine).run, args=(stop,), name="fan-out", daemon=True
     )
     fanning.start()
-    Relay(settings, engine, faults).run(stop)
+    Relay(settings, engine).run(stop)
     fanning.join(timeout=10)
     engine.dispose()
     log.info("relay stopped after %.0f s", time.monotonic() - started)

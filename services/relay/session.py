@@ -27,7 +27,6 @@ from services.relay.publish_log import log_published
 from shared.adapters.broker import connection_parameters
 from shared.adapters.db import outbox
 from shared.adapters.event_publisher import exchange_name, properties
-from shared.faults import Faults
 from shared.settings import Settings
 
 # A broker that takes longer than this to confirm a batch is treated as lost:
@@ -55,12 +54,10 @@ class Session:
         settings: Settings,
         engine: Engine,
         stop: threading.Event,
-        faults: Faults,
         node: int = 0,
     ) -> None:
         """``node``: which node of the broker URL to connect to, counted round the list."""
         self.settings = settings
-        self.batch_pause_s = faults.relay_batch_pause_s  # 0 but in the failure tests
         self.engine = engine
         self.stop = stop
         self.exchange = exchange_name(settings.queue_prefix)
@@ -202,7 +199,7 @@ class Session:
         finally:
             flight.conn.close()
         log_published(flight.batch.units, flight.started)
-        self._later(self.batch_pause_s, self._tick)
+        self._later(0, self._tick)
 
     def _abandon(self) -> None:
         flight, self.inflight = self.inflight, None

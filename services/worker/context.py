@@ -19,7 +19,6 @@ from shared.adapters.leases import ClaimStore
 from shared.domain.kinds.base import Kind
 from shared.domain.pipeline.settlement import ChunkPlan
 from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
-from shared.faults import Faults
 from shared.settings import Settings
 
 CommitHook = Callable[[ChunkRef, ChunkPlan, ChunkOutcome], None]
@@ -62,16 +61,11 @@ class WorkerContext:
     contracts: ContractCache
     # Called after each unit of work's transaction commits (metrics count there).
     on_commit: CommitHook = _ignore
-    # Fault injection (tests and bench only): all off unless set.
-    faults: Faults = field(default_factory=Faults)
     # Publishes each committed unit's events (None: the relay does, after its grace).
     events: EventPublisher | None = None
 
 
-def make_context(
-    settings: Settings, broker: RabbitmqBroker, faults: Faults | None = None
-) -> WorkerContext:
-    """``faults`` default to the environment's (``SETTLEQ_FAULT_*``, all off unset)."""
+def make_context(settings: Settings, broker: RabbitmqBroker) -> WorkerContext:
     engine = make_engine(settings.database_url, pool_size=settings.worker_threads + 1)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
     return WorkerContext(
@@ -81,6 +75,9 @@ def make_context(
         internal_key=load_internal_key(engine, settings.internal_signing_key),
         broker=broker,
         contracts=ContractCache(engine),
-        faults=Faults() if faults is None else faults,
-        events=EventPublisher(broker, engine, settings.queue_prefix, settings.event_batch_max),
+        events=(
+            EventPublisher(broker, engine, settings.queue_prefix, settings.event_batch_max)
+            if settings.worker_publishes_events
+            else None
+        ),
     )

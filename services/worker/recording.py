@@ -4,7 +4,6 @@ then its events, published at once (docs/architecture.md#events-at-commit-and-th
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from services.worker.context import WorkerContext
@@ -23,9 +22,7 @@ def record(ctx: WorkerContext, ref: ChunkRef, plan: ChunkPlan, attempt: int) -> 
     if result is None:  # an earlier delivery already committed it
         return None
     ctx.on_commit(ref, plan, result.outcome)
-    if ctx.events is not None and not ctx.faults.skip_publish_at_commit:
-        if ctx.faults.publish_pause_s:
-            time.sleep(ctx.faults.publish_pause_s)
+    if ctx.events is not None:  # None: worker_publishes_events is off
         # Never fails the unit: what is not published waits for the relay.
         ctx.events.publish(result, ref.chunk_id)
     return result.outcome

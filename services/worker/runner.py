@@ -16,7 +16,6 @@ from services.worker.context import make_context
 from services.worker.metrics import WorkerMetrics
 from shared.adapters.broker import close_broker
 from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH
-from shared.faults import load_faults
 from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")
@@ -31,10 +30,9 @@ def run_worker(
     unknown = set(tiers) - set(TIERS)
     if unknown:
         raise ValueError(f"unknown queue families: {sorted(unknown)}; use {TIERS}")
-    faults = load_faults(log)
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
-    ctx = make_context(settings, broker, faults)
+    ctx = make_context(settings, broker)
     metrics = WorkerMetrics(settings)
     register_actors(broker, ctx, metrics)
     server = metrics.serve(settings.worker_metrics_host, metrics_port) if metrics_port else None

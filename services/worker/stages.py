@@ -10,7 +10,6 @@ transient one propagates for the actor to retry.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import msgspec
@@ -27,7 +26,7 @@ from shared.domain.pipeline.leasing import leases_by_version
 from shared.domain.pipeline.messages import COMPUTE_HEAVY, MAX_PRIORITY, SETTLE_ACTOR
 from shared.domain.pipeline.settlement import plan_chunk, plan_failure, unreadable
 from shared.domain.pipeline.units import ChunkOutcome
-from shared.errors import ClaimContended, StructuralError, TransientError
+from shared.errors import ClaimContended, StructuralError
 
 log = logging.getLogger("settleq.worker")
 
@@ -103,7 +102,6 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
         raise ClaimContended(len(claim.contended), claim.contended_for_ms)
     try:
         with LeaseKeeper(ctx.claims, claim, ctx.settings.claim_lease_ms):
-            _injected_faults(ctx, attempt)
             outcome = record(ctx, unit.ref, plan, attempt)
     except BaseException:
         _release_quietly(ctx, claim)
@@ -113,18 +111,6 @@ def settle_chunk(ctx: WorkerContext, raw: Any, attempt: int) -> ChunkOutcome | N
     except Exception:  # the commit stands; done-marks only save later work
         log.warning("could not mark %d claims done", len(claim.keys), exc_info=True)
     return outcome
-
-
-def _injected_faults(ctx: WorkerContext, attempt: int) -> None:
-    """Fault injection for the failure tests (all off by default): between the
-    claims and the commit, the most delicate point of the protocol."""
-    faults = ctx.faults
-    if faults.settle_pause_s:
-        log.warning("injected pause of %.1f s between claims and commit", faults.settle_pause_s)
-        time.sleep(faults.settle_pause_s)
-    if attempt <= faults.transient_attempts:
-        log.warning("injected transient fault on attempt %d", attempt)
-        raise TransientError("injected_fault", f"injected transient fault, attempt {attempt}")
 
 
 def _release_quietly(ctx: WorkerContext, claim: Claim) -> None:

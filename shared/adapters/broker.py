@@ -1,6 +1,6 @@
 """RabbitMQ through Dramatiq's broker, with publisher confirms always on.
 
-``RabbitmqBroker`` defaults to ``confirm_delivery=False``: then ``enqueue`` can
+``RabbitmqBroker`` has ``confirm_delivery=False`` unless told otherwise: then ``enqueue`` can
 return before RabbitMQ holds the message, and our 202 would be a lie.
 
 ``SETTLEQ_BROKER_URL`` may list a cluster's nodes, separated by ``;`` (as

@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from shared.adapters.db.engine import make_engine
-from shared.faults import Faults
 from tests.e2e.conftest import ARTIFACTS
+from tests.support.booking_lock import Stalls
 from tests.support.chaos_checks import (
     Census,
     EventsQueue,
@@ -118,11 +118,13 @@ def test_faults_lose_and_double_nothing(
     # Short chunks that take a little while each, so faults land mid-stream: the
     # bounded run's 30,000 lines drain for about as long as its 10 faults take,
     # the soak's 500,000 for longer than its 27 (they are spread along the drain).
+    # The while is the booking lock held most of the time, as by a run of
+    # closes: settles wait for it inside their transactions, claims leased.
+    stalls = Stalls(env.database_url, held_s=0.2 if soak else 0.4, free_s=0.1)
     stack = Stack(
         env,
         logs,
         max_chunk_lines=300,
-        faults=Faults(settle_pause_s=0.2 if soak else 0.4),
         backoff_base_ms=200,
         backoff_max_ms=3000,
         max_attempts=50,
@@ -144,7 +146,8 @@ def test_faults_lose_and_double_nothing(
         def progress() -> float:
             return float(producer.job(job_id)["progress"])
 
-        struck_at = chaos.inject(plan, progress, before=spread(progress, plan))
+        with stalls:
+            struck_at = chaos.inject(plan, progress, before=spread(progress, plan))
         print(f"\nchaos: job progress when each fault struck: {struck_at}")
         job = wait_for(
             lambda: producer.job(job_id), lambda j: j["state"] == "completed", 600 + lines / 100

@@ -30,7 +30,7 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
-from shared.faults import Faults
+from tests.support.booking_lock import Stalls
 from tests.support.chaos_checks import (
     DOUBLED,
     Census,
@@ -83,9 +83,6 @@ def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
         env,
         logs,
         api_address=services.address,
-        # Chunks in flight long enough to be struck, and a drain (~100 s of pauses
-        # over two hosts) that outlasts the faults.
-        faults=Faults(settle_pause_s=1.0),
         broker_url=nodes,
         redis_url=services.redis_url,
         queue_type="quorum",
@@ -120,12 +117,19 @@ def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
             "host_added": lambda: start_host(stack, topology.hosts[2]) or 0,
             "host_workers_sigkill": lambda: kill_host(stack, services, topology.hosts[1]),
         }
-        for fault, at in PLAN:
-            wait_for(progress, lambda p, at=at: p >= at, 600)  # type: ignore[misc]
-            struck_at[fault] = progress()
-            flight[fault] = strike[fault]()
-            print(f"\nchaos: {fault} at progress {struck_at[fault]:.2f}, {flight[fault]} in flight")
-            assert_consistent(engine, producer.job, job_id)
+        # Chunks in flight long enough to be struck, and a drain that outlasts
+        # the faults: the booking lock held 1 s of every 1.25 s, as by a run of
+        # closes, so settles wait for it inside their transactions, claims leased.
+        with Stalls(services.database_url, held_s=1.0, free_s=0.25):
+            for fault, at in PLAN:
+                wait_for(progress, lambda p, at=at: p >= at, 600)  # type: ignore[misc]
+                struck_at[fault] = progress()
+                flight[fault] = strike[fault]()
+                print(
+                    f"\nchaos: {fault} at progress {struck_at[fault]:.2f},"
+                    f" {flight[fault]} in flight"
+                )
+                assert_consistent(engine, producer.job, job_id)
 
         job = wait_for(lambda: producer.job(job_id), lambda j: j["state"] == "completed", 900)
         wait_for(lambda: unpublished(engine), lambda n: n == 0, 300)

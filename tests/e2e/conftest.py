@@ -30,14 +30,12 @@ def engine(stack_env: ServiceEnv) -> Iterator[Engine]:
 
 @pytest.fixture(scope="module")
 def stack(stack_env: ServiceEnv, request: pytest.FixtureRequest) -> Iterator[Stack]:
-    """The stack, with the module's ``STACK_SETTINGS`` as setting overrides and
-    its ``STACK_FAULTS`` (a ``Faults``, if any) as fault injection."""
+    """The stack, with the module's ``STACK_SETTINGS`` as setting overrides."""
     logs = ARTIFACTS / "logs" / request.module.__name__.rsplit(".", 1)[-1]
     logs.mkdir(parents=True, exist_ok=True)
     running = Stack(
         stack_env,
         logs,
-        faults=getattr(request.module, "STACK_FAULTS", None),
         **getattr(request.module, "STACK_SETTINGS", {}),
     )
     try:

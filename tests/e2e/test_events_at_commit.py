@@ -1,8 +1,10 @@
 """Events published by the committing worker (docs/architecture.md#events-at-commit-and-the-relay)
-under the faults that can strike between a commit and its publish: the worker
-killed there, the broker down there, and the relay publishing the same unit
-at the same time. Delivery stays at least once, with the same message ids and
-event ids whoever publishes (real stack, PostgreSQL, RabbitMQ)."""
+under the faults that can strike between a commit and its publish: units the
+worker leaves unpublished (as one that died right after its commit does, or
+one with ``worker_publishes_events`` off), the broker down there, and a unit the
+worker published and the relay publishes again. Delivery stays at least once,
+with the same message ids and event ids whoever publishes (real stack,
+PostgreSQL, RabbitMQ)."""
 
 from __future__ import annotations
 
@@ -16,19 +18,19 @@ from typing import Any
 
 import pika
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, update
 
 from shared.adapters.db import tables
 from shared.domain.pipeline.events import event_id
 from shared.domain.synthetic import promo_batch, promo_contract
-from shared.faults import Faults
+from tests.support.booking_lock import BookingLock
 from tests.support.events import Delivery, delivery, distinct
 from tests.support.infra import BROKER_URL, ServiceEnv
-from tests.support.stack import Stack, log_events, wait_until_drained
+from tests.support.stack import Stack, log_events
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "logs" / "test_events_at_commit"
-# Two chunks: as many as the compute_heavy worker's threads, so a worker paused
-# after each commit still commits the whole job.
+# Two chunks: as many as the compute_heavy worker's threads, so that both wait
+# together for the booking lock a test holds.
 LINES, DOCUMENTS_PER_CHUNK = 120, 3
 
 
@@ -77,9 +79,9 @@ def consumer(stack_env: ServiceEnv) -> Iterator[Consumer]:
         found.delete()
 
 
-def _stack(env: ServiceEnv, name: str, worker_faults: Faults, grace_s: float) -> Stack:
-    """An API, a fast_path worker, a compute_heavy worker with ``worker_faults``
-    and a relay sweeping after ``grace_s``."""
+def _stack(env: ServiceEnv, name: str, grace_s: float, **worker: Any) -> Stack:
+    """An API, a fast_path worker, a compute_heavy worker with the settings
+    ``worker`` and a relay sweeping after ``grace_s``."""
     logs = ARTIFACTS / name
     logs.mkdir(parents=True, exist_ok=True)
     stack = Stack(
@@ -88,8 +90,8 @@ def _stack(env: ServiceEnv, name: str, worker_faults: Faults, grace_s: float) ->
     try:
         stack.start_api()
         stack.start_worker("fast_path")
-        stack.start_worker("compute_heavy", faults=worker_faults)
-        stack._spawn("relay", ["relay"], faults=Faults())
+        stack.start_worker("compute_heavy", **worker)
+        stack._spawn("relay", ["relay"])
     except BaseException:
         stack.stop()
         raise
@@ -98,16 +100,20 @@ def _stack(env: ServiceEnv, name: str, worker_faults: Faults, grace_s: float) ->
 
 def _submit(stack: Stack, seed: int, prefix: str) -> tuple[str, dict[str, Any]]:
     """A small batch of one vendor; its job id and the job once completed."""
+    job_id = _post(stack, seed, prefix)
+    job = stack.producer().wait(job_id, timeout=60)
+    assert job["state"] == "completed", job
+    return job_id, job
+
+
+def _post(stack: Stack, seed: int, prefix: str) -> str:
+    """A small batch of one vendor, submitted; its job id."""
     batch = promo_batch(LINES, vendors=1, seed=seed, document_prefix=prefix)
     batch["documents"] = batch["documents"][: 2 * DOCUMENTS_PER_CHUNK]
     for vendor in sorted({d["partition_key"] for d in batch["documents"]}):
         path = f"/v1/contracts/promo_accrual/{vendor}/1"
         assert stack.operator().bearer("PUT", path, promo_contract()).status_code in (200, 201)
-    producer = stack.producer()
-    job_id = producer.submit(json.dumps(batch).encode()).json()["job_id"]
-    job = producer.wait(job_id, timeout=60)
-    assert job["state"] == "completed", job
-    return job_id, job
+    return str(stack.producer().submit(json.dumps(batch).encode()).json()["job_id"])
 
 
 def _ledger_event_ids(engine: Engine, job_id: str) -> set[str]:
@@ -148,31 +154,29 @@ def _copies_agree(received: list[Delivery]) -> dict[str, int]:
     return {message_id: len(copies) for message_id, copies in by_id.items()}
 
 
-def test_a_worker_killed_between_commit_and_publish_leaves_its_units_to_the_relay(
+def test_units_a_worker_leaves_unpublished_are_the_relays_once_its_grace_passed(
     stack_env: ServiceEnv, engine: Engine, consumer: Consumer
 ) -> None:
-    stack = _stack(stack_env, "killed", Faults(publish_pause_s=600), grace_s=1.0)
+    # A worker with worker_publishes_events off leaves every unit to the relay, as one
+    # killed between each commit and its publish does.
+    stack = _stack(stack_env, "left", grace_s=1.0, worker_publishes_events=False)
     try:
-        job_id, job = _submit(stack, seed=301, prefix="KILL")
+        job_id, job = _submit(stack, seed=301, prefix="LEFT")
         completed = time.monotonic()
         wanted = _ledger_event_ids(engine, job_id)
         assert len(wanted) == job["outcomes"]["posted"] + job["outcomes"]["disputed"] > 0
-        # The worker sleeps after each commit, before its publish: the relay
-        # sweeps its units once the grace has passed.
+        # The relay sweeps its units once the grace has passed.
         received = _wait_for_events(consumer, wanted, timeout=20)
         lag = time.monotonic() - completed
         assert lag < 1.0 + 5, f"events {lag:.1f} s after completion"
-        stack.kill("compute_heavy")  # between commit and publish, for good
-        # Its chunks go back to RabbitMQ; a new worker finds their markers.
-        stack.start_worker("compute_heavy", name="compute_heavy-2", faults=Faults())
-        wait_until_drained(stack_env.queue_prefix, timeout=30)
-        time.sleep(1.5)  # anything the new worker would publish arrives by now
+        time.sleep(1.5)  # anything published twice arrives by now
         received += consumer.drain()
         assert set(distinct(received)) == wanted == _ledger_event_ids(engine, job_id)
         assert all(n == 1 for n in _copies_agree(received).values())  # the relay's, once
-        after = stack.producer().wait(job_id, timeout=10)
-        assert after["outcomes"] == job["outcomes"] and _dead_letters(engine, job_id) == 0
-        print(f"\nkilled between commit and publish: every event {lag:.2f} s after completion")
+        records = log_events(stack.log("compute_heavy", tail=None))
+        assert not [r for r in records if r.get("stage") == "publish"]  # the worker sent none
+        assert _dead_letters(engine, job_id) == 0
+        print(f"\nleft to the relay: every event {lag:.2f} s after completion")
     finally:
         stack.stop()
 
@@ -181,18 +185,23 @@ def test_a_worker_killed_between_commit_and_publish_leaves_its_units_to_the_rela
 def test_the_broker_down_at_publish_time_does_not_fail_the_unit(
     stack_env: ServiceEnv, engine: Engine, consumer: Consumer
 ) -> None:
-    stack = _stack(stack_env, "broker_down", Faults(publish_pause_s=4), grace_s=1.0)
+    stack = _stack(stack_env, "broker_down", grace_s=1.0)
+    lock = BookingLock(stack_env.database_url)
     try:
-        job_id, job = _submit(stack, seed=302, prefix="DOWN")
-        wanted = _ledger_event_ids(engine, job_id)
-        # The worker committed both chunks and sleeps before publishing: the
-        # broker goes away under it and comes back after its attempt.
-        subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, timeout=120)
+        # Both chunks wait for the booking lock (held here, as a close holds
+        # it); the broker goes away; then they commit and try to publish, and
+        # the broker comes back after their attempts.
+        with lock.held():
+            job_id = _post(stack, seed=302, prefix="DOWN")
+            lock.wait_for("compute_heavy", count=2)
+            subprocess.run(["rabbitmqctl", "-q", "stop_app"], check=True, timeout=120)
         try:
-            time.sleep(6)
+            _wait_for_log(stack, "compute_heavy", "left_to_relay", count=2, timeout=60)
         finally:
             subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True, timeout=120)
             subprocess.run(["rabbitmqctl", "-q", "await_startup"], check=True, timeout=120)
+        job = stack.producer().wait(job_id, timeout=60)
+        wanted = _ledger_event_ids(engine, job_id)
         received = _wait_for_events(consumer, wanted, timeout=60)
         time.sleep(2)
         received += consumer.drain()
@@ -214,23 +223,59 @@ def test_the_broker_down_at_publish_time_does_not_fail_the_unit(
         settled = [r for r in records if r.get("stage") == "settle"]
         assert settled and all(r["status"] == "ok" for r in settled), settled
     finally:
+        lock.close()
         stack.stop()
 
 
 def test_a_worker_and_the_relay_publishing_one_unit_send_the_same_messages(
     stack_env: ServiceEnv, engine: Engine, consumer: Consumer
 ) -> None:
-    stack = _stack(stack_env, "both", Faults(publish_pause_s=2), grace_s=0.2)
+    stack = _stack(stack_env, "both", grace_s=0.2)
     try:
         job_id, _ = _submit(stack, seed=303, prefix="BOTH")
         wanted = _ledger_event_ids(engine, job_id)
-        received = _wait_for_events(consumer, wanted, timeout=20)
-        time.sleep(3)  # the worker's own publish, after its pause
+        received = _wait_for_events(consumer, wanted, timeout=20)  # the worker's
+        # As though the worker's marks were lost after its publish (its database
+        # connection gone): the relay publishes each unit again.
+        _unmark(engine, job_id)
+        deadline = time.monotonic() + 20
+        while _copies_agree(received) and min(_copies_agree(received).values()) < 2:
+            assert time.monotonic() < deadline, stack.log("relay")
+            time.sleep(0.1)
+            received += consumer.drain()
+        time.sleep(1)
         received += consumer.drain()
         copies = _copies_agree(received)
         assert set(distinct(received)) == wanted
-        # The relay took each unit during the worker's pause, then the worker
-        # sent it too: every message twice, the same each time.
+        # Every message twice, the same each time: the worker's and the relay's.
         assert sorted(set(copies.values())) == [2], copies
     finally:
         stack.stop()
+
+
+def _unmark(engine: Engine, job_id: str) -> None:
+    """Mark the outbox rows of the job's units unpublished."""
+    o, L = tables.outbox, tables.ledger_entries
+    with engine.begin() as conn:
+        mine = set(conn.execute(select(L.c.id).where(L.c.job_id == job_id)).scalars())
+        units = [
+            r.id
+            for r in conn.execute(select(o.c.id, o.c.ledger_entry_ids)).all()
+            if mine & set(r.ledger_entry_ids or ())
+        ]
+        assert units
+        conn.execute(update(o).where(o.c.id.in_(units)).values(published_at=None))
+
+
+def _wait_for_log(stack: Stack, name: str, status: str, count: int, timeout: float) -> None:
+    """Until the process ``name`` logged ``count`` publish events of ``status``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = log_events(stack.log(name, tail=None))
+        if (
+            sum(1 for r in records if r.get("stage") == "publish" and r["status"] == status)
+            >= count
+        ):
+            return
+        assert time.monotonic() < deadline, stack.log(name)
+        time.sleep(0.1)

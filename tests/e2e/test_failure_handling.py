@@ -1,14 +1,20 @@
 """Failures with the real workers (issue 3): retried with growing delays,
 exhausted into dead letters, structural errors dead-lettered at once, the
-repair story over HTTP, and a graceful SIGTERM."""
+repair story over HTTP, and a graceful SIGTERM.
+
+Transient failures and the mid-chunk stop come from outside the worker: the
+test holds the booking lock, as a period close does, so that a settle waits
+for it inside its transaction, claims leased; there PostgreSQL ends the
+settle's connection (an attempt failed transiently) or the worker is sent
+SIGTERM (tests/support/booking_lock.py)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -20,13 +26,13 @@ from shared.adapters.broker import enqueue, make_broker
 from shared.adapters.db import tables
 from shared.adapters.db.migrate import load_internal_key
 from shared.domain.pipeline.messages import FAST_PATH, VALIDATE_ACTOR
-from shared.faults import Faults
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_worker_crash import leased_claims
+from tests.support.booking_lock import BookingLock
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results, dead_letters
-from tests.support.stack import Stack, fault_warnings, log_events
+from tests.support.stack import Stack, log_events
 
 CONTRACT = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
 SETTINGS = {"backoff_base_ms": 200, "backoff_max_ms": 5000, "claim_lease_ms": 2000}
@@ -60,12 +66,18 @@ def submit(stack: Stack, docs: list[dict[str, Any]]) -> str:
     return str(response.json()["job_id"])
 
 
-def attempt_times(log: str) -> list[dt.datetime]:
-    return [
-        dt.datetime.fromisoformat(e["timestamp"])
-        for e in log_events(log)
-        if e["event"].startswith("injected transient fault")
-    ]
+def fail_attempts(
+    lock: BookingLock, worker: str, until: Callable[[list[float]], bool]
+) -> list[float]:
+    """Fail each settle attempt of ``worker`` (its connection ended while it waits
+    for the held booking lock) until ``until(failed)``; when each failed."""
+    failed: list[float] = []
+    while not until(failed):
+        for pid in lock.waiting(worker):
+            lock.terminate(pid)
+            failed.append(time.monotonic())
+        time.sleep(0.02)
+    return failed
 
 
 def scheduled_delays_ms(log: str) -> list[int]:
@@ -74,32 +86,33 @@ def scheduled_delays_ms(log: str) -> list[int]:
 
 
 def test_transient_fault_is_retried_with_growing_delays_then_posts_once(
-    base: Stack, engine: Engine
+    base: Stack, engine: Engine, stack_env: ServiceEnv
 ) -> None:
     worker = "heavy-flaky"
-    base.start_worker(
-        "compute_heavy", name=worker, faults=Faults(transient_attempts=3), max_attempts=5
-    )
+    base.start_worker("compute_heavy", name=worker, max_attempts=5)
+    lock = BookingLock(stack_env.database_url)
     try:
         vendor = vendor_with_contract(base)
-        job_id = submit(
-            base, [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 6)])]
-        )
-        job = base.producer().wait(job_id, timeout=60)
+        with lock.held():
+            job_id = submit(
+                base, [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 6)])]
+            )
+            # Attempts 1-3 lose their database connection mid-transaction.
+            times = fail_attempts(lock, worker, until=lambda failed: len(failed) >= 3)
+        job = base.producer().wait(job_id, timeout=60)  # attempt 4 posts
     finally:
+        lock.close()
         base.stop_one(worker)
     assert job["outcomes"] == {"posted": 5, "disputed": 0, "duplicate": 0, "dead_lettered": 0}
     log = base.log(worker, tail=None)
-    # Fault injection is loud: this worker warned of it, the stack's others did not.
-    assert fault_warnings(log) == ["SETTLEQ_FAULT_TRANSIENT_ATTEMPTS=3"]
-    assert fault_warnings(base.log("fast_path", tail=None)) == []
-    times = attempt_times(log)
-    assert len(times) == 3  # attempts 1-3 failed, attempt 4 posted
+    # The worker saw each as its database connection lost, a transient failure.
+    retried = [e["reason"] for e in log_events(log) if e.get("status") == "retry"]
+    assert retried == 3 * ["OperationalError"], retried
     # Backoff is base * 2**n with jitter in [1, 2): 200-400 ms, 400-800 ms, 800-1600 ms.
     scheduled = scheduled_delays_ms(log)
     assert len(scheduled) == 3 and scheduled == sorted(scheduled), scheduled
     assert 200 <= scheduled[0] <= 400 and 400 <= scheduled[1] <= 800 and 800 <= scheduled[2] <= 1600
-    waited = [(b - a).total_seconds() * 1000 for a, b in zip(times, times[1:], strict=False)]
+    waited = [(b - a) * 1000 for a, b in zip(times, times[1:], strict=False)]
     assert all(w >= d for w, d in zip(waited, scheduled, strict=False)), (waited, scheduled)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -108,17 +121,26 @@ def test_transient_fault_is_retried_with_growing_delays_then_posts_once(
     assert rows == 5
 
 
-def test_always_transient_fault_ends_as_retries_exhausted(base: Stack, engine: Engine) -> None:
+def test_always_transient_fault_ends_as_retries_exhausted(
+    base: Stack, engine: Engine, stack_env: ServiceEnv
+) -> None:
     worker = "heavy-broken"
-    base.start_worker(
-        "compute_heavy", name=worker, faults=Faults(transient_attempts=99), max_attempts=3
-    )
+    base.start_worker("compute_heavy", name=worker, max_attempts=3)
+    lock = BookingLock(stack_env.database_url)
     try:
         vendor = vendor_with_contract(base)
         docs = [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 4)])]
-        job_id = submit(base, docs)
-        job = base.producer().wait(job_id, timeout=60)
+        producer = base.producer()
+        with lock.held():
+            job_id = submit(base, docs)
+            # Every attempt fails; the last one's dead letter books no row, so
+            # it needs no booking lock.
+            failed = fail_attempts(
+                lock, worker, until=lambda _: producer.job(job_id)["state"] == "completed"
+            )
+        job = producer.wait(job_id, timeout=60)
     finally:
+        lock.close()
         base.stop_one(worker)
     assert job["outcomes"] == {"posted": 0, "disputed": 0, "duplicate": 0, "dead_lettered": 3}
     [letter] = dead_letters(engine, job_id)
@@ -127,7 +149,7 @@ def test_always_transient_fault_ends_as_retries_exhausted(base: Stack, engine: E
         "TransientError",
         3,
     )
-    assert len(attempt_times(base.log(worker, tail=None))) >= 3
+    assert len(failed) == 3
 
 
 def test_structural_error_is_dead_lettered_on_the_first_attempt(
@@ -219,21 +241,27 @@ def test_sigterm_mid_chunk_finishes_it_and_loses_nothing(
 ) -> None:
     client = redis.Redis.from_url(REDIS_URL)
     worker = "heavy-terminated"
-    process = base.start_worker("compute_heavy", name=worker, faults=Faults(settle_pause_s=2))
+    process = base.start_worker("compute_heavy", name=worker)
+    lock = BookingLock(stack_env.database_url)
     try:
         vendor = vendor_with_contract(base)
-        job_id = submit(
-            base, [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 11)])]
-        )
-        deadline = time.monotonic() + 30
-        while not leased_claims(client, stack_env.queue_prefix):
-            assert time.monotonic() < deadline, base.log(worker)
-            time.sleep(0.05)
-        base.stop_one(worker)  # SIGTERM while the chunk is between claim and commit
+        with lock.held():
+            job_id = submit(
+                base, [promo_doc(vendor, [promo_line(n, "8", "1.00") for n in range(1, 11)])]
+            )
+            lock.wait_for(worker, timeout=30)
+            assert leased_claims(client, stack_env.queue_prefix)
+            # SIGTERM while the chunk is between claim and commit: the worker
+            # waits for it rather than exit.
+            process.send_signal(signal.SIGTERM)
+            time.sleep(1)
+            assert process.poll() is None, base.log(worker)
+        base.stop_one(worker)
         assert process.returncode == 0
         assert len(chunk_results(engine, job_id)) == 1  # it finished the in-flight chunk
         job = base.producer().job(job_id)
     finally:
+        lock.close()
         client.close()
     assert job["state"] == "completed"
     assert job["outcomes"] == {"posted": 10, "disputed": 0, "duplicate": 0, "dead_lettered": 0}

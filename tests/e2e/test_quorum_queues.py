@@ -17,9 +17,9 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.db.engine import make_engine
-from shared.faults import Faults
 from tests.e2e import test_pipeline as pipeline
 from tests.e2e.test_worker_crash import leased_claims
+from tests.support.booking_lock import BookingLock
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import BROKER_URL, REDIS_URL, ServiceEnv, isolated_env
 from tests.support.stack import ROOT, Stack
@@ -80,19 +80,20 @@ def test_a_chunk_whose_workers_keep_dying_is_a_dead_letter_an_operator_requeues(
             assert response.status_code == 202, response.text
             job_id = response.json()["job_id"]
 
-            # Every worker that takes the chunk dies holding it: RabbitMQ gets it
-            # back unacknowledged each time and counts.
-            for n in range(limit):
-                name = f"doomed{n}"
-                stack.start_worker("compute_heavy", name=name, faults=Faults(settle_pause_s=60))
-                deadline = time.monotonic() + 60
-                while leased_claims(client, env.queue_prefix) < 1:
-                    assert time.monotonic() < deadline, stack.log(name)
-                    time.sleep(0.1)
-                stack.kill(name)
-                while leased_claims(client, env.queue_prefix):  # its lease runs out
-                    assert time.monotonic() < deadline + 30
-                    time.sleep(0.1)
+            # Every worker that takes the chunk dies holding it (killed while its
+            # settle waits for the booking lock the test holds, as a close
+            # does): RabbitMQ gets it back unacknowledged each time and counts.
+            with BookingLock(env.database_url) as lock, lock.held():
+                for n in range(limit):
+                    name = f"doomed{n}"
+                    stack.start_worker("compute_heavy", name=name)
+                    deadline = time.monotonic() + 60
+                    lock.wait_for(name, timeout=60)
+                    assert leased_claims(client, env.queue_prefix) >= 1
+                    stack.kill(name)
+                    while leased_claims(client, env.queue_prefix):  # its lease runs out
+                        assert time.monotonic() < deadline + 30
+                        time.sleep(0.1)
 
             stack.start_worker("compute_heavy", name="survivor")
             job = producer.wait(job_id, timeout=60)

@@ -1,7 +1,11 @@
 """A settle worker SIGKILLed after claiming its keys and before committing:
 RabbitMQ redelivers the chunk, the dead worker's leases expire, and another
 worker settles every line exactly once (docs/architecture.md#exactly-once-effect,
-docs/architecture.md#the-settlement-transaction)."""
+docs/architecture.md#the-settlement-transaction).
+
+The worker is held at that point from outside: the test holds the booking
+lock, as a period close does, and its settle transaction waits for it with
+the claims leased (tests/support/booking_lock.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.leases import ClaimStore
-from shared.faults import Faults
+from tests.support.booking_lock import BookingLock
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import REDIS_URL, ServiceEnv
 from tests.support.ledger import chunk_results
@@ -35,11 +39,13 @@ def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(
     logs = tmp_path_factory.mktemp("crash-logs")
     stack = Stack(stack_env, logs, **STACK_SETTINGS)
     client = redis.Redis.from_url(REDIS_URL)
+    lock = BookingLock(stack_env.database_url)
     try:
         stack.start_api()
         stack.start_worker("fast_path")
-        # This worker claims, then stalls before its commit long enough to be killed.
-        stack.start_worker("compute_heavy", name="doomed", faults=Faults(settle_pause_s=60))
+        # This worker claims, then waits for the booking lock before its commit.
+        lock.hold()
+        stack.start_worker("compute_heavy", name="doomed")
         vendor = uid("CRASH-")
         assert (
             stack.operator()
@@ -68,8 +74,10 @@ def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(
         while leased_claims(client, stack_env.queue_prefix) < len(docs):
             assert time.monotonic() < deadline, stack.log("doomed")
             time.sleep(0.1)
+        lock.wait_for("doomed")  # inside its settle transaction, nothing written
         stack.kill("doomed")
         assert chunk_results(engine, job_id) == []  # nothing committed before the kill
+        lock.release()
 
         stack.start_worker("compute_heavy", name="survivor")
         job = producer.wait(job_id, timeout=60)
@@ -85,5 +93,6 @@ def test_worker_killed_between_claim_and_commit_loses_and_doubles_nothing(
         assert tuple(rows) == (30, 30)
         assert len(chunk_results(engine, job_id)) == 1
     finally:
+        lock.close()
         client.close()
         stack.stop()

@@ -9,18 +9,22 @@ attempt's lease waits the lease out and is no attempt
 
 The settings make the old failure certain: attempts come back within
 milliseconds (backoff 50 ms, at most 400 ms: five attempts in under 2 s)
-while a lease lasts seconds."""
+while a lease lasts seconds.
+
+A worker is killed mid-chunk from outside: the test holds the booking lock,
+as a period close does, and kills the worker once a settle of its waits for
+the lock inside its transaction, its claims leased
+(tests/support/booking_lock.py)."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
-from shared.faults import Faults
+from tests.support.booking_lock import BookingLock
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import ServiceEnv
 from tests.support.stack import START_CAP_S, Stack
@@ -45,16 +49,6 @@ def submit(stack: Stack, documents: int, lines: int) -> tuple[str, int]:
     )
     assert response.status_code == 202, response.text
     return response.json()["job_id"], documents * lines
-
-
-def wait_mid_chunk(stack: Stack, name: str, timeout: float = START_CAP_S) -> None:
-    """Until the worker ``name`` has claimed a unit's leases and paused before
-    its commit (fault injection logs it): it is mid-chunk."""
-    deadline = time.monotonic() + timeout
-    while "injected pause" not in stack.log(name, tail=None):
-        assert stack.processes[name].poll() is None, stack.log(name)
-        assert time.monotonic() < deadline, stack.log(name)
-        time.sleep(0.05)
 
 
 def assert_settled_once(stack: Stack, engine: Engine, job_id: str, lines: int) -> None:
@@ -86,17 +80,21 @@ def test_a_chunk_redelivered_while_its_dead_holders_lease_runs_waits_for_it(
     stack = Stack(
         stack_env, tmp_path_factory.mktemp("lease-wait"), claim_lease_ms=10_000, **SETTINGS
     )
+    lock = BookingLock(stack_env.database_url)
     try:
         stack.start_api()
         stack.start_worker("fast_path")
-        stack.start_worker("compute_heavy", name="doomed", faults=Faults(settle_pause_s=120))
+        stack.start_worker("compute_heavy", name="doomed")
+        lock.hold()
         job_id, lines = submit(stack, documents=3, lines=10)
-        wait_mid_chunk(stack, "doomed")
+        lock.wait_for("doomed", timeout=START_CAP_S)  # mid-chunk, its claims leased
         stack.start_worker("compute_heavy", name="survivor")
         stack.scrape("survivor")  # it serves metrics: it is up and consuming
         stack.kill("doomed")
+        lock.release()
         assert_settled_once(stack, engine, job_id, lines)
     finally:
+        lock.close()
         stack.stop()
 
 
@@ -104,24 +102,27 @@ def test_twenty_kills_mid_chunk_under_load_dead_letter_nothing(
     stack_env: ServiceEnv, engine: Engine, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     stack = Stack(stack_env, tmp_path_factory.mktemp("kills"), claim_lease_ms=5000, **SETTINGS)
+    lock = BookingLock(stack_env.database_url)
     try:
         stack.start_api()
         stack.start_worker("fast_path")
         # A worker that lives throughout, as under `settleq up` with more than
         # one settling process: it takes what a killed one held back at once,
         # well within that one's leases.
-        stack.start_worker("compute_heavy", name="steady", faults=Faults(settle_pause_s=0.2))
+        stack.start_worker("compute_heavy", name="steady")
         jobs = []
         for n in range(20):
             name = f"victim-{n}"
-            stack.start_worker("compute_heavy", name=name, faults=Faults(settle_pause_s=5))
+            stack.start_worker("compute_heavy", name=name)
             stack.scrape(name)  # up and consuming
             # A job of six chunks, shared out between the victim and the
             # steady worker; earlier jobs still settle meanwhile (the load).
-            jobs.append(submit(stack, documents=24, lines=10))
-            wait_mid_chunk(stack, name)
-            stack.kill(name)
+            with lock.held():
+                jobs.append(submit(stack, documents=24, lines=10))
+                lock.wait_for(name, timeout=START_CAP_S)  # mid-chunk, its claims leased
+                stack.kill(name)
         for job_id, lines in jobs:
             assert_settled_once(stack, engine, job_id, lines)
     finally:
+        lock.close()
         stack.stop()

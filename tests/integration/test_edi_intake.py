@@ -40,6 +40,7 @@ from shared.adapters.db.edi.tables import edi_acknowledgements, edi_interchanges
 from shared.adapters.db.jobs import intake as jobs_db
 from shared.domain.pipeline.messages import ChunkMessage
 from shared.domain.signing import sign_request
+from tests.support import edi_blocks
 from tests.support.factories import uid
 from tests.support.infra import (
     PRODUCER_ID,
@@ -196,13 +197,15 @@ def test_a_210_file_mapped_by_a_child_process_settles_as_in_process(
     the over-billed invoices in the child's blocks disputed, and no child is left."""
     monkeypatch.setattr(edi_parallel, "default_layout", Layout(1, ours=2, theirs=3, min_cycles=1))
     taken: list[int] = []
-    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
     scac = carrier(ctx)
     invoices = [
         Freight(uid("F"), scac, linehaul="250.00" if n % 7 == 3 else "215.00") for n in range(40)
     ]
     settings = backend_env.settings(x12_map_processes=2)
-    with TestClient(create_app(settings)) as http:
+    with (
+        edi_blocks.listening(lambda pid, block: taken.append(block)),
+        TestClient(create_app(settings)) as http,
+    ):
         api = Client("http://testserver", PRODUCER_ID, PRODUCER_SECRET, http=http)
         response = submit_x12(api, freight_file(*invoices))
     assert response.status_code == 202, response.text

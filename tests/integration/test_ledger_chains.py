@@ -22,7 +22,7 @@ from services.worker.stages import settle_chunk
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
 from shared.errors import TransientError
-from shared.faults import Faults
+from tests.support.booking_lock import BookingLock
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import ledger_rows
 
@@ -133,9 +133,6 @@ def test_two_versions_in_two_chunks_of_one_batch_chain(ctx, order):
 
 
 def _settle_concurrently(ctx: WorkerContext, messages: list[dict]) -> None:
-    unpaused = ctx.faults
-    # Both attempts hold their claims and wait here, then commit together.
-    ctx.faults = Faults(settle_pause_s=0.3)
     errors: list[BaseException] = []
 
     def deliver(message: dict) -> None:
@@ -150,13 +147,17 @@ def _settle_concurrently(ctx: WorkerContext, messages: list[dict]) -> None:
                 return
 
     threads = [threading.Thread(target=deliver, args=(m,)) for m in messages]
-    try:
+    # Both attempts hold their claims and wait for the booking lock (held here,
+    # as a close holds it), then commit together.
+    with BookingLock(ctx.settings.database_url) as lock, lock.held():
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
-    finally:
-        ctx.faults = unpaused
+        if ctx.engine.dialect.name == "postgresql":
+            lock.wait_for(count=len(threads), timeout=30)
+        else:  # who waits for SQLite's write lock cannot be seen
+            threading.Event().wait(0.3)
+    for t in threads:
+        t.join()
     assert errors == []
 
 

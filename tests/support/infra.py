@@ -26,7 +26,6 @@ from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import ensure_internal_key, upgrade
 from shared.domain.pipeline.queues import QUEUE_TYPES, every_queue, webhook_queues
 from shared.domain.signing import token_digest
-from shared.faults import Faults
 from shared.settings import ProducerKey, Settings
 
 PG_HOST = os.environ.get("SETTLEQ_TEST_PG_HOST", "127.0.0.1")
@@ -230,9 +229,6 @@ class ServiceEnv:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def settings(self, **overrides: Any) -> Settings:
-        # Settings ignores names it does not know: fault injection is a Faults.
-        faults = [k for k in {**self.overrides, **overrides} if k.startswith("fault_")]
-        assert not faults, f"{faults}: fault injection is no setting; pass faults=Faults(...)"
         values: dict[str, Any] = {
             "database_url": self.database_url,
             "broker_url": BROKER_URL,
@@ -257,12 +253,9 @@ class ServiceEnv:
         values.update(overrides)
         return Settings(**values)
 
-    def environ(
-        self, omit: Collection[str] = (), faults: Faults | None = None, **overrides: Any
-    ) -> dict[str, str]:
+    def environ(self, omit: Collection[str] = (), **overrides: Any) -> dict[str, str]:
         """The same settings as ``SETTLEQ_*`` variables, for subprocesses; the
-        settings named in ``omit`` are left unset (their defaults apply). The
-        knobs of ``faults`` that are on become ``SETTLEQ_FAULT_*`` variables."""
+        settings named in ``omit`` are left unset (their defaults apply)."""
         settings = self.settings(**overrides)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SETTLEQ_")}
         for name, value in settings.model_dump().items():
@@ -275,8 +268,6 @@ class ServiceEnv:
             else:
                 text = str(value)
             env[f"SETTLEQ_{name.upper()}"] = text
-        if faults is not None:
-            env.update({name: str(value) for name, value in faults.active().items()})
         return env
 
 

@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 
 from services.commands.client import Client
-from shared.faults import Faults
 from tests.support.infra import (
     OPERATOR_TOKEN,
     PRODUCER_ID,
@@ -63,19 +62,18 @@ class Stack:
         *,
         cwd: Path = ROOT,
         omit: Collection[str] = (),
-        faults: Faults | None = None,
         api_address: str = "127.0.0.1",
         **overrides: Any,
     ) -> None:
         """``overrides`` are settings; ``omit`` names settings left unset (their
-        defaults apply); ``faults`` is the fault injection of every process (none
-        by default); processes run in ``cwd``. The API listens on ``api_address``
+        defaults apply); processes run in ``cwd``, each with ``PGAPPNAME`` set to
+        its name, so that PostgreSQL shows its backends under that name
+        (tests/support/booking_lock.py). The API listens on ``api_address``
         (a network namespace's, for the cluster tests)."""
         self.env = env
         self.logs = logs
         self.cwd = cwd
         self.omit = omit
-        self.faults = faults
         self.overrides = overrides
         self.port = free_port()
         self.api_address = api_address
@@ -90,15 +88,13 @@ class Stack:
         self,
         name: str,
         args: list[str],
-        faults: Faults | None = None,
         netns: str | None = None,
         **overrides: Any,
     ) -> subprocess.Popen[bytes]:
-        """``faults``, when given, replace the stack's for this process; ``netns``
-        names the network namespace it runs in (``ip netns exec`` execs it, so
-        the process is still the one a signal reaches)."""
-        faults = self.faults if faults is None else faults
-        environ = self.env.environ(self.omit, faults, **{**self.overrides, **overrides})
+        """``netns`` names the network namespace it runs in (``ip netns exec``
+        execs it, so the process is still the one a signal reaches)."""
+        environ = self.env.environ(self.omit, **{**self.overrides, **overrides})
+        environ["PGAPPNAME"] = name  # libpq names this process's backends
         # `python -m services.commands.cli` finds this tree from any working directory.
         environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
@@ -148,7 +144,6 @@ class Stack:
         self,
         tier: str,
         name: str | None = None,
-        faults: Faults | None = None,
         netns: str | None = None,
         **overrides: Any,
     ) -> subprocess.Popen[bytes]:
@@ -157,7 +152,7 @@ class Stack:
         name = name or tier
         self.metrics_ports[name] = port = free_port()
         args = ["worker", "--queues", tier, "--processes", "1", "--metrics-port", str(port)]
-        return self._spawn(name, args, faults, netns, **overrides)
+        return self._spawn(name, args, netns, **overrides)
 
     def scrape(self, name: str, token: str | None = VIEWER_TOKEN) -> httpx.Response:
         """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""
@@ -243,16 +238,6 @@ def log_events(text: str) -> list[dict[str, Any]]:
     """The events of a process's log: JSON lines, as the processes write them
     when their stderr is not a terminal (shared/logs.py)."""
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
-def fault_warnings(text: str) -> list[str]:
-    """The knobs each start-up in a process's log warned were on (shared/faults.py):
-    one string per start-up that had any, e.g. ``SETTLEQ_FAULT_SETTLE_PAUSE_S=2.0``."""
-    return [
-        e["event"].split(": ", 1)[1]
-        for e in log_events(text)
-        if e["level"] == "warning" and e["event"].startswith("FAULT INJECTION ACTIVE")
-    ]
 
 
 def queue_messages(prefix: str) -> int:

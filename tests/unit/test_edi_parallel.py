@@ -31,6 +31,7 @@ from shared.domain.x12.mapping.files import map_stream
 from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
 from shared.settings import Settings
+from tests.support import edi_blocks
 from tests.unit.test_edi_fast_route import x12_ingest
 from tests.unit.x12.build import DATA, REALDATA
 
@@ -73,9 +74,9 @@ def _descendants() -> set[int]:
 def _no_child_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     before = _descendants()
     monkeypatch.setattr(edi_parallel, "default_layout", TINY)
-    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
     taken.clear()
-    yield
+    with edi_blocks.listening(lambda pid, block: taken.append(block)):
+        yield
     assert _descendants() <= before, "a mapping child outlived its file"
 
 
@@ -249,8 +250,9 @@ def test_a_refusal_lists_the_same_problems_in_the_same_order(layout: Layout) -> 
 
 
 def _kill_at(number: int, how: signal.Signals) -> Any:
+    """A listener (after the fixture's, which counts the block in ``taken``)."""
+
     def hook(pid: int, block: int) -> None:
-        taken.append(block)
         if len(taken) == number:
             os.kill(pid, how)
 
@@ -265,19 +267,19 @@ def test_a_child_killed_or_stopped_mid_file_changes_nothing(
     body = freight_210_file(2000, seed=8, carriers=3, sets_per_group=9)
     body = _with_set(body, 27, *SLOW)
     alone = _outcome(body, 1)
-    monkeypatch.setattr(edi_child, "after_block", _kill_at(2, how))
-    assert _outcome(body, 2) == alone
-    # The frames it wrote before are taken, then no more.
-    assert taken[:2] == [0, 1] and len(taken) < 250
-    taken.clear()
-    refused = _with_set(body, 1990, *BAD)
-    alone = _outcome(refused, 1)
-    assert alone[0] == "refused"
-    assert _outcome(refused, 2) == alone
-    # The refusal may be found, and the child stopped, before the child's
-    # first frames come (on a loaded machine it was): whatever was taken is
-    # its file's blocks in order from the first, and not all of them.
-    assert taken == list(range(len(taken))) and len(taken) < 250
+    with edi_blocks.listening(_kill_at(2, how)):
+        assert _outcome(body, 2) == alone
+        # The frames it wrote before are taken, then no more.
+        assert taken[:2] == [0, 1] and len(taken) < 250
+        taken.clear()
+        refused = _with_set(body, 1990, *BAD)
+        alone = _outcome(refused, 1)
+        assert alone[0] == "refused"
+        assert _outcome(refused, 2) == alone
+        # The refusal may be found, and the child stopped, before the child's
+        # first frames come (on a loaded machine it was): whatever was taken is
+        # its file's blocks in order from the first, and not all of them.
+        assert taken == list(range(len(taken))) and len(taken) < 250
 
 
 def test_a_child_refused_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

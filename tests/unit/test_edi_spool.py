@@ -13,7 +13,6 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from services.api.edi import child as edi_child
 from services.api.edi import parallel as edi_parallel
 from services.api.edi.spool import Spool, Spooled
 from services.api.errors import ApiError
@@ -22,6 +21,7 @@ from shared.domain.x12.mapping.freight_210.fast import FastLine
 from shared.domain.x12.reading import pages
 from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
+from tests.support import edi_blocks
 from tests.unit.x12.test_fuzz import SEEDS, mutated
 from tests.unit.x12.test_reader_paths import _SYNTHETIC, _read
 
@@ -88,7 +88,6 @@ def test_a_spooled_file_maps_the_same_on_two_processes(monkeypatch: pytest.Monke
     layout = edi_parallel.Layout(children=1, ours=40, theirs=70, min_cycles=2)
     monkeypatch.setattr(edi_parallel, "default_layout", layout)
     taken: list[int] = []
-    monkeypatch.setattr(edi_child, "after_block", lambda pid, block: taken.append(block))
     spool = Spool()
     spool.write(data)
     stream = map_stream(
@@ -96,10 +95,11 @@ def test_a_spooled_file_maps_the_same_on_two_processes(monkeypatch: pytest.Monke
     )
     source = spool.fileno()
     assert source is not None
-    mappers = edi_parallel.start(source, spool.size, data[:4096], stream.query, 2)
-    entries = [
-        e.json if isinstance(e, FastLine) else e for e in edi_parallel.entries(stream, mappers)
-    ]
+    with edi_blocks.listening(lambda pid, block: taken.append(block)):
+        mappers = edi_parallel.start(source, spool.size, data[:4096], stream.query, 2)
+        entries = [
+            e.json if isinstance(e, FastLine) else e for e in edi_parallel.entries(stream, mappers)
+        ]
     spool.close()
     assert entries == _documents(data)
     assert len(taken) == len(layout.spans(0, 900))

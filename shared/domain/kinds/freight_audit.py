@@ -281,7 +281,7 @@ def _rated_quantity(leg: Leg, basis: RateBasis) -> Decimal:
             raise BusinessError("missing_quantity", f"leg {leg.leg_no}: no miles to rate")
         quantity = leg.miles
     else:
-        quantity = Decimal(1)  # unit defaults to one; flat is always one
+        quantity = Decimal(1)  # unit is one when not given; flat is always one
     if quantity < 0:
         raise BusinessError("negative_quantity", f"leg {leg.leg_no}: negative quantity")
     return quantity

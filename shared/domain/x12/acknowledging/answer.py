@@ -30,7 +30,7 @@ points into stay ``A`` (the group ``P``): they were well formed and can be sent
 again as they are. "A 997 speaks of syntax only" is held to in what it never
 reports: settlement outcomes (posted, disputed, dead-lettered), and a valid
 810 skipped because it has no allowance to settle, so ``edi_no_documents``,
-which faults no set, leaves every set ``A``.
+which points into no set, leaves every set ``A``.
 
 A problem is placed by its file-wide ``segment`` position; one without a
 position by its ``control_number`` (a set's ST02, else a group's GS06, else an
@@ -56,7 +56,7 @@ from shared.domain.x12.writer import Writer
 
 
 @dataclass
-class _Faults:
+class _Placed:
     """The rejecting problems of one interchange, by where they point."""
 
     interchange: list[Problem] = field(default_factory=list)
@@ -77,44 +77,44 @@ def acknowledge(
         raise ValueError("one control number per interchange")
     if now.tzinfo is not None:
         now = now.astimezone(UTC)
-    faults = _place(interchanges, [p for p in problems if p.code not in NOT_REJECTING])
+    placed = _place(interchanges, [p for p in problems if p.code not in NOT_REJECTING])
     return "".join(
         _answer(ic, found, number, now)
-        for ic, found, number in zip(interchanges, faults, control_numbers, strict=True)
+        for ic, found, number in zip(interchanges, placed, control_numbers, strict=True)
     ).encode("ascii")
 
 
-def _place(interchanges: Sequence[Interchange], problems: list[Problem]) -> list[_Faults]:
-    faults = [_Faults() for _ in interchanges]
+def _place(interchanges: Sequence[Interchange], problems: list[Problem]) -> list[_Placed]:
+    placed = [_Placed() for _ in interchanges]
     if not problems or not interchanges:
-        return faults
+        return placed
     starts = [ic.isa.position for ic in interchanges]
     group_starts = [[g.gs.position for g in ic.groups] for ic in interchanges]
     set_starts: dict[tuple[int, int], list[int]] = {}
     for problem in problems:
         if problem.segment is None:
-            _place_by_control_number(interchanges, faults, problem)
+            _place_by_control_number(interchanges, placed, problem)
             continue
         at = problem.segment
         i = max(bisect_right(starts, at) - 1, 0)
         ic = interchanges[i]
         g = bisect_right(group_starts[i], at) - 1
         if not ic.isa.position < at < ic.iea.position or g < 0 or at > ic.groups[g].ge.position:
-            faults[i].interchange.append(problem)
+            placed[i].interchange.append(problem)
             continue
         group = ic.groups[g]
         if (i, g) not in set_starts:
             set_starts[i, g] = [ts.st.position for ts in group.sets]
         s = bisect_right(set_starts[i, g], at) - 1
         if s < 0 or at > group.sets[s].se.position:
-            faults[i].groups.setdefault(g, []).append(problem)
+            placed[i].groups.setdefault(g, []).append(problem)
         else:
-            faults[i].sets.setdefault((g, s), []).append(problem)
-    return faults
+            placed[i].sets.setdefault((g, s), []).append(problem)
+    return placed
 
 
 def _place_by_control_number(
-    interchanges: Sequence[Interchange], faults: list[_Faults], problem: Problem
+    interchanges: Sequence[Interchange], placed: list[_Placed], problem: Problem
 ) -> None:
     number = (problem.control_number or "").strip()
     places = [
@@ -126,19 +126,19 @@ def _place_by_control_number(
     ]
     if places:
         i, g, s = places[0]
-        faults[i].sets.setdefault((g, s), []).append(problem)
+        placed[i].sets.setdefault((g, s), []).append(problem)
         return
     for i, ic in enumerate(interchanges):
         for g, group in enumerate(ic.groups):
             if number and group.control_number.strip() == number:
-                faults[i].groups.setdefault(g, []).append(problem)
+                placed[i].groups.setdefault(g, []).append(problem)
                 return
     owners = [i for i, ic in enumerate(interchanges) if number and ic.control_number == number]
     for i in owners or range(len(interchanges)):
-        faults[i].interchange.append(problem)
+        placed[i].interchange.append(problem)
 
 
-def _answer(ic: Interchange, faults: _Faults, number: int, now: datetime) -> str:
+def _answer(ic: Interchange, placed: _Placed, number: int, now: datetime) -> str:
     first = ic.groups[0].gs if ic.groups else None
     gs_sender = (first.get(3).strip() if first else "") or ic.receiver_id
     gs_receiver = (first.get(2).strip() if first else "") or ic.sender_id
@@ -161,8 +161,8 @@ def _answer(ic: Interchange, faults: _Faults, number: int, now: datetime) -> str
             usage=usage if usage in ("P", "T") else "P",
         )
     ]
-    if faults.interchange:
-        segments.append(_ta1(w, ic, faults.interchange[0]))
+    if placed.interchange:
+        segments.append(_ta1(w, ic, placed.interchange[0]))
     segments.append(w.gs("FA", c(gs_sender), c(gs_receiver), now, number, _version(ic)))
     ak2 = _ak2s(w)
     for g, group in enumerate(ic.groups):
@@ -171,10 +171,10 @@ def _answer(ic: Interchange, faults: _Faults, number: int, now: datetime) -> str
             group,
             headers[g],
             ak2,
-            faults.groups.get(g, []),
-            faults.sets.get,
+            placed.groups.get(g, []),
+            placed.sets.get,
             g,
-            rejected=bool(faults.interchange),
+            rejected=bool(placed.interchange),
         )
         segments += w.transaction_set("997", f"{g + 1:04d}", body)
     segments.append(w.segment("GE", str(len(ic.groups)), str(number)))
@@ -205,8 +205,8 @@ def _group_body(
     group: FunctionalGroup,
     headers: list[tuple[str, str]],
     ak2: Callable[[tuple[str, str]], str],
-    group_faults: list[Problem],
-    set_faults: Callable[[tuple[int, int]], list[Problem] | None],
+    group_problems: list[Problem],
+    set_problems: Callable[[tuple[int, int]], list[Problem] | None],
     g: int,
     *,
     rejected: bool = False,  # its interchange is (a TA1 R): so is the group
@@ -217,7 +217,7 @@ def _group_body(
     ak5_accepted = w.segment("AK5", "A")
     for s, (ts, header) in enumerate(zip(group.sets, headers, strict=True)):
         body.append(ak2(header))
-        problems = set_faults((g, s))
+        problems = set_problems((g, s))
         if not problems:
             body.append(ak5_accepted)
             accepted += 1
@@ -232,9 +232,9 @@ def _group_body(
         body.append(w.segment("AK5", "R", *_first_five(notes)))
     received = len(group.sets)
     status = "A" if accepted == received else "R" if accepted == 0 else "P"
-    if group_faults or rejected:
+    if group_problems or rejected:
         status = "R"
-    notes = [n for p in group_faults if (n := codes(p.code).group) is not None]
+    notes = [n for p in group_problems if (n := codes(p.code).group) is not None]
     ge01 = group.ge.get(1).strip()
     included = ge01 if ge01.isdigit() and len(ge01) <= 6 else str(received)
     body.append(

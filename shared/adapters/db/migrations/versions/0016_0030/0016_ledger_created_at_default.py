@@ -1,4 +1,4 @@
-"""The ledger's ``created_at`` defaults to the transaction's ``now()``
+"""The ledger's ``created_at`` takes the transaction's ``now()`` when not given
 
 A unit of work stamps its rows with its transaction's time on PostgreSQL
 (ledger/writer.py::claim_marker); a chunk ``COPY``'d into the ledger (ledger/postgres.py)
