@@ -54,12 +54,12 @@ from shared.adapters.db.engine import make_engine
 from shared.adapters.db.periods import close as closing
 from shared.adapters.db.periods import reads, sums
 from shared.adapters.db.periods.tables import periods
+from shared.config.settings import Settings
 from shared.domain import periods as domain
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.pipeline.settlement import plan_chunk
 from shared.domain.pipeline.units import ChunkRef
-from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job
 from tests.support.infra import OPERATOR_TOKEN, VIEWER_TOKEN, isolated_env
 from tests.support.ledger import commit_plan

@@ -31,7 +31,7 @@ from services.worker.actors import build_broker
 from services.worker.context import make_context
 from shared.adapters.db import tables
 from shared.adapters.db.tables import OUTCOME, PUBLISHED_TYPES
-from shared.settings import Settings
+from shared.config.settings import Settings
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import isolated_env
 from tests.support.workload import generate

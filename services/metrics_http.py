@@ -13,7 +13,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 log = logging.getLogger("settleq.metrics")
 

@@ -33,7 +33,7 @@ from structlog.dev import ConsoleRenderer, plain_traceback
 from structlog.stdlib import ProcessorFormatter
 from structlog.typing import EventDict, ExcInfo, Processor
 
-from shared.adapters.broker_logs import quiet_connection_loss
+from shared.adapters.rabbitmq.logs import quiet_connection_loss
 
 LogFormat = Literal["auto", "json", "console"]
 

@@ -36,10 +36,10 @@ from services.api.routes import (
     producer_keys,
 )
 from services.api.webhooks import routes as webhooks
-from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
-from shared.adapters.event_publisher import EventPublisher
-from shared.settings import Settings
+from shared.adapters.rabbitmq.broker import close_broker, make_broker
+from shared.adapters.rabbitmq.publisher import EventPublisher
+from shared.config.settings import Settings
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

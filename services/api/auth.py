@@ -11,12 +11,12 @@ from starlette.datastructures import Headers
 
 from services.api.context import ApiContext, get_context
 from services.api.errors import ApiError
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.signing import (
     SignatureError,
     StreamingVerifier,
     token_digest,
 )
-from shared.settings import ProducerKey, Settings
 
 Role = Literal["producer", "viewer", "operator"]
 

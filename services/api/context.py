@@ -15,9 +15,9 @@ from services.api.intake.publishers import Publishers
 from services.api.queue_stats import QueueStats
 from shared.adapters.db.migrate import load_internal_key
 from shared.adapters.db.operators.producer_keys import Keyring
-from shared.adapters.event_publisher import EventPublisher
+from shared.adapters.rabbitmq.publisher import EventPublisher
+from shared.config.settings import Settings
 from shared.domain.pipeline.events import Message
-from shared.settings import Settings
 
 
 @dataclass

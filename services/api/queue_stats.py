@@ -27,11 +27,11 @@ import pika
 import pika.exceptions
 from sqlalchemy import Engine
 
-from shared.adapters.broker import connection_parameters
-from shared.adapters.broker_logs import attempts_reported_by_caller, probing_for_queues
 from shared.adapters.db.stats import oldest_unsettled_chunk
+from shared.adapters.rabbitmq.broker import connection_parameters
+from shared.adapters.rabbitmq.logs import attempts_reported_by_caller, probing_for_queues
+from shared.config.settings import Settings
 from shared.domain.pipeline.queues import DELAY_SUFFIX, FAMILIES
-from shared.settings import Settings
 
 AGE_LOOKBACK = dt.timedelta(hours=1)
 

@@ -23,11 +23,11 @@ from services.api.edi.submission import accepted_before
 from services.api.errors import ApiError
 from services.api.intake.ingest import Ingested
 from services.api.intake.job_store import Discard, open_store
-from shared.adapters.broker import enqueue
 from shared.adapters.db.jobs import intake as jobs_db
 from shared.adapters.db.jobs.writer import JobHead, JobTotals, Raced
+from shared.adapters.rabbitmq.broker import enqueue
+from shared.config.settings import ProducerKey
 from shared.domain.pipeline.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage, priority_for
-from shared.settings import ProducerKey
 
 
 @dataclass(frozen=True)

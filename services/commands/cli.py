@@ -22,8 +22,8 @@ from services.commands.repair import audit, disputes, dlq
 from services.commands.setup import contracts, credentials, partners, webhooks
 from services.supervisor.policy import RestartPolicy
 from services.supervisor.processes import ChildSpec, Supervisor
+from shared.config.settings import RETIRED_SUPERVISION, Settings
 from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH, WEBHOOKS
-from shared.settings import RETIRED_SUPERVISION, Settings
 
 _ME = [sys.executable, "-m", "services.commands.cli"]
 # A supervisor's children: their parent checked the services, and a child
@@ -126,7 +126,7 @@ def api(
     if not checked:
         preflight.check("api", settings, (DATABASE, BROKER, REDIS, QUEUES))
     if settings.x12_map_processes > 1:
-        from services.api.edi.child import SERVER
+        from services.api.edi.parallel.child import SERVER
 
         SERVER.start()  # X12 mapping's fork server, before the server's threads
     uvicorn.run(

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.operators.producer_keys import ACTIVE
 from shared.adapters.db.tables import contracts, producer_keys
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 NO_KEYS = (
     "no producer keys: every POST /v1/batches will be 401; create one with "

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
+from shared.config.explain import explain
+from shared.config.settings import RETIRED, Settings
 from shared.logs import silenced
-from shared.settings import RETIRED, Settings
-from shared.settings_errors import explain
 
 log = logging.getLogger("settleq.preflight")
 
@@ -187,7 +187,7 @@ def broker_problem(settings: Settings) -> str | None:
     import pika
     import pika.exceptions as pe
 
-    from shared.adapters.broker import connection_parameters
+    from shared.adapters.rabbitmq.broker import connection_parameters
 
     where = without_password(settings.broker_url)
     params = connection_parameters(settings.broker_url, TIMEOUT_S)
@@ -221,8 +221,8 @@ def queues_problem(settings: Settings) -> str | None:
     so that a mismatch is this one line rather than a worker's endless retries."""
     import pika
 
-    from shared.adapters.broker import close_broker, connection_parameters, make_broker
-    from shared.adapters.queue_declare import QueueMismatch, foreign_message, foreign_queues
+    from shared.adapters.rabbitmq.broker import close_broker, connection_parameters, make_broker
+    from shared.adapters.rabbitmq.declare import QueueMismatch, foreign_message, foreign_queues
     from shared.domain.pipeline.queues import FAMILIES
 
     connection = pika.BlockingConnection(connection_parameters(settings.broker_url, TIMEOUT_S))

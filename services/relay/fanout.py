@@ -21,7 +21,7 @@ from services.rounds import run_rounds
 from shared.adapters.db.operators import producer_keys
 from shared.adapters.db.webhooks import deliveries
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
-from shared.settings import ProducerKey, Settings
+from shared.config.settings import ProducerKey, Settings
 
 log = logging.getLogger("settleq.relay")
 

@@ -4,7 +4,7 @@ events published to the broker when their committing process did not, and
 its webhook events fanned out to endpoints (fanout.py, a thread of its own).
 
 The process that commits a unit publishes its events itself, right after the
-commit (shared/adapters/event_publisher.py). The relay publishes what is left:
+commit (shared/adapters/rabbitmq/publisher.py). The relay publishes what is left:
 outbox rows unpublished for longer than ``relay_grace_s`` (a process that
 died between its commit and its publish, a broker that was down), polled every
 ``relay_poll_s``. They are read in commit order, their events made from their
@@ -30,8 +30,8 @@ from sqlalchemy import Engine
 from services.relay.fanout import FanOut
 from services.relay.session import Session
 from shared.adapters.db.engine import make_engine
-from shared.adapters.event_publisher import exchange_name
-from shared.settings import Settings
+from shared.adapters.rabbitmq.publisher import exchange_name
+from shared.config.settings import Settings
 
 log = logging.getLogger("settleq.relay")
 

@@ -24,10 +24,10 @@ from sqlalchemy import exc as sa_exc
 
 from services.relay.confirms import Confirms
 from services.relay.publish_log import log_published
-from shared.adapters.broker import connection_parameters
 from shared.adapters.db import outbox
-from shared.adapters.event_publisher import exchange_name, properties
-from shared.settings import Settings
+from shared.adapters.rabbitmq.broker import connection_parameters
+from shared.adapters.rabbitmq.publisher import exchange_name, properties
+from shared.config.settings import Settings
 
 # A broker that takes longer than this to confirm a batch is treated as lost:
 # the batch is rolled back (its events stay unpublished) and the relay reconnects.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from sqlalchemy import Engine
 from services.webhooks.metrics import WebhookMetrics
 from shared.adapters.db.webhooks import deliveries
 from shared.adapters.webhook_delivery import Attempt, deliver
+from shared.config.settings import Settings
 from shared.domain import webhooks
-from shared.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
 

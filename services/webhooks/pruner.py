@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from services.webhooks.metrics import WebhookMetrics
 from shared.adapters.db.webhooks import retention
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
 

@@ -29,10 +29,10 @@ from services.webhooks.metrics import WebhookMetrics
 from services.webhooks.pruner import Pruner
 from services.webhooks.scheduler import Scheduler
 from services.webhooks.sending import Sender
-from shared.adapters.broker import close_broker, make_broker
 from shared.adapters.db.engine import make_engine
+from shared.adapters.rabbitmq.broker import close_broker, make_broker
+from shared.config.settings import Settings
 from shared.domain.pipeline.messages import WEBHOOKS
-from shared.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
 

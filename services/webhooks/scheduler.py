@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from services.rounds import run_rounds
 from services.webhooks.delivery import LEASE
 from shared.adapters.db.webhooks import deliveries
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
 

@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from services.webhooks.delivery import Started, finish
 from services.webhooks.metrics import WebhookMetrics
 from shared.adapters.webhook_delivery import deliver_async
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 log = logging.getLogger("settleq.webhooks")
 

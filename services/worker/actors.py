@@ -28,11 +28,11 @@ from services.worker.failures import is_transient, reason_of
 from services.worker.metrics import WorkerMetrics
 from services.worker.stage_log import UnitEvents, outcome_fields, unit_events
 from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
-from shared.adapters.broker import make_broker
-from shared.adapters.queue_declare import RETURNS
+from shared.adapters.rabbitmq.broker import make_broker
+from shared.adapters.rabbitmq.declare import RETURNS
+from shared.config.settings import Settings
 from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH, SETTLE_ACTOR, VALIDATE_ACTOR
 from shared.errors import ClaimContended, TransientError
-from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")
 

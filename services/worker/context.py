@@ -14,12 +14,12 @@ from sqlalchemy import Engine
 from shared.adapters.db.contracts import load_bodies
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import load_internal_key
-from shared.adapters.event_publisher import EventPublisher
 from shared.adapters.leases import ClaimStore
+from shared.adapters.rabbitmq.publisher import EventPublisher
+from shared.config.settings import Settings
 from shared.domain.kinds.base import Kind
 from shared.domain.pipeline.settlement import ChunkPlan
 from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
-from shared.settings import Settings
 
 CommitHook = Callable[[ChunkRef, ChunkPlan, ChunkOutcome], None]
 

@@ -36,11 +36,11 @@ from prometheus_client import (
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from services import metrics_http
+from shared.config.settings import Settings
 from shared.domain.kinds import KINDS
 from shared.domain.pipeline.messages import SETTLE_ACTOR, VALIDATE_ACTOR
 from shared.domain.pipeline.settlement import ChunkPlan
 from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
-from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")
 

@@ -14,9 +14,9 @@ from services.signals import wait_for_stop
 from services.worker.actors import build_broker, register_actors
 from services.worker.context import make_context
 from services.worker.metrics import WorkerMetrics
-from shared.adapters.broker import close_broker
+from shared.adapters.rabbitmq.broker import close_broker
+from shared.config.settings import Settings
 from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH
-from shared.settings import Settings
 
 log = logging.getLogger("settleq.worker")
 

@@ -19,8 +19,8 @@ from services.worker.decoding import ENVELOPES, decode, decode_documents, digest
 from services.worker.loading import load_unit
 from services.worker.recording import record
 from services.worker.stage_log import note_documents
-from shared.adapters.broker import enqueue
 from shared.adapters.leases import Claim, LeaseKeeper
+from shared.adapters.rabbitmq.broker import enqueue
 from shared.domain.kinds import KINDS
 from shared.domain.pipeline.leasing import leases_by_version
 from shared.domain.pipeline.messages import COMPUTE_HEAVY, MAX_PRIORITY, SETTLE_ACTOR

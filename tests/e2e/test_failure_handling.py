@@ -22,9 +22,9 @@ import pytest
 import redis
 from sqlalchemy import Engine, func, select
 
-from shared.adapters.broker import enqueue, make_broker
 from shared.adapters.db import tables
 from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.rabbitmq.broker import enqueue, make_broker
 from shared.domain.pipeline.messages import FAST_PATH, VALIDATE_ACTOR
 from tests.e2e.conftest import ARTIFACTS
 from tests.e2e.test_worker_crash import leased_claims

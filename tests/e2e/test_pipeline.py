@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from shared.adapters.broker import enqueue, make_broker
 from shared.adapters.db import tables
 from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.rabbitmq.broker import enqueue, make_broker
 from shared.domain.pipeline.messages import FAST_PATH, VALIDATE_ACTOR, ChunkMessage
 from tests.support.factories import uid
 from tests.support.infra import ServiceEnv

@@ -132,7 +132,7 @@ def test_supervised_children_leave_the_checks_to_their_parent() -> None:
     restarted during a short outage retries as before instead of exiting 1
     again and again until the supervisor reports it crash-looping."""
     from services.commands.cli import CHECKED, _worker_argv, stack_children
-    from shared.settings import Settings
+    from shared.config.settings import Settings
 
     children = stack_children(Settings(), 8000)
     assert {child.name for child in children} >= {"api", "relay"}

@@ -28,9 +28,9 @@ from services.worker.context import make_context
 from shared.adapters.db import outbox, tables
 from shared.adapters.db.ledger.read.events import event_rows
 from shared.adapters.db.periods import close, reads
+from shared.config.settings import Settings
 from shared.domain.pipeline.events import PERIOD_CLOSED, event_id, message_id
 from shared.domain.synthetic import promo_batch
-from shared.settings import Settings
 from tests.support.events import Delivery, distinct, drain
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import BROKER_URL, isolated_env

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from services.relay.relay import Relay
-from shared.adapters.broker import make_broker
 from shared.adapters.db import tables
 from shared.adapters.db.disputes import queue as disputes
-from shared.adapters.event_publisher import EventPublisher
+from shared.adapters.rabbitmq.broker import make_broker
+from shared.adapters.rabbitmq.publisher import EventPublisher
 from shared.domain.disputes import ResolveRequest
 from shared.domain.pipeline.events import event_id, message_id
 from tests.support.disputes import ACTOR, disputed_doc, job_disputes, new_vendor, row, settle

@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 
 from services.api import submission
 from services.api.app import create_app
-from services.api.edi import child as edi_child
-from services.api.edi import parallel as edi_parallel
-from services.api.edi.layout import Layout
+from services.api.edi.parallel import child as edi_child
+from services.api.edi.parallel import parent as edi_parallel
+from services.api.edi.parallel.layout import Layout
 from services.commands.cli import app
 from services.commands.client import Client
 from services.commands.intake import batches
@@ -193,7 +193,7 @@ def test_a_210_file_mapped_by_a_child_process_settles_as_in_process(
     backend_env: ServiceEnv, ctx: WorkerContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SETTLEQ_X12_MAP_PROCESSES=2 with blocks of a few sets: a child process maps
-    some (services/api/edi/parallel.py); the job and its ledger are the file's,
+    some (services/api/edi/parallel/parent.py); the job and its ledger are the file's,
     the over-billed invoices in the child's blocks disputed, and no child is left."""
     monkeypatch.setattr(edi_parallel, "default_layout", Layout(1, ours=2, theirs=3, min_cycles=1))
     taken: list[int] = []
@@ -507,7 +507,7 @@ def test_a_file_that_cannot_be_spooled_is_503_and_stores_nothing(
     api: Client, trace: Trace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The spool's disk full or missing is the server's trouble: a 503 to retry,
-    never a 500, and nothing stored (services/api/edi/spool.py)."""
+    never a 500, and nothing stored (services/api/edi/spool/file.py)."""
     monkeypatch.setattr(tempfile, "tempdir", "/nonexistent/settleq-spool")
     response = submit_x12(api, freight_file(Freight(uid("F"), uid("C").upper())))
     assert (response.status_code, error(response)["code"]) == (503, "spool_unavailable")

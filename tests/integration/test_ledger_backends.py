@@ -26,7 +26,7 @@ CONTRACT = PromoContract.model_validate({"tier_rates": {"T1": "0.125"}, "toleran
 
 
 def _chunk(engine: Engine, docs: list[dict]) -> tuple[ChunkRef, list[PromoDocument]]:
-    from shared.settings import Settings
+    from shared.config.settings import Settings
 
     job_id, [message] = store_job(engine, Settings(), b"k", docs)
     parsed = [PromoDocument.model_validate(d) for d in docs]

@@ -22,12 +22,12 @@ from sqlalchemy import Engine, select, text
 from services.api.app import create_app
 from shared.adapters.db import tables
 from shared.adapters.db.ledger.read import feed
+from shared.config.settings import Settings
 from shared.domain.feed import START, Position
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.pipeline.settlement import plan_chunk
 from shared.domain.pipeline.units import ChunkRef
-from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import SCOPED_ID, SCOPED_PARTITIONS, VIEWER_TOKEN, ServiceEnv
 from tests.support.ledger import commit_plan

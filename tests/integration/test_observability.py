@@ -54,7 +54,7 @@ def sample(text: str, name: str, **labels: str) -> float | None:
 
 @pytest.mark.both_backends
 def test_throughput_and_oldest_waiting_chunk_on_both_backends(engine: Engine) -> None:
-    from shared.settings import Settings
+    from shared.config.settings import Settings
 
     # Only this test's chunk is newer (the database is shared with earlier tests).
     since = dt.datetime.now(dt.UTC)

@@ -20,8 +20,8 @@ from services.commands.client import Client
 from services.commands.intake.edi import verdict
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.tables import chunks, jobs
+from shared.config.settings import ProducerKey
 from shared.domain.x12.acknowledging.summary import summarize
-from shared.settings import ProducerKey
 from tests.support.factories import uid
 from tests.support.infra import (
     OPERATOR_TOKEN,

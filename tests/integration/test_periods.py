@@ -25,11 +25,11 @@ from shared.adapters.db.engine import make_engine
 from shared.adapters.db.periods import booking, close, reads, sums
 from shared.adapters.db.periods.tables import period_balances, periods
 from shared.adapters.db.webhooks import deliveries
+from shared.config.settings import Settings
 from shared.domain import periods as domain
 from shared.domain.disputes import ResolveRequest
 from shared.domain.pipeline.events import PERIOD_CLOSED
 from shared.domain.signing import sign_request
-from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line
 from tests.support.infra import (
     OPERATOR_TOKEN,

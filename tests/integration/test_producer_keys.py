@@ -24,8 +24,8 @@ from services.worker.stages import settle_chunk
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.operators import producer_keys as keys_db
 from shared.adapters.db.tables import audit_log, producer_keys, webhook_deliveries
+from shared.config.settings import Settings
 from shared.domain.synthetic import promo_contract
-from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import (
     OPERATOR_TOKEN,

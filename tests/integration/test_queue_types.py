@@ -19,12 +19,17 @@ from services.commands.preflight import broker_problem, queues_problem
 from services.worker.actors import build_broker
 from services.worker.context import make_context
 from services.worker.stages import validate_chunk
-from shared.adapters.broker import close_broker, connection_parameters, enqueue, make_broker
-from shared.adapters.broker_logs import quiet_connection_loss
 from shared.adapters.db.engine import make_engine
+from shared.adapters.rabbitmq.broker import (
+    close_broker,
+    connection_parameters,
+    enqueue,
+    make_broker,
+)
+from shared.adapters.rabbitmq.logs import quiet_connection_loss
+from shared.config.settings import Settings
 from shared.domain.pipeline.messages import ChunkMessage, priority_for
 from shared.domain.pipeline.queues import FAMILIES, every_queue
-from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import BROKER_URL, ServiceEnv, delete_queues, new_prefix
 

@@ -21,9 +21,9 @@ from services.api.dead_letters import requeue as requeue_module
 from services.commands.client import Client
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
-from shared.adapters.broker import PartlyEnqueued
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.jobs.queries import job_status
+from shared.adapters.rabbitmq.broker import PartlyEnqueued
 from shared.domain.synthetic import promo_contract
 from tests.support.factories import (
     promo_doc,

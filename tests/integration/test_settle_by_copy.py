@@ -15,11 +15,11 @@ from sqlalchemy import Engine, select, text
 
 from shared.adapters.db import tables
 from shared.adapters.db.ledger import postgres, writer
+from shared.config.settings import Settings
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.pipeline.settlement import plan_chunk
 from shared.domain.pipeline.units import ChunkOutcome, ChunkRef
-from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import commit_plan
 

@@ -24,8 +24,8 @@ from shared.adapters.db.tables import jobs, outbox, webhook_deliveries, webhook_
 from shared.adapters.db.webhooks import deliveries, endpoints
 from shared.adapters.db.webhooks.deliveries import Waiting
 from shared.adapters.db.webhooks.events import new_event_id
+from shared.config.settings import ProducerKey, Settings
 from shared.domain import webhooks
-from shared.settings import ProducerKey, Settings
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
 from tests.support.infra import ServiceEnv
 

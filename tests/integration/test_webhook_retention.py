@@ -18,7 +18,7 @@ from shared.adapters.db.edi.tables import edi_refusals
 from shared.adapters.db.tables import outbox, webhook_attempts, webhook_deliveries
 from shared.adapters.db.webhooks import deliveries, endpoints
 from shared.adapters.db.webhooks.events import new_event_id
-from shared.settings import Settings
+from shared.config.settings import Settings
 from tests.support.factories import uid
 from tests.support.infra import ServiceEnv
 

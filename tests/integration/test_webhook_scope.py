@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from services.api.app import create_app
 from services.commands.client import Client
 from services.worker.context import WorkerContext
-from shared.settings import ProducerKey, Settings
+from shared.config.settings import ProducerKey, Settings
 from tests.integration.test_webhooks import Deliverer, register, settled_job
 from tests.support.disputes import disputed_doc, job_disputes, settle
 from tests.support.factories import promo_doc, promo_line, uid

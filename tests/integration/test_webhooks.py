@@ -28,9 +28,9 @@ from services.worker.stages import settle_chunk
 from shared.adapters.db.tables import audit_log, webhook_deliveries, webhook_endpoints
 from shared.adapters.db.tables import outbox as webhook_events
 from shared.adapters.db.webhooks import deliveries
+from shared.config.settings import Settings
 from shared.domain import webhooks
 from shared.domain.synthetic import promo_contract
-from shared.settings import Settings
 from tests.support.disputes import disputed_doc, job_disputes, new_vendor, settle
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.infra import (

@@ -14,8 +14,8 @@ from typing import Any
 import pika
 from sqlalchemy import Engine, func, select
 
-from shared.adapters.broker import connection_parameters
 from shared.adapters.db import tables
+from shared.adapters.rabbitmq.broker import connection_parameters
 from tests.support.events import distinct, drain
 from tests.support.infra import BROKER_URL
 from tests.support.stack import Stack

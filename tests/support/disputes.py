@@ -11,11 +11,11 @@ from sqlalchemy import Engine, func, select
 
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
+from shared.config.settings import Settings
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.pipeline.settlement import ChunkPlan, plan_chunk
 from shared.domain.pipeline.units import ChunkRef
-from shared.settings import Settings
 from tests.support.factories import promo_doc, promo_line, store_job, uid
 from tests.support.ledger import commit_plan
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from services.api.edi.child import BLOCK_TAKEN
+from services.api.edi.parallel.child import BLOCK_TAKEN
 
 Listener = Callable[[int, int], None]  # (child pid, block number)
 _listeners: list[Listener] = []

@@ -11,11 +11,11 @@ from sqlalchemy import Engine
 
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.jobs import intake as jobs_db
+from shared.config.settings import Settings
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.pipeline.chunking import build_chunks
 from shared.domain.pipeline.messages import ChunkMessage
 from shared.domain.synthetic import promo_contract
-from shared.settings import Settings
 
 
 def uid(prefix: str = "") -> str:

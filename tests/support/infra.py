@@ -24,9 +24,9 @@ import redis
 
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import ensure_internal_key, upgrade
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.pipeline.queues import QUEUE_TYPES, every_queue, webhook_queues
 from shared.domain.signing import token_digest
-from shared.settings import ProducerKey, Settings
 
 PG_HOST = os.environ.get("SETTLEQ_TEST_PG_HOST", "127.0.0.1")
 PG_ADMIN = f"postgresql://postgres@{PG_HOST}:5432/postgres"

@@ -7,11 +7,11 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from shared.config.settings import Settings
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.pipeline.settlement import ChunkPlan, plan_chunk
 from shared.domain.pipeline.units import ChunkRef
-from shared.settings import Settings
 from tests.support.factories import store_job
 from tests.support.ledger import commit_plan
 

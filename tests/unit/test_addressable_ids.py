@@ -24,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from services.api.errors import ApiError
 from services.api.intake.ingest import JSON, NDJSON, Ingest, Ingested
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.ids import PartitionKey, address_problem
 from shared.domain.kinds.promo_accrual import PromoDocument
@@ -31,7 +32,6 @@ from shared.domain.kinds.screen import screen
 from shared.domain.x12.mapping.files import map_file
 from shared.domain.x12.model import EdiRefused
 from shared.domain.x12.reading.reader import read_file
-from shared.settings import ProducerKey, Settings
 from tests.unit.x12.build import freight, invoice, x12
 
 SETTINGS = Settings(database_url="sqlite://")

@@ -26,7 +26,7 @@ from services.api.metrics import (
 )
 from services.supervisor.counts import write_counts
 from services.worker.metrics import WORKER_METRICS
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 RULES = Path(__file__).resolve().parents[2] / "docker" / "prometheus" / "alerts.yml"
 SUFFIXES = ("_bucket", "_count", "_sum")

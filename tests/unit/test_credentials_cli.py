@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from services.commands.cli import app
 from services.commands.preflight import missing_credentials, warn_metrics_token, warn_missing
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.signing import token_digest
-from shared.settings import ProducerKey, Settings
 
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("restore_logging")

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from shared.adapters.broker import broker_urls
-from shared.settings import Settings
+from shared.adapters.rabbitmq.broker import broker_urls
+from shared.config.settings import Settings
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 NODES = ("rabbitmq", "rabbitmq-2", "rabbitmq-3")

@@ -27,8 +27,8 @@ from services.commands.cli import app
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import upgrade
-from shared.settings import Settings
-from shared.settings_files import VARIABLES
+from shared.config.files import VARIABLES
+from shared.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "compose.yaml"

@@ -12,12 +12,12 @@ import pytest
 
 from services.api.edi.ingest import EdiIngest, EdiQuery
 from services.api.intake.ingest import EDI_X12
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.acknowledging.answer import acknowledge
 from shared.domain.x12.mapping import files as mapping
 from shared.domain.x12.mapping.freight_210.fast import fast_210_line
 from shared.domain.x12.synthetic import freight_210_file
-from shared.settings import ProducerKey, Settings
 from tests.unit.x12.build import DATA, REALDATA
 
 # Small chunks, so that a file's documents span several and the cuts are compared too.

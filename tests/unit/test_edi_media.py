@@ -21,10 +21,10 @@ from services.commands.cli import app
 from services.commands.client import Client
 from services.commands.intake import batches
 from services.commands.intake.edi import is_x12
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.acknowledging.answer import acknowledge
 from shared.domain.x12.mapping import files as mapping
-from shared.settings import ProducerKey, Settings
 from tests.support.x12_files import Freight, freight_file
 
 pytestmark = pytest.mark.usefixtures("restore_logging")

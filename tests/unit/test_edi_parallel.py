@@ -1,4 +1,4 @@
-"""A 210 file mapped by a child process too (services/api/edi/parallel.py), which
+"""A 210 file mapped by a child process too (services/api/edi/parallel/parent.py), which
 the mapping fork server starts (edi/forkserver.py): its chunks, counts, skipped
 sets, 997 and refusals must be those of the in-process path in every case,
 whatever becomes of the child or the server, and no child may outlive the
@@ -19,18 +19,18 @@ from typing import Any
 
 import pytest
 
-from services.api.edi import child as edi_child
-from services.api.edi import forkserver
-from services.api.edi import parallel as edi_parallel
-from services.api.edi.layout import Layout
+from services.api.edi.parallel import child as edi_child
+from services.api.edi.parallel import forkserver
+from services.api.edi.parallel import parent as edi_parallel
+from services.api.edi.parallel.layout import Layout
 from services.api.edi.query import EdiQuery
-from services.api.edi.spool import Spool
+from services.api.edi.spool.file import Spool
 from shared.adapters.db.edi.partners import Partner
+from shared.config.settings import Settings
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.mapping.files import map_stream
 from shared.domain.x12.reading.reader import read_file
 from shared.domain.x12.synthetic import freight_210_file, promo_810_file
-from shared.settings import Settings
 from tests.support import edi_blocks
 from tests.unit.test_edi_fast_route import x12_ingest
 from tests.unit.x12.build import DATA, REALDATA

@@ -1,4 +1,4 @@
-"""An X12 file spooled and read from its mapped pages (services/api/edi/spool.py,
+"""An X12 file spooled and read from its mapped pages (services/api/edi/spool/file.py,
 shared/domain/x12/reading/pages.py): the same interchanges, problems and documents as
 from ``bytes``, with at most a few windows of the file in memory at a time."""
 
@@ -13,8 +13,8 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from services.api.edi import parallel as edi_parallel
-from services.api.edi.spool import Spool, Spooled
+from services.api.edi.parallel import parent as edi_parallel
+from services.api.edi.spool.file import Spool, Spooled
 from services.api.errors import ApiError
 from shared.domain.x12.mapping.files import map_stream
 from shared.domain.x12.mapping.freight_210.fast import FastLine

@@ -17,7 +17,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,9 +15,9 @@ from pydantic import ValidationError
 from services.api.errors import ApiError, validation_error
 from services.api.intake import ingest as ingest_module
 from services.api.intake.ingest import JSON, NDJSON, Ingest, Ingested
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.kinds import BATCH
 from shared.domain.kinds.promo_accrual import PromoDocument
-from shared.settings import ProducerKey, Settings
 from tests.support.workload import generate
 
 SETTINGS = Settings(database_url="sqlite://", max_chunk_documents=7, max_chunk_lines=100)

@@ -11,8 +11,8 @@ import time
 import pytest
 from pydantic import ValidationError
 
+from shared.config.settings import Settings
 from shared.logs import STAGE_FIELDS, configure_logging, only, stage_event
-from shared.settings import Settings
 
 SECRET = "s3cret-value-never-logged"
 
@@ -142,7 +142,7 @@ def _pika_loses_a_connection() -> None:
 
 @pytest.mark.regression
 def test_a_lost_broker_connection_is_one_info_line_and_nothing_at_shutdown() -> None:
-    from shared.adapters.broker_logs import expected_connection_loss
+    from shared.adapters.rabbitmq.logs import expected_connection_loss
 
     stream = io.StringIO()
     configure_logging("json", stream=stream)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.commands.cli import stack_children, worker_processes
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 
 def _ports(settings: Settings) -> dict[str, int]:

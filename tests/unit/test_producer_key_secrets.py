@@ -10,8 +10,8 @@ import pytest
 
 from services.relay.fanout import FanOut
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.sealing import SealError, seal, unseal
-from shared.settings import ProducerKey, Settings
 
 KEY = b"k" * 64
 

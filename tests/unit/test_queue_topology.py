@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from shared.config.explain import explain
+from shared.config.settings import Settings
 from shared.domain.pipeline.messages import MAX_PRIORITY, priority_for
 from shared.domain.pipeline.queues import (
     dead_queue_arguments,
@@ -14,8 +16,6 @@ from shared.domain.pipeline.queues import (
     queue_for,
     work_queue_arguments,
 )
-from shared.settings import Settings
-from shared.settings_errors import explain
 
 
 def test_classic_is_one_queue_a_tier_ordered_by_priority() -> None:

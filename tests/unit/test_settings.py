@@ -1,4 +1,4 @@
-"""shared.settings: SETTLEQ_* environment variables and the optional YAML file
+"""shared.config.settings: SETTLEQ_* environment variables and the optional YAML file
 (docs/operations.md#configuration)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import RETIRED, MiB, ProducerKey, Settings
+from shared.config.settings import RETIRED, MiB, ProducerKey, Settings
 
 DIGEST_A = "a" * 64
 DIGEST_B = "b" * 64

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import Settings
-from shared.settings_errors import explain
-from shared.settings_files import ConfigError
+from shared.config.explain import explain
+from shared.config.files import ConfigError
+from shared.config.settings import Settings
 
 DIGEST = "c" * 64
 KEYS = [{"key_id": "acme", "secrets": ["file-secret-0001"], "partitions": ["*"]}]

@@ -13,7 +13,7 @@ import pytest
 from services.supervisor.counts import Counts, read_counts, write_counts
 from services.supervisor.policy import History, Restart, RestartPolicy, after_death
 from services.supervisor.processes import exit_fields
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 pytestmark = pytest.mark.regression  # issue 12 item 1: there was no restart at all
 

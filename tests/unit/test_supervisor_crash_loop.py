@@ -12,7 +12,7 @@ import pytest
 
 from services.supervisor.counts import Counts, read_counts, write_counts
 from services.supervisor.policy import History, Restart, RestartPolicy, after_death, while_up
-from shared.settings import RETIRED, RETIRED_SUPERVISION, Settings
+from shared.config.settings import RETIRED, RETIRED_SUPERVISION, Settings
 
 pytestmark = pytest.mark.regression
 

@@ -13,7 +13,7 @@ import pytest
 from services.relay.fanout import FanOut
 from services.webhooks.scheduler import Scheduler
 from shared.adapters.db.webhooks.deliveries import Subscriber, Waiting
-from shared.settings import ProducerKey, Settings
+from shared.config.settings import ProducerKey, Settings
 
 NOW = dt.datetime(2026, 12, 4, tzinfo=dt.UTC)
 KEYS = [

@@ -14,9 +14,9 @@ import pytest
 from services.api.errors import ApiError
 from services.api.intake.ingest import JSON, NDJSON, Ingest
 from services.worker.decoding import ENVELOPES, _document_list
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.kinds import KINDS
 from shared.domain.pipeline.settlement import decode_chunk
-from shared.settings import ProducerKey, Settings
 
 KEY = ProducerKey(key_id="k", secrets=["s" * 32], partitions=["*"])
 

@@ -29,10 +29,10 @@ from sqlalchemy import Connection
 
 from services.api.context import ApiContext
 from services.api.errors import ApiError
-from shared.adapters.broker import PartlyEnqueued, enqueue_many
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db.contracts import load_bodies
 from shared.adapters.db.operators import audit
+from shared.adapters.rabbitmq.broker import PartlyEnqueued, enqueue_many
 from shared.domain.kinds import KINDS
 from shared.domain.pipeline.messages import FAST_PATH, MAX_PRIORITY, VALIDATE_ACTOR, ChunkMessage
 from shared.domain.pipeline.settlement import Decoded

@@ -25,9 +25,9 @@ from typing import Any, Protocol, cast
 
 import msgspec
 
-from services.api.edi import parallel as edi_parallel
+from services.api.edi.parallel import parent as edi_parallel
 from services.api.edi.query import EdiQuery, query_applies
-from services.api.edi.spool import Spool
+from services.api.edi.spool.file import Spool
 from services.api.errors import ApiError
 from services.api.intake.ingest import Ingest, Ingested
 from services.tuning.gcpause import collector_paused
@@ -300,7 +300,7 @@ class EdiIngest(Ingest):
         # file was mapped before either was known.
         refusal: list[Problem] | None = None
         # Closed whatever happens, so that no mapping child is left running
-        # (services/api/edi/parallel.py: a large 210 file is mapped on two cores,
+        # (services/api/edi/parallel/parent.py: a large 210 file is mapped on two cores,
         # the child reading the spooled file again).
         with closing(edi_parallel.entries(mapped, self._mappers)) as entries:
             for document in entries:

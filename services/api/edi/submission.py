@@ -20,7 +20,7 @@ from services.api.edi.ingest import EdiFile
 from services.api.errors import ApiError
 from shared.adapters.db.edi import store as edi_db
 from shared.adapters.db.jobs import intake as jobs_db
-from shared.settings import ProducerKey
+from shared.config.settings import ProducerKey
 
 
 def accepted_before(ctx: ApiContext, key: ProducerKey, file: EdiFile) -> jobs_db.ExistingJob | None:

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.auth import bearer_refusal, signed_headers
 from services.api.errors import DATABASE_DOWN, ApiError, BodyRefused, error_response
-from shared.settings import Settings
+from shared.config.settings import Settings
 
 BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the front door takes
 # The front door's path, whatever the method: POST authenticates its body

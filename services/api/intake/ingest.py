@@ -25,11 +25,11 @@ import msgspec
 from pydantic import ValidationError
 
 from services.api.errors import ApiError, duplicate_line, validation_error
+from shared.config.settings import ProducerKey, Settings
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.kinds.base import Document, Kind
 from shared.domain.kinds.screen import ScreenDocument, clean, screen, screen_clean
 from shared.domain.pipeline.chunking import ChunkBuilder, NewChunk
-from shared.settings import ProducerKey, Settings
 
 if TYPE_CHECKING:
     from services.api.edi.ingest import EdiIntake

@@ -5,7 +5,7 @@ only when that thread calls into it. In a ``ThreadPoolExecutor`` an idle
 thread waits on its queue forever, so its connection missed its heartbeats,
 RabbitMQ dropped it after the heartbeat timeout (60 s), and the next batch
 met a dead socket. Here an idle thread wakes well within the timeout and
-services its own connection (``shared.adapters.broker.keep_alive``).
+services its own connection (``shared.adapters.rabbitmq.broker.keep_alive``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-from shared.adapters.broker import drop_connection, heartbeat_s, keep_alive
-from shared.adapters.broker_logs import attempts_reported_by_caller
+from shared.adapters.rabbitmq.broker import drop_connection, heartbeat_s, keep_alive
+from shared.adapters.rabbitmq.logs import attempts_reported_by_caller
 
 log = logging.getLogger("settleq.api")
 T = TypeVar("T")

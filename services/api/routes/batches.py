@@ -25,12 +25,12 @@ from services.api.schemas import Accepted
 from services.api.submission import Submitted, response_body, submit, submit_file
 from shared.adapters.db.edi import partners as partners_db
 from shared.adapters.db.edi.partners import Refusal
+from shared.config.settings import ProducerKey
 from shared.domain.kinds import BATCH, KINDS
 from shared.domain.kinds.ids import PartitionKey
 from shared.domain.signing import SignatureError
 from shared.domain.x12 import EdiRefused
 from shared.logs import only, stage_event
-from shared.settings import ProducerKey
 
 router = APIRouter(tags=["batches"])
 log = logging.getLogger("settleq.api")

@@ -18,8 +18,8 @@ from services.api.auth import Ctx, Viewer
 from services.api.context import ApiContext
 from services.api.schemas import Health
 from services.supervisor.counts import read_counts
-from shared.adapters.broker import connection_parameters
-from shared.adapters.broker_logs import attempts_reported_by_caller
+from shared.adapters.rabbitmq.broker import connection_parameters
+from shared.adapters.rabbitmq.logs import attempts_reported_by_caller
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("settleq.api")

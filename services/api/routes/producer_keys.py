@@ -18,9 +18,9 @@ from services.api.auth import Ctx, Operator
 from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
 from shared.adapters.db.operators import producer_keys as keys_db
+from shared.config.settings import ProducerKey
 from shared.domain.kinds.ids import PartitionKey
 from shared.logs import mask
-from shared.settings import ProducerKey
 from shared.wire.times import iso
 
 router = APIRouter(tags=["producer keys"])

@@ -22,7 +22,7 @@ from services.commands.help import default
 from services.commands.money import money
 from services.commands.options import interruptible
 from services.commands.preflight import load_settings, without_password
-from shared.adapters.broker import connection_parameters
+from shared.adapters.rabbitmq.broker import connection_parameters
 from shared.logs import silenced
 
 app = typer.Typer(help="Watch outcome events as they are published (RabbitMQ, no token).")

@@ -269,7 +269,7 @@ class Kind(Generic[D, C]):
     x12_query: ClassVar[tuple[str, ...]] = ()
     # Whether its X12 sets are mapped by the 210's fast path first, straight to
     # their documents' JSON bytes (``shared.domain.x12.mapping.freight_210.fast``), and so, in a
-    # large file, on several cores (services/api/edi/parallel.py). Only a kind of
+    # large file, on several cores (services/api/edi/parallel/parent.py). Only a kind of
     # 210s may say so (tests/unit/test_kind_registry.py).
     x12_fast_path: ClassVar[bool] = False
     # Whether every line's reconciliation key starts with its document's partition

@@ -27,9 +27,9 @@ from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.operators import audit
 from shared.adapters.db.operators.tables import producer_keys as pk
 from shared.adapters.db.types import utc
+from shared.config.settings import ProducerKey
 from shared.domain.sealing import SealError, seal, unseal
 from shared.logs import mask
-from shared.settings import ProducerKey
 
 log = logging.getLogger("settleq.keys")
 

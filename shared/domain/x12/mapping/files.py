@@ -175,7 +175,7 @@ class MappedStream:
     def entries_answered(self, answers: Answers) -> Entries:
         """``entries`` of a 210 file whose fast-path answers ``answers`` gives: one
         ``(place, FastLine | None)`` for each place of ``places()``, in order, as
-        ``fast_210_line`` answers (services/api/edi/parallel.py has another process
+        ``fast_210_line`` answers (services/api/edi/parallel/parent.py has another process
         answer some). A None is mapped here by ``map_210``, so the documents, the
         problems, their order and the skipped sets are those of ``entries``."""
         if not self._fast_path():

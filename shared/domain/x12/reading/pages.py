@@ -1,7 +1,7 @@
 """Letting a large file's pages go behind the reader and the mapping.
 
 The front door keeps a large X12 file in a spooled file it maps, not in the
-process's own memory (``services/api/edi/spool.py``): a mapped page of it is in
+process's own memory (``services/api/edi/spool/file.py``): a mapped page of it is in
 the process's RSS only from when it is read until it is let go (``forget``), and
 the kernel reads it again from its page cache, the same bytes, if it is read
 again. So every forward pass over a file's bytes (the reader's envelope scan,

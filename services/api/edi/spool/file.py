@@ -22,7 +22,7 @@ import tempfile
 import weakref
 from typing import IO, Any
 
-from services.api.edi.spooled import Spooled
+from services.api.edi.spool.pages import Spooled
 from services.api.errors import ApiError
 
 

@@ -26,7 +26,7 @@ running: a refusal, an exception or a generator closed early), so no zombie and
 no orphan stays; should the parent die, the child's next write fails (EPIPE)
 and it exits, as does the fork server.
 
-The child, its pipe and the page the two share: ``services/api/edi/child.py``.
+The child, its pipe and the page the two share: ``services/api/edi/parallel/child.py``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import islice
 
-from services.api.edi.child import CAN_START, Child, start_child, wanted
-from services.api.edi.layout import Layout
+from services.api.edi.parallel.child import CAN_START, Child, start_child, wanted
+from services.api.edi.parallel.layout import Layout
 from shared.domain.x12.mapping.files import Entries, MappedStream, kinds_by_set
 from shared.domain.x12.mapping.freight_210.fast import FastLine, fast_210_line
 from shared.domain.x12.mapping.sets import Place, Query

@@ -21,7 +21,7 @@ import pika.exceptions
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, _RabbitmqConsumer
 
-from shared.adapters.broker_logs import probing_for_queues
+from shared.adapters.rabbitmq.logs import probing_for_queues
 from shared.domain.pipeline.queues import (
     QUEUE_TYPES,
     QueueType,

@@ -21,10 +21,10 @@ from dramatiq import Middleware
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.message import Message
 
-from shared.adapters.broker_logs import expected_connection_loss, quiet_connection_loss
-from shared.adapters.queue_declare import SettleqBroker
+from shared.adapters.rabbitmq.declare import SettleqBroker
+from shared.adapters.rabbitmq.logs import expected_connection_loss, quiet_connection_loss
+from shared.config.settings import Settings
 from shared.domain.pipeline.messages import MAX_PRIORITY
-from shared.settings import Settings
 
 log = logging.getLogger("settleq.broker")
 DEFAULT_HEARTBEAT_S = 60  # what RabbitMQ proposes when the URL names none

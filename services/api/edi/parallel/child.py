@@ -1,4 +1,4 @@
-"""The mapping child of ``services/api/edi/parallel.py``: how it is started, its
+"""The mapping child of ``services/api/edi/parallel/parent.py``: how it is started, its
 life, the frames it writes, the word it and the parent share, and the parent's
 end of its pipe.
 
@@ -40,9 +40,9 @@ try:
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-from services.api.edi import forkserver
-from services.api.edi.layout import Layout
-from services.api.edi.spooled import Spooled
+from services.api.edi.parallel import forkserver
+from services.api.edi.parallel.layout import Layout
+from services.api.edi.spool.pages import Spooled
 from shared.domain.kinds import KINDS
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.mapping.files import map_stream

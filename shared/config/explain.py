@@ -7,7 +7,7 @@ import re
 
 from pydantic import ValidationError
 
-from shared.settings_files import env_name
+from shared.config.files import env_name
 
 _KEY_EXAMPLE = (
     '[{"key_id": "acme", "secrets": ["<secret>"], "partitions": ["*"]}]'
@@ -57,7 +57,7 @@ def _one(error: object) -> str:
 def _example(field: str) -> str:
     if field in EXAMPLES:
         return EXAMPLES[field]
-    from shared.settings import Settings
+    from shared.config.settings import Settings
 
     info = Settings.model_fields.get(field)
     default = None if info is None else info.default

@@ -26,9 +26,9 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 
-from shared.adapters.broker import drop_connection
-from shared.adapters.broker_logs import expected_connection_loss, failure_reported_by_caller
 from shared.adapters.db import outbox
+from shared.adapters.rabbitmq.broker import drop_connection
+from shared.adapters.rabbitmq.logs import expected_connection_loss, failure_reported_by_caller
 from shared.domain.pipeline.events import COUNT_HEADER, Message, unit_events, unit_messages
 from shared.domain.pipeline.units import UnitResult
 from shared.logs import only, stage_event

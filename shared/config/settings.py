@@ -22,10 +22,10 @@ from pydantic_settings import (
 )
 
 from shared.adapters.db.urls import database_url_problem
+from shared.config.files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
 from shared.domain.pipeline.events import EVENT_BATCH_LIMIT
 from shared.domain.pipeline.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
-from shared.settings_files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
 
 MiB = 1024 * 1024
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     # Found best by the bench here (fairness and throughput): docs/performance.md#performance.
     max_chunk_lines: int = Field(default=5000, ge=1)
 
-    # Processes that map a large X12 210 file's sets (services/api/edi/parallel.py):
+    # Processes that map a large X12 210 file's sets (services/api/edi/parallel/parent.py):
     # the request's own and children started by a fork server; 1 maps in process.
     x12_map_processes: int = Field(default_factory=lambda: _default_map_processes(), ge=1)
 
@@ -276,7 +276,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Secrets may come from files (shared/settings_files.py): SETTLEQ_<NAME>_FILE,
+        # Secrets may come from files (shared/config/files.py): SETTLEQ_<NAME>_FILE,
         # then the files of SETTLEQ_SECRETS_DIR; both below the environment.
         sources = [init_settings, env_settings, FileSettingsSource(settings_cls)]
         from_dir = secrets_dir_source(settings_cls)
