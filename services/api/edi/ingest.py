@@ -2,7 +2,7 @@
 read whole once received, then one batch of one kind.
 
 The file's bytes are only spooled while they stream in (and hashed and signed as
-any body; ``edi/spool.py``); ``read`` reads them with ``read_file`` (what a repeat is
+any body; ``edi/spool/file.py``); ``read`` reads them with ``read_file`` (what a repeat is
 known by: its interchanges), then ``finish`` maps them with ``map_stream``
 (pure, ``shared/domain/x12``), taking each mapped document as it comes as an
 NDJSON line would be taken: screened or validated by its kind's model, its
@@ -103,7 +103,7 @@ class EdiIngest(Ingest):
     # The profiles of the file's senders, as they are read (None: it has none).
     profiles: dict[tuple[str, str], Partner | None] = field(default_factory=dict)
     _senders_query: dict[tuple[str, str], Query] | None = None  # where senders' differ
-    # The file as it arrives, spooled (``edi/spool.py``): read whole once complete,
+    # The file as it arrives, spooled (``edi/spool/file.py``): read whole once complete,
     # from its mapped pages.
     _spool: Spool = field(default_factory=Spool)
     _read: tuple[tuple[Interchange, ...], EdiFile] | None = None
@@ -222,7 +222,7 @@ class EdiIngest(Ingest):
 
     def _start_mappers(self, head: bytes) -> None:
         """A large 210 file's mapping children, started now so that each reads the
-        file while this thread does (``edi/parallel.py``); ``head``: its first bytes."""
+        file while this thread does (``edi/parallel/parent.py``); ``head``: its first bytes."""
         source, processes = self._spool.fileno(), self.settings.x12_map_processes
         if source is not None and processes > 1:
             query = self._mapping_query()  # started once the version is known

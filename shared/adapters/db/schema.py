@@ -2,7 +2,7 @@
 ``MetaData`` (its naming convention) and the column types tables share.
 
 The tables themselves are declared in ``tables.py`` and in the features' own
-table modules (``edi/tables.py``, ``periods/tables.py``, ``operator_tables.py``),
+table modules (``edi/tables.py``, ``periods/tables.py``, ``operators/tables.py``),
 each importing this module and never one another. ``tables.py`` imports every
 table module, so ``tables.metadata`` (this same object) holds the whole schema:
 what Alembic compares with and ``create_all`` builds.

@@ -1,6 +1,6 @@
 """The 997 (shared/domain/x12/acknowledging/answer.py): the envelope back to the sender, AK1..AK9
 per group and AK2/AK5 per set, AK3/AK4 pointing at what is wrong, each code of
-ack_codes.py where it belongs; and pyx12 finds every 997 valid."""
+acknowledging/codes.py where it belongs; and pyx12 finds every 997 valid."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """How a large 210 file's sets are shared between the request's thread and the
-mapping children (``parallel.py`` lays them out, ``child.py`` maps its blocks):
+mapping children (``parent.py`` lays them out, ``child.py`` maps its blocks):
 one module both read, so neither imports the other for it."""
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class Spool:
         return body
 
     def fileno(self) -> int | None:
-        """The mapped file's descriptor (a mapping child reads it: ``edi/child.py``),
+        """The mapped file's descriptor (a mapping child reads it: ``edi/parallel/child.py``),
         until ``close``."""
         return None if self._mapped is None else self._mapped.fileno()
 

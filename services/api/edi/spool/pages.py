@@ -1,5 +1,5 @@
-"""A spooled file's pages as the X12 reader reads ``bytes`` (``spool.py`` maps
-them in the API, ``child.py`` in a mapping child): a module of its own, so that a
+"""A spooled file's pages as the X12 reader reads ``bytes`` (``file.py`` maps
+them in the API, ``parallel/child.py`` in a mapping child): a module of its own, so that a
 child imports none of the API's web stack."""
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Each received group gets one ST*997: AK1 (its GS01, GS06); for each set AK2
 received and accepted. A problem at the ISA or IEA, or outside every group,
 rejects the interchange in a TA1, and then every AK9 of it is ``R``: an
 interchange rejected is never acknowledged as accepted (an unknown sender's
-TA1 ``R`` 006 among them). Codes: ``ack_codes.py``. What a 997 says is read
-back by ``ack_summary.py``.
+TA1 ``R`` 006 among them). Codes: ``codes.py``. What a 997 says is read
+back by ``summary.py``.
 
 **What rejects a set.** A set is rejected when a problem that refuses the file
 points into it, whatever the problem: a syntax error the reader found (bad
