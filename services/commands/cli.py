@@ -7,6 +7,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -150,6 +151,7 @@ def worker_processes(settings: Settings, queues: str) -> int:
 
 @app.command()
 def worker(
+    ctx: typer.Context,
     queues: Annotated[
         str,
         typer.Option(
@@ -205,7 +207,7 @@ def worker(
             )
             for i in range(count)
         ]
-        raise typer.Exit(_supervise(settings, specs))
+        raise typer.Exit(_runs(ctx).supervise(settings, specs, None, None))
     from services.worker.runner import run_worker
 
     run_worker(settings, tiers, threads, port)
@@ -264,7 +266,10 @@ def _port_free(command: str, host: str, port: int) -> None:
         raise typer.Exit(1)
 
 
-def _supervise(
+Supervise = Callable[[Settings, list[ChildSpec], Path | None, Callable[[], None] | None], int]
+
+
+def supervise(
     settings: Settings,
     specs: list[ChildSpec],
     counts: Path | None = None,
@@ -282,6 +287,20 @@ def _supervise(
         env={"SETTLEQ_SUPERVISOR_COUNTS_FILE": str(counts)} if counts else None,
     )
     return supervisor.run(started)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What ``up`` and a worker of several processes hand their children to:
+    ``supervise`` unless whoever invokes the app passes another as the click
+    context's object (``app(args, obj=Runs(...))``), as an embedding program
+    or a test that looks at what would be run does."""
+
+    supervise: Supervise = supervise
+
+
+def _runs(ctx: typer.Context) -> Runs:
+    return ctx.obj if isinstance(ctx.obj, Runs) else Runs()
 
 
 def stack_children(settings: Settings, port: int) -> list[ChildSpec]:
@@ -331,6 +350,7 @@ def say_when_answering(url: str, message: str, poll_s: float = 0.25) -> None:
 
 @app.command()
 def up(
+    ctx: typer.Context,
     port: Annotated[
         int | None, typer.Option(help="Port of the API." + default("SETTLEQ_API_PORT, 8000"))
     ] = None,
@@ -366,7 +386,7 @@ def up(
     with tempfile.TemporaryDirectory(prefix="settleq-up-") as scratch:
         counts = Path(settings.supervisor_counts_file or Path(scratch) / "restarts.json")
         children = stack_children(settings, port)
-        code = _supervise(settings, children, counts, started)
+        code = _runs(ctx).supervise(settings, children, counts, started)
     raise typer.Exit(code)
 
 

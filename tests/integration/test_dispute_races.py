@@ -6,15 +6,15 @@ version of the same identity (PostgreSQL: SQLite runs one writer at a time)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select, text
 
 from shared.adapters.db.disputes import queue as disputes
-from shared.adapters.db.disputes import resolve as dispute_resolve
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.tables import ledger_entries as ledger
 from shared.domain.disputes import DisputeAlreadyResolved, DisputeSuperseded, ResolveRequest
@@ -153,41 +153,53 @@ def test_a_resolution_waits_for_a_newer_versions_settlement_then_finds_it_supers
 
 
 def test_a_newer_versions_settlement_waits_for_a_resolution_in_flight(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine,
 ) -> None:
     """The settlement of version 2 waits for the resolution's lineage lock, then
     measures its delta from the amount decided: the identity adds up."""
     vendor = new_vendor(engine)
     doc = disputed_doc(vendor, ["1.50"])
     [dispute_id] = job_disputes(engine, settle(engine, [doc]), [doc])
-    inside, release = threading.Event(), threading.Event()
-    record = dispute_resolve._record
-
-    def held(*args: Any) -> None:  # the resolution, its row written, not yet committed
-        record(*args)
-        inside.set()
-        assert release.wait(30)
-
-    monkeypatch.setattr(dispute_resolve, "_record", held)
     accept = ResolveRequest("accept_claim", "n")
     resolving = threading.Thread(target=lambda: disputes.resolve(engine, dispute_id, accept, ACTOR))
-    resolving.start()
-    assert inside.wait(30)
-    v2 = [disputed_doc(vendor, ["1.50"], 2, doc["document_id"])]
-    settling = threading.Thread(target=lambda: settle(engine, v2))
-    settling.start()
-    settling.join(timeout=1.0)
-    waited = settling.is_alive()
-    release.set()
+    with engine.connect() as holder:
+        # The resolution's decision goes into a table this connection keeps
+        # from writers: it stops there, its resolved row written, not committed.
+        holder.execute(text("LOCK TABLE dispute_resolutions IN SHARE MODE"))
+        me = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        resolving.start()
+        [resolver] = _blocked_by(holder, me)
+        v2 = [disputed_doc(vendor, ["1.50"], 2, doc["document_id"])]
+        settling = threading.Thread(target=lambda: settle(engine, v2))
+        settling.start()
+        waiting = _blocked_by(holder, resolver, alive=settling)
+        holder.rollback()
     resolving.join(timeout=30)
     settling.join(timeout=30)
-    assert waited, "the settlement did not wait for the resolution"
+    assert waiting, "the settlement did not wait for the resolution"
     [resolved] = resolutions_of(engine, dispute_id)
     [newer] = [r for r in _identity(engine, dispute_id) if r.contract_version == 2]
     assert newer.supersedes_id == resolved.id
     assert newer.delta == Decimal("2.00") - Decimal("1.50")
     [(total, latest)] = delta_sums(engine, {resolved.reconciliation_key}).values()
     assert total == latest == Decimal("2.00")
+
+
+def _blocked_by(
+    watch: Connection, pid: int, alive: threading.Thread | None = None, timeout: float = 30
+) -> list[int]:
+    """The backends waiting on a lock backend ``pid`` holds, once there is one;
+    none if ``alive`` ends first (it did not wait)."""
+    blocked = text("SELECT pid FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))")
+    deadline = time.monotonic() + timeout
+    while True:
+        watch.execute(text("SELECT pg_stat_clear_snapshot()"))  # read once a transaction
+        if found := list(watch.execute(blocked, {"pid": pid}).scalars()):
+            return found
+        if alive is not None and not alive.is_alive():
+            return []
+        assert time.monotonic() < deadline, f"nothing waits on backend {pid}"
+        time.sleep(0.02)
 
 
 def _result(call: Callable[[], Any]) -> Any:

@@ -17,16 +17,16 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from services.api.app import create_app
+from services.api.intake import job_store
 from services.api.intake.job_store import DEPTH
 from services.commands.client import Client
 from services.worker.context import WorkerContext
 from shared.adapters.db import tables
 from shared.adapters.db.edi.tables import edi_acknowledgements, edi_interchanges
 from shared.adapters.db.jobs import writer as job_writer
-from shared.domain.pipeline import chunking
 from shared.domain.pipeline.chunking import NewChunk
 from tests.support.factories import uid
 from tests.support.infra import (
@@ -170,43 +170,39 @@ def test_an_accepted_files_job_holds_every_chunk_and_its_totals(
 
 
 def test_the_mapping_waits_for_the_database_holding_a_few_chunks(
-    api: Client, monkeypatch: pytest.MonkeyPatch
+    api: Client, ctx: WorkerContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While the first insert is held up, the mapping thread hands on at most
     ``DEPTH`` chunks more (the queue's) and one it waits with: a file's chunks
     are never all in memory, however slow the database."""
-    release = threading.Event()
-    built: list[int] = []
-    real_close = chunking.ChunkBuilder._close
+    built: list[str] = []  # the chunks the mapping closed and handed to the store
+    real_put = job_store.StreamedStore.put
 
-    def close(builder: chunking.ChunkBuilder) -> None:
-        built.append(builder.closed)
-        real_close(builder)
+    def put(store: job_store.StreamedStore, chunk: NewChunk) -> None:
+        built.append(chunk.id)
+        real_put(store, chunk)
 
-    monkeypatch.setattr(chunking.ChunkBuilder, "_close", close)
-
-    def held(n: int, _: job_writer.JobWriter) -> None:
-        if n == 1:
-            assert release.wait(timeout=30)
-
-    Added(monkeypatch, held)
+    monkeypatch.setattr(job_store.StreamedStore, "put", put)
     answer: list[Any] = []
     sender = threading.Thread(
         target=lambda: answer.append(submit_x12(api, freight_file(*invoices("HOLD", 20))))
     )
-    sender.start()
-    try:
-        deadline = time.monotonic() + 10
-        settled = -1
-        while time.monotonic() < deadline:  # until the mapping stops for the queue
-            time.sleep(0.3)
-            if built and len(built) == settled:
-                break
-            settled = len(built)
-        assert 1 <= len(built) <= DEPTH + 2, built
-    finally:
-        release.set()
-        sender.join(timeout=30)
+    with ctx.engine.connect() as holder:
+        # The store's inserts wait for this connection, as for a slow database.
+        holder.execute(text("LOCK TABLE chunks IN SHARE MODE"))
+        sender.start()
+        try:
+            deadline = time.monotonic() + 10
+            settled = -1
+            while time.monotonic() < deadline:  # until the mapping stops for the queue
+                time.sleep(0.3)
+                if built and len(built) == settled:
+                    break
+                settled = len(built)
+            assert 1 <= len(built) <= DEPTH + 2, built
+        finally:
+            holder.rollback()
+    sender.join(timeout=30)
     [response] = answer
     assert response.status_code == 202, response.text
     assert response.json()["chunks"] == 20

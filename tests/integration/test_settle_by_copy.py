@@ -47,13 +47,19 @@ def copies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def _settle(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, ChunkOutcome]:
+# The PostgreSQL writer with its COPY path off: every unit takes the rounds.
+BY_STATEMENT = writer.PostgresWriter(by_copy=False)
+
+
+def _settle(
+    engine: Engine, docs: list[dict[str, Any]], by: writer.LedgerWriter | None = None
+) -> tuple[ChunkRef, ChunkOutcome]:
     job_id, [message] = store_job(engine, Settings(), b"k", docs)
     parsed = [PromoDocument.model_validate(d) for d in docs]
     ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", sum(len(d.lines) for d in parsed))
     contracts = {(d.partition_key, 1): CONTRACT for d in parsed}
     with engine.begin() as conn:
-        outcome = commit_plan(conn, ref, plan_chunk(KIND, parsed, contracts, 0), 1)
+        outcome = commit_plan(conn, ref, plan_chunk(KIND, parsed, contracts, 0), 1, by)
     assert outcome is not None
     return ref, outcome
 
@@ -93,17 +99,13 @@ def _documents(vendor: str) -> list[dict[str, Any]]:
     return [posted, disputed, dict(posted)]  # the last repeats the first: duplicates
 
 
-def test_the_copy_path_writes_what_the_statement_writes(
-    engine: Engine, copies: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_copy_path_writes_what_the_statement_writes(engine: Engine, copies: list[str]) -> None:
     by_copy, by_copy_outcome = _settle(engine, _documents(uid("V-")))
     assert copies == ["ledger_entries"]
-    monkeypatch.setattr(postgres, "can_copy", lambda *args: False)
-    by_statement, by_statement_outcome = _settle(engine, _documents(uid("V-")))
+    by_statement, by_statement_outcome = _settle(engine, _documents(uid("V-")), BY_STATEMENT)
     assert copies == ["ledger_entries", "statement"]
     # The portable writer, on the same server, writes the same too.
-    monkeypatch.setitem(writer._WRITERS, "postgresql", writer.LedgerWriter())
-    portable, portable_outcome = _settle(engine, _documents(uid("V-")))
+    portable, portable_outcome = _settle(engine, _documents(uid("V-")), writer.LedgerWriter())
     assert copies == ["ledger_entries", "statement"]
     assert by_copy_outcome == by_statement_outcome == portable_outcome
     assert (by_copy_outcome.posted, by_copy_outcome.disputed, by_copy_outcome.duplicate) == (
@@ -120,15 +122,13 @@ def test_the_copy_path_writes_what_the_statement_writes(
 
 @pytest.mark.parametrize("path", ["copy", "statement"])
 def test_every_row_of_a_unit_carries_its_transactions_time(
-    engine: Engine, copies: list[str], monkeypatch: pytest.MonkeyPatch, path: str
+    engine: Engine, copies: list[str], path: str
 ) -> None:
     """A COPY'd row leaves created_at to the column's default, now(): it must be
     the one time its unit's marker and outbox rows carry, the server's."""
-    if path == "statement":
-        monkeypatch.setattr(postgres, "can_copy", lambda *args: False)
     with engine.connect() as conn:
         before = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
-    ref, _ = _settle(engine, _documents(uid("V-")))
+    ref, _ = _settle(engine, _documents(uid("V-")), None if path == "copy" else BY_STATEMENT)
     assert copies == (["ledger_entries"] if path == "copy" else ["statement"])
     ledger, results = tables.ledger_entries, tables.chunk_results
     with engine.connect() as conn:
@@ -197,7 +197,7 @@ def test_a_line_already_posted_that_the_probe_misses_sends_the_chunk_to_the_stat
 
 
 def test_a_resent_document_among_new_ones_is_duplicates_and_the_rest_is_copied(
-    engine: Engine, copies: list[str], monkeypatch: pytest.MonkeyPatch
+    engine: Engine, copies: list[str]
 ) -> None:
     vendor = uid("V-")
     resent = promo_doc(vendor, [promo_line(1, "4", "0.50"), promo_line(2, "8", "1.00")])
@@ -212,11 +212,12 @@ def test_a_resent_document_among_new_ones_is_duplicates_and_the_rest_is_copied(
     assert written["outbox"] == [True]
     assert [(o[1], o[-1]) for o in written["outcomes"]] == [("duplicate", 1), ("duplicate", 2)]
     # What the statement writes for the same chunk of another vendor.
-    monkeypatch.setattr(postgres, "can_copy", lambda *args: False)
     other = uid("V-")
-    _settle(engine, [{**resent, "partition_key": other}])
+    _settle(engine, [{**resent, "partition_key": other}], BY_STATEMENT)
     fresh = [{**d, "partition_key": other} for d in fresh]
-    by_statement, _ = _settle(engine, [fresh[0], {**resent, "partition_key": other}, fresh[1]])
+    by_statement, _ = _settle(
+        engine, [fresh[0], {**resent, "partition_key": other}, fresh[1]], BY_STATEMENT
+    )
     assert _written(engine, by_statement.job_id) == written
 
 

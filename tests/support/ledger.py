@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select
 
 from shared.adapters.db import tables
-from shared.adapters.db.ledger import writer_for
+from shared.adapters.db.ledger import LedgerWriter, writer_for
 from shared.domain.pipeline.settlement import ChunkPlan
 from shared.domain.pipeline.units import ChunkOutcome, ChunkRef, Unit
 
@@ -62,9 +62,14 @@ def chunk_results(engine: Engine, job_id: str) -> list[Any]:
 
 
 def commit_plan(
-    conn: Connection, ref: ChunkRef, plan: ChunkPlan, attempts: int
+    conn: Connection,
+    ref: ChunkRef,
+    plan: ChunkPlan,
+    attempts: int,
+    writer: LedgerWriter | None = None,
 ) -> ChunkOutcome | None:
-    """Commit a unit through its backend's ledger writer, inside ``conn``'s
-    transaction; its counters, or None when it was already processed."""
-    result = writer_for(conn).commit(conn, Unit(ref, plan, attempts))
+    """Commit a unit through ``writer`` (by default its backend's ledger writer),
+    inside ``conn``'s transaction; its counters, or None when it was already
+    processed."""
+    result = (writer or writer_for(conn)).commit(conn, Unit(ref, plan, attempts))
     return None if result is None else result.outcome

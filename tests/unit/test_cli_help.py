@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 import services.commands.cli
-from services.commands.cli import app
+from services.commands.cli import Runs, app
+from tests.support.stack import free_port
 from tests.unit.test_cli import ALL
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -85,26 +86,28 @@ def test_token_help_names_the_role_the_command_needs(path: tuple[str, ...]) -> N
     assert ("Operator bearer token" in (token.help or "")) is needs_operator, token.help
 
 
-@pytest.mark.parametrize(("argv", "port"), [([], 8123), (["--port", "9001"], 9001)])
+@pytest.mark.parametrize("told", [False, True], ids=["SETTLEQ_API_PORT", "--port"])
 def test_up_serves_on_settleq_api_port_unless_told(
-    argv: list[str], port: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    told: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def supervise(settings: Any, specs: list[Any], counts: Any = None, started: Any = None) -> int:
+    def supervise(settings: Any, specs: list[Any], counts: Any, started: Any) -> int:
         seen["api"] = next(s.argv for s in specs if s.name == "api")
         return 0
 
-    monkeypatch.setattr(services.commands.cli, "_supervise", supervise)
-    monkeypatch.setattr(services.commands.cli, "_migrate", lambda settings: None)
     # Which port, not whether the services are up (tests/e2e/test_startup_checks.py).
     monkeypatch.setattr(services.commands.cli.preflight, "check", lambda *args: None)
-    monkeypatch.setattr(services.commands.cli.preflight, "port_problem", lambda *args: None)
-    env = {"SETTLEQ_API_PORT": "8123", "SETTLEQ_DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}
-    result = runner.invoke(app, ["up", *argv], env=env)
+    setting, option = free_port(), free_port()
+    env = {
+        "SETTLEQ_API_PORT": str(setting),
+        "SETTLEQ_DATABASE_URL": f"sqlite:///{tmp_path}/x.db",  # up migrates it first
+    }
+    argv = ["up", *(["--port", str(option)] if told else [])]
+    result = runner.invoke(app, argv, env=env, obj=Runs(supervise=supervise))
     assert result.exit_code == 0, result.output
     api = seen["api"]
-    assert api[api.index("--port") + 1] == str(port)
+    assert api[api.index("--port") + 1] == str(option if told else setting)
 
 
 def test_relay_starts_with_a_retired_setting_and_warns_once(

@@ -21,6 +21,7 @@ from services.commands.cli import app
 from services.commands.errors import Refused, answer, explain
 from services.commands.intake.batches import is_ndjson
 from services.commands.money import money
+from tests.support.canned_api import CannedApi
 from tests.support.stack import ROOT
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -183,19 +184,20 @@ def test_status_says_how_many_duplicates_came_with_a_different_claim(
 
 
 @pytest.mark.regression
-def test_a_bulk_requeue_prints_what_it_skipped_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bulk_requeue_prints_what_it_skipped_and_why() -> None:
     """Issue 42 item 13: the CLI printed ``requeued n`` for letters that could only
     fail again."""
-    from services.commands.repair import dlq
-
     answered = {"requeued": 2, "skipped": 3, "would_fail_again": {"unknown_promo_tier": 3}}
-
-    class Api:
-        def bearer(self, method: str, path: str, body: object = None) -> httpx.Response:
-            return httpx.Response(200, json=answered)
-
-    monkeypatch.setattr(dlq, "_operator", lambda url, token: Api())
-    result = CliRunner().invoke(app, ["dlq", "requeue", "--reason", "unknown_promo_tier"])
+    with CannedApi(lambda method, path: (200, answered)) as api:
+        result = CliRunner().invoke(
+            app,
+            ["dlq", "requeue", "--reason", "unknown_promo_tier", "--url", api.url],
+            env={"SETTLEQ_CLIENT_TOKEN": "operator-token"},
+        )
     assert result.exit_code == 0, result.output
+    [sent] = api.requests
+    assert (sent.method, sent.path) == ("POST", "/admin/dead-letters/requeue")
+    assert sent.headers["authorization"] == "Bearer operator-token"
+    assert json.loads(sent.body)["reason"] == "unknown_promo_tier"
     assert "requeued 2" in result.output
     assert "skipped 3 that would be dead-lettered again: unknown_promo_tier 3" in result.output

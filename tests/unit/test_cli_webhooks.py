@@ -6,16 +6,17 @@ script."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from services.commands import options
 from services.commands.cli import app
 from services.commands.setup import webhooks as commands
+from tests.support.canned_api import CannedApi
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 
@@ -60,9 +61,15 @@ ENDPOINTS = {
 }
 
 
-class FakeClient:
-    def signed(self, method: str, path: str) -> httpx.Response:
-        return httpx.Response(200, json=PAGE if "/deliveries" in path else ENDPOINTS)
+# A producer's credentials: the command signs its requests with them.
+PRODUCER = {"SETTLEQ_CLIENT_KEY_ID": "k1", "SETTLEQ_CLIENT_SECRET": "s"}
+
+
+@pytest.fixture
+def api() -> Iterator[CannedApi]:
+    """The API's pages, as it answers a producer's signed requests."""
+    with CannedApi(lambda method, path: (200, PAGE if "/deliveries" in path else ENDPOINTS)) as api:
+        yield api
 
 
 @pytest.fixture
@@ -70,16 +77,21 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Console:
     console = Console(width=200, record=True, force_terminal=False)
     monkeypatch.setattr(options, "console", console)
     monkeypatch.setattr(commands, "console", console)
-    monkeypatch.setattr(commands, "_producer", lambda *a: FakeClient())
     return console
+
+
+def webhooks(api: CannedApi, *args: str) -> Result:
+    result = CliRunner().invoke(app, ["webhooks", *args, "--url", api.url], env=PRODUCER)
+    assert [r.headers["x-key-id"] for r in api.requests] == ["k1"]  # signed
+    return result
 
 
 @pytest.mark.regression
 def test_the_delivery_log_shows_the_answer_its_detail_and_the_next_attempt(
-    fake: Console,
+    fake: Console, api: CannedApi
 ) -> None:
     """They were hidden: a user saw a 503 and not what the endpoint said."""
-    result = CliRunner().invoke(app, ["webhooks", "deliveries", "we_" + "3" * 24])
+    result = webhooks(api, "deliveries", "we_" + "3" * 24)
     assert result.exit_code == 0, result.output
     text = fake.export_text()
     assert "HTTP 503" in text
@@ -93,8 +105,8 @@ def test_the_delivery_log_shows_the_answer_its_detail_and_the_next_attempt(
     [(["deliveries", "we_" + "3" * 24], PAGE), (["list"], ENDPOINTS)],
 )
 def test_json_prints_the_apis_page_for_a_script(
-    fake: Console, args: list[str], expected: dict[str, Any]
+    fake: Console, api: CannedApi, args: list[str], expected: dict[str, Any]
 ) -> None:
-    result = CliRunner().invoke(app, ["webhooks", *args, "--json"])
+    result = webhooks(api, *args, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == expected

@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import field_validator
 from typer.testing import CliRunner
 
-from services.api.edi import ingest as edi_ingest
 from services.api.edi.ingest import EdiIngest
 from services.api.edi.query import EdiQuery, edi_query
 from services.api.errors import ApiError
@@ -22,6 +22,8 @@ from services.commands.client import Client
 from services.commands.intake import batches
 from services.commands.intake.edi import is_x12
 from shared.config.settings import ProducerKey, Settings
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.freight_audit import FreightAudit, FreightDocument
 from shared.domain.x12 import EdiRefused
 from shared.domain.x12.acknowledging.answer import acknowledge
 from shared.domain.x12.mapping import files as mapping
@@ -99,8 +101,8 @@ def _acknowledge(interchanges: Any, problems: Any) -> bytes:
     return acknowledge(interchanges, problems, control_numbers=[7] * len(interchanges), now=NOW)
 
 
-def _ingest(body: bytes, query: EdiQuery) -> Any:
-    ingest = EdiIngest(SETTINGS, KEY, EDI_X12, query=query, acknowledge=_acknowledge)
+def _ingest(body: bytes, query: EdiQuery, kinds: dict[str, Any] = KINDS) -> Any:
+    ingest = EdiIngest(SETTINGS, KEY, EDI_X12, query=query, acknowledge=_acknowledge, kinds=kinds)
     half = len(body) // 2
     ingest.feed_parts([body[:half], body[half:]], lambda _: None)
     return ingest.finish()
@@ -291,28 +293,39 @@ def test_a_refused_file_prints_its_code_each_problem_and_the_997(
     assert "Traceback" not in result.output
 
 
-def _refusing_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kind refuses the file's first mapped document (an unknown field), as it
-    would one the mapping let through wrongly. The documents take the general route
-    (encoded, then screened or modelled): the fast path's bytes are valid by
-    construction (tests/unit/test_edi_fast_route.py), so never modelled."""
+class _RefusingTheFirst(FreightDocument):
+    @field_validator("document_id")
+    @classmethod
+    def _not_inv_1(cls, value: str) -> str:
+        if value == "INV-1":
+            raise ValueError("refused by this kind")
+        return value
+
+
+class _Stricter(FreightAudit):
+    """The freight kind, refusing the file's first document as it would one the
+    mapping let through wrongly; no screen, so every document is modelled."""
+
+    document_model = _RefusingTheFirst
+    screen = None
+
+
+def _refusing_the_first(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The kinds of an ingest whose kind refuses the file's first mapped document.
+    The documents take the general route (encoded, then screened or modelled):
+    the fast path's bytes are valid by construction
+    (tests/unit/test_edi_fast_route.py), so never modelled."""
     monkeypatch.setattr(mapping, "fast_210_line", lambda place, query: None)
-    encode = edi_ingest._encode
-
-    def spoiled(document: dict[str, Any]) -> bytes:
-        first = document["document_id"] == "INV-1"
-        return encode({**document, "extra": 1} if first else document)
-
-    monkeypatch.setattr(edi_ingest, "_encode", spoiled)
+    return {**KINDS, FreightAudit.name: _Stricter()}
 
 
 def test_a_document_the_kind_refuses_makes_its_set_unmappable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _refusing_the_first(monkeypatch)
+    kinds = _refusing_the_first(monkeypatch)
     body = freight_file(Freight("INV-1", "ABCD"), Freight("INV-2", "ABCD"), isa13=1235)
     with pytest.raises(EdiRefused) as refused:
-        _ingest(body, EdiQuery(1))
+        _ingest(body, EdiQuery(1), kinds)
     assert {p.code for p in refused.value.problems} == {"edi_unmappable"}
     assert {(p.tag, p.control_number) for p in refused.value.problems} == {("ST", "0001")}
 
@@ -322,13 +335,13 @@ def test_the_mappings_refusal_of_a_later_set_wins_over_the_kinds(
 ) -> None:
     """Documents are chunked as they are mapped, yet the answer is the one the whole
     file's mapping gives: every set it refuses, as when nothing was chunked before."""
-    _refusing_the_first(monkeypatch)
+    kinds = _refusing_the_first(monkeypatch)
     body = freight_file(Freight("INV-1", "ABCD"), Freight("INV-2", "ABCD"), isa13=1236)
     due = b"*PP**20260315*29000**"
     assert body.count(due) == 2
     body = body[::-1].replace(due[::-1], b"*PP**20260315*29001**"[::-1], 1)[::-1]
     with pytest.raises(EdiRefused) as refused:
-        _ingest(body, EdiQuery(1))
+        _ingest(body, EdiQuery(1), kinds)
     assert [(p.code, p.control_number) for p in refused.value.problems] == [
         ("edi_total_mismatch", "0002")
     ]

@@ -314,21 +314,23 @@ def test_a_fork_server_that_does_not_answer_is_stopped_and_the_file_mapped_here(
 ) -> None:
     body = freight_210_file(100, seed=13, carriers=3)
     alone = _outcome(body, 1)
-    edi_child.SERVER.start()
-    server = edi_child.SERVER.process
-    assert server is not None
-    monkeypatch.setattr(forkserver, "_ANSWER_S", 0.3)
-    monkeypatch.setattr(forkserver, "_EXIT_S", 0.3)
-    edi_child.SERVER.stop()  # started again with the short wait for its answer
-    edi_child.SERVER.start()
-    stuck = edi_child.SERVER.process
-    assert stuck is not None
-    os.kill(stuck.pid, signal.SIGSTOP)
-    started = time.monotonic()
-    assert _outcome(body, 2) == alone
-    assert time.monotonic() - started < 5
-    assert stuck.poll() is not None  # killed, not left stopped
-    assert not taken
+    # A server of the mapping children's own module, waiting 0.3 s (not 10) for
+    # its answer and for its exit: the one the file's request asks for a child.
+    server = forkserver.ForkServer(edi_child.__name__, answer_s=0.3, exit_s=0.3)
+    try:
+        server.start()
+        stuck = server.process
+        assert stuck is not None
+        os.kill(stuck.pid, signal.SIGSTOP)
+        monkeypatch.setattr(edi_child.SERVER, "launch", server.launch)
+        started = time.monotonic()
+        assert _outcome(body, 2) == alone
+        assert time.monotonic() - started < 5
+        assert stuck.poll() is not None  # killed, not left stopped
+        assert server.process is None  # started again on the next file
+        assert not taken
+    finally:
+        server.stop()
 
 
 def test_a_request_stopped_early_leaves_no_child() -> None:

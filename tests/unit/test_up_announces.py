@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
 import services.commands.cli
+from services.commands.cli import Runs, app
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -35,7 +35,7 @@ def test_up_says_api_on_only_once_the_api_answers(
     port = free_port()
     seen: dict[str, str] = {}
 
-    def supervise(settings: Any, specs: Any, counts: Any = None, started: Any = None) -> int:
+    def supervise(settings: Any, specs: Any, counts: Any, started: Any) -> int:
         started()  # every child started; nothing answers on the port yet
         time.sleep(1.0)
         seen["before"] = capsys.readouterr().out
@@ -53,13 +53,11 @@ def test_up_says_api_on_only_once_the_api_answers(
             server.server_close()
         return 0
 
-    monkeypatch.setattr(services.commands.cli, "_supervise", supervise)
-    monkeypatch.setattr(services.commands.cli, "_migrate", lambda settings: None)
     monkeypatch.setattr(services.commands.cli.preflight, "check", lambda *args: None)
-    monkeypatch.setattr(services.commands.cli.preflight, "port_problem", lambda *args: None)
-    monkeypatch.setenv("SETTLEQ_DATABASE_URL", f"sqlite:///{tmp_path}/x.db")
-    with pytest.raises(typer.Exit):
-        services.commands.cli.up(port=port)
+    monkeypatch.setenv("SETTLEQ_DATABASE_URL", f"sqlite:///{tmp_path}/x.db")  # migrated first
+    # As the command line runs it, this process's stdout captured meanwhile.
+    code = app(["up", "--port", str(port)], obj=Runs(supervise=supervise), standalone_mode=False)
+    assert code == 0
     assert "API on" not in seen["before"], seen
     url = f"http://127.0.0.1:{port}"
     assert f"settleq: API on {url}, dashboard {url}/dashboard" in seen["after"], seen

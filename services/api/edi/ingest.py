@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, cast
@@ -34,6 +34,7 @@ from services.tuning.gcpause import collector_paused
 from shared.adapters.db.edi.partners import Partner
 from shared.adapters.db.edi.store import Sender
 from shared.domain.kinds import KINDS
+from shared.domain.kinds.base import Kind
 from shared.domain.kinds.screen import screen
 from shared.domain.pipeline.chunking import NewChunk
 from shared.domain.x12 import EdiRefused, Interchange, Problem, Skipped, TransactionSet
@@ -102,6 +103,9 @@ class EdiIngest(Ingest):
     partner: Callable[[str, str], Partner | None] | None = None
     # The profiles of the file's senders, as they are read (None: it has none).
     profiles: dict[tuple[str, str], Partner | None] = field(default_factory=dict)
+    # The settlement kinds, by name: the mapping names the file's kind, whose
+    # screen and model then take each document as a JSON body's would.
+    kinds: Mapping[str, Kind[Any, Any]] = field(default_factory=lambda: KINDS)
     _senders_query: dict[tuple[str, str], Query] | None = None  # where senders' differ
     # The file as it arrives, spooled (``edi/spool/file.py``): read whole once complete,
     # from its mapped pages.
@@ -293,7 +297,7 @@ class EdiIngest(Ingest):
         of a large file are never all held, nor its two forms at once. A 210 of
         the fast path comes as its JSON bytes (``freight_fast.FastLine``), stored
         as they are; any other document is encoded, then screened or modelled."""
-        self.kind = KINDS[mapped.kind]
+        self.kind = self.kinds[mapped.kind]
         kind_screen = self.kind.screen
         # Exhausting the stream raises the mapping's refusal, which wins over a
         # document the kind refuses: it lists every set at fault, as the whole

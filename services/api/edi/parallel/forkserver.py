@@ -43,8 +43,8 @@ _MAX_FDS = 8
 # The longest a request waits for the server's answer (its pid): a server that
 # does not answer (stuck, or still starting on a machine far too busy) is
 # stopped, and the request goes on without a child.
-_ANSWER_S = 10.0
-_EXIT_S = 5.0  # the longest a stopped server is given to exit before it is killed
+ANSWER_S = 10.0
+EXIT_S = 5.0  # the longest a stopped server is given to exit before it is killed
 CAN_FORK: bool = all(
     hasattr(module, name)
     for module, name in ((os, "fork"), (os, "pidfd_open"), (socket, "recv_fds"))
@@ -56,10 +56,13 @@ Run = Callable[[bytes, list[int]], None]
 
 class ForkServer:
     """The API's end: the server process (``python -m module``, whose main calls
-    ``serve``) and its half of the pair. Started on first use, or by ``start``."""
+    ``serve``) and its half of the pair. Started on first use, or by ``start``.
+    ``answer_s`` and ``exit_s``: the waits for its answer and for its exit once
+    stopped (``ANSWER_S``, ``EXIT_S``)."""
 
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, *, answer_s: float = ANSWER_S, exit_s: float = EXIT_S) -> None:
         self.module = module
+        self.answer_s, self.exit_s = answer_s, exit_s
         self.lock = threading.Lock()  # one request and its answer at a time
         self.process: subprocess.Popen[bytes] | None = None
         self.socket: socket.socket | None = None
@@ -81,7 +84,7 @@ class ForkServer:
             raise
         finally:
             theirs.close()
-        ours.settimeout(_ANSWER_S)
+        ours.settimeout(self.answer_s)
         self.socket = ours
         return ours
 
@@ -116,7 +119,7 @@ class ForkServer:
             self.socket = None
         if self.process is not None:
             try:
-                self.process.wait(timeout=_EXIT_S)
+                self.process.wait(timeout=self.exit_s)
             except subprocess.TimeoutExpired:  # it did not see the end: it is stuck
                 self.process.kill()
                 self.process.wait()

@@ -180,7 +180,11 @@ class LedgerWriter:
 
 class PostgresWriter(LedgerWriter):
     """PostgreSQL: the fast case by ``COPY``, else the rounds with staged inserts
-    (``postgres.py``)."""
+    (``postgres.py``). With ``by_copy=False`` every unit takes the rounds: the
+    plain path behind the fast one, which must write the same."""
+
+    def __init__(self, *, by_copy: bool = True) -> None:
+        self.by_copy = by_copy
 
     def write(
         self,
@@ -191,7 +195,7 @@ class PostgresWriter(LedgerWriter):
         period: str,
         repriced: set[str],
     ) -> tuple[Written, list[bool]]:
-        if postgres.can_copy(chunk.kind, settled, repriced):
+        if self.by_copy and postgres.can_copy(chunk.kind, settled, repriced):
             copied = postgres.settle_by_copy(conn, chunk.kind, chunk.job_id, settled, period)
             if copied is not None:
                 flags, rows, known = copied
