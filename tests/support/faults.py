@@ -100,6 +100,9 @@ def broker_sockets(pid: int) -> dict[str, str]:
     return found
 
 
+# How long a (re)started worker may take to connect to RabbitMQ.
+WORKER_CONNECT_S = 60.0
+
 # What a relay logs once its start-up checks passed, and how long it may take.
 RELAY_STARTED = "relay publishing to"
 RELAY_START_S = 60.0
@@ -180,6 +183,12 @@ class Chaos:
         then it resumes (SIGCONT) in the middle of its stale attempt."""
         name = self.rng.choice(self.workers("heavy"))
         pid = self.stack.processes[name].pid
+        # A worker restarted by an earlier fault may not be consuming yet: stop
+        # it once it holds a broker connection, so there is one to drop.
+        deadline = time.monotonic() + WORKER_CONNECT_S
+        while "ESTAB" not in broker_sockets(pid).values():
+            assert time.monotonic() < deadline, f"{name} never connected to RabbitMQ"
+            time.sleep(0.1)
         os.kill(pid, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
