@@ -33,6 +33,19 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def lint_a_copy_importing(
+    tmp_path: Path, module: str, line: str
+) -> subprocess.CompletedProcess[str]:
+    """``lint_imports`` over a copy of the tree in which ``module`` (a path
+    under the root) ends with one more import, ``line``."""
+    for name in ("shared", "services"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    path = tmp_path / module
+    path.write_text(path.read_text() + f"\n{line}  # noqa: E402,F401\n")
+    return lint_imports(tmp_path)
+
+
 def test_the_contracts_are_the_layers_of_the_project() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     by_name = {contract["name"]: contract for contract in config["contracts"]}
@@ -78,13 +91,7 @@ def test_every_import_contract_is_kept() -> None:
 
 def test_a_domain_module_importing_sqlalchemy_breaks_the_contracts(tmp_path: Path) -> None:
     """The contracts are not vacuous: a copy of the tree with one bad import fails."""
-    for name in ("shared", "services"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    money = tmp_path / "shared" / "domain" / "money.py"
-    money.write_text(money.read_text() + "\nimport sqlalchemy  # noqa: E402,F401\n")
-
-    result = lint_imports(tmp_path)
+    result = lint_a_copy_importing(tmp_path, "shared/domain/money.py", "import sqlalchemy")
     assert result.returncode != 0, result.stdout
     assert "shared.domain is pure" in result.stdout and "BROKEN" in result.stdout, result.stdout
     assert "shared.domain.money -> sqlalchemy" in result.stdout, result.stdout
@@ -93,16 +100,11 @@ def test_a_domain_module_importing_sqlalchemy_breaks_the_contracts(tmp_path: Pat
 def test_the_dispute_queue_reaching_into_the_ledger_breaks_the_contracts(tmp_path: Path) -> None:
     """A resolution books its rows through the ledger's public face: a dispute
     module importing one of the ledger's modules (its outbox writer) fails."""
-    for name in ("shared", "services"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    resolve = tmp_path / "shared" / "adapters" / "db" / "disputes" / "resolve.py"
-    resolve.write_text(
-        resolve.read_text()
-        + "\nfrom shared.adapters.db.ledger.writer import write_outbox  # noqa: E402,F401\n"
+    result = lint_a_copy_importing(
+        tmp_path,
+        "shared/adapters/db/disputes/resolve.py",
+        "from shared.adapters.db.ledger.writer import write_outbox",
     )
-
-    result = lint_imports(tmp_path)
     assert result.returncode != 0, result.stdout
     assert "use the ledger only through its public face" in result.stdout, result.stdout
     assert "shared.adapters.db.disputes.resolve -> shared.adapters.db.ledger.writer" in (
@@ -134,16 +136,11 @@ def test_the_ledgers_read_side_is_forbidden_every_module_of_its_writer() -> None
 def test_the_read_side_importing_the_writer_breaks_the_contracts(tmp_path: Path) -> None:
     """The read side's contract is not vacuous: a history module importing one
     of the writer's modules fails."""
-    for name in ("shared", "services"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    history = tmp_path / "shared" / "adapters" / "db" / "ledger" / "read" / "history.py"
-    history.write_text(
-        history.read_text()
-        + "\nfrom shared.adapters.db.ledger.priors import Prior  # noqa: E402,F401\n"
+    result = lint_a_copy_importing(
+        tmp_path,
+        "shared/adapters/db/ledger/read/history.py",
+        "from shared.adapters.db.ledger.priors import Prior",
     )
-
-    result = lint_imports(tmp_path)
     assert result.returncode != 0, result.stdout
     assert "The ledger's read side never imports its writer" in result.stdout, result.stdout
     assert "shared.adapters.db.ledger.read.history -> shared.adapters.db.ledger.priors" in (
@@ -182,16 +179,11 @@ def test_the_cli_and_the_supervisor_are_under_contract() -> None:
 def test_a_client_command_reading_the_database_breaks_the_contracts(tmp_path: Path) -> None:
     """The CLI's contract is not vacuous: a dispute command reading the queue's
     tables itself, rather than asking the API, fails."""
-    for name in ("shared", "services"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    disputes = tmp_path / "services" / "commands" / "repair" / "disputes.py"
-    disputes.write_text(
-        disputes.read_text()
-        + "\nfrom shared.adapters.db.disputes import reads  # noqa: E402,F401\n"
+    result = lint_a_copy_importing(
+        tmp_path,
+        "services/commands/repair/disputes.py",
+        "from shared.adapters.db.disputes import reads",
     )
-
-    result = lint_imports(tmp_path)
     assert result.returncode != 0, result.stdout
     assert "The client commands use the HTTP API" in result.stdout, result.stdout
     assert "services.commands.repair.disputes -> shared.adapters.db.disputes.reads" in (
