@@ -42,13 +42,6 @@ _LOAD_CHUNK_BINARY = (
 )
 
 
-def chunk_digest(conn: Connection, chunk_id: str) -> str:
-    """The SHA-256 the front door signed of a stored chunk's bytes."""
-    return str(
-        conn.execute(select(chunks.c.payload_sha256).where(chunks.c.id == chunk_id)).scalar_one()
-    )
-
-
 def load_chunk(conn: Connection, chunk_id: str) -> StoredChunk | None:
     if conn.dialect.name == "postgresql":
         dbapi = conn.connection.dbapi_connection
