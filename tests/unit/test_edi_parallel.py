@@ -355,13 +355,24 @@ def test_a_request_stopped_early_leaves_no_child() -> None:
     spool.close()
 
 
-def test_a_file_received_but_not_mapped_leaves_no_child() -> None:
+def test_a_file_received_but_not_mapped_leaves_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
     """A request that ends between the read and the mapping (a 409, a 503):
     closing the ingest stops the children started when the file came."""
+    launched: list[int] = []
+    launch = edi_child.SERVER.launch
+
+    def counted(message: bytes, fds: Any) -> int:
+        launched.append(launch(message, fds))
+        return launched[-1]
+
+    monkeypatch.setattr(edi_child.SERVER, "launch", counted)
     ingest = x12_ingest(_settings(2))
     ingest.feed(freight_210_file(200, seed=12, carriers=3))
     ingest.read()
-    assert _descendants()
+    # A child was started when the file came: whether it still runs now depends
+    # on the machine's load (a loaded one let it map its blocks and end first,
+    # and ``_descendants()`` was then empty).
+    assert launched
     ingest.close()
 
 
