@@ -120,7 +120,7 @@ def test_faults_lose_and_double_nothing(
     # the soak's 500,000 for longer than its 27 (they are spread along the drain).
     # The while is the booking lock held most of the time, as by a run of
     # closes: settles wait for it inside their transactions, claims leased.
-    stalls = Stalls(env.database_url, held_s=0.2 if soak else 0.4, free_s=0.1)
+    stalls = Stalls(env.database_url, held_s=0.2 if soak else 0.9, free_s=0.1)
     stack = Stack(
         env,
         logs,

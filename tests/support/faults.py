@@ -182,13 +182,17 @@ class Chaos:
         and its broker heartbeat; the chunks it held go to the other worker;
         then it resumes (SIGCONT) in the middle of its stale attempt."""
         name = self.rng.choice(self.workers("heavy"))
-        pid = self.stack.processes[name].pid
-        # A worker restarted by an earlier fault may not be consuming yet: stop
-        # it once it holds a broker connection, so there is one to drop.
+        # A worker restarted by an earlier fault may not be consuming yet, or may
+        # have died starting (a database fault struck its start-up): start it
+        # again, as a supervisor would, and stop it once it holds a broker
+        # connection, so that there is one for RabbitMQ to drop.
         deadline = time.monotonic() + WORKER_CONNECT_S
-        while "ESTAB" not in broker_sockets(pid).values():
+        while "ESTAB" not in broker_sockets(self.stack.processes[name].pid).values():
             assert time.monotonic() < deadline, f"{name} never connected to RabbitMQ"
+            if self.stack.processes[name].poll() is not None:
+                self.start_worker(name)
             time.sleep(0.1)
+        pid = self.stack.processes[name].pid
         os.kill(pid, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
