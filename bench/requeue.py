@@ -7,7 +7,10 @@ process (``settle_chunk`` on stored chunks): every document is dead-lettered
 ``unknown_contract_version``. Then the version is published and the API (in
 this process, over HTTP through Starlette's test client) is asked for one bulk
 requeue of 10,000 (``POST /admin/dead-letters/requeue``, reason
-``unknown_contract_version``, limit 10,000), target <= 5 s.
+``unknown_contract_version``, limit 10,000), target <= 5 s. With
+``--over-http`` the API is its own process (``settleq api``, as deployed) and
+the request goes over a real socket: the figure an operator's
+``settleq dlq requeue --all`` sees.
 
 Checked afterwards: exactly 10,000 letters ``requeued`` (each once: requeues =
 1), the rest still ``dead``, one audit entry each, and 10,000 confirmed
@@ -15,13 +18,18 @@ messages on the fast_path queue. Its own database and queues, dropped at the end
 
     python -m bench.requeue                       # 20,000 dead, requeue 10,000
     python -m bench.requeue --dead 4000 --requeue 2000   # quick mode
+    python -m bench.requeue --over-http           # the API as its own process
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -35,6 +43,7 @@ from services.worker.context import make_context
 from shared.adapters.db import tables
 from tests.support.factories import publish_promo_contracts, store_job
 from tests.support.infra import OPERATOR_TOKEN, ServiceEnv, isolated_env, queue_depth
+from tests.support.stack import Stack
 
 TARGET_S = 5.0
 VENDORS = 20
@@ -107,16 +116,35 @@ def checks(env: ServiceEnv, dead: int, requeue: int, answer: dict[str, Any]) -> 
     }
 
 
+@contextmanager
+def operator_client(env: ServiceEnv, over_http: bool) -> Iterator[Client]:
+    """The operator's client of an API in this process (Starlette's test
+    client), or of an API process of its own over a real socket."""
+    if not over_http:
+        with TestClient(create_app(env.settings())) as http:
+            yield Client("http://testserver", token=OPERATOR_TOKEN, http=http)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-requeue-") as logs:
+        stack = Stack(env, Path(logs))
+        try:
+            stack.start_api()
+            yield stack.operator()
+        finally:
+            stack.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dead", type=int, default=20_000, help="dead letters made")
     parser.add_argument("--requeue", type=int, default=10_000, help="the bulk requeue's limit")
+    parser.add_argument(
+        "--over-http", action="store_true", help="the API as its own process, over a socket"
+    )
     args = parser.parse_args(argv)
     with isolated_env("bench_requeue") as env:
         made = dead_letter_all(env, claim(args.dead))
         print(f"{args.dead} dead letters made in {made:.1f} s")
-        with TestClient(create_app(env.settings())) as http:
-            operator = Client("http://testserver", token=OPERATOR_TOKEN, http=http)
+        with operator_client(env, args.over_http) as operator:
             started = time.monotonic()
             response = operator.bearer(
                 "POST",
@@ -126,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             seconds = time.monotonic() - started
         answer = response.json()
         rate = args.requeue / seconds if seconds else 0.0
+        where = "an API process, over a socket" if args.over_http else "the API in process"
         print(
-            f"bulk requeue of {args.requeue}: {seconds:.2f} s ({rate:,.0f} letters/s),"
+            f"bulk requeue of {args.requeue} ({where}): {seconds:.2f} s ({rate:,.0f} letters/s),"
             f" HTTP {response.status_code}, target <= {TARGET_S:.0f} s"
         )
         results = checks(env, args.dead, args.requeue, answer)

@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url, pool_size=10)
+        engine = make_engine(settings.database_url, pool_size=10, component="settleq-api")
         broker = make_broker(settings)
         publishers = Publishers(broker, threads=4)
         app.state.ctx = ApiContext(

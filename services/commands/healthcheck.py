@@ -36,7 +36,7 @@ def problem(settings: Settings, url: str = "http://127.0.0.1:8000/healthz") -> s
         urllib.request.urlopen(url, timeout=2).close()
     except OSError as exc:
         return f"the API does not answer {url} ({type(exc).__name__})"
-    engine = make_engine(settings.database_url, pool_size=1)
+    engine = make_engine(settings.database_url, pool_size=1, component="settleq-healthcheck")
     try:
         with engine.connect() as conn:
             keys = (

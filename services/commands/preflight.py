@@ -164,7 +164,7 @@ def database_problem(settings: Settings) -> str | None:
     from shared.adapters.db.engine import make_engine
     from shared.adapters.db.migrate import unmigrated
 
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, component="settleq-cli")
     try:
         problem = unmigrated(engine, settings.database_url)
     except SQLAlchemyError as exc:

@@ -56,7 +56,7 @@ class Relay:
 def run_relay(settings: Settings) -> None:
     import signal
 
-    engine = make_engine(settings.database_url, pool_size=3)
+    engine = make_engine(settings.database_url, pool_size=3, component="settleq-relay")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

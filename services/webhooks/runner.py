@@ -59,7 +59,10 @@ def run_webhooks(settings: Settings, metrics_port: int = 0) -> None:
     # crash means a delivery sent again (never an event lost: those are
     # settlement's durable writes).
     engine = make_engine(
-        settings.database_url, pool_size=2 * settings.webhook_threads + 3, durable_commits=False
+        settings.database_url,
+        pool_size=2 * settings.webhook_threads + 3,
+        durable_commits=False,
+        component="settleq-webhooks",
     )
     metrics = WebhookMetrics()
     queue = queue_name(settings)

@@ -66,7 +66,9 @@ class WorkerContext:
 
 
 def make_context(settings: Settings, broker: RabbitmqBroker) -> WorkerContext:
-    engine = make_engine(settings.database_url, pool_size=settings.worker_threads + 1)
+    engine = make_engine(
+        settings.database_url, pool_size=settings.worker_threads + 1, component="settleq-worker"
+    )
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
     return WorkerContext(
         settings=settings,

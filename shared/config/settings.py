@@ -171,6 +171,9 @@ class Settings(BaseSettings):
     # keeps its default).
     first_period: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,32}$")
     journal_accounts: dict[str, JournalAccounts | None] = Field(default_factory=dict)
+    # How long a close waits for the transactions booking into its period before
+    # it gives up (409 close_waiting), cutting nothing: settlement goes on meanwhile.
+    close_wait_s: float = Field(default=30.0, gt=0, le=3600)
 
     api_host: str = "127.0.0.1"
     api_port: int = 8000

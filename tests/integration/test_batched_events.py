@@ -301,7 +301,9 @@ def test_every_event_carries_its_period_and_a_close_publishes_period_closed_once
     channel, queue = consumer
     channel.queue_bind(queue, f"{settings.queue_prefix}.events", routing_key=PERIOD_CLOSED)
     name = reads.open_name(engine)
-    close.close(engine, name, "NEXT", None, "operator:test", settings.journal_pairs())
+    close.close(
+        engine, name, "NEXT", None, "operator:test", settings.journal_pairs(), settings.close_wait_s
+    )
     run_relay(settings, engine, lambda: unpublished(engine, PERIOD_CLOSED) == 0)
     messages = drain(channel, queue)
     closes = [m for m in messages if m.routing_key == PERIOD_CLOSED]

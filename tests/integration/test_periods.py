@@ -7,6 +7,8 @@ a close is the whole ledger's."""
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -80,7 +82,7 @@ def _booked(engine: Engine) -> dict[str, int]:
 
 
 def _close(engine: Engine, period: str, next_name: str) -> close.Closed:
-    return close.close(engine, period, next_name, "month end", OP, ACCOUNTS)
+    return close.close(engine, period, next_name, "month end", OP, ACCOUNTS, wait_s=60)
 
 
 def _open(engine: Engine) -> str:
@@ -235,6 +237,112 @@ def test_a_close_waits_for_a_transaction_booking_into_the_period_and_cuts_after_
         assert row.rows == 1 and row.last_id is not None
         late = conn.execute(select(func.min(ledger.c.id)).where(ledger.c.period == "P2"))
         assert late.scalar_one() > row.last_id
+
+
+def _in_transaction(engine: Engine, component: str) -> bool:
+    """Whether a session of ``component`` (its application_name's first word)
+    is inside a transaction: a close has begun once its session is."""
+    with engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name LIKE %(name)s AND xact_start IS NOT NULL",
+            {"name": f"{component}@%"},
+        )
+        return bool(found.scalar_one())
+
+
+def _stuck_booking(engine: Engine, partition: str) -> tuple[Any, Any, int]:
+    """A settle stopped after booking into the period, before its commit (as a
+    worker SIGSTOPped there is): its connection, transaction and backend pid."""
+    ref, plan = promo_unit(engine, [promo_doc(partition, [promo_line(1, "10", "1.25")])])
+    conn = engine.connect()
+    tx = conn.begin()
+    commit_plan(conn, ref, plan, 1)
+    pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    return conn, tx, pid
+
+
+def test_a_close_waiting_on_a_stuck_transaction_stops_no_other_booking(
+    engine: Engine, backend: str
+) -> None:
+    """§3.11: a close never stops the rest of settlement. While it waits for a
+    stuck transaction that booked into the period, other settles (another
+    partition's) go on booking; once the stuck one ends, the close cuts after
+    every one of them. (Before: the close's queued request for the lock held
+    every later booking behind it for as long as the stuck one stayed stuck.)"""
+    if backend != "postgresql":
+        pytest.skip("SQLite has one writer at a time: a stuck writer stops all of them")
+    first = _open(engine)
+    conn, tx, _ = _stuck_booking(engine, "V-STUCK")
+    closer_engine = make_engine(engine.url.render_as_string(False), component="test-closer")
+    answer: list[Any] = []
+
+    def run_close() -> None:
+        try:
+            answer.append(close.close(closer_engine, first, "P2", None, OP, ACCOUNTS, wait_s=120))
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            answer.append(exc)
+
+    closer = threading.Thread(target=run_close, daemon=True)
+    others = threading.Thread(
+        target=lambda: [
+            settle_promo(engine, [promo_doc(f"V-{n}", [promo_line(1, "10", "1.25")])])
+            for n in range(3)
+        ],
+        daemon=True,
+    )
+    try:
+        closer.start()
+        while not _in_transaction(engine, "test-closer"):  # the close has begun
+            assert closer.is_alive(), answer
+            time.sleep(0.01)
+        others.start()
+        # A bound only on a hang (the old code's): the settles take milliseconds.
+        others.join(60)
+        assert not others.is_alive(), "settlement stopped while the close waited"
+        assert not answer, "the close answered while a transaction booking into it was open"
+        assert _booked(engine) == {first: 3}
+    finally:
+        tx.commit()
+        conn.close()
+    closer.join(120)
+    assert answer and isinstance(answer[0], close.Closed), answer
+    closer_engine.dispose()
+    assert _booked(engine) == {first: 4}
+    settle_promo(engine, [promo_doc("V-LATE", [promo_line(1, "10", "1.25")])])
+    assert _booked(engine) == {first: 4, "P2": 1}
+
+
+def test_a_close_that_waits_too_long_gives_up_naming_what_it_waited_on_and_cuts_nothing(
+    engine: Engine, backend: str, test_env: Any
+) -> None:
+    """§3.11: after SETTLEQ_CLOSE_WAIT_S the close answers 409 close_waiting,
+    naming the stuck transaction's process, host and how long, and nothing is
+    cut: the period stays open, the stuck settle commits into it."""
+    if backend != "postgresql":
+        pytest.skip("SQLite has one writer at a time: a stuck writer stops all of them")
+    first = _open(engine)
+    conn, tx, pid = _stuck_booking(engine, "V-STUCK")
+    settings = test_env.settings(database_url=engine.url.render_as_string(False), close_wait_s=1.5)
+    try:
+        with TestClient(create_app(settings)) as client:
+            answer = client.post(
+                "/admin/periods/close",
+                json={"period": first, "next": "P2", "note": "month end"},
+                headers=OPERATOR,
+            )
+            assert answer.status_code == 409, answer.text
+            body = answer.json()
+            assert body["error"]["code"] == "close_waiting"
+            message = body["error"]["message"]
+            assert f"PostgreSQL backend {pid}" in message and "nothing was cut" in message
+            assert f"@{socket.gethostname()}:{os.getpid()}" in message  # its process
+            listed = client.get("/v1/periods", headers=VIEWER).json()["items"]
+            assert [(p["name"], p["status"]) for p in listed] == [(first, "open")]
+    finally:
+        tx.commit()
+        conn.close()
+    assert _booked(engine) == {first: 1}
 
 
 def test_a_close_racing_a_resolution_and_a_repricing_books_each_whole_on_one_side(

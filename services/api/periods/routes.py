@@ -19,8 +19,8 @@ from services.api.auth import Ctx, Operator, Reader, Viewer
 from services.api.errors import ApiError, ErrorBody
 from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from services.api.periods import schemas as wire
+from shared.adapters.db.periods import booking, lines, reads, sums
 from shared.adapters.db.periods import close as closing
-from shared.adapters.db.periods import lines, reads, sums
 from shared.domain import periods as domain
 from shared.domain.kinds import KINDS
 from shared.domain.money import BASIS, ZERO, at_quantum
@@ -72,7 +72,11 @@ async def list_periods(ctx: Ctx, _: Viewer) -> wire.PeriodPage:
     operation_id="closePeriod",
     responses={
         **UNAUTHENTICATED,
-        409: {"model": ErrorBody, "description": "period_not_open"},
+        409: {
+            "model": ErrorBody,
+            "description": "period_not_open, or close_waiting: transactions booking"
+            " into the period were still open after SETTLEQ_CLOSE_WAIT_S (nothing was cut)",
+        },
         413: {"model": ErrorBody},
         422: {"model": ErrorBody, "description": "period_name_used, or a bad name"},
     },
@@ -82,7 +86,9 @@ async def close_period(
 ) -> wire.Period:
     """Close the open period, which the request names, and open `next`. Every
     transaction that booked into it has committed when this answers; none
-    books into it afterwards. The same close again answers the same period."""
+    books into it afterwards. The same close again answers the same period.
+    Settlement goes on while the close waits, and after `SETTLEQ_CLOSE_WAIT_S`
+    it gives up (409 `close_waiting`, naming what it waited on), cutting nothing."""
     try:
         done = await run_in_threadpool(
             closing.close,
@@ -92,7 +98,10 @@ async def close_period(
             body.note,
             who.actor,
             _accounts(ctx),
+            ctx.settings.close_wait_s,
         )
+    except booking.CutWaiting as exc:
+        raise ApiError(409, "close_waiting", str(exc)) from None
     except closing.PeriodNotOpen as exc:
         raise ApiError(409, "period_not_open", str(exc)) from None
     except closing.PeriodNameUsed as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -16,19 +18,22 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str, pool_size: int = 5, durable_commits: bool = True) -> Engine:
+def make_engine(
+    url: str, pool_size: int = 5, durable_commits: bool = True, component: str = "settleq"
+) -> Engine:
     """``durable_commits=False``: PostgreSQL's ``synchronous_commit = off`` on
     every connection, a commit not waiting for its WAL's flush; only for a
     process whose every write may be lost in a crash's last milliseconds
     without harm (the webhooks component's bookkeeping: what it forgets it
-    sends again, and at-least-once allows that)."""
+    sends again, and at-least-once allows that). ``component`` names the
+    process's PostgreSQL sessions (``application_name``, see ``session_name``)."""
     url = normalize_url(url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
     connect_args: dict[str, Any] = {"connect_timeout": 5}
     if not durable_commits:
         connect_args["options"] = "-c synchronous_commit=off"
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
@@ -36,6 +41,25 @@ def make_engine(url: str, pool_size: int = 5, durable_commits: bool = True) -> E
         pool_timeout=10,
         connect_args=connect_args,
     )
+
+    @event.listens_for(engine, "do_connect")
+    def _name(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        # At each connect, not once: a process forked after the engine was made
+        # (a worker's children) names its own pid. A *fallback*, so an operator's
+        # PGAPPNAME or an application_name in the URL still wins.
+        params.setdefault("fallback_application_name", session_name(component))
+
+    return engine
+
+
+def session_name(component: str) -> str:
+    """What a process's PostgreSQL sessions are called, so that an operator
+    (pg_stat_activity) and a close waiting on one (409 ``close_waiting``) can
+    tell whose they are: ``settleq-worker@host:pid``. PostgreSQL keeps 63 bytes
+    of it, so a long host name is cut, never the pid."""
+    where = f":{os.getpid()}"
+    name = f"{component}@{socket.gethostname()}"
+    return name[: 63 - len(where)] + where
 
 
 def _sqlite_engine(url: str) -> Engine:

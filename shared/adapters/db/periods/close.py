@@ -3,7 +3,9 @@
 Two transactions. The *cut* takes the booking lock alone (booking.py), so it
 begins once every transaction booking into the period has committed, closes
 the period, opens the next and records the ledger's last id; settlement waits
-for it only that long. Then ``finalise`` sums the closed period, which can no
+for it only that long. It never waits for a stuck transaction at the cost of
+the others' bookings (``booking.cut_within``), and gives up, cutting nothing,
+after ``SETTLEQ_CLOSE_WAIT_S``. Then ``finalise`` sums the closed period, which can no
 longer change: its balances carried forward, its totals, what it carries over,
 the accounts its journal is made with and the journal's SHA-256, and writes
 the ``period.closed`` event to the outbox, all in one transaction. A process
@@ -59,12 +61,15 @@ def close(
     note: str | None,
     actor: str,
     accounts: domain.Accounts,
+    wait_s: float,
 ) -> Closed:
     """Close ``period`` and open ``next_name``. The same close again answers
     as the first did (``created`` False); another period than the open one is
-    ``PeriodNotOpen``, a name already used ``PeriodNameUsed``."""
+    ``PeriodNotOpen``, a name already used ``PeriodNameUsed``; transactions
+    booking into the period still open after ``wait_s`` are
+    ``booking.CutWaiting``, and nothing is cut."""
     with engine.begin() as conn:
-        booking.cut(conn)
+        booking.cut_within(conn, wait_s)
         row = conn.execute(select(periods).where(periods.c.name == period)).first()
         if row is not None and row.status == CLOSED and row.next == next_name:
             created = False
