@@ -99,8 +99,10 @@ def show(table: Table) -> None:
     # (a terminal wraps the rows; a file or a pager keeps them whole).
     measured = Measurement.get(console, console.options.update_width(10_000), table)
     # At its minimum, rich still cuts some words to fit: its natural width, unless
-    # some long text (a failure message) would make that absurd.
-    need = max(measured.minimum, min(measured.maximum, WIDEST_TABLE))
+    # some long text (a failure message) would make that absurd on a terminal. To
+    # a file or a pipe every cell is written whole, however long (a script reads it).
+    widest = WIDEST_TABLE if console.is_terminal else measured.maximum
+    need = max(measured.minimum, min(measured.maximum, widest))
     if need <= console.width:
         console.print(table)
         return

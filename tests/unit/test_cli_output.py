@@ -103,7 +103,7 @@ def test_missing_credentials_are_one_line_and_exit_2() -> None:
     """A usage or configuration error (docs/operations.md#commands), as a missing token is."""
     result = settleq("status", "j1", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 2, result.stderr
-    assert result.stderr.count("\n") == 1 and "a producer key id and secret are needed" in (
+    assert result.stderr.count("\n") == 1 and "a viewer token or a producer key is needed" in (
         result.stderr
     )
 
