@@ -270,6 +270,12 @@ class ProcessState(BaseModel):
     crash_looping: bool
 
 
+class DashboardRole(BaseModel):
+    role: Literal["viewer", "operator"] = Field(
+        description="what the bearer token may do: read (viewer), or also act (operator)"
+    )
+
+
 class DashboardSummary(BaseModel):
     generated_at: str
     range: Literal["10m", "1h", "24h"]

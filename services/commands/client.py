@@ -140,12 +140,25 @@ class Client:
     def get_stream(self, path: str, accept: str) -> AbstractContextManager[httpx.Response]:
         """``with client.get_stream(path, "text/csv") as response:`` a read as
         :meth:`get` makes it (the bearer token if any, else signed), read as it arrives."""
-        auth = self._bearer_headers() if self.token else self._signature("GET", path)
+        auth = self._bearer_headers() if self.token else self._read_signature(path)
         return self._http.stream("GET", path, headers={**auth, "Accept": accept})
 
     def get(self, path: str) -> httpx.Response:
         """A read as the job reads are: with the bearer token if any, else signed."""
-        return self.bearer("GET", path) if self.token else self.signed("GET", path)
+        if self.token:
+            return self.bearer("GET", path)
+        return self._http.request("GET", path, headers=self._read_signature(path))
+
+    def _read_signature(self, path: str) -> dict[str, str]:
+        # A read takes either credential: a viewer (the usual reader) told only
+        # of producer keys would never learn of --token.
+        if self.key_id is None or self.secret is None:
+            raise NoCredentials(
+                "a viewer token or a producer key is needed: --token (or"
+                " SETTLEQ_CLIENT_TOKEN), or --key-id and --secret (or SETTLEQ_CLIENT_KEY_ID"
+                " and SETTLEQ_CLIENT_SECRET)"
+            )
+        return self._signature("GET", path)
 
     def acknowledgement(self, job_id: str) -> httpx.Response:
         """An X12 job's 997 (``application/edi-x12``)."""

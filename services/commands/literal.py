@@ -28,12 +28,18 @@ def visible(text: str) -> str:
 class LiteralConsole(Console):
     """A Rich console that prints every string literally: no markup, no emoji
     codes, control characters made visible. Table cells and titles are strings
-    rendered by the console too, so they are covered as well as ``print``."""
+    rendered by the console too, so they are covered as well as ``print``.
+
+    Printed to a file or a pipe, a line is written whole: Rich would wrap it at
+    80 columns (no terminal to ask), splitting an id that a script or ``grep``
+    reads. A terminal still wraps at its own width."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("markup", False)
         kwargs.setdefault("emoji", False)
         super().__init__(**kwargs)
+        if "soft_wrap" not in kwargs and not self.is_terminal:
+            self.soft_wrap = True
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         kwargs["markup"] = False

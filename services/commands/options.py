@@ -99,8 +99,10 @@ def show(table: Table) -> None:
     # (a terminal wraps the rows; a file or a pager keeps them whole).
     measured = Measurement.get(console, console.options.update_width(10_000), table)
     # At its minimum, rich still cuts some words to fit: its natural width, unless
-    # some long text (a failure message) would make that absurd.
-    need = max(measured.minimum, min(measured.maximum, WIDEST_TABLE))
+    # some long text (a failure message) would make that absurd on a terminal. To
+    # a file or a pipe every cell is written whole, however long (a script reads it).
+    widest = WIDEST_TABLE if console.is_terminal else measured.maximum
+    need = max(measured.minimum, min(measured.maximum, widest))
     if need <= console.width:
         console.print(table)
         return
@@ -119,20 +121,42 @@ def print_more(page: dict[str, Any]) -> None:
         console.print(f"more: --cursor {page['next_cursor']}", soft_wrap=True)
 
 
+def sums_money(kind: str) -> bool:
+    """Whether a job's total of ``kind``'s amounts is money (a recipe's unit
+    costs of different recipes and locations add up to nothing)."""
+    known = KINDS.get(kind)
+    return known is None or known.amounts_are_totals
+
+
 def print_job(job: dict[str, Any]) -> None:
     """A job's outcome counts and amounts, one row per outcome: narrow enough for
-    80 columns with ten-digit amounts."""
+    80 columns with ten-digit amounts. ``amount`` is the model's, as balances
+    book it (a disputed line too); a disputed line's claim is ``claimed``. A
+    kind whose amounts are no money totals (a recipe's unit costs) shows none."""
     # The title above the table, not in it: a table this narrow would wrap it.
     console.print(f"job {job['job_id']} ({job['kind']}): {job['state']}, {job['lines']:,} lines")
+    totals = sums_money(job["kind"])
     table = Table()
     table.add_column("outcome")
     amount_column(table, "lines")
-    amount_column(table, "amount")
+    if totals:
+        amount_column(table, "amount")
+        amount_column(table, "claimed")
     outcomes, amounts = job["outcomes"], job["amounts"]
     for outcome in ("posted", "disputed", "duplicate", "dead_lettered"):
-        amount = money(amounts[outcome], job["kind"]) if outcome in amounts else ""
-        table.add_row(outcome, f"{outcomes[outcome]:,}", amount)
+        row = [outcome, f"{outcomes[outcome]:,}"]
+        if totals:
+            model = {"posted": "posted", "disputed": "disputed_model"}.get(outcome)
+            claimed = amounts.get("disputed") if outcome == "disputed" else None
+            row += [money(amounts.get(model or ""), job["kind"]), money(claimed, job["kind"])]
+        table.add_row(*row)
     show(table)
+    if not totals:
+        console.print(
+            f"{job['kind']} amounts are unit costs, not totalled:"
+            f" settleq jobs lines {job['job_id']} shows each",
+            soft_wrap=True,
+        )
     differs = job.get("duplicates_claim_differs") or 0
     if differs:
         # A resent line whose claim changed is not a correction: say so.

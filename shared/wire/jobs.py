@@ -60,8 +60,10 @@ class Outcomes(BaseModel):
 
 
 class Amounts(BaseModel):
-    posted: str
-    disputed: str
+    posted: str  # the model's amounts of the posted lines
+    disputed: str  # the claims of the disputed lines
+    # The model's amounts of the disputed lines: what balances book for them.
+    disputed_model: str
 
 
 class Job(BaseModel):

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import client_environ, hears_ctrl_c
 from tests.support.dispute_jobs import VARIANCES, promo_lines
 from tests.support.factories import promo_doc, uid
@@ -169,8 +171,11 @@ def test_the_operator_workflow_without_curl(
     assert "resolve" in audit and "more: --cursor" in audit
 
 
-def test_events_tail_stops_on_ctrl_c_with_exit_0(stack_env: ServiceEnv) -> None:
+@pytest.mark.regression
+def test_events_tail_stops_on_ctrl_c_with_exit_130(stack_env: ServiceEnv) -> None:
+    """Issue 52 item 11: it exited 0 where ``ledger feed --follow`` exits 130, the
+    shell's convention for a command interrupted: one behaviour for both."""
     tail = start_tail(stack_env, 0)
     tail.send_signal(signal.SIGINT)
     out, err = tail.communicate(timeout=30)
-    assert tail.returncode == 0 and "Traceback" not in out + err, err
+    assert tail.returncode == 130 and "Traceback" not in out + err, err

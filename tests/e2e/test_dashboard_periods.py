@@ -195,6 +195,80 @@ def test_a_viewer_sees_no_close_button(stack: Stack, booked: Booked) -> None:
 
 
 @pytest.mark.regression
+def test_a_viewers_page_asks_no_operator_endpoint(stack: Stack, booked: Booked) -> None:
+    """Issue 52 item 11: a viewer's page probed /admin/audit to learn whether it
+    may act (and listed dead letters at /admin/dead-letters): each 403 is an
+    error in the browser's console. It asks /v1/dashboard/role instead."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = signed_in(browser, stack, 1400)
+            asked: list[str] = []
+            refused: list[str] = []
+            console: list[str] = []
+            page.on("request", lambda request: asked.append(request.url))
+            page.on("response", lambda r: r.status == 403 and refused.append(r.url))
+            page.on("console", lambda m: m.type == "error" and console.append(m.text))
+            # Finance first (the sign-in's view), then the dispute queue and a
+            # reason's dead letters: each decides whether to show an operator's
+            # buttons, and says it is done by asking for an operator token.
+            card = page.locator(f'#period-open article[data-period="{booked.period}"]')
+            expect(card).to_be_visible()
+            page.evaluate("location.hash = '#disputes'")
+            expect(page.locator("#dq-operator")).to_be_visible()
+            page.evaluate("location.hash = '#dead-letters/unknown_promo_tier'")
+            expect(page.locator("#operator-form")).to_be_visible()
+            expect(page.locator("#letters-error")).to_contain_text("needs an operator token")
+            page.evaluate("location.hash = ''")
+            expect(page.locator("#close-period")).to_be_hidden()
+            admin = [url for url in asked if "/admin/" in url]
+            assert admin == [] and refused == [], (admin, refused)
+            assert not [text for text in console if "403" in text], console
+        finally:
+            browser.close()
+
+
+@pytest.mark.regression
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_balances_table_says_when_columns_are_out_of_sight(
+    stack: Stack, booked: Booked, width: int
+) -> None:
+    """Issue 52 item 11: at 800 px the Balances table's last columns were out of
+    its box, with nothing to say so (a hidden overlay scrollbar)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = signed_in(browser, stack, width)
+            expect(page.locator("#balances-table tbody tr[data-partition]").first).to_be_visible()
+            box = page.locator("#balances-table").locator("xpath=..")
+            hint = page.locator("#balances-scroll-hint")
+            sizes = page.evaluate(
+                """() => {
+                  const box = document.getElementById("balances-table").parentElement;
+                  return { scroll: box.scrollWidth, client: box.clientWidth,
+                           overflow: getComputedStyle(box).overflowX,
+                           page: document.documentElement.scrollWidth, view: innerWidth };
+                }"""
+            )
+            assert sizes["page"] <= sizes["view"], sizes  # it scrolls in its box, not the page
+            if width < 1000:
+                assert sizes["scroll"] > sizes["client"], sizes  # columns out of sight here
+            if sizes["scroll"] > sizes["client"]:
+                assert sizes["overflow"] in ("auto", "scroll"), sizes
+                expect(box).to_have_class(re.compile(r"\boverflowing\b"))
+                expect(hint).to_be_visible()
+                expect(hint).to_contain_text("scroll the table sideways")
+            else:
+                expect(hint).to_be_hidden()
+        finally:
+            browser.close()
+
+
+@pytest.mark.regression
 def test_an_operator_closes_the_period_through_its_confirmation(
     stack: Stack, booked: Booked, tmp_path: Path
 ) -> None:

@@ -291,3 +291,27 @@ def test_a_refused_close_as_a_user_runs_it(served: tuple[str, Engine]) -> None:
     assert result.returncode == 1 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith("settleq: 409 period_not_open: ")
+
+
+@pytest.mark.regression
+def test_a_statement_shows_a_repriced_line_as_repriced_with_its_version(
+    served: tuple[str, Engine], tmp_path: Path
+) -> None:
+    """Issue 52 item 11: a line re-priced under version 2 read as a second
+    ``posted`` row with no version, where balances count it as ``repriced``."""
+    url, engine = served
+    line = promo_line(1, "10", "1.25")
+    settle_promo(engine, [promo_doc(OWN, [line], document_id="INV-RP")])
+    settle_promo(engine, [promo_doc(OWN, [line], version=2, document_id="INV-RP")])
+    name = _open_name(url)
+    said = settleq(url, "statement", OWN, "--period", name).stdout
+    rows = [[c.strip() for c in r.split("│")[1:-1]] for r in said.splitlines() if "INV-RP" in r]
+    assert [r[1:4] for r in rows if r[1]] == [["1", "v1", "posted"], ["1", "v2", "repriced"]]
+    statement = tmp_path / "statement.csv"
+    settleq(url, "statement", OWN, "--period", name, "--csv", str(statement))
+    lines = [(r["contract_version"], r["activity"]) for r in _csv(statement) if r["row"] == "line"]
+    assert lines == [("1", "posted"), ("2", "repriced")]
+    balances = settleq(url, "balances", "--period", name, "--json", str(tmp_path / "b.json"))
+    assert balances.exit_code == 0
+    [balance] = json.loads((tmp_path / "b.json").read_text())["items"]
+    assert Decimal(balance["repriced"]) == Decimal("0.25")  # 10 x (0.150 - 0.125)

@@ -70,8 +70,9 @@ def test_viewer_sees_job_status_with_string_amounts(http, settled_job) -> None:
     job = response.json()
     assert job["state"] == "completed" and job["progress"] == 1
     assert job["outcomes"] == {"posted": 3, "disputed": 1, "duplicate": 0, "dead_lettered": 1}
-    # posted: 1.00 + 2.00 + 3.00 (modelled); disputed: the claim of 6.00
-    assert job["amounts"] == {"posted": "6.0000", "disputed": "6.0000"}
+    # posted: 1.00 + 2.00 + 3.00 (modelled); disputed: the claim of 6.00, and
+    # the model's 40 x 0.125, which balances book (issue 52 item 11)
+    assert job["amounts"] == {"posted": "6.0000", "disputed": "6.0000", "disputed_model": "5.0000"}
     assert job["chunks"] == {"total": 1, "done": 1} and job["finished_at"]
 
 

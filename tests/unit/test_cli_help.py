@@ -5,12 +5,14 @@ option's default is shown (Rich ate ``[default: ...]`` as markup), a flag has no
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from typing import Any
 
 import click
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 import services.commands.cli
@@ -130,3 +132,30 @@ def test_relay_starts_with_a_retired_setting_and_warns_once(
     assert len(ran) == 1
     warned = [line for line in result.output.splitlines() if "SETTLEQ_RELAY_DEFER_MAX_S" in line]
     assert len(warned) == 1 and '"level": "warning"' in warned[0], result.output
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.regression
+@pytest.mark.parametrize("path", [(), *(p for p, _ in ALL)], ids=lambda p: " ".join(p) or "settleq")
+def test_help_breaks_no_line_mid_sentence(path: tuple[str, ...]) -> None:
+    """Issue 52 item 11: typer kept a docstring's line breaks inside a paragraph
+    (``compute_heavy settles them,`` then ``webhooks delivers …`` on a line of its
+    own). Wide enough for any paragraph, each is printed on one line, and each
+    subcommand's summary in its group's list too."""
+    command: Any = app if not path else dict(ALL)[path]
+    text = render(path)
+    rows = [_one_line(line.strip("│ ")) for line in text.splitlines()]
+    helps = [command.help] if path else []
+    if not path:
+        group: Any = typer.main.get_command(app)
+        helps = [group.help] + [
+            (c.help or "").split("\n\n")[0] for c in group.commands.values() if not c.hidden
+        ]
+    for help_text in helps:
+        for paragraph in inspect.cleandoc(help_text or "").split("\n\n"):
+            wanted = _one_line(paragraph)
+            if wanted and len(wanted) < 200:
+                assert any(wanted in row for row in rows), f"{wanted!r} broken in:\n{text}"

@@ -103,7 +103,7 @@ def test_missing_credentials_are_one_line_and_exit_2() -> None:
     """A usage or configuration error (docs/operations.md#commands), as a missing token is."""
     result = settleq("status", "j1", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 2, result.stderr
-    assert result.stderr.count("\n") == 1 and "a producer key id and secret are needed" in (
+    assert result.stderr.count("\n") == 1 and "a viewer token or a producer key is needed" in (
         result.stderr
     )
 
@@ -201,3 +201,18 @@ def test_a_bulk_requeue_prints_what_it_skipped_and_why() -> None:
     assert json.loads(sent.body)["reason"] == "unknown_promo_tier"
     assert "requeued 2" in result.output
     assert "skipped 3 that would be dead-lettered again: unknown_promo_tier 3" in result.output
+
+
+@pytest.mark.regression
+def test_gen_says_which_partitions_the_demo_has_no_contract_for() -> None:
+    """Issue 52 item 11: ``gen --partitions 20`` made a batch whose lines of 15
+    partitions were dead-lettered, unsaid: ``settleq demo`` publishes 5."""
+    spread = settleq("gen", "--partitions", "20", "--lines", "40")
+    assert spread.returncode == 0, spread.stderr
+    assert len(json.loads(spread.stdout)["documents"]) == 4  # stdout is the batch alone
+    [note] = spread.stderr.splitlines()
+    assert "publishes promo_accrual contracts (version 1) for 5 vendors" in note
+    assert "the other 15 are dead-lettered (unknown_contract_version)" in note
+    assert "--partitions 5" in note
+    covered = settleq("gen", "--kind", "recipe_cost", "--partitions", "5", "--lines", "40")
+    assert covered.returncode == 0 and covered.stderr == "", covered.stderr

@@ -328,6 +328,9 @@ STATEMENT_HEADER = (
     "reconciliation_key",
     "job_id",
     "created_at",
+    # Added last, so a reader of the columns above by position reads them still.
+    "contract_version",
+    "activity",
 )
 
 
@@ -419,7 +422,7 @@ def _statement_cells(made: wire.Statement) -> Iterator[Any]:
 
     def balance(row: str, kind: str, amount: str) -> tuple[Any, ...]:
         """An opening or closing row: the amount in the ``balance`` column."""
-        return (row, kind, p, period, *(None,) * 6, Decimal(amount), *(None,) * 5)
+        return (row, kind, p, period, *(None,) * 6, Decimal(amount), *(None,) * 7)
 
     for s in made.sections:
         yield balance("opening", s.kind, s.opening)
@@ -442,5 +445,7 @@ def _statement_cells(made: wire.Statement) -> Iterator[Any]:
                     line.reconciliation_key,
                     line.job_id,
                     line.created_at,
+                    line.contract_version,
+                    line.activity,
                 )
         yield balance("closing", s.kind, s.closing)

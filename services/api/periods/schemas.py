@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from shared.adapters.db.periods.reads import Summary
 from shared.domain import periods
 from shared.domain.kinds import KINDS
-from shared.domain.periods import NAME, Balance
+from shared.domain.periods import NAME, Balance, activity_of
 from shared.wire.times import iso
 
 PeriodName = Field(pattern=NAME.pattern, min_length=1, max_length=32)
@@ -171,6 +171,12 @@ class StatementLine(BaseModel):
     id: int
     line_ref: str
     outcome: str
+    activity: str = Field(
+        description="Which of the balances' sums the row is in: posted, disputed, repriced"
+        " (a posted or disputed row that supersedes an earlier version), resolved, or the"
+        " outcome of a remittance's row"
+    )
+    contract_version: int
     amount: str
     claimed_amount: str | None
     delta: str
@@ -212,6 +218,8 @@ def statement_line(r: Any) -> StatementLine:
         id=r.id,
         line_ref=r.line_ref,
         outcome=r.outcome,
+        activity=activity_of(r.outcome, r.supersedes_id is not None),
+        contract_version=r.contract_version,
         amount=shown(k, r.amount),
         claimed_amount=None if r.claimed_amount is None else shown(k, r.claimed_amount),
         delta=shown(k, r.delta),

@@ -24,6 +24,7 @@ from services.api.auth import Ctx, Viewer
 from services.api.context import ApiContext
 from services.api.errors import ErrorBody, log
 from services.api.schemas import (
+    DashboardRole,
     DashboardSummary,
     DeadLetterCount,
     KindMoney,
@@ -163,3 +164,15 @@ async def dashboard_summary(
     """Throughput over the range (10 min, 1 h or 24 h) with "lines/s now" taken from
     it, dead letters by reason, queue depths, and the relay's lag and outbox backlog."""
     return await run_in_threadpool(_summary, ctx, span)
+
+
+@router.get(
+    "/v1/dashboard/role",
+    operation_id="dashboardRole",
+    responses={401: {"model": ErrorBody, "description": "unauthenticated"}},
+)
+async def dashboard_role(who: Viewer) -> DashboardRole:
+    """The role of the bearer token: whether the page shows an operator's buttons.
+    A viewer's page learns it here, without asking an operator endpoint for a 403
+    (which a browser logs in its console as an error)."""
+    return DashboardRole(role="operator" if who.role == "operator" else "viewer")

@@ -1,7 +1,7 @@
 // The dead letters of one reason (#dead-letters/<reason>): what failed and
 // where, and requeue or discard each one. Both need an operator token, asked
 // for here and kept in this tab only.
-import { Forbidden, Unauthorized, api, clearOperatorToken, hasOperatorToken, setOperatorToken } from "./api.js";
+import { Forbidden, Unauthorized, api, clearOperatorToken, hasOperatorToken, mayOperate, setOperatorToken } from "./api.js";
 import { $, el, fill, row } from "./dom.js";
 import { count, when } from "./format.js";
 import { jobLink } from "./job.js";
@@ -115,6 +115,9 @@ export async function showLetters() {
   $("letters-reason").textContent = reason;
   const tbody = $("letters-table").tBodies[0];
   try {
+    // A viewer's page asks no operator endpoint (its 403 is an error in the
+    // browser's console): it asks for an operator token straight away.
+    if (!(await mayOperate())) throw new Forbidden();
     const query = new URLSearchParams({ reason, status: "dead", limit: "100" });
     const page = await api(`/admin/dead-letters?${query}`, { asOperator: true });
     const rows = page.items.map(letterRow);

@@ -6,7 +6,7 @@
 // stating the period's totals, the disputes it carries over and the dead
 // letters waiting, then POST /admin/periods/close.
 import { Forbidden, Unauthorized, api, download, mayOperate } from "./api.js";
-import { $, cell, el, fill, row } from "./dom.js";
+import { $, cell, el, fill, markOverflow, row } from "./dom.js";
 import { NOT_TOTALS, QUANTUM_PLACES, count, decimalSum, money, when } from "./format.js";
 
 // The periods change at a close, their rows as settlement books: read them every
@@ -203,7 +203,12 @@ function renderBalances() {
   $("balances-apart").textContent = costs.length
     ? `${costs.join(", ")}: unit costs per partition, shown as costs; not added up, and no money total.`
     : "";
+  markBalancesOverflow();
 }
+
+// Narrower than its eleven columns, the table scrolls in its box; a scrollbar
+// may be an overlay, hidden until touched: the box and a hint say so.
+const markBalancesOverflow = () => markOverflow($("balances-table").parentElement, $("balances-scroll-hint"));
 
 async function loadBalances() {
   const period = $("bal-period").value;
@@ -266,6 +271,7 @@ export async function showPeriods() {
   if (reading) await reading.catch(() => {});
   if (periods.length && Date.now() - readAt < 1000) renderPeriods();
   else await refreshPeriods(true);
+  markBalancesOverflow(); // measured hidden (another view), the box was never "over"
 }
 
 export function forgetPeriods() {
@@ -377,6 +383,7 @@ export function wirePeriods() {
   $("bal-kind").addEventListener("change", showBalances);
   $("bal-partition").addEventListener("input", renderBalances);
   $("bal-filters").addEventListener("submit", (event) => event.preventDefault());
+  window.addEventListener("resize", markBalancesOverflow);
   $("close-period").addEventListener("click", askToClose);
   $("close-form").addEventListener("submit", close);
   $("close-cancel").addEventListener("click", () => $("close-dialog").close());

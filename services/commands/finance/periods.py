@@ -591,23 +591,25 @@ def balances(
 def _print_section(statement: dict[str, Any], s: dict[str, Any]) -> None:
     k = s["kind"]
     table = Table(title=f"{k}, {statement['partition_key']}, period {statement['period']}")
-    for column in ("document", "line", "outcome"):
+    for column in ("document", "line", "version", "outcome"):
         table.add_column(column)
     for column in ("amount", "claimed", "delta"):
         amount_column(table, column)
-    table.add_row("opening", "", "", "", "", money(s["opening"], k), style="bold")
+    table.add_row("opening", "", "", "", "", "", money(s["opening"], k), style="bold")
     for d in s["documents"]:
         for line in d["lines"]:
             table.add_row(
                 d["document_id"],
                 line["line_ref"],
-                line["outcome"],
+                f"v{line['contract_version']}",
+                # As balances sum it: a re-priced line is no second "posted".
+                line["activity"],
                 money(line["amount"], k),
                 money(line["claimed_amount"], k),
                 money(line["delta"], k),
             )
-        table.add_row(d["document_id"], "", "total", "", "", money(d["total"], k))
-    table.add_row("closing", "", "", "", "", money(s["closing"], k), style="bold")
+        table.add_row(d["document_id"], "", "", "total", "", "", money(d["total"], k))
+    table.add_row("closing", "", "", "", "", "", money(s["closing"], k), style="bold")
     show(table)
     wait = s["in_dispute"]
     if wait["count"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections import Counter
@@ -269,10 +270,13 @@ def gen(
 ) -> None:
     """Print a synthetic batch on stdout (deterministic for a seed).
 
-    Its contracts (version 1) are what `settleq demo` publishes.
+    Its contracts (version 1) are what `settleq demo` publishes, for as many
+    partitions as the demo's batches have (5): the lines of any more are
+    dead-lettered until their contracts are published, as gen says.
     """
     if ndjson and output not in ("json", "ndjson"):
         _refuse(f"--ndjson and --format {output} ask for two formats")
+    _say_uncovered(kind, partitions)
     if output == "x12":
         make_file = X12_GENERATORS.get(KINDS[kind].x12_set or "")
         if make_file is None:
@@ -288,6 +292,24 @@ def gen(
         sys.stdout.writelines(json.dumps(d) + "\n" for d in batch["documents"])
     else:
         sys.stdout.write(json.dumps(batch) + "\n")
+
+
+def _say_uncovered(kind: str, partitions: int) -> None:
+    """A note on stderr (stdout is the batch) when the batch spreads over more
+    partitions than ``settleq demo`` publishes contracts for: their lines would
+    be dead-lettered ``unknown_contract_version``, unsaid until the job ends."""
+    noun = KINDS[kind].partition_noun + "s"
+    # The demo's batches are made with the generator's default spread.
+    covered = inspect.signature(GENERATORS[kind][0]).parameters[noun].default
+    if partitions <= covered:
+        return
+    typer.echo(
+        f"settleq gen: note: `settleq demo` publishes {kind} contracts (version 1) for"
+        f" {covered} {noun}; the lines of the other {partitions - covered} are"
+        " dead-lettered (unknown_contract_version) until theirs are published"
+        f" (settleq contracts put {kind} KEY 1 FILE), or use --partitions {covered}",
+        err=True,
+    )
 
 
 def _refuse(line: str) -> NoReturn:

@@ -4,7 +4,9 @@ like ``stripe listen`` (docs/architecture.md#outcome-events).
 A temporary queue (exclusive, auto-deleted: it goes when the command does) is
 bound to the ``<prefix>.events`` topic exchange. A message carries a batch of
 events (``{"events": [...]}``); each event is printed on one line as its
-message arrives, until Ctrl-C (exit 0) or ``--count`` events.
+message arrives, until Ctrl-C (exit 130, as every command that follows
+something: the shell's convention for a command interrupted) or ``--count``
+events (exit 0).
 """
 
 from __future__ import annotations
@@ -95,7 +97,9 @@ def events_tail(
     settings = load_settings("events tail")
     exchange = f"{prefix or settings.queue_prefix}.events"
     with interruptible() as stop:
-        _tail(settings.broker_url, exchange, routing_key, as_json, count, stop)
+        interrupted = _tail(settings.broker_url, exchange, routing_key, as_json, count, stop)
+    if interrupted:
+        raise typer.Exit(130)
 
 
 def _tail(
@@ -105,7 +109,8 @@ def _tail(
     as_json: bool,
     count: int,
     stop: threading.Event,
-) -> None:
+) -> bool:
+    """Print the events; whether Ctrl-C stopped it (rather than ``count``)."""
     # Ctrl-C only sets ``stop`` (interruptible): a KeyboardInterrupt inside pika
     # mid-frame left it waiting for a reply it had already read.
     connection = _connect(broker_url)
@@ -130,8 +135,9 @@ def _tail(
                     break
             if count and seen >= count:
                 break
-    except KeyboardInterrupt:
-        pass
+        return stop.is_set()
+    except KeyboardInterrupt:  # a second Ctrl-C, mid-frame
+        return True
     finally:
         # Closing may fail half-way (Ctrl-C mid-frame, the broker gone): the queue
         # is exclusive, so it goes with the connection whatever happens here.

@@ -24,6 +24,7 @@ from services.commands.options import (
     partition_key_option,
     print_more,
     show,
+    sums_money,
     token_client,
 )
 
@@ -55,7 +56,8 @@ def jobs_list(
     limit: LimitOpt = 50,
     cursor: CursorOpt = None,
 ) -> None:
-    """List jobs, newest first, with their outcome counts and posted amount."""
+    """List jobs, newest first, with their outcome counts and posted amount (none
+    for a kind whose amounts are unit costs)."""
     page = _get(
         _reader(url, token),
         "/v1/jobs",
@@ -78,7 +80,7 @@ def jobs_list(
             str(j["lines"]),
             str(o["posted"]),
             str(o["disputed"]),
-            money(j["amounts"]["posted"], j["kind"]),
+            money(j["amounts"]["posted"], j["kind"]) if sums_money(j["kind"]) else "",
         )
     show(table)
     print_more(page)

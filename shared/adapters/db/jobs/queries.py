@@ -12,7 +12,14 @@ from decimal import Decimal, localcontext
 
 from sqlalchemy import Engine, func, select
 
-from shared.adapters.db.tables import chunk_results, job_partitions, jobs, line_outcomes
+from shared.adapters.db.dialect import outcome_in
+from shared.adapters.db.tables import (
+    chunk_results,
+    job_partitions,
+    jobs,
+    ledger_entries,
+    line_outcomes,
+)
 from shared.adapters.db.types import EXACT_SUMS
 from shared.domain.money import ZERO
 
@@ -72,6 +79,10 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
             "posted": sum((r.amount_posted for r in results), ZERO),
             "disputed": sum((r.amount_disputed for r in results), ZERO),
         }
+    if any(r.disputed for r in results):
+        amounts["disputed_model"] = _disputed_model(engine, job_id)
+    else:
+        amounts["disputed_model"] = ZERO
     status = JobStatus(
         job_id=job.id,
         key_id=job.key_id,
@@ -91,6 +102,22 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
     if status.state == "completed" and chunk_rows:
         status.finished_at = max(r.created_at for r in chunk_rows)
     return status
+
+
+def _disputed_model(engine: Engine, job_id: str) -> Decimal:
+    """The modelled amount of the job's disputed lines: what balances book for
+    them (a chunk's result keeps only their claim). Read through the job's
+    ``(job_id, outcome, …)`` index: it costs the job's disputed rows. SQLite's
+    SUM would make a float of its text, so there the rows are added here."""
+    le = ledger_entries.c
+    where = (le.job_id == job_id, outcome_in(le.outcome, "disputed"))
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            total = conn.execute(select(func.sum(le.amount)).where(*where)).scalar()
+            return Decimal(total or 0)
+        amounts = conn.execute(select(le.amount).where(*where)).scalars()
+        with localcontext(EXACT_SUMS):
+            return sum((Decimal(a) for a in amounts), ZERO)
 
 
 def list_jobs(

@@ -250,7 +250,12 @@ def statement_lines(
     scope = sums.Scope(kind, [partition_key])
     columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
     query = (
-        select(*columns, ledger_entries.c.amount, ledger_entries.c.claimed_amount)
+        select(
+            *columns,
+            ledger_entries.c.amount,
+            ledger_entries.c.claimed_amount,
+            ledger_entries.c.contract_version,
+        )
         .where(*closing.in_period(row), *scope.on(ledger_entries))
         .order_by(ledger_entries.c.kind, ledger_entries.c.document_id, ledger_entries.c.id)
     )
