@@ -1,4 +1,4 @@
-"""A close never stops the rest of settlement (SPEC §3.11,
+"""A close never stops the rest of settlement (docs/api.md#the-close,
 docs/architecture.md#booking-periods-and-the-close), on a real stack: a
 compute_heavy worker is stopped (SIGSTOP) inside its settle transaction, after
 booking into the period. Another partition's job settles on the other worker;

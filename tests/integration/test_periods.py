@@ -265,7 +265,7 @@ def _stuck_booking(engine: Engine, partition: str) -> tuple[Any, Any, int]:
 def test_a_close_waiting_on_a_stuck_transaction_stops_no_other_booking(
     engine: Engine, backend: str
 ) -> None:
-    """§3.11: a close never stops the rest of settlement. While it waits for a
+    """A close never stops the rest of settlement. While it waits for a
     stuck transaction that booked into the period, other settles (another
     partition's) go on booking; once the stuck one ends, the close cuts after
     every one of them. (Before: the close's queued request for the lock held
@@ -316,7 +316,7 @@ def test_a_close_waiting_on_a_stuck_transaction_stops_no_other_booking(
 def test_a_close_that_waits_too_long_gives_up_naming_what_it_waited_on_and_cuts_nothing(
     engine: Engine, backend: str, test_env: Any
 ) -> None:
-    """§3.11: after SETTLEQ_CLOSE_WAIT_S the close answers 409 close_waiting,
+    """After SETTLEQ_CLOSE_WAIT_S the close answers 409 close_waiting,
     naming the stuck transaction's process, host and how long, and nothing is
     cut: the period stays open, the stuck settle commits into it."""
     if backend != "postgresql":
