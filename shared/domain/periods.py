@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from shared.domain.kinds import KINDS
+from shared.domain.kinds import KINDS, shown
 from shared.domain.money import CENT, ZERO, at_quantum, plain
 from shared.wire.cells import cell
 
@@ -153,12 +153,6 @@ JOURNAL_COLUMNS = (
     "partition_key",
     "rows",
 )
-
-
-def shown(kind: str, value: Decimal) -> str:
-    """An amount at its kind's quantum, never rounded (``money.at_quantum``)."""
-    quantum = KINDS[kind].quantum if kind in KINDS else Decimal("0.0001")
-    return plain(at_quantum(value, quantum))
 
 
 _amount = shown

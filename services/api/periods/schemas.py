@@ -9,15 +9,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shared.adapters.db.periods.reads import Summary
-from shared.domain import periods
-from shared.domain.kinds import KINDS
+from shared.domain.kinds import KINDS, shown
 from shared.domain.periods import NAME, Balance
 from shared.wire.times import iso
 
 PeriodName = Field(pattern=NAME.pattern, min_length=1, max_length=32)
-
-
-shown = periods.shown
 
 
 class Total(BaseModel):
