@@ -37,10 +37,9 @@ SCOPED: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "a partition the producer key may not read"},
     422: {"model": ErrorBody, "description": "a bad parameter"},
 }
-PeriodPath = Annotated[str, Path(min_length=1, max_length=32, description="The period's name.")]
+PeriodPath = Annotated[domain.PeriodName, Path(description="The period's name.")]
 PeriodQuery = Annotated[
-    str | None,
-    Query(min_length=1, max_length=32, description="A period's name; the open one by default."),
+    domain.PeriodName | None, Query(description="A period's name; the open one by default.")
 ]
 Format = Annotated[Literal["csv", "json"], Query(description="`csv` or `json`.")]
 CSV: dict[int | str, dict[str, Any]] = {

@@ -10,10 +10,8 @@ from pydantic import BaseModel, Field
 
 from shared.adapters.db.periods.reads import Summary
 from shared.domain.kinds import KINDS, shown
-from shared.domain.periods import NAME, Balance
+from shared.domain.periods import Balance, PeriodName
 from shared.wire.times import iso
-
-PeriodName = Field(pattern=NAME.pattern, min_length=1, max_length=32)
 
 
 class Total(BaseModel):
@@ -86,7 +84,7 @@ class CloseRequest(BaseModel):
     period: str = Field(
         min_length=1, max_length=32, description="The open period, named: the close's guard."
     )
-    next: str = PeriodName
+    next: PeriodName
     note: str | None = Field(default=None, max_length=2000)
 
 
