@@ -68,6 +68,10 @@ def signed_headers(
     # a key created, rescoped, rotated or revoked at runtime counts within seconds.
     key = ctx.keys.key(key_id)
     if key is None:
+        # Told apart so that its holder stops retrying and asks for a new key;
+        # it says no more than that the id was revoked.
+        if ctx.keys.revoked(key_id):
+            raise ApiError(401, "key_revoked", "this producer key has been revoked")
         raise ApiError(401, "unknown_key", "unknown producer key")
     try:
         verifier = StreamingVerifier(
