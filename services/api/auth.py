@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 
 from services.api.context import ApiContext, get_context
@@ -50,9 +51,23 @@ def path_and_query(request: Request) -> str:
     return path + (f"?{query}" if query else "")
 
 
-def producer_verifier(ctx: ApiContext, request: Request) -> tuple[ProducerKey, StreamingVerifier]:
+async def producer_verifier(
+    ctx: ApiContext, request: Request
+) -> tuple[ProducerKey, StreamingVerifier]:
     """Check a producer's headers now; the returned verifier checks the body as it streams."""
-    return signed_headers(ctx, request.headers, request.method, path_and_query(request))
+    return await signed_headers_off_loop(
+        ctx, request.headers, request.method, path_and_query(request)
+    )
+
+
+async def signed_headers_off_loop(
+    ctx: ApiContext, headers: Headers, method: str, target: str
+) -> tuple[ProducerKey, StreamingVerifier]:
+    """``signed_headers`` from the event loop: in a worker thread, since the
+    keyring re-reads the database's keys (about every second) in whichever
+    call finds them stale, and a slow read (a lock, a stalled connection) on
+    the loop would stall every request the process serves."""
+    return await run_in_threadpool(signed_headers, ctx, headers, method, target)
 
 
 def signed_headers(
@@ -68,6 +83,10 @@ def signed_headers(
     # a key created, rescoped, rotated or revoked at runtime counts within seconds.
     key = ctx.keys.key(key_id)
     if key is None:
+        # Told apart so that its holder stops retrying and asks for a new key;
+        # it says no more than that the id was revoked.
+        if ctx.keys.revoked(key_id):
+            raise ApiError(401, "key_revoked", "this producer key has been revoked")
         raise ApiError(401, "unknown_key", "unknown producer key")
     try:
         verifier = StreamingVerifier(
@@ -85,8 +104,13 @@ def signed_headers(
 
 def authenticate_producer(ctx: ApiContext, request: Request, body: bytes) -> ProducerKey:
     """Verify ``X-Key-Id`` / ``X-Signature`` over method, path and body
-    (docs/api.md#producer-signatures)."""
-    key, verifier = producer_verifier(ctx, request)
+    (docs/api.md#producer-signatures), on this thread: never the event loop's
+    (``producer`` is the async form)."""
+    key, verifier = signed_headers(ctx, request.headers, request.method, path_and_query(request))
+    return _verified(key, verifier, body)
+
+
+def _verified(key: ProducerKey, verifier: StreamingVerifier, body: bytes) -> ProducerKey:
     verifier.update(body)
     try:
         verifier.verify()
@@ -167,7 +191,8 @@ async def producer(request: Request, ctx: Annotated[ApiContext, Depends(get_cont
             403, "forbidden", "this endpoint is a producer key's: sign the request with the key"
         )
     body = await request.body()
-    return Principal("producer", authenticate_producer(ctx, request, body))
+    key, verifier = await producer_verifier(ctx, request)
+    return Principal("producer", _verified(key, verifier, body))
 
 
 Reader = Annotated[Principal, Depends(reader)]

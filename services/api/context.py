@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -13,7 +12,7 @@ from sqlalchemy import Engine
 from services.api.feed_watch import FeedWatch
 from services.api.intake.publishers import Publishers
 from services.api.queue_stats import QueueStats
-from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.db.migrate import InternalKey
 from shared.adapters.db.operators.producer_keys import Keyring
 from shared.adapters.rabbitmq.publisher import EventPublisher
 from shared.config.settings import Settings
@@ -30,8 +29,9 @@ class ApiContext:
     # A resolution's events, published at its commit
     # (docs/architecture.md#events-at-commit-and-the-relay).
     events: EventPublisher
-    _internal_key: bytes | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Read when first needed, so the API starts (and answers 503) while the
+    # database is down.
+    _key: InternalKey = field(init=False)
     # Producer keys, the environment's and the database's (re-read every second
     # or so: docs/api.md#producer-keys); the latter's secrets are sealed with
     # the internal key.
@@ -40,6 +40,7 @@ class ApiContext:
     feed_watch: FeedWatch = field(init=False)
 
     def __post_init__(self) -> None:
+        self._key = InternalKey(self.engine, self.settings.internal_signing_key)
         self.keys = Keyring(self.engine, self.settings.producer_keys, lambda: self.internal_key)
         self.feed_watch = FeedWatch(self.engine)
 
@@ -50,13 +51,7 @@ class ApiContext:
 
     @property
     def internal_key(self) -> bytes:
-        # Loaded on first use so the API starts (and answers 503) while the database is down.
-        with self._lock:
-            if self._internal_key is None:
-                self._internal_key = load_internal_key(
-                    self.engine, self.settings.internal_signing_key
-                )
-            return self._internal_key
+        return self._key.get()
 
 
 def get_context(request: Request) -> ApiContext:

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from shared.adapters.db.contracts import load_bodies
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.migrate import load_internal_key
+from shared.adapters.db.migrate import InternalKey
 from shared.adapters.leases import ClaimStore
 from shared.adapters.rabbitmq.publisher import EventPublisher
 from shared.config.settings import Settings
@@ -56,13 +56,19 @@ class WorkerContext:
     settings: Settings
     engine: Engine
     claims: ClaimStore
-    internal_key: bytes
+    # Read when first needed: the runner waits for it before consuming, so a
+    # worker that starts before its database waits instead of dying.
+    key: InternalKey
     broker: RabbitmqBroker
     contracts: ContractCache
     # Called after each unit of work's transaction commits (metrics count there).
     on_commit: CommitHook = _ignore
     # Publishes each committed unit's events (None: the relay does, after its grace).
     events: EventPublisher | None = None
+
+    @property
+    def internal_key(self) -> bytes:
+        return self.key.get()
 
 
 def make_context(settings: Settings, broker: RabbitmqBroker) -> WorkerContext:
@@ -74,7 +80,7 @@ def make_context(settings: Settings, broker: RabbitmqBroker) -> WorkerContext:
         settings=settings,
         engine=engine,
         claims=ClaimStore(client, settings.queue_prefix, settings.claim_lease_ms),
-        internal_key=load_internal_key(engine, settings.internal_signing_key),
+        key=InternalKey(engine, settings.internal_signing_key),
         broker=broker,
         contracts=ContractCache(engine),
         events=(

@@ -9,10 +9,12 @@ import threading
 from collections.abc import Sequence
 
 import dramatiq
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from services.signals import wait_for_stop
 from services.worker.actors import build_broker, register_actors
-from services.worker.context import make_context
+from services.worker.context import WorkerContext, make_context
 from services.worker.metrics import WorkerMetrics
 from shared.adapters.rabbitmq.broker import close_broker
 from shared.config.settings import Settings
@@ -30,6 +32,9 @@ def run_worker(
     unknown = set(tiers) - set(TIERS)
     if unknown:
         raise ValueError(f"unknown queue families: {sorted(unknown)}; use {TIERS}")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
     ctx = make_context(settings, broker)
@@ -39,6 +44,11 @@ def run_worker(
     queues = {queue for tier in tiers for queue in settings.queues_of(tier)}
     for queue in queues:
         broker.declare_queue(queue)
+    # Nothing is consumed before the database answers: a message taken while it
+    # cannot would spend its attempts, and its dead letter could not be written.
+    if not ctx.key.wait(stop):
+        _close(broker, ctx, server)
+        return
     # What start-up loaded (~100k objects: libraries, models, contracts) lives as
     # long as the process: out of the collector's sight, a full collection
     # walks only what settling makes.
@@ -46,15 +56,16 @@ def run_worker(
     gc.freeze()
     worker = dramatiq.Worker(broker, queues=queues, worker_threads=threads)
     worker.queue_prefetch = threads + settings.worker_prefetch
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     worker.start()
     log.info("worker consuming %s with %d threads", sorted(queues), threads)
     wait_for_stop(stop)
     log.info("stopping: finishing in-flight messages")
     # Unacked messages of a stopped worker go back to RabbitMQ for redelivery.
     worker.stop(timeout=settings.task_timeout_s * 1000)
+    _close(broker, ctx, server)
+
+
+def _close(broker: RabbitmqBroker, ctx: WorkerContext, server: ThreadingWSGIServer | None) -> None:
     close_broker(broker)  # connections RabbitMQ dropped while idle close without a traceback
     ctx.engine.dispose()
     if server is not None:

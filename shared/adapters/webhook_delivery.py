@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
+import re
 import socket
 import ssl
 import threading
@@ -76,6 +77,30 @@ class Refused:
     detail: str
 
 
+_MALFORMED = "an endpoint's URL is malformed (its host or port cannot be read)"
+# A host in brackets (RFC 3986's IP-literal) is the whole host: a port or
+# nothing may follow it, and nothing may come before it. It holds an IPv6
+# address only: no IPvFuture, and no zone id (a link-local address's, which
+# the WHATWG URL standard refuses too).
+_BRACKETED = re.compile(r"\[[0-9A-Fa-f:.]+\](?::[0-9]*)?")
+
+
+def _bracketed_host_whole(host_and_port: str, host: str | None) -> bool:
+    """Whether the host as written is plain, or one IPv6 address in brackets.
+    urlsplit takes the address between the first ``[`` and the next ``]`` and
+    drops the rest (``[::1]x``, ``[::1]]``, ``x[::1]`` all read as ``::1``),
+    and it lets an IPvFuture literal (``[v1.x]``) through as a name."""
+    if "[" not in host_and_port and "]" not in host_and_port:
+        return True
+    if host is None or not _BRACKETED.fullmatch(host_and_port):
+        return False
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Target:
     """A URL's parts a request needs, once it parsed."""
@@ -90,15 +115,17 @@ class Target:
 
 def parse(url: str) -> Target | str:
     """``url``'s parts, or why it is no URL at all (a malformed one: brackets
-    that are not an IPv6 address, a port that is not 1 to 65535, no host, a
-    space or control character in the host). Never raises."""
+    that are not the whole host or not an IPv6 address, a port that is not 1
+    to 65535, no host, a space or control character in the host). Never raises."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
         port = parts.port
     except ValueError:
         # urlsplit's own words would repeat the input; ours say what is wrong.
-        return "an endpoint's URL is malformed (its host or port cannot be read)"
+        return _MALFORMED
+    if not _bracketed_host_whole(parts.netloc.rpartition("@")[2], host):
+        return _MALFORMED
     if not host:
         return "an endpoint's URL names a host"
     if any(c.isspace() or not c.isprintable() for c in host):

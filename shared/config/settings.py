@@ -23,6 +23,7 @@ from pydantic_settings import (
 
 from shared.adapters.db.urls import database_url_problem
 from shared.config.files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
+from shared.domain.periods import PeriodName
 from shared.domain.pipeline.events import EVENT_BATCH_LIMIT
 from shared.domain.pipeline.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
@@ -169,7 +170,7 @@ class Settings(BaseSettings):
     # the first one's name (else the UTC month of the first migrate), and the
     # journal's accounts per kind (null leaves a kind out; a kind not named
     # keeps its default).
-    first_period: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,32}$")
+    first_period: PeriodName | None = None
     journal_accounts: dict[str, JournalAccounts | None] = Field(default_factory=dict)
     # How long a close waits for the transactions booking into its period before
     # it gives up (409 close_waiting), cutting nothing: settlement goes on meanwhile.

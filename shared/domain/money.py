@@ -240,8 +240,3 @@ def plain(value: Decimal) -> str:
     """A decimal as a reader (or a spreadsheet) reads it: never an exponent
     ("1E+3" is "1000"), never a negative zero."""
     return format(value.copy_abs() if value.is_zero() else value, "f")
-
-
-def to_wire(value: Decimal | None) -> str | None:
-    """Money on the wire is a string in plain notation (never an exponent)."""
-    return None if value is None else format(value, "f")

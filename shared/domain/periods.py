@@ -19,13 +19,20 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Annotated
 
-from shared.domain.kinds import KINDS
+from pydantic import AfterValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from shared.domain.kinds import KINDS, shown
 from shared.domain.money import CENT, ZERO, at_quantum, plain
 from shared.wire.cells import cell
 
-NAME = re.compile(r"^[A-Za-z0-9._-]{1,32}$")
-NAME_RULE = "1 to 32 characters of A-Z, a-z, 0-9, '.', '_' and '-'"
+# A period's name is a path segment of the API (/v1/periods/{period}/journal):
+# "." and ".." would be read by every client as this folder and its parent,
+# never as a period (RFC 3986's dot segments), so they name none.
+NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,32}$")
+NAME_RULE = "1 to 32 characters of A-Z, a-z, 0-9, '.', '_' and '-', other than '.' and '..'"
 ACTIVITY = ("posted", "disputed", "repriced", "resolved")
 # Accounts a kind is journaled on: (debit, credit) for a positive balance.
 Accounts = Mapping[str, tuple[str, str] | None]
@@ -36,6 +43,23 @@ def name_problem(name: str) -> str | None:
     if NAME.fullmatch(name):
         return None
     return f"a period's name is {NAME_RULE}"
+
+
+def _named(name: str) -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise PydanticCustomError("period_name_invalid", problem)
+    return name
+
+
+# A period's name wherever one is read (a body, a path, a query, the first
+# period's setting): 422 ``period_name_invalid``. Published as a pattern with
+# a look-ahead, which pydantic's own pattern engine does not run.
+PeriodName = Annotated[
+    str,
+    AfterValidator(_named),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 32, "pattern": NAME.pattern}),
+]
 
 
 def first_period(configured: str | None, now: dt.datetime) -> str:
@@ -153,12 +177,6 @@ JOURNAL_COLUMNS = (
     "partition_key",
     "rows",
 )
-
-
-def shown(kind: str, value: Decimal) -> str:
-    """An amount at its kind's quantum, never rounded (``money.at_quantum``)."""
-    quantum = KINDS[kind].quantum if kind in KINDS else Decimal("0.0001")
-    return plain(at_quantum(value, quantum))
 
 
 _amount = shown

@@ -10,7 +10,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel
 
 from shared.domain.disputes import Decision, Status
-from shared.domain.money import plain
+from shared.domain.kinds import shown
 from shared.wire.times import iso
 
 DecisionName = Literal["accept_claim", "accept_model", "settle_at"]
@@ -110,16 +110,16 @@ def dispute(d: DisputeRow) -> Dispute:
         line_ref=d.line_ref,
         reconciliation_key=d.reconciliation_key,
         contract_version=d.contract_version,
-        claimed_amount=plain(d.claimed_amount),
-        model_amount=plain(d.model_amount),
-        variance=plain(d.variance),
+        claimed_amount=shown(d.kind, d.claimed_amount),
+        model_amount=shown(d.kind, d.model_amount),
+        variance=shown(d.kind, d.variance),
         status=d.status,
         opened_at=iso(d.opened_at) or "",
         resolution=None
         if r is None
         else DisputeResolution(
             decision=r.decision,
-            amount=plain(r.amount),
+            amount=shown(d.kind, r.amount),
             note=r.note,
             resolved_at=iso(r.resolved_at) or "",
             resolved_by=r.resolved_by,

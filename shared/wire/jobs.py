@@ -10,7 +10,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
-from shared.domain.money import to_wire
+from shared.domain.kinds import shown
 from shared.wire.times import iso
 
 
@@ -101,7 +101,7 @@ def job_view(status: JobRow) -> Job:
             "chunks": {"total": status.chunks_total, "done": status.chunks_done},
             "outcomes": status.outcomes,
             "duplicates_claim_differs": status.claim_differs,
-            "amounts": {k: to_wire(v) for k, v in status.amounts.items()},
+            "amounts": {k: shown(status.kind, v) for k, v in status.amounts.items()},
             "progress": round(finished / status.lines, 4) if status.lines else 1,
         }
     )

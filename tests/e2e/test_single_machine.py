@@ -91,7 +91,7 @@ def test_up_with_no_database_setting_settles_exactly_once_on_a_sqlite_file(
     first = producer.wait(producer.submit(body).json()["job_id"], timeout=60)
     assert first["state"] == "completed" and first["outcomes"] == OUTCOMES
     # The same text as on PostgreSQL (NUMERIC(20,4)): the backends are indistinguishable.
-    assert first["amounts"] == {"posted": "3.0000", "disputed": "6.0000"}
+    assert first["amounts"] == {"posted": "3.00", "disputed": "6.00", "disputed_model": "5.00"}
     rows = ledger_rows(ledger, first["job_id"])
     assert sorted(r.amount for r in rows) == [Decimal("1.00"), Decimal("2.00"), Decimal("5.00")]
     # The same lines again, as a new submission: nothing is posted twice.

@@ -105,7 +105,7 @@ def test_job_timeline_has_its_chunks_and_outcomes_per_partition(
         "disputed": 0,
         "dead_lettered": 1,
         "amount_posted": by_key[first]["amount_posted"],
-        "amount_disputed": "0",
+        "amount_disputed": "0.00",  # at the kind's quantum, as every amount
     }
     assert (by_key[second]["posted"], by_key[second]["disputed"]) == (1, 1)
     assert by_key[second]["dead_lettered"] == 0

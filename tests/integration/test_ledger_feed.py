@@ -267,7 +267,7 @@ def test_the_http_feed_pages_from_now_with_a_cursor_always(
         cursor, items = body["next_cursor"], body["items"]
     [item] = items
     assert item["job_id"] == job_id and item["partition_key"] == vendor
-    assert item["amount"] == "1.0000" and item["claimed_amount"] == "1.0000"
+    assert item["amount"] == "1.00" and item["claimed_amount"] == "1.00"
     assert set(item) >= {"id", "reconciliation_key", "contract_version", "kind", "document_id"}
     assert set(item) >= {"line_ref", "outcome", "delta", "supersedes_id", "correlation_id"}
     assert item["created_at"].endswith("Z")

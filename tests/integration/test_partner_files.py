@@ -154,6 +154,10 @@ def test_a_sender_without_a_profile_is_refused_with_a_rejecting_997(producer: Cl
     assert (detail["tag"], detail["element"]) == ("ISA", 6)
     assert "settleq partners put ZZ " in error["message"]
     assert "TA1*" in error["acknowledgement"] and "*R*006" in error["acknowledgement"]
+    # Issue 52: every set rejected, none accepted (it said AK5*A beside AK9*R*1*1*1).
+    ack = [row.strip() for row in error["acknowledgement"].split("~")]
+    assert [row for row in ack if row.startswith("AK5")] == ["AK5*R"]
+    assert [row for row in ack if row.startswith("AK9")] == ["AK9*R*1*1*0"]
 
 
 def test_errors_only_acknowledges_refusals_only(producer: Client, operator: Client) -> None:

@@ -491,6 +491,43 @@ def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
     assert http.get("/v1/periods/nope/journal", headers=VIEWER).status_code == 404
 
 
+@pytest.mark.regression
+@pytest.mark.parametrize("dots", [".", ".."])
+def test_a_dot_segment_names_no_period_in_a_close_a_path_or_a_query(
+    http: TestClient, engine: Engine, dots: str
+) -> None:
+    """ "." and ".." were accepted by the close, as ``next``, and then no client
+    could read them: each normalises them out of a path (RFC 3986)."""
+    name = _open(engine)
+    body = {"period": name, "next": dots, "note": "December"}
+    refused = http.post("/admin/periods/close", json=body, headers=OPERATOR)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "period_name_invalid" and error["details"][0]["loc"] == [
+        "body",
+        "next",
+    ]
+    assert _open(engine) == name  # nothing was cut
+    # A client that sends the segment itself (percent-encoded: httpx, like every
+    # client, would remove it) is told the name is no period's, not 404.
+    segment = dots.replace(".", "%2E")
+    for path in (
+        f"/v1/periods/{segment}/journal",
+        f"/v1/periods/{segment}/journal/lines",
+        f"/v1/balances?period={dots}",
+        f"/v1/partitions/{SCOPED_PARTITIONS[0]}/statement?period={dots}",
+    ):
+        answer = http.get(path, headers=VIEWER)
+        assert answer.status_code == 422, (path, answer.text)
+        assert answer.json()["error"]["code"] == "period_name_invalid", path
+    # Dots are still allowed inside a name.
+    named = http.post(
+        "/admin/periods/close", json={**body, "next": f"FY27{dots}P01"}, headers=OPERATOR
+    )
+    assert named.status_code == 200, named.text
+    assert _open(engine) == f"FY27{dots}P01"
+
+
 def _in_dispute(engine: Engine, period: str | None) -> dict[str, tuple[int, Decimal]]:
     _, found = reads.balances(engine, period, sums.Scope(), ACCOUNTS)
     return {b.partition_key: (b.in_dispute_count, b.in_dispute_variance) for b in found}

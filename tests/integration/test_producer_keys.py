@@ -108,14 +108,41 @@ def test_a_key_created_at_runtime_signs_within_seconds_and_a_revoked_one_is_refu
 ) -> None:
     """Issue 42 #15: a new key needed SETTLEQ_PRODUCER_KEYS edited and the stack
     restarted. Created through the route, it signs a read within 5 s; revoked,
-    it is refused (401 unknown_key) within 5 s; no restart in between."""
+    it is refused (401 key_revoked) within 5 s; no restart in between."""
     created = create(operator, ["V-RT,1", "V-RT-2"])
     key = signer(http, created["key_id"], created["secret"])
     assert until(lambda: key.signed("GET", "/v1/jobs").status_code == 200) < WITHIN_S
     revoked = operator.bearer("POST", f"{PATH}/{created['key_id']}/revoke")
     assert revoked.status_code == 200 and revoked.json()["status"] == "revoked"
     assert until(lambda: key.signed("GET", "/v1/jobs").status_code == 401) < WITHIN_S
-    assert code(key.signed("GET", "/v1/jobs")) == "unknown_key"
+    assert code(key.signed("GET", "/v1/jobs")) == "key_revoked"
+
+
+@pytest.mark.regression
+def test_a_revoked_key_is_told_key_revoked_everywhere_and_an_unknown_one_unknown_key(
+    operator: Client, http: TestClient
+) -> None:
+    """Issue 52: a revoked key got 401 unknown_key, as if it had never been: its
+    holder could not tell a typo from a revocation. The refusal names nothing
+    secret: no partition, no date, no secret."""
+    created = create(operator, ["V-REVOKED-SCOPE"])
+    key = signer(http, created["key_id"], created["secret"])
+    until(lambda: key.signed("GET", "/v1/jobs").status_code == 200)
+    assert operator.bearer("POST", f"{PATH}/{created['key_id']}/revoke").status_code == 200
+    until(lambda: key.signed("GET", "/v1/jobs").status_code == 401)
+    endpoint = {"url": "http://127.0.0.1:9/h", "events": ["job.completed"]}
+    for refused in (
+        key.signed("GET", "/v1/jobs"),  # a signed read
+        key.submit(batch("V-REVOKED-SCOPE")),  # the front door
+        key.signed_json("POST", "/v1/webhook-endpoints", endpoint),  # a body, checked first
+    ):
+        assert refused.status_code == 401, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "key_revoked" and error["details"] == []
+        for secret_or_scope in (created["secret"], "V-REVOKED-SCOPE"):
+            assert secret_or_scope not in refused.text
+    stranger = signer(http, uid("never-made-"), created["secret"])
+    assert code(stranger.signed("GET", "/v1/jobs")) == "unknown_key"
 
 
 @pytest.mark.regression

@@ -72,7 +72,7 @@ def test_viewer_sees_job_status_with_string_amounts(http, settled_job) -> None:
     assert job["outcomes"] == {"posted": 3, "disputed": 1, "duplicate": 0, "dead_lettered": 1}
     # posted: 1.00 + 2.00 + 3.00 (modelled); disputed: the claim of 6.00, and
     # the model's 40 x 0.125, which balances book (issue 52 item 11)
-    assert job["amounts"] == {"posted": "6.0000", "disputed": "6.0000", "disputed_model": "5.0000"}
+    assert job["amounts"] == {"posted": "6.00", "disputed": "6.00", "disputed_model": "5.00"}
     assert job["chunks"] == {"total": 1, "done": 1} and job["finished_at"]
 
 
@@ -105,7 +105,7 @@ def test_line_outcomes_page_through_with_a_cursor(http, settled_job) -> None:
     assert {line["outcome"] for line in seen} == {"posted", "disputed", "dead_lettered"}
     disputed = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines?outcome=disputed").json()["items"]
     assert [(d["amount"], d["claimed_amount"], d["line_ref"]) for d in disputed] == [
-        ("5.0000", "6.0000", "2")
+        ("5.00", "6.00", "2")
     ]
     dead = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines?outcome=dead_lettered").json()["items"]
     assert dead[0]["reason"] == "unknown_promo_tier"
@@ -129,10 +129,10 @@ def test_a_resent_line_is_listed_as_its_own_jobs_duplicate(http, ctx) -> None:
         page = viewer.bearer("GET", f"/v1/jobs/{job_id}/lines{query}").json()
         return [(i["document_id"], i["outcome"], i["delta"]) for i in page["items"]]
 
-    assert lines(first_id) == [(doc["document_id"], "posted", "1.0000")]
+    assert lines(first_id) == [(doc["document_id"], "posted", "1.00")]
     assert lines(again_id) == [
         (doc["document_id"], "duplicate", None),
-        (fresh["document_id"], "posted", "2.0000"),
+        (fresh["document_id"], "posted", "2.00"),
     ]
     assert lines(again_id, "?outcome=duplicate") == [(doc["document_id"], "duplicate", None)]
     assert lines(again_id, "?outcome=disputed") == []

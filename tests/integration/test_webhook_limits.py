@@ -62,10 +62,23 @@ def register(producer: Client, url: str = "http://127.0.0.1:9/h") -> dict[str, s
 
 @pytest.mark.regression
 @pytest.mark.parametrize(
-    "url", ["https://[127.0.0.1]/", "https://[::1:8420/", "https://a]b/", "https://[]/"]
+    "url",
+    [
+        "https://[127.0.0.1]/",
+        "https://[::1:8420/",
+        "https://a]b/",
+        "https://[]/",
+        # Brackets that are not the whole host were 201 (issue 52 item 6).
+        "https://[2606:4700:4700::1111]x/",
+        "https://[::ffff:1.1.1.1]x/",
+        "http://[::1]]/x",
+        "http://x[::1]:8080/h",
+        "http://[::1]x:8080/h",
+        "http://[v1.fe]/h",
+    ],
 )
 def test_a_malformed_url_is_422_webhook_url_invalid(producer: Client, url: str) -> None:
-    """urlsplit's ValueError was a 500."""
+    """urlsplit's ValueError was a 500; brackets it read part of were 201."""
     answer = producer.signed_json(
         "POST", "/v1/webhook-endpoints", {"url": url, "events": ["job.completed"]}
     )

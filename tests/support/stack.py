@@ -145,14 +145,17 @@ class Stack:
         tier: str,
         name: str | None = None,
         netns: str | None = None,
+        *,
+        checked: bool = False,
         **overrides: Any,
     ) -> subprocess.Popen[bytes]:
         """One worker process (not a supervisor of several: killing it kills the
-        worker), serving its metrics on a port of its own."""
+        worker), serving its metrics on a port of its own. ``checked``: started
+        as a supervisor starts one, without the start-up checks."""
         name = name or tier
         self.metrics_ports[name] = port = free_port()
         args = ["worker", "--queues", tier, "--processes", "1", "--metrics-port", str(port)]
-        return self._spawn(name, args, netns, **overrides)
+        return self._spawn(name, [*args, "--checked"] if checked else args, netns, **overrides)
 
     def scrape(self, name: str, token: str | None = VIEWER_TOKEN) -> httpx.Response:
         """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""

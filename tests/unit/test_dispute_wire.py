@@ -21,6 +21,7 @@ from services.api.disputes import schemas as wire
 from services.api.disputes.routes import _opened_before, _request
 from services.api.errors import ApiError
 from shared.adapters.db.disputes.queue import Dispute, Resolution, Stats, Totals
+from shared.domain.money import plain
 from shared.wire import disputes as shared_wire
 
 OPENED = dt.datetime(2026, 11, 30, 9, 15, 0, 123456)  # naive, as SQLite returns it
@@ -74,7 +75,7 @@ def parse(text: str) -> list[list[str]]:
     ],
 )
 def test_amounts_are_plain_decimals(value: Decimal, text: str) -> None:
-    assert wire.plain(value) == text
+    assert plain(value) == text
 
 
 def test_csv_header_is_stable_and_first() -> None:
@@ -179,7 +180,9 @@ def test_json_shape_has_every_field_with_strings_for_money() -> None:
         "opened_at",
         "resolution",
     ]
-    assert body["claimed_amount"] == "1000" and body["opened_at"] == "2026-11-30T09:15:00.123456Z"
+    # At the kind's quantum, as everywhere amounts are shown (promo: 0.01).
+    assert body["claimed_amount"] == "1000.00" and body["model_amount"] == "999.00"
+    assert body["opened_at"] == "2026-11-30T09:15:00.123456Z"
     assert body["resolution"] == {
         "decision": "settle_at",
         "amount": "0.00",
@@ -203,10 +206,10 @@ def test_stats_are_the_stats_fields_with_strings() -> None:
                 "status": "open",
                 "kind": "promo_accrual",
                 "count": 2,
-                "claimed": "3",
-                "model": "1",
-                "variance": "2",
-                "abs_variance": "2",
+                "claimed": "3.00",
+                "model": "1.00",
+                "variance": "2.00",
+                "abs_variance": "2.00",
             }
         ],
         "top_partitions": [],

@@ -8,6 +8,7 @@ from decimal import Decimal, Inexact, Rounded
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from shared.domain.kinds import shown, shown_over
 from shared.domain.money import (
     ABS_LIMIT,
     BASIS,
@@ -22,7 +23,6 @@ from shared.domain.money import (
     exact_product,
     parse_decimal,
     quantize,
-    to_wire,
 )
 
 REVIEWED = pytest.mark.regression(
@@ -260,11 +260,29 @@ def test_quantize_rounds_half_up_at_the_quantum(
     assert str(result) == expected  # exponent of the quantum, e.g. two places at CENT
 
 
-def test_to_wire_uses_plain_notation_never_an_exponent() -> None:
-    assert to_wire(Decimal("1E+2")) == "100"
-    assert to_wire(Decimal("1E-4")) == "0.0001"
-    assert to_wire(Decimal("16.650")) == "16.650"
-    assert to_wire(None) is None
+@pytest.mark.parametrize(
+    ("kind", "value", "expected"),
+    [
+        ("promo_accrual", "5000.0000", "5000.00"),  # NUMERIC(20,4) read back
+        ("freight_audit", "-2.5000", "-2.50"),
+        ("recipe_cost", "5.0000", "5.0000"),
+        ("recipe_cost", "5", "5.0000"),
+        ("promo_accrual", "1.2345", "1.2345"),  # never rounded: the places stay
+        ("promo_accrual", "1E+2", "100.00"),  # never an exponent
+        ("freight_audit", "-0.0000", "0.00"),  # never a negative zero
+        ("a_kind_since_removed", "1.2000", "1.2000"),  # the column's places
+    ],
+)
+def test_an_amount_is_shown_at_its_kinds_quantum_in_plain_notation(
+    kind: str, value: str, expected: str
+) -> None:
+    assert shown(kind, Decimal(value)) == expected
+    assert shown(kind, None) is None
+
+
+def test_a_sum_over_kinds_is_shown_at_the_finest_quantum() -> None:
+    assert shown_over(["promo_accrual", "freight_audit"], Decimal("3.5000")) == "3.50"
+    assert shown_over(["promo_accrual", "recipe_cost"], Decimal("3.5000")) == "3.5000"
 
 
 # --- Money / Quantity pydantic types -------------------------------------------------------

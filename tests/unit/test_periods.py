@@ -11,7 +11,9 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from shared.config.settings import Settings
 from shared.domain import periods
 from shared.domain.kinds import KINDS
 from shared.domain.periods import Activity, Balance
@@ -25,14 +27,25 @@ def balance(kind: str, partition: str, *deltas: str, opening: str = "0") -> Bala
     return Balance(kind, partition, D(opening), activity)
 
 
-@pytest.mark.parametrize("name", ["2026-12", "FY27.P01", "a", "x" * 32, "Q4_2026"])
+@pytest.mark.parametrize(
+    "name", ["2026-12", "FY27.P01", "a", "x" * 32, "Q4_2026", "...", ".a", "a.", "a..b"]
+)
 def test_a_period_is_named_with_letters_digits_dots_dashes_and_underscores(name: str) -> None:
     assert periods.name_problem(name) is None
 
 
-@pytest.mark.parametrize("name", ["", "x" * 33, "2026 12", "2026/12", "déc", "a,b", "a\nb"])
+@pytest.mark.parametrize(
+    "name", ["", "x" * 33, "2026 12", "2026/12", "déc", "a,b", "a\nb", ".", ".."]
+)
 def test_any_other_name_is_refused(name: str) -> None:
     assert periods.name_problem(name) is not None
+
+
+@pytest.mark.regression
+@pytest.mark.parametrize("name", [".", "..", "a b"])
+def test_the_first_periods_setting_is_a_period_name(name: str) -> None:
+    with pytest.raises(ValidationError, match="period_name_invalid"):
+        Settings(first_period=name)
 
 
 def test_the_first_period_is_the_setting_else_the_utc_month() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.adapters.webhook_delivery import Refused, deliver, destination
+from shared.adapters.webhook_delivery import Refused, Target, deliver, destination, parse
 from shared.domain import webhooks
 
 MALFORMED = [
@@ -34,6 +34,61 @@ def test_a_malformed_url_is_url_invalid_at_every_attempt_never_an_exception(url:
         assert isinstance(found, Refused) and found.error == "url_invalid", (url, found)
         tried = deliver(url, b"{}", {}, allow_private=allow_private)
         assert tried.error == "url_invalid" and tried.status is None
+
+
+# Brackets that are not the whole host, or hold no IPv6 address: urlsplit read
+# the address between them and dropped the rest, so these were registered
+# (issue 52 item 6).
+MALFORMED_BRACKETS = [
+    "https://[2606:4700:4700::1111]x/",
+    "https://[::ffff:1.1.1.1]x/",
+    "http://[::1]]/x",
+    "https://[2606:4700::1111]]/",
+    "https://[2606:4700::1111]]:443/",
+    "https://[2606:4700::1111]x:443/",
+    "https://[2606:4700::1111]:443x/",
+    "https://x[2606:4700::1111]/",
+    "https://x.[2606:4700::1111]/",
+    "https://[2606:4700::1111]..example/",
+    "https://[2606:4700::1111] /",
+    "https://[2606:4700::1111]\\x/",
+    "https://[[2606:4700::1111]]/",
+    "https://[2606:4700::1111]:443]/",
+    "https://[v1.fe]/",  # IPvFuture: no address to reach
+    "https://[2606:4700::1111%25eth0]/",  # a zone id
+    "https://[2606:4700::1111%eth0]/",
+    "https://[1.1.1.1]/",
+    "https://[2606:4700::1111/",
+    "https://2606:4700::1111]/",
+]
+
+
+@pytest.mark.regression
+@pytest.mark.parametrize("url", MALFORMED_BRACKETS)
+def test_brackets_that_are_not_the_whole_host_are_url_invalid(url: str) -> None:
+    for allow_private in (False, True):
+        found = destination(url, allow_private, resolver=lambda h, p: ["2606:4700::1111"])
+        assert isinstance(found, Refused) and found.error == "url_invalid", (url, found)
+        assert parse(url) == found.detail
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "port", "netloc"),
+    [
+        ("https://[2606:4700::1111]/h", "2606:4700::1111", 443, "[2606:4700::1111]"),
+        ("https://[2606:4700::1111]:8443/h", "2606:4700::1111", 8443, "[2606:4700::1111]:8443"),
+        ("https://[2606:4700::1111]:/h", "2606:4700::1111", 443, "[2606:4700::1111]:"),
+        ("https://[::FFFF:1.1.1.1]/h", "::ffff:1.1.1.1", 443, "[::FFFF:1.1.1.1]"),
+        ("https://[2606:4700::1111]/a]b?q=[x]#[", "2606:4700::1111", 443, "[2606:4700::1111]"),
+        ("https://h.example/[x]", "h.example", 443, "h.example"),
+    ],
+)
+def test_a_bracketed_ipv6_host_with_a_port_or_none_is_read_whole(
+    url: str, host: str, port: int, netloc: str
+) -> None:
+    found = parse(url)
+    assert isinstance(found, Target), found
+    assert (found.host, found.port, found.netloc) == (host, port, netloc)
 
 
 @pytest.mark.regression

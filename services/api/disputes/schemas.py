@@ -13,8 +13,9 @@ from pydantic.config import JsonDict
 from services.api.schemas import NOTE, Note
 from shared.adapters.db.disputes import queue as db
 from shared.domain.disputes import BULK_LIMIT_MAX
+from shared.domain.kinds import shown
 from shared.domain.kinds.base import Identifier
-from shared.domain.money import Money, plain
+from shared.domain.money import Money
 from shared.wire.disputes import DecisionName, Dispute, StatusName
 from shared.wire.times import iso
 
@@ -90,9 +91,6 @@ class BulkResolved(BaseModel):
     resolved: int
 
 
-_money = plain
-
-
 def stats(s: db.Stats) -> DisputeStats:
     return DisputeStats(
         totals=[
@@ -100,10 +98,10 @@ def stats(s: db.Stats) -> DisputeStats:
                 status=t.status,
                 kind=t.kind,
                 count=t.count,
-                claimed=_money(t.claimed),
-                model=_money(t.model),
-                variance=_money(t.variance),
-                abs_variance=_money(t.abs_variance),
+                claimed=shown(t.kind, t.claimed),
+                model=shown(t.kind, t.model),
+                variance=shown(t.kind, t.variance),
+                abs_variance=shown(t.kind, t.abs_variance),
             )
             for t in s.totals
         ],
@@ -112,8 +110,8 @@ def stats(s: db.Stats) -> DisputeStats:
                 kind=p.kind,
                 partition_key=p.partition_key,
                 open_count=p.open_count,
-                open_variance=_money(p.open_variance),
-                open_abs_variance=_money(p.open_abs_variance),
+                open_variance=shown(p.kind, p.open_variance),
+                open_abs_variance=shown(p.kind, p.open_abs_variance),
             )
             for p in s.top_partitions
         ],

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from shared.domain.money import plain, to_wire
+from shared.domain.kinds import shown
 from shared.wire.times import iso
 
 
@@ -49,9 +49,9 @@ def feed_item(row: Any) -> FeedItem:
         line_ref=row.line_ref,
         job_id=row.job_id,
         outcome=row.outcome,
-        amount=plain(row.amount),
-        claimed_amount=to_wire(row.claimed_amount),
-        delta=plain(row.delta),
+        amount=shown(row.kind, row.amount),
+        claimed_amount=shown(row.kind, row.claimed_amount),
+        delta=shown(row.kind, row.delta),
         supersedes_id=row.supersedes_id,
         correlation_id=row.correlation_id,
         created_at=iso(row.created_at) or "",

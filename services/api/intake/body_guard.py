@@ -24,12 +24,12 @@ the body (which the route's dependency then verifies), within the same limit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api.auth import bearer_refusal, signed_headers
+from services.api.auth import bearer_refusal, signed_headers_off_loop
 from services.api.errors import DATABASE_DOWN, ApiError, BodyRefused, error_response
 from shared.config.settings import Settings
 
@@ -64,9 +64,9 @@ class GuardBodies:
         headers = Headers(scope=scope)
         write = scope["method"] not in READS
 
-        def refusal() -> ApiError | None:
+        async def refusal() -> ApiError | None:
             if _producer_owned(scope["path"]) and "x-signature" in headers:
-                return _signature_refusal(headers, scope)
+                return await _signature_refusal(headers, scope)
             return bearer_refusal(self.settings, headers, write=write)
 
         if not has_body(headers):
@@ -74,7 +74,7 @@ class GuardBodies:
             # unannounced (HTTP/2) meets the same checks when its bytes arrive.
             await self.app(scope, _Guarded(receive, refusal), send)
             return
-        refused = refusal()
+        refused = await refusal()
         if refused is None and (declared_length(headers) or 0) > BODY_LIMIT:
             refused = ApiError(413, "payload_too_large", TOO_LARGE)
         if refused is None:
@@ -88,13 +88,13 @@ def _producer_owned(path: str) -> bool:
     return path == PRODUCER_OWNED or path.startswith(PRODUCER_OWNED + "/")
 
 
-def _signature_refusal(headers: Headers, scope: Scope) -> ApiError | None:
+async def _signature_refusal(headers: Headers, scope: Scope) -> ApiError | None:
     query = scope.get("query_string", b"").decode("latin-1")
     target = scope["path"] + (f"?{query}" if query else "")
     # The app's context (made in its lifespan) holds the keys, the database's too.
     ctx = scope["app"].state.ctx
     try:
-        signed_headers(ctx, headers, scope["method"], target)
+        await signed_headers_off_loop(ctx, headers, scope["method"], target)
     except ApiError as refused:
         return refused
     except DATABASE_DOWN:
@@ -108,7 +108,9 @@ class _Guarded:
     """``receive`` that refuses a body once it passes the limit, and checks the
     caller (``check``) when an unannounced body's first bytes arrive."""
 
-    def __init__(self, receive: Receive, check: Callable[[], ApiError | None] | None) -> None:
+    def __init__(
+        self, receive: Receive, check: Callable[[], Awaitable[ApiError | None]] | None
+    ) -> None:
         self.receive = receive
         self.check = check
         self.size = 0
@@ -118,7 +120,7 @@ class _Guarded:
         if message["type"] == "http.request":
             body = message.get("body", b"")
             if body and self.check is not None:
-                refused, self.check = self.check(), None
+                refused, self.check = await self.check(), None
                 if refused is not None:
                     raise BodyRefused(refused.status, refused.code, refused.message)
             self.size += len(body)

@@ -9,13 +9,17 @@ from typing import Any
 from sqlalchemy import Engine
 
 from shared.adapters.db.disputes import queue as disputes_db
-from shared.domain.money import to_wire
+from shared.domain.kinds import shown
 
 
-def line_fields(engine: Engine, rows: Sequence[Any]) -> list[dict[str, Any]]:
-    """Each row's ``LineOutcome`` fields. A row is a ledger row (``source``
-    ``"ledger"``) or a line the ledger did not take; only a ledger row is a
-    dispute, so only its id is looked up (the other table's ids are its own)."""
+def line_fields(
+    engine: Engine, rows: Sequence[Any], kind: str | None = None
+) -> list[dict[str, Any]]:
+    """Each row's ``LineOutcome`` fields, amounts at ``kind``'s quantum (None:
+    each row's own ``kind``, for rows of several jobs). A row is a ledger row
+    (``source`` ``"ledger"``) or a line the ledger did not take; only a ledger
+    row is a dispute, so only its id is looked up (the other table's ids are
+    its own)."""
     disputed = [r.id for r in rows if r.source == "ledger" and r.outcome == "disputed"]
     status = disputes_db.statuses(engine, disputed)
     return [
@@ -24,10 +28,10 @@ def line_fields(engine: Engine, rows: Sequence[Any]) -> list[dict[str, Any]]:
             "line_ref": r.line_ref,
             "outcome": r.outcome,
             "reason": r.reason,
-            "amount": to_wire(r.amount),
-            "claimed_amount": to_wire(r.claimed_amount),
-            "ledger_claimed_amount": to_wire(r.ledger_claimed_amount),
-            "delta": to_wire(r.delta),
+            "amount": shown(k, r.amount),
+            "claimed_amount": shown(k, r.claimed_amount),
+            "ledger_claimed_amount": shown(k, r.ledger_claimed_amount),
+            "delta": shown(k, r.delta),
             "reconciliation_key": r.reconciliation_key,
             "contract_version": r.contract_version,
             "dispute_status": status.get(r.id)
@@ -35,5 +39,5 @@ def line_fields(engine: Engine, rows: Sequence[Any]) -> list[dict[str, Any]]:
             else None,
             "correlation_id": r.correlation_id,
         }
-        for r in rows
+        for r, k in ((r, kind or r.kind) for r in rows)
     ]

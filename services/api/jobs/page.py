@@ -19,7 +19,7 @@ from services.api.auth import Ctx, Reader
 from services.api.jobs import lines_csv as job_csv
 from services.api.jobs.routes import ERRORS, _visible_job
 from shared.adapters.db.jobs import detail as job_detail
-from shared.domain.money import to_wire
+from shared.domain.kinds import shown
 from shared.wire.times import iso
 
 router = APIRouter(tags=["jobs"])
@@ -76,8 +76,8 @@ async def job_timeline(job_id: str, ctx: Ctx, who: Reader) -> JobTimeline:
                 posted=p.counts["posted"],
                 disputed=p.counts["disputed"],
                 dead_lettered=p.counts["dead_lettered"],
-                amount_posted=to_wire(p.amounts["posted"]) or "0",
-                amount_disputed=to_wire(p.amounts["disputed"]) or "0",
+                amount_posted=shown(status.kind, p.amounts["posted"]),
+                amount_disputed=shown(status.kind, p.amounts["disputed"]),
             )
             for p in job_detail.partitions(ctx.engine, job_id)
         ]

@@ -88,9 +88,9 @@ async def job_lines(
     after = line_cursor(cursor)
 
     def load() -> LinePage:
-        _visible_job(ctx, who, job_id)
+        status = _visible_job(ctx, who, job_id)
         rows = list_lines(ctx.engine, job_id, outcome=outcome, after=after, limit=limit)
-        items = [LineOutcome(**fields) for fields in line_fields(ctx.engine, rows)]
+        items = [LineOutcome(**fields) for fields in line_fields(ctx.engine, rows, status.kind)]
         last = rows[-1] if len(rows) == limit else None
         next_cursor = encode_line_cursor(*last.cursor) if last else None
         return LinePage(items=items, next_cursor=next_cursor)

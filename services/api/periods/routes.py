@@ -22,7 +22,7 @@ from services.api.periods import schemas as wire
 from shared.adapters.db.periods import booking, lines, reads, sums
 from shared.adapters.db.periods import close as closing
 from shared.domain import periods as domain
-from shared.domain.kinds import KINDS
+from shared.domain.kinds import KINDS, shown
 from shared.domain.money import BASIS, ZERO, at_quantum
 from shared.wire.times import ISO_TIME, iso, parse_instant
 
@@ -37,10 +37,9 @@ SCOPED: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "a partition the producer key may not read"},
     422: {"model": ErrorBody, "description": "a bad parameter"},
 }
-PeriodPath = Annotated[str, Path(min_length=1, max_length=32, description="The period's name.")]
+PeriodPath = Annotated[domain.PeriodName, Path(description="The period's name.")]
 PeriodQuery = Annotated[
-    str | None,
-    Query(min_length=1, max_length=32, description="A period's name; the open one by default."),
+    domain.PeriodName | None, Query(description="A period's name; the open one by default.")
 ]
 Format = Annotated[Literal["csv", "json"], Query(description="`csv` or `json`.")]
 CSV: dict[int | str, dict[str, Any]] = {
@@ -218,7 +217,7 @@ def _line_json(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> 
             "line_ref": r.line_ref,
             "job_id": r.job_id,
             "outcome": r.outcome,
-            "delta": wire.shown(r.kind, r.delta),
+            "delta": shown(r.kind, r.delta),
             "supersedes_id": r.supersedes_id,
             "created_at": iso(r.created_at),
         }
@@ -376,7 +375,7 @@ def _owed(kind: str, partition_key: str, closing: Decimal) -> str | None:
         return None
     if closing.is_zero():
         return "nothing is owed"
-    amount = wire.shown(kind, closing.copy_abs())
+    amount = shown(kind, closing.copy_abs())
     to_us = (direction == "owed_to_us") == (closing > 0)
     return f"{partition_key} owes us {amount}" if to_us else f"we owe {partition_key} {amount}"
 
@@ -392,19 +391,19 @@ def _statement(partition_key: str, row: Any, found: list[Any], lines: list[Any])
             wire.StatementSection(
                 kind=b.kind,
                 direction=KINDS[b.kind].direction if b.kind in KINDS else None,
-                opening=wire.shown(b.kind, b.opening),
+                opening=shown(b.kind, b.opening),
                 documents=[
                     wire.StatementDocument(
                         document_id=document_id,
                         lines=[wire.statement_line(r) for r in rows],
-                        total=wire.shown(b.kind, sum((r.delta for r in rows), ZERO)),
+                        total=shown(b.kind, sum((r.delta for r in rows), ZERO)),
                     )
                     for document_id, rows in documents.items()
                 ],
-                closing=wire.shown(b.kind, b.closing),
+                closing=shown(b.kind, b.closing),
                 in_dispute=wire.InDispute(
                     count=b.in_dispute_count,
-                    variance=wire.shown(b.kind, b.in_dispute_variance),
+                    variance=shown(b.kind, b.in_dispute_variance),
                 ),
                 owed=_owed(b.kind, partition_key, b.closing),
             )

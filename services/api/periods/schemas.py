@@ -9,15 +9,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shared.adapters.db.periods.reads import Summary
-from shared.domain import periods
-from shared.domain.kinds import KINDS
-from shared.domain.periods import NAME, Balance, activity_of
+from shared.domain.kinds import KINDS, shown
+from shared.domain.periods import Balance, PeriodName, activity_of
 from shared.wire.times import iso
-
-PeriodName = Field(pattern=NAME.pattern, min_length=1, max_length=32)
-
-
-shown = periods.shown
 
 
 class Total(BaseModel):
@@ -90,7 +84,7 @@ class CloseRequest(BaseModel):
     period: str = Field(
         min_length=1, max_length=32, description="The open period, named: the close's guard."
     )
-    next: str = PeriodName
+    next: PeriodName
     note: str | None = Field(default=None, max_length=2000)
 
 

@@ -224,7 +224,7 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
     started = time.perf_counter()
     # Header checks first: an unsigned, stale or unknown caller is refused
     # before a byte of its body is read.
-    key, verifier = producer_verifier(ctx, request)
+    key, verifier = await producer_verifier(ctx, request)
     ingest = _new_ingest(ctx, request, key)
     idempotency_key = _idempotency_key(request)
     depth = await run_in_threadpool(ctx.queue_depth.current)

@@ -36,7 +36,7 @@ from services.api.schemas import (
 from services.supervisor.counts import read_counts
 from shared.adapters.db import dead_letters as dl_db
 from shared.adapters.db import stats
-from shared.domain.money import plain
+from shared.domain.kinds import shown
 from shared.wire.times import iso
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
@@ -132,7 +132,7 @@ def _summary(ctx: ApiContext, span: Range) -> DashboardSummary:
         "rate_now": rates[-2] if len(rates) > 1 else rates[0],
         "outcomes": flow.outcomes,
         "money": [
-            KindMoney(kind=kind, posted=plain(posted), disputed=plain(disputed))
+            KindMoney(kind=kind, posted=shown(kind, posted), disputed=shown(kind, disputed))
             for kind, (posted, disputed) in sorted(money.items())
         ],
         "throughput": Throughput(

@@ -18,8 +18,9 @@ from services.api.schemas import DocumentLine, DocumentLinePage, Identity, Ident
 from shared.adapters.db.disputes import queue as disputes_db
 from shared.adapters.db.ledger.read import history
 from shared.adapters.db.types import EXACT_SUMS
+from shared.domain.kinds import shown
 from shared.domain.kinds.base import Identifier
-from shared.domain.money import ZERO, plain, to_wire
+from shared.domain.money import ZERO
 from shared.wire.disputes import dispute
 from shared.wire.times import iso
 
@@ -58,8 +59,8 @@ async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Iden
         disputed = [r.id for r in rows if r.outcome == "disputed"]
         # A line has a dispute per contract version at most: a few reads.
         every = [d for d in (disputes_db.get(ctx.engine, i) for i in disputed) if d is not None]
-        shown = [dispute(d) for d in every]
-        open_ones = [d for d in shown if d.status == "open"]
+        seen = [dispute(d) for d in every]
+        open_ones = [d for d in seen if d.status == "open"]
         with localcontext(EXACT_SUMS):
             now = sum((r.delta for r in rows), ZERO)
         first = rows[0]
@@ -70,9 +71,9 @@ async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Iden
             document_id=first.document_id,
             line_ref=first.line_ref,
             entries=[_entry(r) for r in rows],
-            amount_now=plain(now),
+            amount_now=shown(first.kind, now),
             open_dispute=open_ones[-1] if open_ones else None,
-            disputes=shown,
+            disputes=seen,
         )
 
     return await run_in_threadpool(load)
@@ -84,9 +85,9 @@ def _entry(r: history.IdentityRow) -> IdentityEntry:
         job_id=r.job_id,
         contract_version=r.contract_version,
         outcome=r.outcome,
-        amount=plain(r.amount),
-        claimed_amount=to_wire(r.claimed_amount),
-        delta=plain(r.delta),
+        amount=shown(r.kind, r.amount),
+        claimed_amount=shown(r.kind, r.claimed_amount),
+        delta=shown(r.kind, r.delta),
         supersedes_id=r.supersedes_id,
         correlation_id=r.correlation_id,
         created_at=iso(r.created_at) or "",

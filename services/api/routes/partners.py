@@ -14,13 +14,15 @@ from services.api.auth import Ctx, Operator, Viewer
 from services.api.edi.refusal import text_of
 from services.api.errors import ApiError, ErrorBody
 from shared.adapters.db.edi import partners as partners_db
+from shared.domain.kinds import KINDS, shown_over
 from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.ids import address_problem, refusal_message
-from shared.domain.money import to_wire
 from shared.domain.partners import Acknowledge, sender_problem
 from shared.wire.times import iso
 
 router = APIRouter(tags=["partners"])
+# The kinds a partner's X12 files settle as: its disputes' money is theirs.
+_X12_KINDS = tuple(name for name, kind in KINDS.items() if kind.x12_set)
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody},
     403: {"model": ErrorBody},
@@ -139,7 +141,8 @@ def _health(found: partners_db.Health) -> PartnerHealth:
         refusal_rate=_rate(found.accepted_files, found.refused_files),
         dead_letters=found.dead_letters,
         open_disputes=OpenDisputes(
-            count=found.open_disputes, variance=to_wire(found.open_variance)
+            count=found.open_disputes,
+            variance=shown_over(_X12_KINDS, found.open_variance),
         ),
     )
 

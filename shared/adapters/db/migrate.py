@@ -1,20 +1,29 @@
-"""Apply the Alembic migrations and make sure the internal signing key exists."""
+"""Apply the Alembic migrations and make sure the internal signing key exists;
+read the key (``InternalKey``: once, when first needed)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
+import threading
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, select, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from shared.adapters.db import tables
 from shared.logs import mask
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 INTERNAL_KEY = "internal_signing_key"
+log = logging.getLogger("settleq.db")
+
+
+class NoInternalKey(RuntimeError):
+    """The database holds no internal signing key: it was never migrated."""
 
 
 def alembic_config(url: str) -> Config:
@@ -69,6 +78,49 @@ def load_internal_key(engine: Engine, configured: str | None) -> bytes:
             select(tables.meta.c.value).where(tables.meta.c.key == INTERNAL_KEY)
         ).scalar_one_or_none()
     if value is None:
-        raise RuntimeError("no internal signing key: run `settleq migrate` first")
+        raise NoInternalKey("no internal signing key: run `settleq migrate` first")
     mask(str(value))  # whichever process holds the key never logs it
     return str(value).encode()
+
+
+class InternalKey:
+    """The internal signing key of a process, read from the database the first
+    time it is asked for and kept (it never changes): so a process starts while
+    the database is down or not migrated yet. Until it is read, ``get`` raises
+    what reading it raised (SQLAlchemy's error, ``NoInternalKey``): the API
+    answers 503; a worker ``wait``s before it consumes anything."""
+
+    def __init__(self, engine: Engine, configured: str | None) -> None:
+        self.engine = engine
+        self.configured = configured
+        self._key: bytes | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> bytes:
+        with self._lock:
+            if self._key is None:
+                self._key = load_internal_key(self.engine, self.configured)
+            return self._key
+
+    def wait(self, stop: threading.Event, first_s: float = 0.5, longest_s: float = 5.0) -> bool:
+        """Until the key is read (True), asking again with a growing pause while
+        the database cannot be reached or is not migrated; False when ``stop``
+        is set first. Says so in one line when it starts waiting and in another
+        when it is done: a database that starts after the process is no fault."""
+        pause, said = first_s, None
+        while not stop.is_set():
+            try:
+                self.get()
+            except (SQLAlchemyError, NoInternalKey) as exc:
+                # The driver's first line names the host and database, never a password.
+                why = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+                if why != said:
+                    log.warning("the database is not ready (%s): waiting for it", why)
+                    said = why
+                stop.wait(pause)
+                pause = min(pause * 2, longest_s)
+                continue
+            if said is not None:
+                log.info("the database is ready")
+            return True
+        return False

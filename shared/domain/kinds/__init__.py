@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from decimal import Decimal
 from functools import lru_cache
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Union, overload
 
 from pydantic import Field, TypeAdapter
 
@@ -11,6 +13,7 @@ from shared.domain.kinds.base import Kind
 from shared.domain.kinds.freight_audit import FreightAudit
 from shared.domain.kinds.promo_accrual import PromoAccrual
 from shared.domain.kinds.recipe_cost import RecipeCost
+from shared.domain.money import BASIS, at_quantum, plain
 
 KINDS: dict[str, Kind[Any, Any]] = {
     kind.name: kind for kind in (PromoAccrual(), RecipeCost(), FreightAudit())
@@ -19,6 +22,34 @@ KINDS: dict[str, Kind[Any, Any]] = {
 
 def get_kind(name: str) -> Kind[Any, Any]:
     return KINDS[name]
+
+
+def finest_quantum(kinds: Iterable[str]) -> Decimal:
+    """The finest quantum of these kinds, so that a sum over them cuts no kind's
+    digits; a kind no longer registered (or none at all) is shown with the
+    ledger column's four places."""
+    return min((KINDS[k].quantum if k in KINDS else BASIS for k in kinds), default=BASIS)
+
+
+@overload
+def shown(kind: str, value: Decimal) -> str: ...
+@overload
+def shown(kind: str, value: None) -> None: ...
+@overload
+def shown(kind: str, value: Decimal | None) -> str | None: ...
+def shown(kind: str, value: Decimal | None) -> str | None:
+    """An amount of ``kind`` as every read shows it (API, CLI, CSV, dashboard,
+    audit): at the kind's quantum (``-2.5000`` of a promo is ``-2.50``), never
+    rounded (an amount with more places keeps them: ``money.at_quantum``), in
+    plain notation; None stays None. The ledger holds NUMERIC(20,4) whatever
+    the kind, so its four places are the column's, never the amount's."""
+    return None if value is None else shown_over((kind,), value)
+
+
+def shown_over(kinds: Iterable[str], value: Decimal) -> str:
+    """A sum over several kinds as ``shown`` shows an amount: at the finest of
+    their quanta, so that no kind's digits are cut."""
+    return plain(at_quantum(value, finest_quantum(kinds)))
 
 
 def batch_adapter() -> TypeAdapter[Any]:

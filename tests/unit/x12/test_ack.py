@@ -195,9 +195,10 @@ def test_an_interchange_level_problem_is_a_ta1_after_the_isa(problem: Problem, t
     # structure (ISA, TA1, GS..GE, IEA) does not put it: not validated here.
     answer = rows(ack(CARRIER_FILE, problem))
     assert answer[1] == ta1 and answer[2].startswith("GS*FA*")
-    # An interchange rejected is never acknowledged as accepted: every group R.
-    assert "AK9*R*2*2*2" in answer and "AK9*R*1*1*1" in answer
-    assert not [row for row in answer if row.startswith("AK9*A")]
+    # An interchange rejected is never acknowledged as accepted: every set and
+    # group R, none accepted.
+    assert "AK9*R*2*2*0" in answer and "AK9*R*1*1*0" in answer
+    assert [row for row in answer if row.startswith("AK5")] == ["AK5*R"] * 3
 
 
 @pytest.mark.regression
@@ -209,6 +210,10 @@ def test_an_unknown_senders_997_never_says_accepted() -> None:
     answer = rows(segments(data.decode("ascii")))
     assert [row for row in answer if row.startswith("TA1")][0].endswith("*R*006")
     assert not [row for row in answer if row.startswith("AK9*A")]
+    # Issue 52: every set rejected, 0 accepted (an AK5 A and AK9*R*1*1*1 beside
+    # the TA1 R still read as accepted to a translator that counts the sets).
+    assert [row for row in answer if row.startswith("AK5")] == ["AK5*R"] * 3
+    assert [row for row in answer if row.startswith("AK9")] == ["AK9*R*2*2*0", "AK9*R*1*1*0"]
     said = summarize(data)
     assert said is not None and (said.accepted, said.interchange_rejected) == (0, True)
     assert said.heading() == "997 rejecting the interchange"

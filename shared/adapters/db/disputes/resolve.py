@@ -52,7 +52,7 @@ from shared.domain.disputes import (
     decided_amount,
     same_resolution,
 )
-from shared.domain.money import to_wire
+from shared.domain.kinds import shown
 from shared.domain.pipeline.events import (
     EVENT_BATCH_LIMIT,
     Message,
@@ -90,7 +90,8 @@ def _again(dispute: Dispute, request: ResolveRequest) -> Resolved:
     ):
         return Resolved(dispute, created=False)
     raise DisputeAlreadyResolved(
-        f"dispute {dispute.id} is already resolved ({done.decision}, {to_wire(done.amount)})"
+        f"dispute {dispute.id} is already resolved"
+        f" ({done.decision}, {shown(dispute.kind, done.amount)})"
     )
 
 
@@ -135,13 +136,16 @@ def _record(
             "details": json.dumps(
                 {
                     "decision": request.decision,
-                    "amount": to_wire(amount.quantize(LEDGER_SCALE)),  # as the ledger holds it
+                    # As the ledger holds it, shown as every read shows it.
+                    "amount": shown(kind, amount.quantize(LEDGER_SCALE)),
                     "ledger_entry_id": i,
                 },
                 sort_keys=True,
             ),
         }
-        for i, dispute_id, amount in ((r.id, r.supersedes_id, r.amount) for r in resolved)
+        for i, dispute_id, kind, amount in (
+            (r.id, r.supersedes_id, r.kind, r.amount) for r in resolved
+        )
     ]
     insert_rows(conn, audit_log, entries)
     decided = [(r.supersedes_id, r.partition_key) for r in resolved if r.supersedes_id is not None]

@@ -34,6 +34,7 @@ from shared.logs import mask
 log = logging.getLogger("settleq.keys")
 
 ACTIVE, REVOKED = "active", "revoked"
+UNREADABLE = "unreadable"  # a Keyring's word for a key whose secret it cannot open
 # How old the database's keys may be when a request is checked: a change
 # (creation, scope, rotation, revocation) is honoured within this, plus a query.
 KEYS_TTL_S = 1.0
@@ -238,29 +239,36 @@ class Keyring:
         self.configured = {key.key_id: key for key in configured}
         self.seal_key = seal_key
         self.ttl_s = ttl_s
-        self._stored: dict[str, _Usable | None] | None = None
+        # A refused key's id maps to why: REVOKED, or UNREADABLE (its secret
+        # does not open with this process's internal key).
+        self._stored: dict[str, _Usable | str] | None = None
         self._loaded_at = 0.0
         self._lock = threading.Lock()
         self._unreadable: set[str] = set()
 
     def key(self, key_id: str, now: dt.datetime | None = None) -> ProducerKey | None:
-        """The key (with the secrets that sign now), or None: unknown or revoked."""
+        """The key (with the secrets that sign now), or None: unknown or refused
+        (``revoked`` tells a revoked one apart)."""
         stored = self._current()
         if key_id not in stored:
             return self.configured.get(key_id)
         usable = stored[key_id]
-        if usable is None:
+        if not isinstance(usable, _Usable):
             return None
         until = usable.previous_until
         if until is not None and (now or dt.datetime.now(dt.UTC)) >= until:
             return usable.current
         return usable.key
 
+    def revoked(self, key_id: str) -> bool:
+        """Whether ``key_id`` is a database key an operator revoked."""
+        return self._current().get(key_id) == REVOKED
+
     def expire(self) -> None:
         """Re-read the database's keys at the next request (this process wrote one)."""
         self._loaded_at = 0.0
 
-    def _current(self) -> dict[str, _Usable | None]:
+    def _current(self) -> dict[str, _Usable | str]:
         stale = time.monotonic() - self._loaded_at > self.ttl_s
         if self._stored is not None and not stale:
             return self._stored
@@ -278,16 +286,16 @@ class Keyring:
         finally:
             self._lock.release()
 
-    def _load(self) -> dict[str, _Usable | None]:
+    def _load(self) -> dict[str, _Usable | str]:
         rows = listing(self.engine)
         if not rows:
             return {}
         key = self.seal_key()
         return {row.key_id: self._usable(row, key) for row in rows}
 
-    def _usable(self, row: StoredKey, seal_key: bytes) -> _Usable | None:
+    def _usable(self, row: StoredKey, seal_key: bytes) -> _Usable | str:
         if row.status != ACTIVE:
-            return None
+            return REVOKED
         try:
             current = unseal(seal_key, row.sealed, row.key_id)
             previous = (
@@ -303,7 +311,7 @@ class Keyring:
                     " signing key (SETTLEQ_INTERNAL_SIGNING_KEY changed?); it is refused",
                     row.key_id,
                 )
-            return None
+            return UNREADABLE
         mask(current, previous)  # whichever process holds a secret never logs it
         partitions = list(row.partitions)
         now_only = ProducerKey(key_id=row.key_id, secrets=[current], partitions=partitions)

@@ -29,6 +29,7 @@ from shared.adapters.db.periods import booking, sums
 from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
 from shared.adapters.db.tables import dead_letters, ledger_entries, outbox
 from shared.domain import periods as domain
+from shared.domain.kinds import shown
 from shared.domain.money import ZERO
 from shared.domain.pipeline.events import PERIOD_CLOSED
 from shared.wire.times import iso
@@ -123,7 +124,7 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
         tally = sums.tally(conn, in_period(row))
         balances = _carried_forward(conn, row, tally)
         totals = [
-            {"kind": kind, "outcome": outcome, "rows": rows, "delta": domain.shown(kind, delta)}
+            {"kind": kind, "outcome": outcome, "rows": rows, "delta": shown(kind, delta)}
             for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
         ]
         carried = _carried(conn, row, balances)
@@ -267,7 +268,7 @@ def _carried(conn: Connection, row: Any, balances: list[domain.Balance]) -> dict
     ).all()
     return {
         "disputes": [
-            {"kind": kind, "count": count, "variance": domain.shown(kind, variance)}
+            {"kind": kind, "count": count, "variance": shown(kind, variance)}
             for kind, (count, variance) in sorted(disputes.items())
         ],
         "dead_letters": [

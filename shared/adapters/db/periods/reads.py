@@ -23,6 +23,7 @@ from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, per
 from shared.adapters.db.tables import ledger_entries
 from shared.adapters.db.types import utc
 from shared.domain import periods as domain
+from shared.domain.kinds import shown
 from shared.domain.money import ZERO
 
 
@@ -67,7 +68,7 @@ def _summed(engine: Engine, row: Any, accounts: domain.Accounts) -> Summary:
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
         totals = [
-            {"kind": kind, "outcome": outcome, "rows": rows, "delta": domain.shown(kind, delta)}
+            {"kind": kind, "outcome": outcome, "rows": rows, "delta": shown(kind, delta)}
             for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
         ]
         count = sum(rows for rows, _ in tally.outcomes.values())

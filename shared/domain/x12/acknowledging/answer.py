@@ -13,10 +13,10 @@ Each received group gets one ST*997: AK1 (its GS01, GS06); for each set AK2
 (position within the set, ST = 1, and its loop) and element at fault; then AK9
 ``A``, ``R`` or ``P`` (some sets rejected) with the sets included (GE01),
 received and accepted. A problem at the ISA or IEA, or outside every group,
-rejects the interchange in a TA1, and then every AK9 of it is ``R``: an
-interchange rejected is never acknowledged as accepted (an unknown sender's
-TA1 ``R`` 006 among them). Codes: ``codes.py``. What a 997 says is read
-back by ``summary.py``.
+rejects the interchange in a TA1, and then every AK5 and AK9 of it is ``R``,
+with 0 sets accepted: an interchange rejected is never acknowledged as
+accepted (an unknown sender's TA1 ``R`` 006 among them). Codes: ``codes.py``.
+What a 997 says is read back by ``summary.py``.
 
 **What rejects a set.** A set is rejected when a problem that refuses the file
 points into it, whatever the problem: a syntax error the reader found (bad
@@ -214,13 +214,16 @@ def _group_body(
     c = w.clean
     body = [w.segment("AK1", c(group.code.strip()), c(group.control_number.strip()))]
     accepted = 0
-    ak5_accepted = w.segment("AK5", "A")
+    # A set of a rejected interchange is rejected however well formed: the TA1
+    # says why (AK502 has no code for it), and an AK5 A beside it would tell a
+    # translator that reads the sets that they went through.
+    ak5_unfaulted = w.segment("AK5", "R") if rejected else w.segment("AK5", "A")
     for s, (ts, header) in enumerate(zip(group.sets, headers, strict=True)):
         body.append(ak2(header))
         problems = set_problems((g, s))
         if not problems:
-            body.append(ak5_accepted)
-            accepted += 1
+            body.append(ak5_unfaulted)
+            accepted += 0 if rejected else 1
             continue
         notes: list[str] = []
         for problem in problems:

@@ -24,8 +24,9 @@ from shared.domain.pipeline.events import LEDGER_FIELDS
 # in the order the event unpacks it.
 _EVENT_COLUMNS = tuple(ledger_entries.c[name] for name in LEDGER_FIELDS)
 # On PostgreSQL the amounts come as NUMERIC(20,4)'s text: plain notation at the
-# column's scale, the wire form itself (shared/domain/money.py::to_wire of the
-# Decimal read back), without making a Decimal of each to format it again.
+# column's scale, an event's form itself (shared/domain/pipeline/events.py's
+# ``_wire`` of the Decimal read back), without making a Decimal of each to
+# format it again.
 _AMOUNTS = ("amount", "claimed_amount", "delta")
 _PG_EVENT_COLUMNS = tuple(
     cast(column, Text) if column.name in _AMOUNTS else column for column in _EVENT_COLUMNS
