@@ -313,6 +313,57 @@ def test_a_close_waiting_on_a_stuck_transaction_stops_no_other_booking(
     assert _booked(engine) == {first: 4, "P2": 1}
 
 
+def test_a_stream_of_slow_bookings_never_starves_the_close(engine: Engine, backend: str) -> None:
+    """Slow transactions are not stuck ones: three settles at a time, each
+    holding its booking four times the close's first attempt, staggered so that
+    the lock is rarely free and, whenever one ends, another has most of its
+    hold ahead. The close's attempts grow until one outlasts them, and it cuts
+    between bookings, long before it would give up. (Attempts of a fixed length
+    got through only when the lanes drifted apart: 28 s here, against 14.)"""
+    if backend != "postgresql":
+        pytest.skip("SQLite has one writer at a time: nothing overlaps")
+    first = _open(engine)
+    hold_s = 4 * booking.ATTEMPT_S
+    stop = threading.Event()
+    booked: list[int] = []
+
+    def slow_settles(lane: int) -> None:
+        n = 0
+        while not stop.is_set():
+            doc = promo_doc(f"V-SLOW-{lane}-{n}", [promo_line(1, "10", "1.25")])
+            ref, plan = promo_unit(engine, [doc])
+            with engine.begin() as conn:
+                commit_plan(conn, ref, plan, 1)
+                stop.wait(hold_s)
+            booked.append(lane)
+            n += 1
+
+    lanes = [threading.Thread(target=slow_settles, args=(n,), daemon=True) for n in range(3)]
+    for lane in lanes:
+        lane.start()
+        while not _holders_of_the_booking_lock(engine) > lanes.index(lane):
+            time.sleep(0.01)
+        time.sleep(hold_s / 3)  # staggered
+    try:
+        closed = close.close(engine, first, "P2", None, OP, ACCOUNTS, wait_s=60)
+    finally:
+        stop.set()
+        for lane in lanes:
+            lane.join(30)
+    assert closed.created
+    counts = _booked(engine)
+    assert set(counts) <= {first, "P2"} and sum(counts.values()) == len(booked)
+
+
+def _holders_of_the_booking_lock(engine: Engine) -> int:
+    with engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND classid = 1936028001 AND objid = 1885696617"
+        )
+        return int(found.scalar_one())
+
+
 def test_a_close_that_waits_too_long_gives_up_naming_what_it_waited_on_and_cuts_nothing(
     engine: Engine, backend: str, test_env: Any
 ) -> None:

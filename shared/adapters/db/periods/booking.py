@@ -21,12 +21,15 @@ A close must never stop the rest of settlement (``cut_within``). PostgreSQL
 queues a lock's requests in order, so while a close *waits* for the lock alone,
 every later booking waits behind it: one stuck transaction holding the lock
 shared (a worker stopped mid-settle) would stop every partition. So the close
-asks for the lock only for a moment at a time (``ATTEMPT_S``), and after an
-attempt that timed out it asks again only once the transactions it found
-holding the lock have ended, watching them from outside meanwhile without
-asking for anything. A stuck transaction holds bookings back for one attempt at
-most, and the close gives up at its deadline, having cut nothing, naming what
-it waited on.
+asks for the lock only for a moment at a time (``ATTEMPT_S`` at first), and
+after an attempt that timed out it asks again only once the transactions it
+found holding the lock have ended, watching them from outside meanwhile
+without asking for anything. A stuck transaction never ends: it holds bookings
+back for one attempt at most, and the close gives up at its deadline, having
+cut nothing, naming what it waited on. Slow transactions do end: each attempt
+they outlasted doubles the next one's length, so on a loaded machine, where a
+unit's transaction can take longer than an attempt, the close still gets its
+moment (a stream of bookings cannot starve it) instead of timing out.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
   AND (l.classid, l.objid, l.objsubid) = ({_KEYS}, 2)
 ORDER BY a.xact_start NULLS LAST
 """
-# How long one attempt at the lock holds later bookings back, at most.
+# How long the first attempt at the lock holds later bookings back, at most.
 ATTEMPT_S = 0.5
 # How often the holders are looked at between attempts.
 POLL_S = 0.05
@@ -133,12 +136,15 @@ def cut_within(conn: Connection, wait_s: float) -> None:
     started = time.monotonic()
     deadline = started + wait_s
     waited_on: set[str] = set()
+    attempt_s = ATTEMPT_S
     while True:
         holding = _holders(conn)
         if not waited_on.intersection(h[0] for h in holding):
-            attempt = min(ATTEMPT_S, max(deadline - time.monotonic(), 0.01))
-            if _attempt(conn, attempt):
+            if _attempt(conn, min(attempt_s, max(deadline - time.monotonic(), 0.01))):
                 return
+            # Outlasted by what held the lock: asked again once that has ended
+            # (never, if it is stuck), for longer, as it was slow.
+            attempt_s *= 2
             holding = _holders(conn)
             waited_on = {h[0] for h in holding}
         if time.monotonic() >= deadline:
