@@ -54,7 +54,8 @@ class FeedWatch:
             self._waiting -= 1
 
     def _beyond(self, position: Position) -> bool:
-        # By unit: a consumer only waits once it has read its last unit whole.
+        # By unit: a consumer only waits once its page reached the feed's end,
+        # its last unit read whole (feed/routes.py reads on from a page cut inside one).
         return self._end is not None and self._end > (position.xid, position.unit)
 
     async def _watch(self) -> None:

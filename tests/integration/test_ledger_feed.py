@@ -17,19 +17,27 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, func, select, text
 
 from services.api.app import create_app
 from shared.adapters.db import tables
 from shared.adapters.db.ledger.read import feed
 from shared.config.settings import Settings
-from shared.domain.feed import START, Position
+from shared.domain.feed import START, Position, parse_cursor
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.pipeline.settlement import plan_chunk
 from shared.domain.pipeline.units import ChunkRef
+from shared.domain.signing import sign_request
 from tests.support.factories import promo_doc, promo_line, store_job, uid
-from tests.support.infra import SCOPED_ID, SCOPED_PARTITIONS, VIEWER_TOKEN, ServiceEnv
+from tests.support.infra import (
+    SCOPED_ID,
+    SCOPED_PARTITIONS,
+    SCOPED_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+    isolated_env,
+)
 from tests.support.ledger import commit_plan
 
 KIND = get_kind("promo_accrual")
@@ -308,9 +316,6 @@ def test_long_polls_hear_a_commit_and_hold_no_connection_while_they_wait(
 
 
 def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engine: Engine) -> None:
-    from shared.domain.signing import sign_request
-    from tests.support.infra import SCOPED_SECRET
-
     own = SCOPED_PARTITIONS[0]
     stranger = uid("NOT-")
     start = _get(http, after="now").json()["next_cursor"]
@@ -318,12 +323,7 @@ def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engin
     _settle(engine, [promo_doc(stranger, [promo_line(1, "2", "0.25")])])
 
     def signed(query: str) -> Any:
-        path = f"/v1/ledger/feed?{query}"
-        headers = {
-            "X-Key-Id": SCOPED_ID,
-            "X-Signature": sign_request(SCOPED_SECRET, int(time.time()), "GET", path, b""),
-        }
-        return http.get(path, headers=headers)
+        return _signed(http, query)
 
     refused = signed(f"after={start}&partition_key={stranger}")
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "partition_not_allowed"
@@ -335,3 +335,79 @@ def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engin
         cursor = body["next_cursor"]
     assert {i["partition_key"] for i in seen} <= set(SCOPED_PARTITIONS)
     assert any(i["job_id"] == mine for i in seen)
+
+
+def _signed(http: TestClient, query: str) -> Any:
+    """A GET of the feed signed by the scoped producer key."""
+    path = f"/v1/ledger/feed?{query}"
+    headers = {
+        "X-Key-Id": SCOPED_ID,
+        "X-Signature": sign_request(SCOPED_SECRET, int(time.time()), "GET", path, b""),
+    }
+    return http.get(path, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def own_env() -> Iterator[ServiceEnv]:
+    """A database of its own: where a filtered scan's budget ends depends on
+    every unit in the feed, so no other test's may come between."""
+    with isolated_env("feedcut") as env:
+        yield env
+
+
+def _big_unit(engine: Engine, docs: list[dict[str, Any]]) -> None:
+    """One unit of ``docs``, however many chunks its job was cut into."""
+    job_id, messages = store_job(engine, Settings(), b"k", docs)
+    parsed = [PromoDocument.model_validate(d) for d in docs]
+    contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
+    lines = sum(len(d.lines) for d in parsed)
+    ref = ChunkRef(messages[0]["chunk_id"], job_id, "promo_accrual", lines)
+    with engine.begin() as conn:
+        commit_plan(conn, ref, plan_chunk(KIND, parsed, contracts), 1)
+
+
+def _last_unit(engine: Engine) -> int:
+    o = tables.outbox.c
+    with engine.connect() as conn:
+        last: int = conn.execute(
+            select(func.max(o.id)).where(o.ledger_entry_ids.is_not(None))
+        ).scalar_one()
+    return last
+
+
+def _lines(count: int) -> list[dict[str, Any]]:
+    return [promo_line(n, "8", "1.00") for n in range(1, count + 1)]
+
+
+def test_a_long_poll_hears_a_committed_row_past_where_its_scan_budget_ended(
+    own_env: ServiceEnv,
+) -> None:
+    """Issue 52 item 2: three units of 3,000 rows of X, then one of 4,000 rows
+    of X and 1 of Y. A filtered scan's 10,000-row budget ends inside that last
+    committed unit, before Y's row; a long poll for Y (by its filter, or by a
+    producer key's scope) must read on and answer with the row, not wait its
+    whole ``wait`` for a unit yet to come."""
+    assert feed.FILTERED_SCAN == 10_000  # the repro's sizes are set by it
+    outsider, y = uid("CUT-X-"), SCOPED_PARTITIONS[0]
+    with TestClient(create_app(own_env.settings())) as http:
+        engine = http.app.state.ctx.engine  # type: ignore[attr-defined]
+        start = _get(http, after="now").json()["next_cursor"]
+        for _ in range(3):
+            _big_unit(engine, [promo_doc(outsider, _lines(3000))])
+        _big_unit(engine, [promo_doc(outsider, _lines(4000)), promo_doc(y, _lines(1))])
+        last = _last_unit(engine)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # another database's open transaction may hold the horizon back
+            with engine.connect() as conn:
+                end = feed.frontier(conn)
+                cut = feed.page(conn, parse_cursor(start), partitions=[y], kind=None, limit=100)
+            if end.unit == last or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        # The repro holds: the budget ends inside the last committed unit.
+        assert cut.rows == [] and (cut.next.xid, cut.next.unit) == (end.xid, end.unit)
+
+        viewer = _get(http, after=start, partition_key=y, wait="10").json()
+        producer = _signed(http, f"after={start}&wait=10").json()
+    assert [i["partition_key"] for i in viewer["items"]] == [y]
+    assert [i["partition_key"] for i in producer["items"]] == [y]

@@ -70,7 +70,12 @@ async def ledger_feed(
     found = await run_in_threadpool(read, start)
     while not found.rows and wait > 0:
         remaining = deadline - loop.time()
-        if remaining <= 0 or not await ctx.feed_watch.wait_past(found.next, remaining):
+        if remaining <= 0:
+            break
+        # A page cut by its scan's budget may have stopped inside the last
+        # committed unit: the watch, which counts whole units, would not wake
+        # it for rows already there.
+        if not found.cut and not await ctx.feed_watch.wait_past(found.next, remaining):
             break
         found = await run_in_threadpool(read, found.next)
     return FeedPage(items=[feed_item(r) for r in found.rows], next_cursor=found.next.cursor())

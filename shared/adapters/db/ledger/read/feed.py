@@ -42,6 +42,9 @@ FILTERED_SCAN = 10_000
 class Page:
     rows: list[Any]  # ledger rows, COLUMNS in order
     next: Position
+    # The scan stopped on its budget, maybe inside a unit, not at the feed's
+    # end: a long poll reads on rather than waits for a unit yet to come.
+    cut: bool = False
 
 
 _HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
@@ -82,7 +85,7 @@ def page(
         rows.append(row)
         if len(rows) == limit:
             return Page(rows, position)
-    return Page(rows, scanned[-1])
+    return Page(rows, scanned[-1], cut=len(scanned) == budget)
 
 
 def now(conn: Connection) -> Position:
