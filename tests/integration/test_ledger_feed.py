@@ -20,7 +20,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select, text
 
 from services.api.app import create_app
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk
 from shared.adapters.db import tables
+from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.ledger.read import feed
 from shared.config.settings import Settings
 from shared.domain.feed import START, Position, parse_cursor
@@ -411,3 +414,75 @@ def test_a_long_poll_hears_a_committed_row_past_where_its_scan_budget_ended(
         producer = _signed(http, f"after={start}&wait=10").json()
     assert [i["partition_key"] for i in viewer["items"]] == [y]
     assert [i["partition_key"] for i in producer["items"]] == [y]
+
+
+def _recipe_request(recipe: str, at: str, price: str, locations: list[str]) -> dict[str, Any]:
+    return {
+        "document_id": uid("RQ-"),
+        "partition_key": recipe,
+        "contract_version": 1,
+        "recipe_id": recipe,
+        "location_ids": locations,
+        "effective_at": at,
+        "pricing_snapshot": {"FLOUR": price},
+        "trigger": "vendor_rate",
+    }
+
+
+def _settle_recipes(ctx: WorkerContext, docs: list[dict[str, Any]]) -> str:
+    job_id, messages = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, "recipe_cost")
+    for message in messages:
+        assert settle_chunk(ctx, message, 1) is not None
+    return job_id
+
+
+def test_a_store_reads_its_own_locations_rows_across_recipes_by_line_ref(
+    http: TestClient, ctx: WorkerContext
+) -> None:
+    """Issue 52 item 4: ``line_ref`` filters on the row's line, a recipe_cost
+    line being a location: a store's long poll receives its location's rows of
+    every recipe, each once, in commit order (a re-pricing after the row it
+    supersedes), and none of another store's."""
+    store, other = uid("STORE-"), uid("STORE-")
+    recipes = [uid("RECIPE-") for _ in range(3)]
+    for recipe in recipes:
+        put_contract(ctx.engine, "recipe_cost", recipe, 1, {"bom": {"FLOUR": "2"}})
+    start = _get(http, after="now").json()["next_cursor"]
+    jobs = {
+        _settle_recipes(
+            ctx,
+            [_recipe_request(r, "2026-03-01T00:00:00Z", "3.00", [store, other]) for r in recipes],
+        ),
+        _settle_recipes(
+            ctx, [_recipe_request(recipes[0], "2026-04-01T00:00:00Z", "4.00", [store])]
+        ),
+        _settle_recipes(
+            ctx, [_recipe_request(recipes[1], "2026-04-01T00:00:00Z", "4.00", [other])]
+        ),
+        _settle(ctx.engine, [promo_doc(uid("NOISE-"), [promo_line(1, "8", "1.00")])]),
+    }
+    ledger = tables.ledger_entries
+    with ctx.engine.connect() as conn:
+        query = select(ledger.c.id).where(ledger.c.job_id.in_(jobs), ledger.c.line_ref == store)
+        expected = sorted(conn.execute(query).scalars())
+    assert len(expected) == 4  # three recipes at the store, one re-priced
+
+    items: list[Any] = []
+    cursor, deadline = start, time.monotonic() + DEADLINE_S
+    while len(items) < len(expected) and time.monotonic() < deadline:
+        body = _get(http, after=cursor, line_ref=store, limit=2, wait="5").json()
+        items += body["items"]
+        cursor = body["next_cursor"]
+    assert {i["line_ref"] for i in items} == {store}
+    assert [i["id"] for i in items] == expected  # each once, in commit order
+    assert {i["partition_key"] for i in items} == set(recipes)
+    [repriced] = [i for i in items if i["supersedes_id"] is not None]
+    assert repriced["supersedes_id"] in [i["id"] for i in items[: items.index(repriced)]]
+    again = _get(http, after=cursor, line_ref=store).json()
+    assert again["items"] == []
+
+
+@pytest.mark.parametrize("line_ref", ["", "x" * 129])
+def test_a_line_ref_that_is_no_line_is_422(http: TestClient, line_ref: str) -> None:
+    answer = _get(http, line_ref=line_ref)
+    assert answer.status_code == 422, answer.text

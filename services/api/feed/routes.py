@@ -16,6 +16,7 @@ from services.api.feed.schemas import FeedPage, feed_item
 from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from shared.adapters.db.ledger.read import feed
 from shared.domain.feed import START, InvalidCursor, Position, parse_cursor
+from shared.domain.kinds.ids import MAX_LENGTH
 
 router = APIRouter(tags=["ledger"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -39,6 +40,15 @@ async def ledger_feed(
     ] = None,
     partition_key: Annotated[str | None, Query(description="Only this partition's rows.")] = None,
     kind: Annotated[KindName | None, Query(description="Only this settlement kind's rows.")] = None,
+    line_ref: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_LENGTH,
+            description="Only the rows of this line reference, across partitions and"
+            " documents: a store's location (a recipe_cost line's `location_id`).",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     wait: Annotated[
         float,
@@ -63,7 +73,9 @@ async def ledger_feed(
     def read(position: Position | None) -> feed.Page:
         with ctx.engine.connect() as conn:
             where = feed.now(conn) if position is None else position
-            return feed.page(conn, where, partitions=partitions, kind=kind, limit=limit)
+            return feed.page(
+                conn, where, partitions=partitions, kind=kind, line_ref=line_ref, limit=limit
+            )
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait

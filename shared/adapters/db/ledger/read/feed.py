@@ -68,15 +68,16 @@ def page(
     partitions: Sequence[str] | None,
     kind: str | None,
     limit: int,
+    line_ref: str | None = None,
 ) -> Page:
-    """The rows after ``after`` (of ``partitions`` when given, of ``kind``), at
-    most ``limit``, and the position to go on from."""
-    filtered = partitions is not None or kind is not None
+    """The rows after ``after`` (of ``partitions`` when given, of ``kind``, of
+    ``line_ref``), at most ``limit``, and the position to go on from."""
+    filtered = partitions is not None or kind is not None or line_ref is not None
     budget = max(limit, FILTERED_SCAN) if filtered else limit
     scanned = _scan(conn, after, budget)
     if not scanned:
         return Page([], after)
-    found = _rows(conn, [p.entry for p in scanned], partitions, kind)
+    found = _rows(conn, [p.entry for p in scanned], partitions, kind, line_ref)
     rows: list[Any] = []
     for position in scanned:
         row = found.get(position.entry)
@@ -179,12 +180,22 @@ def _units(
 
 
 def _rows(
-    conn: Connection, ids: list[int], partitions: Sequence[str] | None, kind: str | None
+    conn: Connection,
+    ids: list[int],
+    partitions: Sequence[str] | None,
+    kind: str | None,
+    line_ref: str | None,
 ) -> dict[int, Any]:
-    """The ledger rows of ``ids`` (at most ``FILTERED_SCAN``) that pass the filters."""
+    """The ledger rows of ``ids`` (at most ``FILTERED_SCAN``) that pass the filters.
+
+    The filters are checked on rows already read by primary key, so none needs
+    an index of its own: an index on a filter's column would cost every posted
+    line its upkeep, which §3.10's cost rule does not allow."""
     query = select(*_SELECTED).where(id_in(ledger_entries.c.id, ids, conn.dialect.name))
     if partitions is not None:
         query = query.where(ledger_entries.c.partition_key.in_(list(partitions)))
     if kind is not None:
         query = query.where(ledger_entries.c.kind == kind)
+    if line_ref is not None:
+        query = query.where(ledger_entries.c.line_ref == line_ref)
     return {row.id: row for row in conn.execute(query)}
