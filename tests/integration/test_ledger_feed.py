@@ -358,15 +358,19 @@ def own_env() -> Iterator[ServiceEnv]:
         yield env
 
 
+def _plan(docs: list[dict[str, Any]]) -> Any:
+    parsed = [PromoDocument.model_validate(d) for d in docs]
+    contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
+    return plan_chunk(KIND, parsed, contracts)
+
+
 def _big_unit(engine: Engine, docs: list[dict[str, Any]]) -> None:
     """One unit of ``docs``, however many chunks its job was cut into."""
     job_id, messages = store_job(engine, Settings(), b"k", docs)
-    parsed = [PromoDocument.model_validate(d) for d in docs]
-    contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
-    lines = sum(len(d.lines) for d in parsed)
+    lines = sum(len(d["lines"]) for d in docs)
     ref = ChunkRef(messages[0]["chunk_id"], job_id, "promo_accrual", lines)
     with engine.begin() as conn:
-        commit_plan(conn, ref, plan_chunk(KIND, parsed, contracts), 1)
+        commit_plan(conn, ref, _plan(docs), 1)
 
 
 def _last_unit(engine: Engine) -> int:
@@ -385,19 +389,29 @@ def _lines(count: int) -> list[dict[str, Any]]:
 def test_a_long_poll_hears_a_committed_row_past_where_its_scan_budget_ended(
     own_env: ServiceEnv,
 ) -> None:
-    """Issue 52 item 2: three units of 3,000 rows of X, then one of 4,000 rows
-    of X and 1 of Y. A filtered scan's 10,000-row budget ends inside that last
-    committed unit, before Y's row; a long poll for Y (by its filter, or by a
-    producer key's scope) must read on and answer with the row, not wait its
-    whole ``wait`` for a unit yet to come."""
+    """Issue 52 item 2: three units of about 3,000 rows of X, then one of 4,000
+    rows of X and 1 of Y. A filtered scan's 10,000-row budget ends inside that
+    last committed unit, before Y's row; a long poll for Y (by its filter, or
+    by a producer key's scope) must read on and answer with the row, not wait
+    its whole ``wait`` for a unit yet to come."""
     assert feed.FILTERED_SCAN == 10_000  # the repro's sizes are set by it
     outsider, y = uid("CUT-X-"), SCOPED_PARTITIONS[0]
+    last_x = promo_doc(outsider, _lines(4000))
+    # A unit's rows take their ids in reconciliation key order: Y's row comes
+    # after rank - 1 of X's, and the units before hold what makes the budget
+    # end just before it.
+    rank = 1
+    while rank == 1:  # (the budget cannot end inside the unit before its first row)
+        y_doc = promo_doc(y, _lines(1))
+        [(y_key, _)] = _plan([y_doc]).claim_keys()
+        rank = [k for k, _ in _plan([last_x, y_doc]).claim_keys()].index(y_key) + 1
+    before = feed.FILTERED_SCAN - (rank - 1)
     with TestClient(create_app(own_env.settings())) as http:
         engine = http.app.state.ctx.engine  # type: ignore[attr-defined]
         start = _get(http, after="now").json()["next_cursor"]
-        for _ in range(3):
-            _big_unit(engine, [promo_doc(outsider, _lines(3000))])
-        _big_unit(engine, [promo_doc(outsider, _lines(4000)), promo_doc(y, _lines(1))])
+        for size in (before // 3, before // 3, before - 2 * (before // 3)):
+            _big_unit(engine, [promo_doc(outsider, _lines(size))])
+        _big_unit(engine, [last_x, y_doc])
         last = _last_unit(engine)
         deadline = time.monotonic() + DEADLINE_S
         while True:  # another database's open transaction may hold the horizon back
@@ -486,3 +500,4 @@ def test_a_store_reads_its_own_locations_rows_across_recipes_by_line_ref(
 def test_a_line_ref_that_is_no_line_is_422(http: TestClient, line_ref: str) -> None:
     answer = _get(http, line_ref=line_ref)
     assert answer.status_code == 422, answer.text
+
