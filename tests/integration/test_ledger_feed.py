@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, event, func, select, text
 
 from services.api.app import create_app
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
+from shared.adapters.db.engine import make_engine
 from shared.adapters.db.ledger.read import feed
 from shared.config.settings import Settings
 from shared.domain.feed import START, Position, parse_cursor
@@ -501,3 +502,65 @@ def test_a_line_ref_that_is_no_line_is_422(http: TestClient, line_ref: str) -> N
     answer = _get(http, line_ref=line_ref)
     assert answer.status_code == 422, answer.text
 
+
+class PageReads:
+    """Counts the feed's page reads on an engine: the statement that reads the
+    rows a page gives (every ledger column), not the watch's."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.count = engine, 0
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM ledger_entries" in statement and "reconciliation_key" in statement:
+            self.count += 1
+
+    def close(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._seen)
+
+
+def test_identical_waiters_share_one_read_and_a_filter_wakes_only_for_its_rows(
+    own_env: ServiceEnv,
+) -> None:
+    """Issue 52 item 5: twenty consumers wait on partition P from one cursor,
+    twenty on Q. A unit of P's rows wakes P's waiters only, and they read one
+    page between them; Q's go on waiting, reading nothing, until a unit of Q's
+    rows wakes them in turn."""
+    p, q = uid("SHARE-P-"), uid("SHARE-Q-")
+    writer = make_engine(own_env.database_url)
+    with TestClient(create_app(own_env.settings())) as http:
+        ctx = http.app.state.ctx  # type: ignore[attr-defined]
+        start = _get(http, after="now").json()["next_cursor"]
+        answers: dict[str, list[Any]] = {p: [], q: []}
+
+        def wait(partition: str) -> None:
+            page = _get(http, after=start, partition_key=partition, limit=10, wait="30").json()
+            answers[partition].append(page)
+
+        waiting = {
+            key: [threading.Thread(target=wait, args=(key,)) for _ in range(20)] for key in (p, q)
+        }
+        reads = PageReads(ctx.engine)
+        try:
+            for thread in waiting[p] + waiting[q]:
+                thread.start()
+            deadline = time.monotonic() + DEADLINE_S
+            while ctx.feed_watch.waiting < 40:  # each has read its empty page and waits
+                assert time.monotonic() < deadline, ctx.feed_watch.waiting
+                time.sleep(0.02)
+            reads.count = 0  # (an empty feed's page reads no row)
+            p_job = _settle(writer, [promo_doc(p, [promo_line(1, "8", "1.00")])])
+            for thread in waiting[p]:
+                thread.join(timeout=DEADLINE_S)
+            assert [[i["job_id"] for i in a["items"]] for a in answers[p]] == [[p_job]] * 20
+            assert reads.count == 1  # one read for P's twenty, none for Q's
+            assert ctx.feed_watch.waiting == 20 and answers[q] == []
+
+            q_job = _settle(writer, [promo_doc(q, [promo_line(1, "8", "1.00")])])
+            for thread in waiting[q]:
+                thread.join(timeout=DEADLINE_S)
+            assert [[i["job_id"] for i in a["items"]] for a in answers[q]] == [[q_job]] * 20
+            assert reads.count == 2
+        finally:
+            reads.close()
+            writer.dispose()

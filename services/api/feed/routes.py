@@ -5,14 +5,16 @@ process's one watch of the feed's end (services/api/feed_watch.py)."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from services.api.auth import Ctx, Reader
 from services.api.errors import ApiError, ErrorBody
 from services.api.feed.schemas import FeedPage, feed_item
+from services.api.feed_watch import Filter
 from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from shared.adapters.db.ledger.read import feed
 from shared.domain.feed import START, InvalidCursor, Position, parse_cursor
@@ -77,19 +79,38 @@ async def ledger_feed(
                 conn, where, partitions=partitions, kind=kind, line_ref=line_ref, limit=limit
             )
 
+    def read_rendered(position: Position) -> tuple[feed.Page, bytes]:
+        # Rendered once for every identical waiter that shares the read, off the loop.
+        found = read(position)
+        return found, _page(found).model_dump_json().encode()
+
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
+    where = Filter(None if partitions is None else frozenset(partitions), kind, line_ref)
     found = await run_in_threadpool(read, start)
     while not found.rows and wait > 0:
         remaining = deadline - loop.time()
         if remaining <= 0:
             break
-        # A page cut by its scan's budget may have stopped inside the last
-        # committed unit: the watch, which counts whole units, would not wake
-        # it for rows already there.
-        if not found.cut and not await ctx.feed_watch.wait_past(found.next, remaining):
+        if found.cut:
+            # Cut by its scan's budget, maybe inside the last committed unit:
+            # the watch, which counts whole units, would not wake it for rows
+            # already there.
+            found = await run_in_threadpool(read, found.next)
+            continue
+        woken = await ctx.feed_watch.wait_past(found.next, remaining, where)
+        if woken is None:
             break
-        found = await run_in_threadpool(read, found.next)
+        identical = (found.next, where, limit)
+        found, body = await ctx.feed_watch.read(
+            identical, woken, partial(read_rendered, found.next)
+        )
+        if found.rows:
+            return Response(body, media_type="application/json")  # type: ignore[return-value]
+    return _page(found)
+
+
+def _page(found: feed.Page) -> FeedPage:
     return FeedPage(items=[feed_item(r) for r in found.rows], next_cursor=found.next.cursor())
 
 

@@ -115,6 +115,28 @@ def frontier(conn: Connection) -> Position:
     return now(conn)
 
 
+def units_after(
+    conn: Connection, after: tuple[int, int], limit: int
+) -> list[tuple[int, int, list[int]]]:
+    """The units the feed can give now past (xid, unit) ``after``, in feed
+    order, at most ``limit``: (xid, id, ledger row ids). Every unit before the
+    last of them has ended, so a later call from it misses none."""
+    pg = conn.dialect.name == "postgresql"
+    return _units(conn, after[0], after[1], pg, limit, inclusive=False)
+
+
+def line_keys(conn: Connection, ids: Sequence[int]) -> set[tuple[str, str, str]]:
+    """The (partition_key, kind, line_ref) of the ledger rows ``ids``, each once:
+    what a feed filter matches on."""
+    e = ledger_entries.c
+    query = (
+        select(e.partition_key, e.kind, e.line_ref)
+        .where(id_in(e.id, ids, conn.dialect.name))
+        .distinct()
+    )
+    return {(r.partition_key, r.kind, r.line_ref) for r in conn.execute(query)}
+
+
 def held_back_seconds(conn: Connection) -> float:
     """How long the feed has held back a committed unit behind a transaction
     still open (0 when it holds back none), from the held unit's own time."""
@@ -165,7 +187,8 @@ def _units(
     o = outbox.c
     if not pg:  # SQLite: one writer, units in id order
         start = o.id >= unit if inclusive else o.id > unit
-        query = select(o.id, o.ledger_entry_ids).where(start).order_by(o.id)
+        units = o.ledger_entry_ids.is_not(None)  # not a webhook event
+        query = select(o.id, o.ledger_entry_ids).where(start, units).order_by(o.id)
         rows = conn.execute(query.limit(limit)).all()
         return [(0, r.id, list(r.ledger_entry_ids or ())) for r in rows]
     at = tuple_(o.xid, o.id)
