@@ -34,7 +34,7 @@ log = logging.getLogger("settleq.api")
 
 # What one advance may sort by filter: past it the watch wakes every waiter
 # rather than read that many rows' keys (a bulk job's units).
-_UNITS, _ROWS = 500, 50_000
+_UNITS, _ROWS = 500, 10_000
 
 End = tuple[int, int]  # (xid, unit) of a unit, in feed order
 LineKey = tuple[str, str, str]  # (partition_key, kind, line_ref)
