@@ -28,7 +28,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/v1/ledger/feed", operation_id="readLedgerFeed", responses=ERRORS)
+@router.get(
+    "/v1/ledger/feed", operation_id="readLedgerFeed", responses=ERRORS, response_model=FeedPage
+)
 async def ledger_feed(
     ctx: Ctx,
     who: Reader,
@@ -61,7 +63,7 @@ async def ledger_feed(
             description="With nothing to return, wait up to this many seconds for a row.",
         ),
     ] = 0,
-) -> FeedPage:
+) -> FeedPage | Response:
     """Ledger rows in commit order, each once: a consumer that always passes the
     last `next_cursor` receives every row of its filter exactly once, never one
     of an uncommitted transaction, and never skips one that commits late."""
@@ -106,7 +108,7 @@ async def ledger_feed(
             identical, woken, partial(read_rendered, found.next)
         )
         if found.rows:
-            return Response(body, media_type="application/json")  # type: ignore[return-value]
+            return Response(body, media_type="application/json")
     return _page(found)
 
 
