@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from tests.support.infra import (
     VIEWER_TOKEN,
     ServiceEnv,
     isolated_env,
+    migrate,
 )
 from tests.support.ledger import commit_plan
 
@@ -519,16 +521,27 @@ class PageReads:
         event.remove(self.engine, "before_cursor_execute", self._seen)
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+def quiet_env(request: pytest.FixtureRequest, own_env: ServiceEnv, tmp_path: Path) -> ServiceEnv:
+    """A ledger no other test writes to, on each backend: the module's own
+    PostgreSQL database, or a SQLite file of the test's own."""
+    if request.param == "postgresql":
+        return own_env
+    url = f"sqlite:///{tmp_path / 'settleq.db'}"
+    migrate(url)
+    return ServiceEnv(database_url=url, queue_prefix=own_env.queue_prefix)
+
+
 def test_identical_waiters_share_one_read_and_a_filter_wakes_only_for_its_rows(
-    own_env: ServiceEnv,
+    quiet_env: ServiceEnv,
 ) -> None:
     """Issue 52 item 5: twenty consumers wait on partition P from one cursor,
     twenty on Q. A unit of P's rows wakes P's waiters only, and they read one
     page between them; Q's go on waiting, reading nothing, until a unit of Q's
     rows wakes them in turn."""
     p, q = uid("SHARE-P-"), uid("SHARE-Q-")
-    writer = make_engine(own_env.database_url)
-    with TestClient(create_app(own_env.settings())) as http:
+    writer = make_engine(quiet_env.database_url)
+    with TestClient(create_app(quiet_env.settings())) as http:
         ctx = http.app.state.ctx  # type: ignore[attr-defined]
         start = _get(http, after="now").json()["next_cursor"]
         answers: dict[str, list[Any]] = {p: [], q: []}
