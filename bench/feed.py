@@ -11,15 +11,23 @@ then, against a real API process (``settleq api``):
   (target: 1 s);
 - ``--consumers`` concurrent long polls: the API's resident memory before and
   at its peak, the database connections open while they wait and at most
-  while they all wake, and how soon each heard the one commit they waited for.
+  while they all wake, and how soon each heard the one commit they waited for;
+- ``--waiters`` long polls of different shapes on one API process (half of
+  them identical, a quarter each on a filter of its own that the commit
+  holds, a quarter on partitions it does not touch): from the commit to each
+  answer, the worst and the spread (the last answer after the first), against
+  the 1 s of docs/api.md#the-ledger-feed; the untouched ones must not answer
+  until a unit of theirs commits, which then wakes them together.
 
     python -m bench.feed [--ledger-rows 20000000] [--pages 200] [--commits 50] [--consumers 200]
+        [--waiters 200] [--only pages|hearing|consumers|waiters]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
 import tempfile
@@ -34,6 +42,7 @@ from sqlalchemy import Engine, text
 
 from bench.ledger_fill import fill
 from bench.server import describe, server
+from services.api.metrics import FEED_WAITING
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.ledger.read import feed
 from shared.domain.feed import Position
@@ -69,7 +78,10 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--consumers", type=int, default=200)
+    parser.add_argument("--waiters", type=int, default=200)
+    parser.add_argument("--only", choices=("pages", "hearing", "consumers", "waiters"))
     args = parser.parse_args()
+    runs = {args.only} if args.only else {"pages", "hearing", "consumers", "waiters"}
     with server("tuned") as admin:
         print(describe("tuned", admin))
         with isolated_env("feed", admin) as env:
@@ -79,13 +91,17 @@ def main() -> int:
             print(f"filled in {time.monotonic() - started:.0f} s")
             engine = make_engine(env.database_url)
             try:
-                ok = pages(engine, args.pages)
+                ok = pages(engine, args.pages) if "pages" in runs else True
                 with tempfile.TemporaryDirectory() as logs:
                     stack = Stack(env, Path(logs))
                     stack.start_api()
                     try:
-                        ok &= hearing(stack, env.database_url, args.commits)
-                        ok &= consumers(stack, env.database_url, args.consumers)
+                        if "hearing" in runs:
+                            ok &= hearing(stack, env.database_url, args.commits)
+                        if "consumers" in runs:
+                            ok &= consumers(stack, env.database_url, args.consumers)
+                        if "waiters" in runs:
+                            ok &= waiters(stack, env.database_url, args.waiters)
                     finally:
                         stack.stop()
             finally:
@@ -147,6 +163,29 @@ def pages(engine: Engine, count: int) -> bool:
         ).scalars()
         print("plan (units of a page): " + " / ".join(line.strip() for line in plan))
     return ok
+
+
+# Rows of the given partitions and line references in one unit, otherwise as COMMIT.
+COMMIT_ROWS = """
+WITH r AS (
+  INSERT INTO ledger_entries (reconciliation_key, contract_version, kind, partition_key,
+    document_id, line_ref, job_id, outcome, amount, claimed_amount, delta, created_at, period)
+  SELECT md5(random()::text) || md5(random()::text), 1, e.kind, v.p, 'FEED-BENCH',
+    v.l, e.job_id, 'posted', e.amount, e.claimed_amount, e.amount, now(),
+    (SELECT name FROM periods WHERE status = 'open')
+  FROM ledger_entries e, unnest(%s::text[], %s::text[]) AS v(p, l) WHERE e.id = 1 RETURNING id)
+INSERT INTO outbox (ledger_entry_ids, created_at, published_at)
+SELECT array_agg(id ORDER BY id), now(), now() FROM r
+"""
+
+
+def _commit_rows(url: str, rows: list[tuple[str, str]]) -> float:
+    """Commit one unit of ``rows`` (partition_key, line_ref); the moment the commit returned."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute(SHARE)
+            conn.execute(COMMIT_ROWS, ([p for p, _ in rows], [ref for _, ref in rows]))
+        return time.monotonic()
 
 
 def _commit(url: str) -> float:
@@ -234,7 +273,7 @@ def consumers(stack: Stack, url: str, count: int) -> bool:
                 return time.monotonic()
 
             tasks = [asyncio.create_task(poll()) for _ in range(count)]
-            await asyncio.sleep(3.0)  # every poll has read its empty page and waits
+            await _all_waiting(stack, count)  # every poll has read its empty page and waits
             waiting = await asyncio.to_thread(_connections, url)
             rss_waiting, _ = _rss_kib(pid)
             committed = await asyncio.to_thread(_commit, url)
@@ -257,6 +296,103 @@ def consumers(stack: Stack, url: str, count: int) -> bool:
         f" {statistics.median(heard) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
     )
     return p99 <= HEAR_TARGET_S * 2
+
+
+def waiters(stack: Stack, url: str, count: int) -> bool:
+    """``count`` long polls of three shapes on the one API process; one commit
+    that holds rows of two of them. See the module's docstring."""
+    cursor = httpx.get(f"{stack.url}/v1/ledger/feed?after=now", headers=VIEWER).json()[
+        "next_cursor"
+    ]
+    same, own = count // 2, count // 4
+    untouched = count - same - own
+    tag = f"{time.time_ns():x}"
+    hot, store = f"BENCH-HOT-{tag}", f"BENCH-STORE-{tag}"
+    quiet = [f"BENCH-QUIET-{tag}-{n}" for n in range(untouched)]
+    # Identical: one cursor, filter and limit. Own: the commit's line_ref, each
+    # its own limit, so no two share a read. Untouched: a partition each.
+    shapes = [f"partition_key={hot}&limit=100"] * same
+    shapes += [f"line_ref={store}&limit={n + 1}" for n in range(own)]
+    shapes += [f"partition_key={q}&limit=100" for q in quiet]
+
+    async def poll(shape: str) -> float:
+        page, at = await _raw_get(stack, f"/v1/ledger/feed?after={cursor}&{shape}&wait=30")
+        assert len(json.loads(page)["items"]) >= 1, page
+        return at
+
+    async def run() -> tuple[list[float], list[float], int]:
+        tasks = [asyncio.create_task(poll(shape)) for shape in shapes]
+        await _all_waiting(stack, count)
+        committed = await asyncio.to_thread(_commit_rows, url, [(hot, store)])
+        woken = await asyncio.gather(*tasks[: same + own])
+        early = sum(t.done() for t in tasks[same + own :])
+        released = await asyncio.to_thread(_commit_rows, url, [(q, "1") for q in quiet])
+        rest = await asyncio.gather(*tasks[same + own :])
+        return [w - committed for w in woken], [r - released for r in rest], early
+
+    heard, rest, early = asyncio.run(run())
+    ok = True
+    for label, times in ((f"{same + own} woken by one commit", heard), (f"{untouched}", rest)):
+        times.sort()
+        worst, spread = times[-1], times[-1] - times[0]
+        met = worst <= HEAR_TARGET_S
+        ok &= met
+        print(
+            f"{count} waiters, {label}: commit to answer first {times[0] * 1000:.0f} ms,"
+            f" median {statistics.median(times) * 1000:.0f} ms, worst {worst * 1000:.0f} ms,"
+            f" spread {spread * 1000:.0f} ms (target worst <= {HEAR_TARGET_S:g} s:"
+            f" {'ok' if met else 'MISSED'})"
+            + ("" if times is heard else f"; answered before a unit of theirs: {early}")
+        )
+    return ok and early == 0
+
+
+async def _raw_get(stack: Stack, target: str) -> tuple[bytes, float]:
+    """A GET on a connection of its own, read with as little work as can be
+    (httpx parses a response in pure Python: with 200 of them on the same two
+    cores, the client's share would be measured as the API's); the body, and
+    the moment it had arrived whole."""
+    parts = httpx.URL(stack.url)
+    reader, writer = await asyncio.open_connection(parts.host, parts.port)
+    try:
+        request = (
+            f"GET {target} HTTP/1.1\r\nHost: {parts.host}\r\n"
+            f"Authorization: Bearer {VIEWER_TOKEN}\r\nConnection: close\r\n\r\n"
+        )
+        writer.write(request.encode())
+        await writer.drain()
+        answer = await reader.read()  # the server closes: the whole answer
+        at = time.monotonic()
+    finally:
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    if b"transfer-encoding: chunked" in head.lower():
+        body = _unchunk(body)
+    return body, at
+
+
+def _unchunk(body: bytes) -> bytes:
+    out, rest = b"", body
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out, rest = out + rest[:size], rest[size + 2 :]
+    return out
+
+
+async def _all_waiting(stack: Stack, count: int) -> None:
+    """Until ``count`` long polls wait on the API (its /metrics), each having read its page."""
+    deadline = time.monotonic() + 120
+    while True:
+        scraped = await asyncio.to_thread(stack.scrape, "api")
+        found = [line for line in scraped.text.splitlines() if line.startswith(FEED_WAITING + " ")]
+        if found and float(found[0].split()[-1]) >= count:
+            return
+        assert time.monotonic() < deadline, found
+        await asyncio.sleep(0.1)
 
 
 if __name__ == "__main__":

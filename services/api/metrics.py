@@ -22,6 +22,8 @@
 - ``settleq_ledger_feed_held_back_seconds``: how long the ledger feed has held
   back a committed row behind a transaction still open in the database
   (docs/architecture.md#the-ledger-feed); 0 when it holds back none.
+- ``settleq_ledger_feed_waiting``: long polls of the ledger feed waiting on
+  this process now (its one watch of the feed's end serves them all).
 - ``settleq_stats_source_up{source}``: 0 when the broker or the database could
   not be read for this scrape (their series are then left out, not zeroed).
 - ``settleq_process_restarts_total{component}``: restarts by the supervisor of
@@ -81,6 +83,7 @@ WEBHOOK_OLDEST = "settleq_webhook_oldest_undelivered_age_seconds"
 WEBHOOK_ENDPOINTS = "settleq_webhook_endpoints"
 EDI_REFUSED = "settleq_edi_files_refused_total"
 FEED_HELD_BACK = "settleq_ledger_feed_held_back_seconds"
+FEED_WAITING = "settleq_ledger_feed_waiting"
 PROCESS_RESTARTS = "settleq_process_restarts"  # exposed with the counter's _total
 PROCESS_CRASH_LOOPING = "settleq_process_crash_looping"
 # Served only under a supervisor (`settleq up`), so not among API_METRICS.
@@ -97,6 +100,7 @@ API_METRICS = (
     WEBHOOK_ENDPOINTS,
     EDI_REFUSED,
     FEED_HELD_BACK,
+    FEED_WAITING,
 )
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -114,6 +118,9 @@ class PipelineCollector(Collector):
         ctx = self._context()
         if ctx is None:  # before the app's lifespan started: nothing to read yet
             return
+        waiting = GaugeMetricFamily(FEED_WAITING, "Long polls of the ledger feed waiting now")
+        waiting.add_metric([], ctx.feed_watch.waiting)
+        yield waiting
         up = GaugeMetricFamily(SOURCE_UP, "1 when the source could be read", labels=["source"])
         readings = _read(up, "broker", ctx.queue_depth.readings)
         if readings is not None:

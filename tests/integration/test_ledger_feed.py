@@ -13,23 +13,37 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, event, func, select, text
 
 from services.api.app import create_app
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk
 from shared.adapters.db import tables
+from shared.adapters.db.contracts import put_contract
+from shared.adapters.db.engine import make_engine
 from shared.adapters.db.ledger.read import feed
 from shared.config.settings import Settings
-from shared.domain.feed import START, Position
+from shared.domain.feed import START, Position, parse_cursor
 from shared.domain.kinds import get_kind
 from shared.domain.kinds.promo_accrual import PromoContract, PromoDocument
 from shared.domain.pipeline.settlement import plan_chunk
 from shared.domain.pipeline.units import ChunkRef
+from shared.domain.signing import sign_request
 from tests.support.factories import promo_doc, promo_line, store_job, uid
-from tests.support.infra import SCOPED_ID, SCOPED_PARTITIONS, VIEWER_TOKEN, ServiceEnv
+from tests.support.infra import (
+    SCOPED_ID,
+    SCOPED_PARTITIONS,
+    SCOPED_SECRET,
+    VIEWER_TOKEN,
+    ServiceEnv,
+    isolated_env,
+    migrate,
+)
 from tests.support.ledger import commit_plan
 
 KIND = get_kind("promo_accrual")
@@ -308,9 +322,6 @@ def test_long_polls_hear_a_commit_and_hold_no_connection_while_they_wait(
 
 
 def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engine: Engine) -> None:
-    from shared.domain.signing import sign_request
-    from tests.support.infra import SCOPED_SECRET
-
     own = SCOPED_PARTITIONS[0]
     stranger = uid("NOT-")
     start = _get(http, after="now").json()["next_cursor"]
@@ -318,12 +329,7 @@ def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engin
     _settle(engine, [promo_doc(stranger, [promo_line(1, "2", "0.25")])])
 
     def signed(query: str) -> Any:
-        path = f"/v1/ledger/feed?{query}"
-        headers = {
-            "X-Key-Id": SCOPED_ID,
-            "X-Signature": sign_request(SCOPED_SECRET, int(time.time()), "GET", path, b""),
-        }
-        return http.get(path, headers=headers)
+        return _signed(http, query)
 
     refused = signed(f"after={start}&partition_key={stranger}")
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "partition_not_allowed"
@@ -335,3 +341,239 @@ def test_a_scoped_producer_reads_its_own_partitions_only(http: TestClient, engin
         cursor = body["next_cursor"]
     assert {i["partition_key"] for i in seen} <= set(SCOPED_PARTITIONS)
     assert any(i["job_id"] == mine for i in seen)
+
+
+def _signed(http: TestClient, query: str) -> Any:
+    """A GET of the feed signed by the scoped producer key."""
+    path = f"/v1/ledger/feed?{query}"
+    headers = {
+        "X-Key-Id": SCOPED_ID,
+        "X-Signature": sign_request(SCOPED_SECRET, int(time.time()), "GET", path, b""),
+    }
+    return http.get(path, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def own_env() -> Iterator[ServiceEnv]:
+    """A database of its own: where a filtered scan's budget ends depends on
+    every unit in the feed, so no other test's may come between."""
+    with isolated_env("feedcut") as env:
+        yield env
+
+
+def _plan(docs: list[dict[str, Any]]) -> Any:
+    parsed = [PromoDocument.model_validate(d) for d in docs]
+    contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
+    return plan_chunk(KIND, parsed, contracts)
+
+
+def _big_unit(engine: Engine, docs: list[dict[str, Any]]) -> None:
+    """One unit of ``docs``, however many chunks its job was cut into."""
+    job_id, messages = store_job(engine, Settings(), b"k", docs)
+    lines = sum(len(d["lines"]) for d in docs)
+    ref = ChunkRef(messages[0]["chunk_id"], job_id, "promo_accrual", lines)
+    with engine.begin() as conn:
+        commit_plan(conn, ref, _plan(docs), 1)
+
+
+def _last_unit(engine: Engine) -> int:
+    o = tables.outbox.c
+    with engine.connect() as conn:
+        last: int = conn.execute(
+            select(func.max(o.id)).where(o.ledger_entry_ids.is_not(None))
+        ).scalar_one()
+    return last
+
+
+def _lines(count: int) -> list[dict[str, Any]]:
+    return [promo_line(n, "8", "1.00") for n in range(1, count + 1)]
+
+
+def test_a_long_poll_hears_a_committed_row_past_where_its_scan_budget_ended(
+    own_env: ServiceEnv,
+) -> None:
+    """Issue 52 item 2: three units of about 3,000 rows of X, then one of 4,000
+    rows of X and 1 of Y. A filtered scan's 10,000-row budget ends inside that
+    last committed unit, before Y's row; a long poll for Y (by its filter, or
+    by a producer key's scope) must read on and answer with the row, not wait
+    its whole ``wait`` for a unit yet to come."""
+    assert feed.FILTERED_SCAN == 10_000  # the repro's sizes are set by it
+    outsider, y = uid("CUT-X-"), SCOPED_PARTITIONS[0]
+    last_x = promo_doc(outsider, _lines(4000))
+    # A unit's rows take their ids in reconciliation key order: Y's row comes
+    # after rank - 1 of X's, and the units before hold what makes the budget
+    # end just before it.
+    rank = 1
+    while rank == 1:  # (the budget cannot end inside the unit before its first row)
+        y_doc = promo_doc(y, _lines(1))
+        [(y_key, _)] = _plan([y_doc]).claim_keys()
+        rank = [k for k, _ in _plan([last_x, y_doc]).claim_keys()].index(y_key) + 1
+    before = feed.FILTERED_SCAN - (rank - 1)
+    with TestClient(create_app(own_env.settings())) as http:
+        engine = http.app.state.ctx.engine  # type: ignore[attr-defined]
+        start = _get(http, after="now").json()["next_cursor"]
+        for size in (before // 3, before // 3, before - 2 * (before // 3)):
+            _big_unit(engine, [promo_doc(outsider, _lines(size))])
+        _big_unit(engine, [last_x, y_doc])
+        last = _last_unit(engine)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # another database's open transaction may hold the horizon back
+            with engine.connect() as conn:
+                end = feed.frontier(conn)
+                cut = feed.page(conn, parse_cursor(start), partitions=[y], kind=None, limit=100)
+            if end.unit == last or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        # The repro holds: the budget ends inside the last committed unit.
+        assert cut.rows == [] and (cut.next.xid, cut.next.unit) == (end.xid, end.unit)
+
+        viewer = _get(http, after=start, partition_key=y, wait="10").json()
+        producer = _signed(http, f"after={start}&wait=10").json()
+    assert [i["partition_key"] for i in viewer["items"]] == [y]
+    assert [i["partition_key"] for i in producer["items"]] == [y]
+
+
+def _recipe_request(recipe: str, at: str, price: str, locations: list[str]) -> dict[str, Any]:
+    return {
+        "document_id": uid("RQ-"),
+        "partition_key": recipe,
+        "contract_version": 1,
+        "recipe_id": recipe,
+        "location_ids": locations,
+        "effective_at": at,
+        "pricing_snapshot": {"FLOUR": price},
+        "trigger": "vendor_rate",
+    }
+
+
+def _settle_recipes(ctx: WorkerContext, docs: list[dict[str, Any]]) -> str:
+    job_id, messages = store_job(ctx.engine, ctx.settings, ctx.internal_key, docs, "recipe_cost")
+    for message in messages:
+        assert settle_chunk(ctx, message, 1) is not None
+    return job_id
+
+
+def test_a_store_reads_its_own_locations_rows_across_recipes_by_line_ref(
+    http: TestClient, ctx: WorkerContext
+) -> None:
+    """Issue 52 item 4: ``line_ref`` filters on the row's line, a recipe_cost
+    line being a location: a store's long poll receives its location's rows of
+    every recipe, each once, in commit order (a re-pricing after the row it
+    supersedes), and none of another store's."""
+    store, other = uid("STORE-"), uid("STORE-")
+    recipes = [uid("RECIPE-") for _ in range(3)]
+    for recipe in recipes:
+        put_contract(ctx.engine, "recipe_cost", recipe, 1, {"bom": {"FLOUR": "2"}})
+    start = _get(http, after="now").json()["next_cursor"]
+    jobs = {
+        _settle_recipes(
+            ctx,
+            [_recipe_request(r, "2026-03-01T00:00:00Z", "3.00", [store, other]) for r in recipes],
+        ),
+        _settle_recipes(
+            ctx, [_recipe_request(recipes[0], "2026-04-01T00:00:00Z", "4.00", [store])]
+        ),
+        _settle_recipes(
+            ctx, [_recipe_request(recipes[1], "2026-04-01T00:00:00Z", "4.00", [other])]
+        ),
+        _settle(ctx.engine, [promo_doc(uid("NOISE-"), [promo_line(1, "8", "1.00")])]),
+    }
+    ledger = tables.ledger_entries
+    with ctx.engine.connect() as conn:
+        query = select(ledger.c.id).where(ledger.c.job_id.in_(jobs), ledger.c.line_ref == store)
+        expected = sorted(conn.execute(query).scalars())
+    assert len(expected) == 4  # three recipes at the store, one re-priced
+
+    items: list[Any] = []
+    cursor, deadline = start, time.monotonic() + DEADLINE_S
+    while len(items) < len(expected) and time.monotonic() < deadline:
+        body = _get(http, after=cursor, line_ref=store, limit=2, wait="5").json()
+        items += body["items"]
+        cursor = body["next_cursor"]
+    assert {i["line_ref"] for i in items} == {store}
+    assert [i["id"] for i in items] == expected  # each once, in commit order
+    assert {i["partition_key"] for i in items} == set(recipes)
+    [repriced] = [i for i in items if i["supersedes_id"] is not None]
+    assert repriced["supersedes_id"] in [i["id"] for i in items[: items.index(repriced)]]
+    again = _get(http, after=cursor, line_ref=store).json()
+    assert again["items"] == []
+
+
+@pytest.mark.parametrize("line_ref", ["", "x" * 129])
+def test_a_line_ref_that_is_no_line_is_422(http: TestClient, line_ref: str) -> None:
+    answer = _get(http, line_ref=line_ref)
+    assert answer.status_code == 422, answer.text
+
+
+class PageReads:
+    """Counts the feed's page reads on an engine: the statement that reads the
+    rows a page gives (every ledger column), not the watch's."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.count = engine, 0
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM ledger_entries" in statement and "reconciliation_key" in statement:
+            self.count += 1
+
+    def close(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._seen)
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def quiet_env(request: pytest.FixtureRequest, own_env: ServiceEnv, tmp_path: Path) -> ServiceEnv:
+    """A ledger no other test writes to, on each backend: the module's own
+    PostgreSQL database, or a SQLite file of the test's own."""
+    if request.param == "postgresql":
+        return own_env
+    url = f"sqlite:///{tmp_path / 'settleq.db'}"
+    migrate(url)
+    return ServiceEnv(database_url=url, queue_prefix=own_env.queue_prefix)
+
+
+def test_identical_waiters_share_one_read_and_a_filter_wakes_only_for_its_rows(
+    quiet_env: ServiceEnv,
+) -> None:
+    """Issue 52 item 5: twenty consumers wait on partition P from one cursor,
+    twenty on Q. A unit of P's rows wakes P's waiters only, and they read one
+    page between them; Q's go on waiting, reading nothing, until a unit of Q's
+    rows wakes them in turn."""
+    p, q = uid("SHARE-P-"), uid("SHARE-Q-")
+    writer = make_engine(quiet_env.database_url)
+    with TestClient(create_app(quiet_env.settings())) as http:
+        ctx = http.app.state.ctx  # type: ignore[attr-defined]
+        start = _get(http, after="now").json()["next_cursor"]
+        answers: dict[str, list[Any]] = {p: [], q: []}
+
+        def wait(partition: str) -> None:
+            page = _get(http, after=start, partition_key=partition, limit=10, wait="30").json()
+            answers[partition].append(page)
+
+        waiting = {
+            key: [threading.Thread(target=wait, args=(key,)) for _ in range(20)] for key in (p, q)
+        }
+        reads = PageReads(ctx.engine)
+        try:
+            for thread in waiting[p] + waiting[q]:
+                thread.start()
+            deadline = time.monotonic() + DEADLINE_S
+            while ctx.feed_watch.waiting < 40:  # each has read its empty page and waits
+                assert time.monotonic() < deadline, ctx.feed_watch.waiting
+                time.sleep(0.02)
+            reads.count = 0  # (an empty feed's page reads no row)
+            p_job = _settle(writer, [promo_doc(p, [promo_line(1, "8", "1.00")])])
+            for thread in waiting[p]:
+                thread.join(timeout=DEADLINE_S)
+            assert [[i["job_id"] for i in a["items"]] for a in answers[p]] == [[p_job]] * 20
+            assert reads.count == 1  # one read for P's twenty, none for Q's
+            assert ctx.feed_watch.waiting == 20 and answers[q] == []
+
+            q_job = _settle(writer, [promo_doc(q, [promo_line(1, "8", "1.00")])])
+            for thread in waiting[q]:
+                thread.join(timeout=DEADLINE_S)
+            assert [[i["job_id"] for i in a["items"]] for a in answers[q]] == [[q_job]] * 20
+            assert reads.count == 2
+        finally:
+            reads.close()
+            writer.dispose()

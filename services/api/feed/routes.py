@@ -5,17 +5,20 @@ process's one watch of the feed's end (services/api/feed_watch.py)."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from services.api.auth import Ctx, Reader
 from services.api.errors import ApiError, ErrorBody
 from services.api.feed.schemas import FeedPage, feed_item
+from services.api.feed_watch import Filter
 from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from shared.adapters.db.ledger.read import feed
 from shared.domain.feed import START, InvalidCursor, Position, parse_cursor
+from shared.domain.kinds.ids import MAX_LENGTH
 
 router = APIRouter(tags=["ledger"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -25,7 +28,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/v1/ledger/feed", operation_id="readLedgerFeed", responses=ERRORS)
+@router.get(
+    "/v1/ledger/feed", operation_id="readLedgerFeed", responses=ERRORS, response_model=FeedPage
+)
 async def ledger_feed(
     ctx: Ctx,
     who: Reader,
@@ -39,6 +44,15 @@ async def ledger_feed(
     ] = None,
     partition_key: Annotated[str | None, Query(description="Only this partition's rows.")] = None,
     kind: Annotated[KindName | None, Query(description="Only this settlement kind's rows.")] = None,
+    line_ref: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_LENGTH,
+            description="Only the rows of this line reference, across partitions and"
+            " documents: a store's location (a recipe_cost line's `location_id`).",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     wait: Annotated[
         float,
@@ -49,7 +63,7 @@ async def ledger_feed(
             description="With nothing to return, wait up to this many seconds for a row.",
         ),
     ] = 0,
-) -> FeedPage:
+) -> FeedPage | Response:
     """Ledger rows in commit order, each once: a consumer that always passes the
     last `next_cursor` receives every row of its filter exactly once, never one
     of an uncommitted transaction, and never skips one that commits late."""
@@ -63,16 +77,42 @@ async def ledger_feed(
     def read(position: Position | None) -> feed.Page:
         with ctx.engine.connect() as conn:
             where = feed.now(conn) if position is None else position
-            return feed.page(conn, where, partitions=partitions, kind=kind, limit=limit)
+            return feed.page(
+                conn, where, partitions=partitions, kind=kind, line_ref=line_ref, limit=limit
+            )
+
+    def read_rendered(position: Position) -> tuple[feed.Page, bytes]:
+        # Rendered once for every identical waiter that shares the read, off the loop.
+        found = read(position)
+        return found, _page(found).model_dump_json().encode()
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
+    where = Filter(None if partitions is None else frozenset(partitions), kind, line_ref)
     found = await run_in_threadpool(read, start)
     while not found.rows and wait > 0:
         remaining = deadline - loop.time()
-        if remaining <= 0 or not await ctx.feed_watch.wait_past(found.next, remaining):
+        if remaining <= 0:
             break
-        found = await run_in_threadpool(read, found.next)
+        if found.cut:
+            # Cut by its scan's budget, maybe inside the last committed unit:
+            # the watch, which counts whole units, would not wake it for rows
+            # already there.
+            found = await run_in_threadpool(read, found.next)
+            continue
+        woken = await ctx.feed_watch.wait_past(found.next, remaining, where)
+        if woken is None:
+            break
+        identical = (found.next, where, limit)
+        found, body = await ctx.feed_watch.read(
+            identical, woken, partial(read_rendered, found.next)
+        )
+        if found.rows:
+            return Response(body, media_type="application/json")
+    return _page(found)
+
+
+def _page(found: feed.Page) -> FeedPage:
     return FeedPage(items=[feed_item(r) for r in found.rows], next_cursor=found.next.cursor())
 
 

@@ -45,6 +45,13 @@ def feed(
         str | None, partition_key_option("Only this partition's rows.")
     ] = None,
     kind: Annotated[str | None, typer.Option(help="Only this settlement kind's rows.")] = None,
+    line_ref: Annotated[
+        str | None,
+        typer.Option(
+            help="Only this line reference's rows, across partitions: a store's"
+            " location_id for recipe_cost."
+        ),
+    ] = None,
     after: Annotated[
         str | None,
         typer.Option(
@@ -67,7 +74,7 @@ def feed(
     """Print the ledger's rows in commit order from a cursor, each once; then the
     cursor to resume from (also on Ctrl-C, exit 130)."""
     client = make_client(url, key_id, secret, token)
-    filters = {"partition_key": partition_key, "kind": kind}
+    filters = {"partition_key": partition_key, "kind": kind, "line_ref": line_ref}
     cursor, rows, stopped = after, 0, False
     with _output(csv_file) as out, interruptible() as stop:
         writer = None if out is None else csv.writer(out)

@@ -42,6 +42,9 @@ FILTERED_SCAN = 10_000
 class Page:
     rows: list[Any]  # ledger rows, COLUMNS in order
     next: Position
+    # The scan stopped on its budget, maybe inside a unit, not at the feed's
+    # end: a long poll reads on rather than waits for a unit yet to come.
+    cut: bool = False
 
 
 _HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
@@ -65,15 +68,16 @@ def page(
     partitions: Sequence[str] | None,
     kind: str | None,
     limit: int,
+    line_ref: str | None = None,
 ) -> Page:
-    """The rows after ``after`` (of ``partitions`` when given, of ``kind``), at
-    most ``limit``, and the position to go on from."""
-    filtered = partitions is not None or kind is not None
+    """The rows after ``after`` (of ``partitions`` when given, of ``kind``, of
+    ``line_ref``), at most ``limit``, and the position to go on from."""
+    filtered = partitions is not None or kind is not None or line_ref is not None
     budget = max(limit, FILTERED_SCAN) if filtered else limit
     scanned = _scan(conn, after, budget)
     if not scanned:
         return Page([], after)
-    found = _rows(conn, [p.entry for p in scanned], partitions, kind)
+    found = _rows(conn, [p.entry for p in scanned], partitions, kind, line_ref)
     rows: list[Any] = []
     for position in scanned:
         row = found.get(position.entry)
@@ -82,7 +86,7 @@ def page(
         rows.append(row)
         if len(rows) == limit:
             return Page(rows, position)
-    return Page(rows, scanned[-1])
+    return Page(rows, scanned[-1], cut=len(scanned) == budget)
 
 
 def now(conn: Connection) -> Position:
@@ -109,6 +113,28 @@ def frontier(conn: Connection) -> Position:
         ).first()
         return end_of(-2, 0) if row is None else end_of(row[0], row[1])
     return now(conn)
+
+
+def units_after(
+    conn: Connection, after: tuple[int, int], limit: int
+) -> list[tuple[int, int, list[int]]]:
+    """The units the feed can give now past (xid, unit) ``after``, in feed
+    order, at most ``limit``: (xid, id, ledger row ids). Every unit before the
+    last of them has ended, so a later call from it misses none."""
+    pg = conn.dialect.name == "postgresql"
+    return _units(conn, after[0], after[1], pg, limit, inclusive=False)
+
+
+def line_keys(conn: Connection, ids: Sequence[int]) -> set[tuple[str, str, str]]:
+    """The (partition_key, kind, line_ref) of the ledger rows ``ids``, each once:
+    what a feed filter matches on."""
+    e = ledger_entries.c
+    query = (
+        select(e.partition_key, e.kind, e.line_ref)
+        .where(id_in(e.id, ids, conn.dialect.name))
+        .distinct()
+    )
+    return {(r.partition_key, r.kind, r.line_ref) for r in conn.execute(query)}
 
 
 def held_back_seconds(conn: Connection) -> float:
@@ -161,7 +187,8 @@ def _units(
     o = outbox.c
     if not pg:  # SQLite: one writer, units in id order
         start = o.id >= unit if inclusive else o.id > unit
-        query = select(o.id, o.ledger_entry_ids).where(start).order_by(o.id)
+        units = o.ledger_entry_ids.is_not(None)  # not a webhook event
+        query = select(o.id, o.ledger_entry_ids).where(start, units).order_by(o.id)
         rows = conn.execute(query.limit(limit)).all()
         return [(0, r.id, list(r.ledger_entry_ids or ())) for r in rows]
     at = tuple_(o.xid, o.id)
@@ -176,12 +203,22 @@ def _units(
 
 
 def _rows(
-    conn: Connection, ids: list[int], partitions: Sequence[str] | None, kind: str | None
+    conn: Connection,
+    ids: list[int],
+    partitions: Sequence[str] | None,
+    kind: str | None,
+    line_ref: str | None,
 ) -> dict[int, Any]:
-    """The ledger rows of ``ids`` (at most ``FILTERED_SCAN``) that pass the filters."""
+    """The ledger rows of ``ids`` (at most ``FILTERED_SCAN``) that pass the filters.
+
+    The filters are checked on rows already read by primary key, so none needs
+    an index of its own: an index on a filter's column would cost every posted
+    line its upkeep, which §3.10's cost rule does not allow."""
     query = select(*_SELECTED).where(id_in(ledger_entries.c.id, ids, conn.dialect.name))
     if partitions is not None:
         query = query.where(ledger_entries.c.partition_key.in_(list(partitions)))
     if kind is not None:
         query = query.where(ledger_entries.c.kind == kind)
+    if line_ref is not None:
+        query = query.where(ledger_entries.c.line_ref == line_ref)
     return {row.id: row for row in conn.execute(query)}
