@@ -178,7 +178,11 @@ def test_a_210_file_settles_each_invoice_to_its_contract(
         "freight_audit",
     )
     amounts = {k: Decimal(v) for k, v in job["amounts"].items()}
-    assert amounts == {"posted": Decimal("290.00"), "disputed": Decimal("325.00")}
+    assert amounts == {
+        "posted": Decimal("290.00"),
+        "disputed": Decimal("325.00"),
+        "disputed_model": Decimal("290.00"),
+    }
     lines = api.get(f"/v1/jobs/{job_id}/lines").json()["items"]
     assert {line["correlation_id"] for line in lines} == {rows[d][2] for d in rows}
     csv_text = http.get(

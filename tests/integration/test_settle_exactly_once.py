@@ -68,7 +68,11 @@ def test_settled_chunk_posts_each_line_once_and_counts_add_up(ctx, vendor):
     assert all(r.delta == r.amount and r.supersedes_id is None for r in rows)
     status = job_status(ctx.engine, job_id)
     assert status is not None and status.state == "completed"
-    assert status.amounts == {"posted": Decimal("3.00"), "disputed": Decimal("6.00")}
+    assert status.amounts == {
+        "posted": Decimal("3.00"),
+        "disputed": Decimal("6.00"),
+        "disputed_model": Decimal("5.00"),
+    }
     assert sum(status.outcomes.values()) == status.lines == 3
 
 
