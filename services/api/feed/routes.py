@@ -50,7 +50,8 @@ async def ledger_feed(
             min_length=1,
             max_length=MAX_LENGTH,
             description="Only the rows of this line reference, across partitions and"
-            " documents: a store's location (a recipe_cost line's `location_id`).",
+            " documents: a store's, for a kind whose line is a location"
+            " (`line_ref_name` of `GET /v1/kinds`).",
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,

@@ -48,8 +48,8 @@ def feed(
     line_ref: Annotated[
         str | None,
         typer.Option(
-            help="Only this line reference's rows, across partitions: a store's"
-            " location_id for recipe_cost."
+            help="Only this line reference's rows, across partitions: for a kind"
+            " whose line is a location (GET /v1/kinds: line_ref_name), a store's."
         ),
     ] = None,
     after: Annotated[
