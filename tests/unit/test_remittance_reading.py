@@ -193,6 +193,22 @@ def test_without_an_n1_pr_the_payer_is_the_interchange_sender() -> None:
     assert remittance.payer == Payer(id="SENDER", id_qualifier="ZZ", from_sender=True)
 
 
+def test_an_n1_pr_without_an_id_names_the_payer_the_sender_identifies() -> None:
+    remittance = _only(read_820(_file(N1="N1*PR*A RETAILER")))
+    assert remittance.payer == Payer(
+        id="SENDER", id_qualifier="ZZ", name="A RETAILER", from_sender=True
+    )
+
+
+def test_each_820_of_a_file_is_one_remittance() -> None:
+    body = [s for s in _BODY.values() if s]
+    second = [s.replace("T-1", "T-2") for s in body]
+    read = read_820(x12([("820", "0001", body), ("820", "0002", second)]))
+    assert [(r.trace, r.control_number) for r in read.remittances] == [
+        ("T-1", "0001"), ("T-2", "0002"),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("over", "code", "where", "says"),
     [

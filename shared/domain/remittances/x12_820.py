@@ -184,20 +184,25 @@ def _lines(
 
 def _payer(header: list[Segment], interchange: Interchange, values: _Values) -> Payer | None:
     n1 = next((s for s in header if s.tag == "N1" and s.get(1).strip() == "PR"), None)
-    name = n1.get(2).strip() if n1 is not None else ""
-    if name:
+    if n1 is None:
+        return _sender(interchange, None)
+    name = n1.get(2).strip() or None
+    if name is not None:
         values.identifier(name, "N102 (the payer's name)", n1, 2)
-    if n1 is not None and n1.get(4).strip():
-        payer_id = values.reference(n1, 4, "N104 (the payer's id)", required=True)
-        qualifier = values.code(n1, 3, "N103 (the payer id's qualifier)")
-        if not values.ok:
-            return None
-        return Payer(id=payer_id, id_qualifier=qualifier, name=name or None)
-    sender_qualifier, sender = interchange.sender_qualifier, interchange.sender_id
+    payer_id = values.reference(n1, 4, "N104 (the payer's id)", required=False)
+    qualifier = values.code(n1, 3, "N103 (the payer id's qualifier)")
+    if not values.ok:
+        return None
+    if payer_id is None:  # named, but identified only by the envelope
+        return _sender(interchange, name)
+    return Payer(id=payer_id, id_qualifier=qualifier, name=name)
+
+
+def _sender(interchange: Interchange, name: str | None) -> Payer:
     return Payer(
-        id=sender or None,
-        id_qualifier=sender_qualifier or None,
-        name=name or None,
+        id=interchange.sender_id or None,
+        id_qualifier=interchange.sender_qualifier or None,
+        name=name,
         from_sender=True,
     )
 
