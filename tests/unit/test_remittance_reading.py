@@ -4,12 +4,14 @@ files of our own."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from shared.domain.remittances.deductions import (
     DEFAULT_REASONS,
@@ -349,6 +351,19 @@ def test_the_balance_check_reports_both_figures_and_counts_only_standalone_adjus
     assert (check.stated, check.computed) == (Decimal("100.00"), Decimal("110.25"))
     assert check.difference == Decimal("-10.25") and not check.balanced
     assert balance(stated.model_copy(update={"paid_total": Decimal("110.25")})).balanced
+
+
+def test_money_is_a_string_on_the_wire_and_a_json_number_is_refused() -> None:
+    remittance = _remittance(
+        _line("90.10", "100", "2", "-5"),
+        adjustments=(Adjustment(amount=Decimal("-1.50"), reason_code="02", reference="P-1"),),
+    )
+    wire = json.loads(remittance.model_dump_json())
+    assert wire["paid_total"] == "90.10" and wire["lines"][0]["adjustments"][0]["amount"] == "-5"
+    assert Remittance.model_validate_json(remittance.model_dump_json()) == remittance
+    wire["paid_total"] = 90.1
+    with pytest.raises(ValidationError, match="must be a JSON string"):
+        Remittance.model_validate_json(json.dumps(wire))
 
 
 _AMOUNTS = st.decimals(
