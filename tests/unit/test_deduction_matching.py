@@ -338,3 +338,31 @@ def test_the_same_input_gives_the_same_decision_in_any_order(
     rng.shuffle(shuffled)
     assert decide(deduction, shuffled, tolerance) == first
     assert decide(deduction, tuple(documents), tolerance) == first
+
+
+@given(_documents(), _CLAIMS, _TOLERANCES)
+def test_a_promotion_takes_from_the_named_document_else_the_oldest_near_one(
+    documents: list[OpenDocument], deduction: Claim, tolerance: Tolerance
+) -> None:
+    decision = decide(deduction, documents, tolerance)
+    if deduction.reason_class != "promotion":
+        return
+    ids = {d.document_id for d in documents}
+    touched = {m.document_id for m in decision.matches}
+    if decision.dispute is not None and decision.dispute.document_id is not None:
+        touched.add(decision.dispute.document_id)
+    if deduction.reference in ids:
+        assert touched == {deduction.reference}
+        return
+    near = [
+        d
+        for d in documents
+        if d.open_amount > 0
+        and abs(deduction.amount - d.open_amount) <= tolerance.limit(d.open_amount)
+    ]
+    if not near:
+        assert decision.dispute == Dispute(deduction.amount, "unmatched")
+        return
+    oldest = min(near, key=lambda d: (d.settled_at, d.document_id))
+    assert touched == {oldest.document_id}
+    assert decision.dispute is None
