@@ -209,6 +209,20 @@ def test_a_deduction_that_is_not_a_positive_amount_is_refused(amount: str) -> No
         claim(amount)
 
 
+@pytest.mark.parametrize("amount", ["0.00001", "1000000000000"])
+def test_a_deduction_outside_the_wires_limits_is_refused_not_rounded(amount: str) -> None:
+    with pytest.raises(MatchingRefused, match="out of range"):
+        claim(amount)
+
+
+def test_a_tolerance_outside_the_wires_limits_is_refused() -> None:
+    with pytest.raises(MatchingRefused, match="tolerance absolute out of range"):
+        Tolerance(absolute=D("0.00001"))
+    with pytest.raises(MatchingRefused, match="tolerance percent out of range"):
+        Tolerance(percent=D("0.0000001"))
+    assert Tolerance(percent=D("0.000001")).limit(D("1000000")) == D("0.01")
+
+
 def test_a_negative_tolerance_is_refused() -> None:
     with pytest.raises(MatchingRefused, match="must not be negative"):
         Tolerance(absolute=D("-1"))

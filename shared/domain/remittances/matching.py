@@ -55,8 +55,10 @@ Where §3.12 is silent, decided here:
   under-deduction is never written off (the payer may take the rest later).
 - **Amounts**: a deduction is the positive amount taken (the caller turns an
   adjustment's negative amount into it); zero, negative or non-finite is
-  refused with ``MatchingRefused``, as are negative tolerances and two
-  documents of one id. Open amounts may be of any sign.
+  refused with ``MatchingRefused``, as are negative tolerances, values outside
+  §9's limits (money at most 4 places, the percent 6, all below 10^12), floats
+  and two documents of one id. Nothing that comes in is rounded. Open amounts
+  may be of any sign.
 
 The invariant the §3.12 guarantee rests on, held by ``Decision`` itself (it
 refuses to be built otherwise) and by ``apply``:
@@ -73,7 +75,16 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Literal
 
-from shared.domain.money import CENT, ZERO, exact_arithmetic, quantize
+from shared.domain.money import (
+    CENT,
+    MONEY_PLACES,
+    QUANTITY_PLACES,
+    ZERO,
+    DecimalOutOfRange,
+    check_decimal,
+    exact_arithmetic,
+    quantize,
+)
 
 PROMOTION = "promotion"
 
@@ -83,8 +94,9 @@ _HUNDRED = Decimal(100)
 
 
 class MatchingRefused(ValueError):
-    """An input the rule cannot decide on (a zero or negative deduction, a
-    negative tolerance, two documents of one id)."""
+    """An input the rule cannot decide on: a deduction that is not a positive
+    amount, a negative tolerance, a value outside §9's limits or not a Decimal,
+    two documents of one id."""
 
 
 class StaleDecision(MatchingRefused):
@@ -95,6 +107,20 @@ class StaleDecision(MatchingRefused):
 def _finite(value: Decimal, what: str) -> Decimal:
     if not isinstance(value, Decimal) or not value.is_finite():
         raise MatchingRefused(f"{what} must be a finite Decimal, not {value!r}")
+    return value
+
+
+def _bounded(value: Decimal, what: str, places: int) -> Decimal:
+    """``value``, refused unless within the wire's limits (§9): a deduction and a
+    tolerance are bounded where they come in, so the exact arithmetic here has
+    room to spare. An open amount, a sum of ledger rows, is only held finite: a
+    sum of ``NUMERIC(20,4)`` rows by a percent's 18 digits stays far inside
+    ``exact_arithmetic``'s 80, where a rounding would raise, never pass."""
+    _finite(value, what)
+    try:
+        check_decimal(value, places)
+    except DecimalOutOfRange as exc:
+        raise MatchingRefused(f"{what} out of range: {exc}") from None
     return value
 
 
@@ -109,7 +135,7 @@ class Claim:
     date: date
 
     def __post_init__(self) -> None:
-        if _finite(self.amount, "a deduction's amount") <= ZERO:
+        if _bounded(self.amount, "a deduction's amount", MONEY_PLACES) <= ZERO:
             raise MatchingRefused(
                 f"a deduction's amount is the positive amount taken, not {self.amount}"
                 " (an adjustment's negative amount is taken as its absolute value)"
@@ -141,8 +167,11 @@ class Tolerance:
     percent: Decimal = ZERO
 
     def __post_init__(self) -> None:
-        for what, value in (("absolute", self.absolute), ("percent", self.percent)):
-            if _finite(value, f"tolerance {what}") < ZERO:
+        for what, value, places in (
+            ("absolute", self.absolute, MONEY_PLACES),
+            ("percent", self.percent, QUANTITY_PLACES),
+        ):
+            if _bounded(value, f"tolerance {what}", places) < ZERO:
                 raise MatchingRefused(f"tolerance {what} must not be negative, not {value}")
 
     def limit(self, open_amount: Decimal) -> Decimal:
@@ -153,7 +182,7 @@ class Tolerance:
             limits.append(self.absolute)
         if self.percent:
             with exact_arithmetic():
-                share = open_amount.copy_abs() * self.percent / _HUNDRED
+                share = open_amount * self.percent / _HUNDRED
             limits.append(quantize(share, CENT))
         return min(limits, default=ZERO)
 
@@ -231,8 +260,9 @@ def decide(
     by_id = _by_id(documents)
     if claim.reason_class != PROMOTION:
         return Decision(claim, dispute=Dispute(claim.amount, "not_promotion"))
-    named = by_id.get(claim.reference) if claim.reference is not None else None
-    document = named or _by_amount(claim.amount, by_id.values(), tolerance)
+    document = by_id.get(claim.reference) if claim.reference is not None else None
+    if document is None:
+        document = _by_amount(claim.amount, by_id.values(), tolerance)
     if document is None:
         return Decision(claim, dispute=Dispute(claim.amount, "unmatched"))
     return _take(claim, document, tolerance)
