@@ -238,6 +238,8 @@ def test_a_float_is_refused_where_money_goes() -> None:
 def test_two_documents_of_one_id_are_refused() -> None:
     with pytest.raises(MatchingRefused, match="listed twice"):
         decide(claim("1.00"), [doc("A", "1.00"), doc("A", "2.00")])
+    with pytest.raises(MatchingRefused, match="listed twice"):
+        decide(claim("1.00"), [doc("A", "1.00")] * 2)
 
 
 def test_a_decision_whose_parts_do_not_add_up_cannot_be_built() -> None:

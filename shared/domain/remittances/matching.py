@@ -271,8 +271,9 @@ def decide(
 def _by_id(documents: Iterable[OpenDocument]) -> dict[str, OpenDocument]:
     by_id: dict[str, OpenDocument] = {}
     for document in documents:
-        if by_id.setdefault(document.document_id, document) is not document:
+        if document.document_id in by_id:
             raise MatchingRefused(f"document {document.document_id} is listed twice")
+        by_id[document.document_id] = document
     return by_id
 
 
