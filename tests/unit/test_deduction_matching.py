@@ -24,6 +24,7 @@ from shared.domain.remittances.matching import (
     StaleDecision,
     Tolerance,
     WriteOff,
+    amount_window,
     apply,
     decide,
 )
@@ -266,6 +267,8 @@ def test_apply_takes_a_write_off_below_zero_and_keeps_the_order() -> None:
 # --- properties -----------------------------------------------------------------
 
 _CENTS = st.integers(min_value=-5_000, max_value=50_000).map(lambda c: D(c).scaleb(-2))
+# Open amounts as the ledger may hold them: sums of rows of four places.
+_BASIS_POINTS = st.integers(min_value=-50_000, max_value=500_000).map(lambda c: D(c).scaleb(-4))
 _TAKEN = st.integers(min_value=1, max_value=60_000).map(lambda c: D(c).scaleb(-2))
 _TOLERANCES = st.builds(
     Tolerance,
@@ -382,3 +385,57 @@ def test_a_promotion_takes_from_the_named_document_else_the_oldest_near_one(
     oldest = min(near, key=lambda d: (d.settled_at, d.document_id))
     assert touched == {oldest.document_id}
     assert decision.dispute is None
+
+
+def test_the_amount_window_of_each_tolerance() -> None:
+    assert amount_window(D("100.00"), Tolerance()) == (D("100.00"), D("100.00"))
+    assert amount_window(D("100.00"), Tolerance(absolute=D("2"))) == (D("98.00"), D("102.00"))
+    # 99.995 / 1.1 = 90.90454..., 100.005 / 0.9 = 111.11666..., rounded outward.
+    low, high = amount_window(D("100.00"), Tolerance(percent=D("10")))
+    assert (low, high) == (D("90.9045"), D("111.1167"))
+    # 1 % of 0.50 is 0.005, a cent half up: 0.49 is near 0.50 only by that
+    # rounding, and the window keeps 0.50 in.
+    one = Tolerance(percent=D("1"))
+    assert decide(claim("0.49"), [doc("A", "0.50")], one).matches == (Match("A", D("0.49")),)
+    assert amount_window(D("0.49"), one)[1] == D("0.5000")
+    # 100 % and more: any open amount at or above the floor may be near.
+    assert amount_window(D("100.00"), Tolerance(percent=D("100")))[1] is None
+    both = amount_window(D("100.00"), Tolerance(absolute=D("1"), percent=D("100")))
+    assert both == (D("99.00"), D("101.00"))
+
+
+_WIDE_TOLERANCES = st.builds(
+    Tolerance,
+    absolute=st.sampled_from(["0", "0.01", "0.50", "5", "25.00"]).map(D),
+    percent=st.sampled_from(["0", "0.5", "1", "2.5", "33.333333", "99.9", "100", "250"]).map(D),
+)
+
+
+@given(
+    st.lists(
+        st.builds(
+            OpenDocument,
+            document_id=st.sampled_from(_IDS),
+            open_amount=_BASIS_POINTS,
+            settled_at=st.just(T0),
+        ),
+        unique_by=lambda d: d.document_id,
+    ),
+    _CLAIMS,
+    _WIDE_TOLERANCES,
+)
+def test_deciding_on_the_amount_window_alone_decides_as_on_every_document(
+    documents: list[OpenDocument], deduction: Claim, tolerance: Tolerance
+) -> None:
+    low, high = amount_window(deduction.amount, tolerance)
+    windowed = [
+        d
+        for d in documents
+        if d.document_id == deduction.reference
+        or (low <= d.open_amount and (high is None or d.open_amount <= high))
+    ]
+    assert decide(deduction, windowed, tolerance) == decide(deduction, documents, tolerance)
+    for d in documents:
+        near = abs(deduction.amount - d.open_amount) <= tolerance.limit(d.open_amount)
+        if d.open_amount > 0 and near:
+            assert d in windowed

@@ -5,7 +5,9 @@ The caller (the remittance's transaction, later) holds the partition's
 documents locked, calls ``decide`` for each deduction and ``apply`` to carry
 the decision into the open amounts the next deduction sees. Nothing here reads
 or writes a row: a ``Decision`` says what to book, and the booking is the
-ledger writer's.
+ledger writer's. A partition of many documents need not be read whole:
+``amount_window`` says which open amounts can match by amount, and ``decide``
+on those (and the document a reference names) decides as on all.
 
 The rule as §3.12 states it:
 
@@ -72,12 +74,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, InvalidOperation
 from typing import Literal
 
 from shared.domain.money import (
+    BASIS,
     CENT,
     MONEY_PLACES,
+    PRECISION,
     QUANTITY_PLACES,
     ZERO,
     DecimalOutOfRange,
@@ -91,6 +95,10 @@ PROMOTION = "promotion"
 DisputeReason = Literal["over_deduction", "unmatched", "not_promotion"]
 
 _HUNDRED = Decimal(100)
+# The window's bounds are quotients: rounded away from its inside, so the window
+# only ever holds more, never fewer, of the documents that may match.
+_OUTWARD_DOWN = Context(prec=PRECISION, rounding=ROUND_FLOOR, traps=[InvalidOperation])
+_OUTWARD_UP = Context(prec=PRECISION, rounding=ROUND_CEILING, traps=[InvalidOperation])
 
 
 class MatchingRefused(ValueError):
@@ -288,6 +296,34 @@ def _by_amount(
             and (amount - d.open_amount).copy_abs() <= tolerance.limit(d.open_amount)
         ]
     return min(near, key=lambda d: (d.settled_at, d.document_id), default=None)
+
+
+def amount_window(amount: Decimal, tolerance: Tolerance) -> tuple[Decimal, Decimal | None]:
+    """The open amounts (low, high; None: no upper bound) a document may have and
+    be within ``tolerance`` of a deduction of ``amount``, with some to spare: a
+    caller holding many documents passes ``decide`` only those in the window
+    (and the one a reference names) and gets the same decision as with all.
+
+    With both limits set the smaller applies, so each bounds the window alone:
+    the absolute one directly, the percent one through ``open * p / 100``
+    (plus the half cent its rounding may add). Its bounds are rounded outward
+    to the ledger's four places, so a query can hold them as they are."""
+    low, high = amount, amount
+    with exact_arithmetic():
+        if tolerance.absolute:
+            low, high = amount - tolerance.absolute, amount + tolerance.absolute
+        if not tolerance.percent:
+            return low, high
+        # |amount - open| <= open * share + half a cent, solved for open.
+        share, half_cent = tolerance.percent / _HUNDRED, CENT / 2
+        floor = _OUTWARD_DOWN.quantize(_OUTWARD_DOWN.divide(amount - half_cent, 1 + share), BASIS)
+        low = max(low, floor) if tolerance.absolute else floor
+        if share < 1:
+            ceiling = _OUTWARD_UP.quantize(_OUTWARD_UP.divide(amount + half_cent, 1 - share), BASIS)
+            high = min(high, ceiling) if tolerance.absolute else ceiling
+        elif not tolerance.absolute:
+            return low, None
+    return low, high
 
 
 def _take(claim: Claim, document: OpenDocument, tolerance: Tolerance) -> Decision:
