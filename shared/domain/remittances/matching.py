@@ -27,11 +27,12 @@ Where §3.12 is silent, decided here:
 - **Both tolerances set: the smaller applies.** A write-off is money given up
   with no person looking, so it must stay inside every limit the partner's
   profile sets: "2 % but never more than 50.00". This is the usual practice of
-  deduction and payment-difference tolerances (SAP's tolerance groups take the
-  lower of the amount and the percentage; a pay-over threshold is a ceiling,
-  not a floor). A tolerance left at 0 is *not set* (0 is §3.12's default), so
-  a profile that sets only one of the two gets that one; with neither set the
-  tolerance is 0 and only exact amounts match by amount.
+  payment-difference tolerances: SAP's tolerance groups "always use the lower"
+  of the amount and the percentage (SAP KBA 3539821). A tolerance left at 0
+  is *not set* (0 is §3.12's default), so a profile that sets only one of the
+  two gets that one; with neither set the tolerance is 0 and only exact
+  amounts match by amount. (SAP reads a blank as 0 and so matches nothing,
+  the trap that KBA is about; a profile here cannot fall into it.)
 - **Percent is of the open amount** of the document being matched (what the
   deduction is measured against), in percent points (``2`` is 2 %, as the
   name says), and is the one place a rounding happens: the limit is quantized
