@@ -1,4 +1,4 @@
-"""shared/domain/remittances/matching.py: SPEC §3.12's matching rule, each
+"""shared/domain/remittances/matching.py: the matching rule, each
 decision taken where §3.12 is silent, and the invariant its guarantee rests on
 (matched + written off + disputed is the deduction; a match never takes more
 than is open; only a write-off takes a document below zero)."""

@@ -1,4 +1,5 @@
-"""An 820 read into a remittance, its deductions and its balance check (SPEC §3.12):
+"""An 820 read into a remittance, its deductions and its balance check
+(docs/architecture.md#remittances-and-deductions):
 pure functions, the three real files of ../shared/realdata/other/x12_820 and small
 files of our own."""
 

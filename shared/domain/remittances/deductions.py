@@ -1,4 +1,5 @@
-"""A remittance's deductions and its balance check (SPEC §3.12).
+"""A remittance's deductions and its balance check
+(docs/architecture.md#remittances-and-deductions).
 
 A deduction is money the payer took:
 - every negative adjustment, on a line or standing alone;
@@ -43,7 +44,7 @@ ReasonClass = Literal[
 REASON_CLASSES: Final = frozenset(get_args(ReasonClass))
 UNEXPLAINED: Final = "unexplained"  # the reason_code and class of a short-pay no ADX explains
 
-# X12 element 426 (Adjustment Reason Code), the codes SPEC §3.12 names; any
+# X12 element 426 (Adjustment Reason Code), the codes settleq classes by default; any
 # other code is "other" unless the partner's profile says what it means.
 DEFAULT_REASONS: Final[Mapping[str, ReasonClass]] = {
     "01": "pricing",

@@ -1,5 +1,6 @@
-"""The matching rule of SPEC §3.12: one deduction against the payer partition's
-settled accrual documents, decided as a pure function.
+"""The matching rule (docs/architecture.md#remittances-and-deductions): one
+deduction against the payer partition's settled accrual documents, decided as
+a pure function.
 
 The caller (the remittance's transaction, later) holds the partition's
 documents locked, calls ``decide`` for each deduction and ``apply`` to carry

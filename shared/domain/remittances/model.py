@@ -1,4 +1,5 @@
-"""A remittance: what one payer paid, line by line, and what it took off (SPEC §3.12).
+"""A remittance: what one payer paid, line by line, and what it took off
+(docs/architecture.md#remittances-and-deductions).
 
 The same shape whether it came as an X12 820 (``x12_820``) or as JSON: wire
 models that refuse unknown fields and coerce nothing, as a document's do

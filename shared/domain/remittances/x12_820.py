@@ -1,5 +1,6 @@
-"""An X12 820 (payment order / remittance advice) into remittances (SPEC §3.12),
-004010 and 005010 alike: the segments read here are laid out the same in both.
+"""An X12 820 (payment order / remittance advice) into remittances
+(docs/architecture.md#remittances-and-deductions), 004010 and 005010 alike:
+the segments read here are laid out the same in both.
 
 The file is read by the §10 reader (``read_file``) and each set's segments are
 taken as the 810 and 210 mappings take theirs (``tagged``): one tokenizer.
