@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from sqlalchemy import Engine
 
 from shared.adapters.db.engine import make_engine
@@ -11,6 +12,12 @@ from tests.support.infra import ServiceEnv, isolated_env
 from tests.support.stack import Stack
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+# A browser test waits for what the page shows, never for a time. Playwright
+# gives up on an expectation after 5 s by default; beside other work (CI with
+# two busy processes, load 10 on two cores) the dispute queue's rows once took
+# longer to fetch and draw, and the test failed with the page still loading.
+expect.set_options(timeout=30_000)
 
 
 @pytest.fixture(scope="module")
