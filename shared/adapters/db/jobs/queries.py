@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.tables import (
@@ -72,6 +72,8 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
                 chunk_results.c.claim_differs,
             ).where(chunk_results.c.job_id == job_id)
         ).all()
+        # In the same connection: no second checkout per job a listing shows.
+        disputed_model = _disputed_model(conn, job_id) if any(r.disputed for r in results) else ZERO
     # Requeues move counters but are not chunks: progress counts chunks only.
     chunk_rows = [r for r in results if r.source == "chunk"]
     with localcontext(EXACT_SUMS):  # exact however large the job's totals
@@ -79,10 +81,7 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
             "posted": sum((r.amount_posted for r in results), ZERO),
             "disputed": sum((r.amount_disputed for r in results), ZERO),
         }
-    if any(r.disputed for r in results):
-        amounts["disputed_model"] = _disputed_model(engine, job_id)
-    else:
-        amounts["disputed_model"] = ZERO
+    amounts["disputed_model"] = disputed_model
     status = JobStatus(
         job_id=job.id,
         key_id=job.key_id,
@@ -104,20 +103,19 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
     return status
 
 
-def _disputed_model(engine: Engine, job_id: str) -> Decimal:
+def _disputed_model(conn: Connection, job_id: str) -> Decimal:
     """The modelled amount of the job's disputed lines: what balances book for
     them (a chunk's result keeps only their claim). Read through the job's
     ``(job_id, outcome, …)`` index: it costs the job's disputed rows. SQLite's
     SUM would make a float of its text, so there the rows are added here."""
     le = ledger_entries.c
     where = (le.job_id == job_id, outcome_in(le.outcome, "disputed"))
-    with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            total = conn.execute(select(func.sum(le.amount)).where(*where)).scalar()
-            return Decimal(total or 0)
-        amounts = conn.execute(select(le.amount).where(*where)).scalars()
-        with localcontext(EXACT_SUMS):
-            return sum((Decimal(a) for a in amounts), ZERO)
+    if conn.dialect.name == "postgresql":
+        total = conn.execute(select(func.sum(le.amount)).where(*where)).scalar()
+        return Decimal(total or 0)
+    amounts = conn.execute(select(le.amount).where(*where)).scalars()
+    with localcontext(EXACT_SUMS):
+        return sum((Decimal(a) for a in amounts), ZERO)
 
 
 def list_jobs(

@@ -49,7 +49,7 @@ _OPEN = "SELECT name FROM periods WHERE status = 'open'"
 _HOLDERS = f"""
 SELECT l.virtualtransaction, l.pid, a.application_name,
        coalesce(a.client_hostname, host(a.client_addr), 'local socket'),
-       extract(epoch FROM now() - coalesce(a.xact_start, now()))
+       extract(epoch FROM now() - coalesce(a.xact_start, now()))::float8
 FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
   AND (l.classid, l.objid, l.objsubid) = ({_KEYS}, 2)
@@ -148,7 +148,7 @@ def cut_within(conn: Connection, wait_s: float) -> None:
             holding = _holders(conn)
             waited_on = {h[0] for h in holding}
         if time.monotonic() >= deadline:
-            holders = [Holder(h[1], h[2] or "", h[3], float(h[4])) for h in holding]
+            holders = [Holder(h[1], h[2] or "", h[3], h[4]) for h in holding]
             raise CutWaiting(time.monotonic() - started, holders)
         time.sleep(POLL_S)
 
