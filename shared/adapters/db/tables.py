@@ -29,6 +29,7 @@ from shared.adapters.db.operators.tables import audit_log as audit_log
 from shared.adapters.db.operators.tables import dispute_resolutions as dispute_resolutions
 from shared.adapters.db.operators.tables import producer_keys as producer_keys
 from shared.adapters.db.periods import tables as _period_tables  # noqa: F401
+from shared.adapters.db.remittances import tables as _remittance_tables  # noqa: F401
 from shared.adapters.db.schema import (
     ID,
     JOB_ID,
@@ -193,6 +194,15 @@ ledger_entries = Table(
     # A document's rows across its jobs, by id alone or with its partition
     # (GET /v1/lines, migration 0018).
     Index("ix_ledger_entries_document", "document_id", "partition_key", "id"),
+    # A remittance's rows: one per deduction, document and outcome, the key
+    # saying which (remittances/booking.py), so a replay inserts nothing.
+    Index(
+        "uq_ledger_entries_match",
+        "reconciliation_key",
+        unique=True,
+        postgresql_where=text("outcome IN ('deducted', 'written_off')"),
+        sqlite_where=text("outcome IN ('deducted', 'written_off')"),
+    ),
 )
 
 default_on_postgresql(ledger_entries.c.created_at, "now()")

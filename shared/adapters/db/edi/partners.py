@@ -51,6 +51,13 @@ class Partner:
     updated_at: dt.datetime | None = None
     # The producer keys that alone may send its files; empty: any key may.
     key_ids: tuple[str, ...] = ()
+    # Its remittances (docs/api.md#remittances-and-deductions): the partition its
+    # payer maps to, its tolerance {"absolute", "percent"} as money strings, its
+    # own reason codes {code: class}, the days a deduction may be disputed in.
+    payer_partition_key: str | None = None
+    tolerance: dict[str, str] | None = None
+    deduction_reasons: dict[str, str] | None = None
+    dispute_window_days: int | None = None
 
 
 def _partner(row: Any, key_ids: tuple[str, ...]) -> Partner:
@@ -64,6 +71,10 @@ def _partner(row: Any, key_ids: tuple[str, ...]) -> Partner:
         acknowledge=row.acknowledge,
         updated_at=utc(row.updated_at),
         key_ids=key_ids,
+        payer_partition_key=row.payer_partition_key,
+        tolerance=row.tolerance,
+        deduction_reasons=row.deduction_reasons,
+        dispute_window_days=row.dispute_window_days,
     )
 
 
@@ -126,6 +137,42 @@ def get(engine: Engine, qualifier: str, sender_id: str) -> Partner | None:
             return None
         keys = _key_ids(conn, (pk.c.sender_qualifier == qualifier) & (pk.c.sender_id == sender_id))
     return _partner(row, keys.get((qualifier, sender_id), ()))
+
+
+def payer_profile(
+    engine: Engine, payer: str, qualifier: str | None, sender: tuple[str, str] | None
+) -> Partner | None:
+    """The profile a remittance's payer is known by: the one named by the payer's
+    id (with the interchange's qualifier first, then any), else the
+    interchange sender's (``sender``); only a profile that maps a payer to a
+    partition (``payer_partition_key``) counts."""
+    mapped = p.c.payer_partition_key.is_not(None)
+    tried: list[ColumnElement[bool]] = []
+    if qualifier is not None:
+        tried.append((p.c.sender_qualifier == qualifier) & (p.c.sender_id == payer))
+    tried.append(p.c.sender_id == payer)
+    if sender is not None:
+        tried.append((p.c.sender_qualifier == sender[0]) & (p.c.sender_id == sender[1]))
+    with engine.connect() as conn:
+        for where in tried:
+            query = select(p).where(where, mapped).order_by(p.c.sender_qualifier).limit(1)
+            row = conn.execute(query).first()
+            if row is not None:
+                return _partner(row, ())
+    return None
+
+
+def of_payer_partition(engine: Engine, partition_key: str) -> Partner | None:
+    """The profile whose payer maps to ``partition_key`` (a JSON remittance's), if any."""
+    query = (
+        select(p)
+        .where(p.c.payer_partition_key == partition_key)
+        .order_by(p.c.sender_qualifier, p.c.sender_id)
+        .limit(1)
+    )
+    with engine.connect() as conn:
+        row = conn.execute(query).first()
+    return None if row is None else _partner(row, ())
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ megabytes.
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     Column,
     ForeignKey,
     ForeignKeyConstraint,
@@ -69,6 +70,14 @@ edi_partners = Table(
     Column("period", ID, nullable=True),  # 810s
     Column("acknowledge", String(16), nullable=False),  # always, errors_only, never
     Column("updated_at", TS, nullable=False),
+    # Its remittances (migration 0031): the partition its payer's deductions
+    # are matched in, the tolerance {"absolute", "percent"} (money strings),
+    # reason codes of its own {code: class}, and the days a deduction may be
+    # disputed in (none: 30).
+    Column("payer_partition_key", ID, nullable=True, index=True),
+    Column("tolerance", JSON, nullable=True),
+    Column("deduction_reasons", JSON, nullable=True),
+    Column("dispute_window_days", Integer, nullable=True),
 )
 
 # The producer keys that alone may send a partner's files (its profile's

@@ -1,0 +1,1 @@
+"""Remittances and deductions in the database (docs/architecture.md#remittances-and-deductions)."""
