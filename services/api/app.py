@@ -24,6 +24,7 @@ from services.api.openapi.doc import finish
 from services.api.periods import routes as periods
 from services.api.query_guard import refuse_unknown_query
 from services.api.queue_stats import QueueStats
+from services.api.remittances import routes as remittances
 from services.api.routes import (
     acknowledgements,
     batches,
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         partners,
         periods,
         producer_keys,
+        remittances,
         webhooks,
     ):
         app.include_router(module.router)
@@ -115,7 +117,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             body, components = batches.request_body()
             schema = default_openapi()
             schema["paths"]["/v1/batches"]["post"]["requestBody"] = body
-            finish(schema, components)
+            body, more = remittances.request_body()
+            schema["paths"]["/v1/remittances"]["post"]["requestBody"] = body
+            finish(schema, {**components, **more})
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

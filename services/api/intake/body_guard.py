@@ -20,6 +20,8 @@ the body, and the route streams and caps it itself (``max_body_bytes``).
 A producer's own resources (``/v1/webhook-endpoints...``) take a signed body
 instead of a token: its key and signature header are checked here, before
 the body (which the route's dependency then verifies), within the same limit.
+So does ``POST /v1/remittances``, a payer's file, within the front door's
+limit (``max_body_bytes``): an 820 of ten thousand lines is megabytes.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ BODY_LIMIT = 1 << 20  # 1 MiB: the largest request body any endpoint but the fro
 EXEMPT = "/v1/batches"
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 PRODUCER_OWNED = "/v1/webhook-endpoints"
-TOO_LARGE = f"the request body is larger than {BODY_LIMIT} bytes"
+REMITTANCES = "/v1/remittances"
 
 
 def declared_length(headers: Headers) -> int | None:
@@ -74,18 +76,23 @@ class GuardBodies:
             # unannounced (HTTP/2) meets the same checks when its bytes arrive.
             await self.app(scope, _Guarded(receive, refusal), send)
             return
+        limit = self.settings.max_body_bytes if scope["path"] == REMITTANCES else BODY_LIMIT
         refused = await refusal()
-        if refused is None and (declared_length(headers) or 0) > BODY_LIMIT:
-            refused = ApiError(413, "payload_too_large", TOO_LARGE)
+        if refused is None and (declared_length(headers) or 0) > limit:
+            refused = ApiError(413, "payload_too_large", _too_large(limit))
         if refused is None:
-            await self.app(scope, _Guarded(receive, None), send)
+            await self.app(scope, _Guarded(receive, None, limit), send)
             return
         # Answered without a byte of the body read: the server drops the rest.
         await error_response(refused.status, refused.code, refused.message)(scope, receive, send)
 
 
+def _too_large(limit: int) -> str:
+    return f"the request body is larger than {limit} bytes"
+
+
 def _producer_owned(path: str) -> bool:
-    return path == PRODUCER_OWNED or path.startswith(PRODUCER_OWNED + "/")
+    return path in (PRODUCER_OWNED, REMITTANCES) or path.startswith(PRODUCER_OWNED + "/")
 
 
 async def _signature_refusal(headers: Headers, scope: Scope) -> ApiError | None:
@@ -109,11 +116,15 @@ class _Guarded:
     caller (``check``) when an unannounced body's first bytes arrive."""
 
     def __init__(
-        self, receive: Receive, check: Callable[[], Awaitable[ApiError | None]] | None
+        self,
+        receive: Receive,
+        check: Callable[[], Awaitable[ApiError | None]] | None,
+        limit: int = BODY_LIMIT,
     ) -> None:
         self.receive = receive
         self.check = check
         self.size = 0
+        self.limit = limit
 
     async def __call__(self) -> Message:
         message = await self.receive()
@@ -124,6 +135,6 @@ class _Guarded:
                 if refused is not None:
                     raise BodyRefused(refused.status, refused.code, refused.message)
             self.size += len(body)
-            if self.size > BODY_LIMIT:
-                raise BodyRefused(413, "payload_too_large", TOO_LARGE)
+            if self.size > self.limit:
+                raise BodyRefused(413, "payload_too_large", _too_large(self.limit))
         return message

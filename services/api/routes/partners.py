@@ -17,7 +17,12 @@ from shared.adapters.db.edi import partners as partners_db
 from shared.domain.kinds import KINDS, shown_over
 from shared.domain.kinds.base import Identifier
 from shared.domain.kinds.ids import address_problem, refusal_message
+from shared.domain.money import Money, Quantity, plain
 from shared.domain.partners import Acknowledge, sender_problem
+from shared.domain.remittances.deductions import ReasonClass
+from shared.domain.remittances.matching import MatchingRefused
+from shared.domain.remittances.model import Code as ReasonCode
+from shared.domain.remittances.profile import tolerance_of
 from shared.wire.times import iso
 
 router = APIRouter(tags=["partners"])
@@ -51,6 +56,26 @@ class PartnerIn(BaseModel):
             " edi_sender_not_allowed); absent: any key"
         ),
     )
+    payer_partition_key: Identifier | None = Field(
+        None, description="820s: the partition the payer's deductions are matched in"
+    )
+    tolerance: ToleranceIn | None = None
+    deduction_reasons: dict[ReasonCode, ReasonClass] | None = Field(
+        None, max_length=1000, description="the partner's own reason codes: {code: class}"
+    )
+    dispute_window_days: int | None = Field(
+        None, ge=0, le=3650, strict=True, description="days a deduction may be disputed in (30)"
+    )
+
+
+class ToleranceIn(BaseModel):
+    """How far a promotion deduction may be from an open amount and still match
+    it; with both set, the smaller limit applies (docs/api.md#remittances-and-deductions)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    absolute: Money | None = Field(None, description="money, e.g. 5.00")
+    percent: Quantity | None = Field(None, description="percent points of the open amount: 2 is 2%")
 
 
 class Partner(BaseModel):
@@ -62,6 +87,10 @@ class Partner(BaseModel):
     period: str | None
     acknowledge: Acknowledge
     key_ids: list[str] | None  # None: any producer key may send its files
+    payer_partition_key: str | None = None
+    tolerance: dict[str, str] | None = None
+    deduction_reasons: dict[str, str] | None = None
+    dispute_window_days: int | None = None
     updated_at: str
 
 
@@ -113,8 +142,28 @@ def _wire(found: partners_db.Partner) -> Partner:
         period=found.period,
         acknowledge=found.acknowledge,
         key_ids=list(found.key_ids) or None,
+        payer_partition_key=found.payer_partition_key,
+        tolerance=found.tolerance,
+        deduction_reasons=found.deduction_reasons,
+        dispute_window_days=found.dispute_window_days,
         updated_at=iso(found.updated_at) or "",
     )
+
+
+def _tolerance(given: ToleranceIn | None) -> dict[str, str] | None:
+    """The tolerance as stored (money strings), once the matching rule takes it."""
+    if given is None:
+        return None
+    stored = {
+        name: plain(value)
+        for name, value in (("absolute", given.absolute), ("percent", given.percent))
+        if value is not None
+    }
+    try:
+        tolerance_of(stored)
+    except MatchingRefused as exc:
+        raise ApiError(422, "tolerance_invalid", str(exc)) from None
+    return stored
 
 
 def _rate(accepted: int, refused: int) -> float:
@@ -182,6 +231,10 @@ async def put_partner(
         body.period,
         body.acknowledge,
         key_ids=tuple(body.key_ids or ()),
+        payer_partition_key=body.payer_partition_key,
+        tolerance=_tolerance(body.tolerance),
+        deduction_reasons=None if body.deduction_reasons is None else dict(body.deduction_reasons),
+        dispute_window_days=body.dispute_window_days,
     )
 
     def store() -> Partner:

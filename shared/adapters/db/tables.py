@@ -53,6 +53,10 @@ from shared.domain.pipeline.events import PERIOD_CLOSED
 # The outcomes of the rows settlement writes: one per identity (the unique
 # index ``uq_ledger_entries_identity``). A ``resolved`` row is a dispute's resolution.
 IDENTITY_OUTCOMES = ("posted", "disputed")
+_MATCHES = "outcome IN ('deducted', 'written_off')"
+# The outcomes of a remittance's rows (docs/architecture.md#remittances-and-deductions):
+# one per deduction, step, document and outcome (``uq_ledger_entries_match``).
+MATCH_OUTCOMES = ("deducted", "written_off")
 
 meta = Table(
     "settleq_meta",
@@ -200,8 +204,8 @@ ledger_entries = Table(
         "uq_ledger_entries_match",
         "reconciliation_key",
         unique=True,
-        postgresql_where=text("outcome IN ('deducted', 'written_off')"),
-        sqlite_where=text("outcome IN ('deducted', 'written_off')"),
+        postgresql_where=text(_MATCHES),
+        sqlite_where=text(_MATCHES),
     ),
 )
 

@@ -20,6 +20,11 @@ KINDS: dict[str, Kind[Any, Any]] = {
 }
 
 
+# The kind whose documents a remittance's promotion deductions are matched to
+# (docs/architecture.md#remittances-and-deductions): the accruals a payer owes.
+DEDUCTION_KIND: str = PromoAccrual.name
+
+
 def get_kind(name: str) -> Kind[Any, Any]:
     return KINDS[name]
 

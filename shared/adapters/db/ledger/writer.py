@@ -49,6 +49,7 @@ from shared.adapters.db.ledger.rounds import Identity, Written, new_flags, write
 from shared.adapters.db.periods import booking
 from shared.adapters.db.tables import (
     IDENTITY_OUTCOMES,
+    MATCH_OUTCOMES,
     chunk_results,
     ledger_entries,
     line_outcomes,
@@ -176,6 +177,27 @@ class LedgerWriter:
         period = booking.open_period(conn)
         rows = resolutions.insert_selected(conn, which, disputed, decided, now, period)
         return _booked(conn, rows, now)
+
+    def book_matches(
+        self, conn: Connection, rows: list[dict[str, Any]], now: dt.datetime, period: str
+    ) -> Booked:
+        """Book a remittance's (or a deduction decision's) ``deducted`` and
+        ``written_off`` rows, booked in ``period`` (the caller took the booking
+        lock), with their outbox rows. A row whose identity is in the ledger
+        already (``uq_ledger_entries_match``) inserts nothing."""
+        if not rows:
+            return Booked([], [])
+        statement = (
+            insert_ignoring_conflicts(
+                conn,
+                ledger_entries,
+                [ledger_entries.c.reconciliation_key],
+                outcome_in(ledger_entries.c.outcome, *MATCH_OUTCOMES),
+            )
+            .values([{**row, "period": period, "created_at": now} for row in rows])
+            .returning(*(ledger_entries.c[name] for name in LedgerRow._fields))
+        )
+        return _booked(conn, [LedgerRow(*r) for r in conn.execute(statement)], now)
 
 
 class PostgresWriter(LedgerWriter):

@@ -1,0 +1,1 @@
+"""Remittances and deductions over HTTP (docs/api.md#remittances-and-deductions)."""
