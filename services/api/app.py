@@ -24,6 +24,7 @@ from services.api.openapi.doc import finish
 from services.api.periods import routes as periods
 from services.api.query_guard import refuse_unknown_query
 from services.api.queue_stats import QueueStats
+from services.api.remittances import decisions as deduction_decisions
 from services.api.remittances import routes as remittances
 from services.api.routes import (
     acknowledgements,
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         periods,
         producer_keys,
         remittances,
+        deduction_decisions,
         webhooks,
     ):
         app.include_router(module.router)

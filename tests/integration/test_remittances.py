@@ -244,3 +244,98 @@ def test_the_home_depot_template_is_refused_with_a_clear_error(producer: Client)
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]
     assert error["code"].startswith("edi_") and "placeholder" in json.dumps(error).lower()
+
+
+def _disputed(engine: Engine, remittance_id: str) -> list[int]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(deductions.c.id)
+                .where(deductions.c.remittance_id == remittance_id, deductions.c.disputed > 0)
+                .order_by(deductions.c.seq)
+            ).scalars()
+        )
+
+
+def decide(operator: Client, deduction_id: int, body: dict[str, Any]) -> Any:
+    return operator.bearer("POST", f"/admin/deductions/{deduction_id}/decide", body)
+
+
+def test_a_disputed_deduction_is_matched_by_a_person_and_then_decided_once(
+    engine: Engine, producer: Client, operator: Client
+) -> None:
+    vendor = new_vendor(engine)
+    first, second = accrual(engine, vendor, "30.00"), accrual(engine, vendor, "30.00")
+    got = send(producer, remit(vendor, {"amount": "-45.00", "reason_code": "06"})).json()
+    [deduction] = _disputed(engine, got["remittances"][0]["id"])
+    too_much = {
+        "decision": "match",
+        "note": "split",
+        "matches": [
+            {"document_id": first, "amount": "40.00"},
+            {"document_id": second, "amount": "5.00"},
+        ],
+    }
+    refused = decide(operator, deduction, too_much)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "match_exceeds_open"
+    body = {
+        "decision": "match",
+        "note": "split across both",
+        "matches": [
+            {"document_id": first, "amount": "30.00"},
+            {"document_id": second, "amount": "15.00"},
+        ],
+    }
+    decided = decide(operator, deduction, body)
+    assert decided.status_code == 200, decided.text
+    assert len(decided.json()["ledger_ids"]) == 2
+    assert (open_amount(engine, vendor, first), open_amount(engine, vendor, second)) == (
+        Decimal("0.00"),
+        Decimal("15.00"),
+    )
+    again = decide(operator, deduction, body)
+    assert again.status_code == 200 and again.json()["again"] is True
+    assert open_amount(engine, vendor, second) == Decimal("15.00")
+    other = decide(operator, deduction, {"decision": "deny", "note": "no"})
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "deduction_already_decided"
+
+
+def test_accept_writes_off_against_the_reference_and_deny_books_nothing(
+    engine: Engine, producer: Client, operator: Client
+) -> None:
+    vendor = new_vendor(engine)
+    body = remit(
+        vendor,
+        {"amount": "-12.00", "reason_code": "22", "reference": "FRT-1"},
+        {"amount": "-3.00", "reason_code": "59"},
+    )
+    got = send(producer, body).json()["remittances"][0]
+    accept, deny = _disputed(engine, got["id"])
+    assert decide(operator, accept, {"decision": "accept", "note": "freight ok"}).status_code == 200
+    assert decide(operator, deny, {"decision": "deny", "note": "recover"}).status_code == 200
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(le.c.outcome, le.c.document_id, le.c.delta).where(le.c.job_id == got["id"])
+        ).all()
+    assert [(r.outcome, r.document_id, r.delta) for r in rows] == [
+        ("written_off", "FRT-1", Decimal("-12.0000"))
+    ]
+
+
+def test_bulk_accepts_the_oldest_disputed_deductions_of_a_filter(
+    engine: Engine, producer: Client, operator: Client
+) -> None:
+    vendor = new_vendor(engine)
+    body = remit(vendor, *({"amount": f"-{n}.00", "reason_code": "59"} for n in (1, 2, 50)))
+    send(producer, body)
+    bulk = {
+        "decision": "accept",
+        "note": "small shortages",
+        "partition_key": vendor,
+        "max_amount": "5.00",
+        "limit": 10,
+    }
+    answer = operator.bearer("POST", "/admin/deductions/decide", bulk)
+    assert answer.status_code == 200 and answer.json() == {"decided": 2}, answer.text
+    assert operator.bearer("POST", "/admin/deductions/decide", bulk).json() == {"decided": 0}

@@ -172,8 +172,15 @@ def record(engine: Engine, incoming: Incoming, now: dt.datetime) -> Recorded:
         ids = _insert_deductions(conn, rows)
         ledger: list[dict[str, Any]] = []
         for deduction_id, decision in zip(ids, decisions, strict=True):
+            against = decision.claim.reference or remittance.trace
             ledger += booked_rows(
-                deduction_id, "match", decision, documents.versions, rid, profile.partition_key
+                deduction_id,
+                "match",
+                decision,
+                documents.versions,
+                rid,
+                profile.partition_key,
+                against=against,
             )
         booked = writer_for(conn).book_matches(conn, ledger, now, period)
         result.ledger_rows = booked.rows
@@ -181,11 +188,11 @@ def record(engine: Engine, incoming: Incoming, now: dt.datetime) -> Recorded:
             result.matched += decision.matched
             result.written_off += decision.written_off
             result.disputed += decision.disputed
-        events = [_event(REMITTANCE_RECEIVED, rid, profile.partition_key, now)]
+        events = [event_row(REMITTANCE_RECEIVED, rid, profile.partition_key, now)]
         if result.matched or result.written_off:
-            events.append(_event(DEDUCTION_MATCHED, rid, profile.partition_key, now))
+            events.append(event_row(DEDUCTION_MATCHED, rid, profile.partition_key, now))
         if result.disputed:
-            events.append(_event(DEDUCTION_DISPUTED, rid, profile.partition_key, now))
+            events.append(event_row(DEDUCTION_DISPUTED, rid, profile.partition_key, now))
         conn.execute(insert(outbox), events)
     return result
 
@@ -238,10 +245,12 @@ def booked_rows(
     versions: dict[str, int],
     remittance_id: str,
     partition_key: str,
+    *,
+    against: str,
 ) -> list[dict[str, Any]]:
     """The ledger rows of a decision: a ``deducted`` row per match, a
-    ``written_off`` row for its write-off (against the deduction's reference,
-    else the remittance's trace, when it took from no document)."""
+    ``written_off`` row for its write-off (against ``against``, the deduction's
+    reference, else the remittance's trace, when it took from no document)."""
     claimed = decision.claim.amount
     found = [
         _ledger_row(
@@ -259,7 +268,7 @@ def booked_rows(
     ]
     write_off = decision.write_off
     if write_off is not None:
-        against = write_off.document_id or decision.claim.reference or remittance_id
+        against = write_off.document_id or against
         found.append(
             _ledger_row(
                 match_key(deduction_id, step, against, "written_off"),
@@ -304,7 +313,7 @@ def _ledger_row(
     }
 
 
-def _event(kind: str, subject: str, partition_key: str, now: dt.datetime) -> dict[str, Any]:
+def event_row(kind: str, subject: str, partition_key: str, now: dt.datetime) -> dict[str, Any]:
     return {
         "event_id": new_event_id(),
         "type": kind,
