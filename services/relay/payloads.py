@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from shared.adapters.db.disputes import reads as disputes_db
 from shared.adapters.db.edi import store as edi_db
 from shared.adapters.db.jobs import queries as jobs_db
+from shared.adapters.db.remittances import events as remittance_events
 from shared.adapters.db.webhooks.deliveries import Waiting
 from shared.adapters.db.webhooks.events import (
     DEAD_LETTERS_CREATED,
@@ -31,6 +32,8 @@ def data_of(engine: Engine, event: Waiting) -> str | None:
     found: Any
     if event.type == PING:
         found = {"endpoint_id": event.subject, "message": "a test event from settleq"}
+    elif event.type in remittance_events.TYPES:
+        found = remittance_events.data_of(engine, event.type, event.subject)
     elif event.type == DISPUTE_RESOLVED:
         d = disputes_db.get(engine, int(event.subject))
         found = None if d is None else dispute(d).model_dump(mode="json")

@@ -36,7 +36,15 @@ JITTER = 0.2  # each wait is drawn from [1 - JITTER, 1 + JITTER] of its step
 DISABLE_AFTER_S = 5 * 24 * 3600
 HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
 # What an endpoint may subscribe to (``ping`` is sent by a test, to anyone).
-EVENT_TYPES = ("job.completed", "dispute.resolved", "dead_letters.created")
+EVENT_TYPES = (
+    "job.completed",
+    "dispute.resolved",
+    "dead_letters.created",
+    # A payer's remittance (docs/api.md#remittances-and-deductions).
+    "remittance.received",
+    "deduction.matched",
+    "deduction.disputed",
+)
 # How long a rotated secret keeps signing beside its successor.
 ROTATION_GRACE_S = 24 * 3600
 

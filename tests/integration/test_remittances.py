@@ -5,6 +5,7 @@ rest disputed; the matches are ledger rows."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from decimal import Decimal
@@ -31,6 +32,7 @@ from tests.support.infra import (
 )
 
 pytestmark = pytest.mark.both_backends
+NOW = dt.datetime(2026, 12, 7, tzinfo=dt.UTC)
 REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata" / "other" / "x12_820"
 
 
@@ -339,3 +341,37 @@ def test_bulk_accepts_the_oldest_disputed_deductions_of_a_filter(
     answer = operator.bearer("POST", "/admin/deductions/decide", bulk)
     assert answer.status_code == 200 and answer.json() == {"decided": 2}, answer.text
     assert operator.bearer("POST", "/admin/deductions/decide", bulk).json() == {"decided": 0}
+
+
+def test_a_remittance_writes_its_events_and_an_endpoint_may_subscribe_to_them(
+    engine: Engine, producer: Client, operator: Client
+) -> None:
+    from shared.adapters.db.remittances.events import data_of
+    from shared.adapters.db.tables import outbox
+    from shared.adapters.db.webhooks import endpoints
+
+    vendor = new_vendor(engine)
+    doc = accrual(engine, vendor, "10.00")
+    body = remit(
+        vendor,
+        {"amount": "-10.00", "reason_code": "02", "reference": doc},
+        {"amount": "-4.00", "reason_code": "59"},
+    )
+    got = send(producer, body).json()["remittances"][0]
+    with engine.connect() as conn:
+        types = conn.execute(
+            select(outbox.c.type, outbox.c.partitions).where(outbox.c.subject == got["id"])
+        ).all()
+    assert sorted(t for t, _ in types) == [
+        "deduction.disputed",
+        "deduction.matched",
+        "remittance.received",
+    ]
+    assert all(list(p) == [vendor] for _, p in types)
+    disputed = data_of(engine, "deduction.disputed", got["id"])
+    assert disputed is not None and [i["amount"] for i in disputed["items"]] == ["4.00"]
+    matched = data_of(engine, "deduction.matched", got["id"])
+    assert matched is not None and [i["matched"] for i in matched["items"]] == ["10.00"]
+    wanted = ["remittance.received", "deduction.matched", "deduction.disputed"]
+    made, _ = endpoints.create(engine, uid("K-"), "https://a.example/h", wanted, None, NOW)
+    assert sorted(made.events) == sorted(wanted)

@@ -27,9 +27,9 @@ from sqlalchemy import Connection, Engine, select, update
 from shared.adapters.db.ledger.writer import writer_for
 from shared.adapters.db.operators import audit
 from shared.adapters.db.periods import booking
+from shared.adapters.db.remittances.events import DEDUCTION_MATCHED
 from shared.adapters.db.remittances.open_documents import OpenDocuments
 from shared.adapters.db.remittances.store import (
-    DEDUCTION_MATCHED,
     booked_rows,
     event_row,
     lock_partition,

@@ -29,6 +29,11 @@ from sqlalchemy import Connection, Engine, insert, select, text
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.ledger.writer import writer_for
 from shared.adapters.db.periods import booking
+from shared.adapters.db.remittances.events import (
+    DEDUCTION_DISPUTED,
+    DEDUCTION_MATCHED,
+    REMITTANCE_RECEIVED,
+)
 from shared.adapters.db.remittances.open_documents import OpenDocuments
 from shared.adapters.db.remittances.tables import deductions as dd
 from shared.adapters.db.remittances.tables import remittances as rm
@@ -42,9 +47,6 @@ from shared.domain.remittances.matching import Claim, Decision, decide
 from shared.domain.remittances.model import Remittance
 from shared.domain.remittances.profile import Profile
 
-REMITTANCE_RECEIVED = "remittance.received"
-DEDUCTION_MATCHED = "deduction.matched"
-DEDUCTION_DISPUTED = "deduction.disputed"
 # The match lock's high half: never a lineage's, a partition's or the booking lock's.
 _MATCH_LOCK = 0x5E7720
 
