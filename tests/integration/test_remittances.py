@@ -375,3 +375,19 @@ def test_a_remittance_writes_its_events_and_an_endpoint_may_subscribe_to_them(
     wanted = ["remittance.received", "deduction.matched", "deduction.disputed"]
     made, _ = endpoints.create(engine, uid("K-"), "https://a.example/h", wanted, None, NOW)
     assert sorted(made.events) == sorted(wanted)
+
+
+def test_what_one_deduction_left_open_is_matched_by_amount_by_the_next(
+    engine: Engine, producer: Client
+) -> None:
+    vendor = new_vendor(engine)
+    accrual(engine, vendor, "90.00")  # older, never within reach of 40.00
+    doc = accrual(engine, vendor, "100.00")
+    body = remit(
+        vendor,
+        {"amount": "-60.00", "reason_code": "02", "reference": doc},
+        {"amount": "-40.00", "reason_code": "02"},
+    )
+    got = send(producer, body).json()["remittances"][0]
+    assert (got["matched"], got["disputed"]) == ("100.00", "0.00")
+    assert open_amount(engine, vendor, doc) == Decimal("0")

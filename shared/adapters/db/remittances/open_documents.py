@@ -7,7 +7,8 @@ documents a reference names are read by id (``ix_ledger_entries_document``).
 Matching by amount needs every document's open amount; on PostgreSQL they are
 summed once per transaction, only when a deduction needs it, into a temporary
 table indexed by amount, which each match then keeps current, so a partition
-of a million documents is read once, not once per deduction. Elsewhere
+of a million documents is read once, not once per deduction; what this
+transaction took is kept beside it, in memory, never written back. Elsewhere
 (SQLite: one writer, small ledgers) the partition's documents are read into
 memory.
 """
@@ -15,7 +16,6 @@ memory.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -34,7 +34,7 @@ from shared.domain.remittances.matching import (
 )
 
 _TABLE = "settleq_open_documents"
-_PAGE = 64  # documents of one amount window read at a time, oldest first
+_PAGE = 16  # documents of one amount window read at a time, oldest first
 
 
 class OpenDocuments:
@@ -44,6 +44,8 @@ class OpenDocuments:
         self.versions: dict[str, int] = {}  # each known document's newest contract version
         self._absent: set[str] = set()  # ids that name no document of the partition
         self._summed = False  # every document's open amount is at hand (table or memory)
+        # Documents this transaction took from: the table holds them as they were.
+        self._touched: dict[str, OpenDocument] = {}
         self._server = conn.dialect.name == "postgresql"
 
     def _of_partition(self) -> list[Any]:
@@ -94,44 +96,56 @@ class OpenDocuments:
 
     def candidates(self, claim: Claim, tolerance: Tolerance) -> list[OpenDocument]:
         """What ``decide`` must see for ``claim`` to decide as on every document:
-        the one its reference names, and those whose open amount is in its window."""
-        chosen: dict[str, OpenDocument] = {}
+        the one its reference names, else the oldest whose open amount is within
+        tolerance of it (with any older ones in its window)."""
         if claim.reference is not None:
             self.named([claim.reference])
             if claim.reference in self.known:
-                chosen[claim.reference] = self.known[claim.reference]
-                return list(chosen.values())
+                return [self.known[claim.reference]]
         low, high = amount_window(claim.amount, tolerance)
-        for document in self._window(max(low, ZERO), high):
-            chosen.setdefault(document.document_id, document)
-        return list(chosen.values())
-
-    def _window(self, low: Decimal, high: Decimal | None) -> list[OpenDocument]:
-        self._sum_all()
+        low = max(low, ZERO)
         if not self._server:
-            return sorted(
-                (
-                    d
-                    for d in self.known.values()
-                    if d.open_amount > ZERO
-                    and d.open_amount >= low
-                    and (high is None or d.open_amount <= high)
-                ),
-                key=lambda d: (d.settled_at, d.document_id),
-            )
+            self._sum_all()
+            return [d for d in self.known.values() if _inside(d, low, high)]
+        found = self._window(claim, tolerance, low, high)
+        # What this transaction took is not in the table: its documents as they are now.
+        found += [d for d in self._touched.values() if _inside(d, low, high)]
+        return list({d.document_id: d for d in found}.values())
+
+    def _window(
+        self, claim: Claim, tolerance: Tolerance, low: Decimal, high: Decimal | None
+    ) -> list[OpenDocument]:
+        """The table's documents in the window, oldest first, page by page until
+        one is within tolerance (none older can be then: the oldest wins)."""
+        self._sum_all()
         bounds = "open_amount > 0 AND open_amount >= :low"
         if high is not None:
             bounds += " AND open_amount <= :high"
-        rows = self.conn.execute(
-            text(
-                f"SELECT document_id FROM {_TABLE} WHERE {bounds}"
-                " ORDER BY settled_at, document_id LIMIT :n"
-            ),
-            {"low": low, "high": high, "n": _PAGE},
-        ).scalars()
-        ids = list(rows)
-        self.named(ids)
-        return [self.known[i] for i in ids if i in self.known]
+        found: list[OpenDocument] = []
+        offset = 0
+        while True:
+            rows = self.conn.execute(
+                text(
+                    "SELECT document_id, open_amount, settled_at, version"
+                    f" FROM {_TABLE} WHERE {bounds}"
+                    " ORDER BY settled_at, document_id LIMIT :n OFFSET :offset"
+                ),
+                {"low": low, "high": high, "n": _PAGE, "offset": offset},
+            ).all()
+            for document_id, total, first, version in rows:
+                if document_id in self._touched:
+                    continue  # as it is now: added by the caller
+                document = OpenDocument(document_id, Decimal(total), utc(first))
+                self.known.setdefault(document_id, document)
+                self.versions.setdefault(document_id, int(version))
+                found.append(self.known[document_id])
+            near = any(
+                (claim.amount - d.open_amount).copy_abs() <= tolerance.limit(d.open_amount)
+                for d in found
+            )
+            if near or len(rows) < _PAGE:
+                return found
+            offset += _PAGE
 
     def _sum_all(self) -> None:
         if self._summed:
@@ -143,24 +157,17 @@ class OpenDocuments:
         self.conn.execute(
             text(
                 f"CREATE TEMPORARY TABLE {_TABLE} ON COMMIT DROP AS"
-                " SELECT document_id, sum(delta) AS open_amount, min(created_at) AS settled_at"
+                " SELECT document_id, sum(delta) AS open_amount,"
+                " min(created_at) AS settled_at, max(contract_version) AS version"
                 " FROM ledger_entries WHERE kind = :kind AND partition_key = :partition"
                 " GROUP BY document_id"
             ),
             {"kind": self.kind, "partition": self.partition_key},
         )
-        self.conn.execute(text(f"CREATE INDEX ON {_TABLE} (open_amount) WHERE open_amount > 0"))
+        self.conn.execute(
+            text(f"CREATE INDEX ON {_TABLE} (open_amount, settled_at) WHERE open_amount > 0")
+        )
         self.conn.execute(text(f"ANALYZE {_TABLE}"))
-        # What this transaction already took is not in the ledger yet.
-        for document in self.known.values():
-            self._store(document)
-
-    def _store(self, document: OpenDocument) -> None:
-        if self._server and self._summed:
-            self.conn.execute(
-                text(f"UPDATE {_TABLE} SET open_amount = :open WHERE document_id = :id"),
-                {"open": document.open_amount, "id": document.document_id},
-            )
 
     def take(self, decision: Decision) -> None:
         """Carry ``decision`` into the open amounts the next deduction sees
@@ -173,10 +180,9 @@ class OpenDocuments:
         before = [self.known[i] for i in dict.fromkeys(touched)]
         for document in apply(before, decision):
             self.known[document.document_id] = document
-            self._store(document)
+            self._touched[document.document_id] = document
 
-    def settle(self, document_id: str, amount: Decimal) -> None:
-        """A person's decision took ``amount`` from a known document."""
-        document = self.known[document_id]
-        self.known[document_id] = replace(document, open_amount=document.open_amount - amount)
-        self._store(self.known[document_id])
+
+def _inside(document: OpenDocument, low: Decimal, high: Decimal | None) -> bool:
+    amount = document.open_amount
+    return amount > ZERO and amount >= low and (high is None or amount <= high)
