@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from shared.domain.kinds import KINDS, shown
 from shared.domain.money import CENT, ZERO, at_quantum, plain
+from shared.domain.pipeline.events import LEDGER_OUTCOMES
 from shared.wire.cells import cell
 
 # A period's name is a path segment of the API (/v1/periods/{period}/journal):
@@ -41,7 +42,7 @@ ACTIVITY = ("posted", "disputed", "repriced", "resolved", "deducted", "written_o
 # The outcomes of a remittance's rows: each its own sum, and booked on accounts
 # of its own where the kind has them. Their delta takes money off a document.
 MATCHES = ("deducted", "written_off")
-_OUTCOMES = ("posted", "disputed", "resolved", *MATCHES)
+_OUTCOMES = LEDGER_OUTCOMES
 
 
 @dataclass(frozen=True)

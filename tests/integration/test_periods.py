@@ -7,6 +7,7 @@ a close is the whole ledger's."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import threading
@@ -618,6 +619,42 @@ def test_a_remittances_rows_are_balances_statement_lines_and_journal_entries_of_
     }
     text = http.get(f"/v1/periods/{name}/journal/lines", headers=VIEWER).text
     assert text.count(f"{base}:written_off,") == 2
+
+
+def test_a_remittances_rows_are_outcome_events_routed_by_their_outcome(engine: Engine) -> None:
+    with engine.begin() as conn:  # what went before: published
+        outbox.mark_published(conn, outbox.next_batch(conn, 1000, 1000).outbox_ids)
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "100", "12.50")], document_id="D-1")])
+    deducted = book_match(engine, "V-1", "D-1", "deducted", "12.00")
+    book_match(engine, "V-1", "D-1", "written_off", "0.25", claimed="12.25")
+    with engine.begin() as conn:
+        batch = outbox.next_batch(conn, 10, 1000)
+    by_key = {m.routing_key: json.loads(m.body)["events"] for m in batch.messages}
+    assert set(by_key) == {
+        "settlement.posted.promo_accrual",
+        "settlement.deducted.promo_accrual",
+        "settlement.written_off.promo_accrual",
+    }
+    [event] = by_key["settlement.deducted.promo_accrual"]
+    assert event["type"] == "settlement.deducted" and event["document_id"] == "D-1"
+    assert (event["delta"], event["amount"], event["claimed_amount"]) == (
+        "-12.0000",
+        "12.0000",
+        "12.0000",
+    )
+    assert event["correlation_id"].startswith("rm_") and event["line_ref"] == "D1"
+    assert "decision" not in event  # no dispute's resolution
+    [off] = by_key["settlement.written_off.promo_accrual"]
+    assert off["type"] == "settlement.written_off" and off["event_id"] != event["event_id"]
+    # Neither is a dispute: the queue holds none of them.
+    with engine.connect() as conn:
+        row = conn.execute(select(ledger).where(ledger.c.id == deducted)).one()
+    assert row.outcome == "deducted"
+    every = disputes.Filter(status="all")
+    assert disputes.page(engine, every, after_id=None, limit=100) == []
+    assert disputes.get(engine, deducted) is None
+    _, [b] = reads.balances(engine, None, sums.Scope(), ACCOUNTS)
+    assert (b.in_dispute_count, b.in_dispute_variance) == (0, Decimal(0))
 
 
 def test_the_close_cuts_a_remittances_rows_like_any_row_into_balances_and_journal(

@@ -6,11 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Engine, insert, select
 
 from shared.adapters.db import tables
+from shared.adapters.db.ledger.writer import write_outbox
 from shared.adapters.db.periods import booking
 from shared.config.settings import Settings
 from shared.domain.kinds import get_kind
@@ -61,7 +63,8 @@ def book_match(
     """Book a remittance's ``deducted`` or ``written_off`` row as the intake
     does (docs/architecture.md#remittances-and-deductions): against the document's
     newest version (0 for none), ``delta`` minus the money taken, in the open
-    period under the booking lock. Its id."""
+    period under the booking lock, listed by an outbox unit of its own in the
+    same transaction (the feed and the outcome events read rows through it). Its id."""
     ledger = tables.ledger_entries
     rm = (
         remittance
@@ -83,7 +86,8 @@ def book_match(
             .limit(1)
         ).scalar()
         taken = Decimal(amount)
-        return int(
+        now = dt.datetime.now(dt.UTC)
+        row_id = int(
             conn.execute(
                 insert(ledger)
                 .values(
@@ -100,9 +104,11 @@ def book_match(
                     delta=-taken,
                     supersedes_id=None,
                     correlation_id=rm,
-                    created_at=dt.datetime.now(dt.UTC),
+                    created_at=now,
                     period=period,
                 )
                 .returning(ledger.c.id)
             ).scalar_one()
         )
+        write_outbox(conn, [SimpleNamespace(id=row_id)], now)  # type: ignore[list-item]
+        return row_id

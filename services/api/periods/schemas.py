@@ -11,12 +11,13 @@ from pydantic import BaseModel, Field
 from shared.adapters.db.periods.reads import Summary
 from shared.domain.kinds import KINDS, shown
 from shared.domain.periods import Balance, PeriodName, activity_of
+from shared.domain.pipeline.events import LedgerOutcome
 from shared.wire.times import iso
 
 
 class Total(BaseModel):
     kind: str
-    outcome: Literal["posted", "disputed", "resolved", "deducted", "written_off"]
+    outcome: LedgerOutcome
     rows: int
     delta: str
 
