@@ -23,7 +23,7 @@ from pydantic_settings import (
 
 from shared.adapters.db.urls import database_url_problem
 from shared.config.files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
-from shared.domain.periods import PeriodName
+from shared.domain.periods import Booking, PeriodName, booking
 from shared.domain.pipeline.events import EVENT_BATCH_LIMIT
 from shared.domain.pipeline.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
@@ -64,13 +64,35 @@ class ProducerKey(BaseModel):
         return "*" in self.partitions or partition_key in self.partitions
 
 
-class JournalAccounts(BaseModel):
-    """The general-ledger accounts a kind's positive balance is debited and credited to."""
+class OutcomeAccounts(BaseModel):
+    """The general-ledger accounts the money a remittance's rows of one outcome
+    took is debited and credited to (docs/operations.md#configuration)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     debit: str = Field(min_length=1, max_length=128)
     credit: str = Field(min_length=1, max_length=128)
+
+
+class JournalAccounts(BaseModel):
+    """The general-ledger accounts a kind's positive balance is debited and
+    credited to; and, optionally, those of its ``deducted`` and ``written_off``
+    rows, booked as entries of their own (not named: booked with the rest)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    debit: str = Field(min_length=1, max_length=128)
+    credit: str = Field(min_length=1, max_length=128)
+    deducted: OutcomeAccounts | None = None
+    written_off: OutcomeAccounts | None = None
+
+    def booking(self) -> Booking:
+        outcomes = {
+            name: (given.debit, given.credit)
+            for name, given in (("deducted", self.deducted), ("written_off", self.written_off))
+            if given is not None
+        }
+        return booking(self.debit, self.credit, outcomes)
 
 
 def _default_map_processes() -> int:
@@ -232,11 +254,10 @@ class Settings(BaseSettings):
             raise ValueError(f"names no kind settleq settles: {', '.join(unknown)}")
         return value
 
-    def journal_pairs(self) -> dict[str, tuple[str, str] | None]:
-        """``journal_accounts`` as (debit, credit) pairs, by kind named."""
-        return {
-            k: None if a is None else (a.debit, a.credit) for k, a in self.journal_accounts.items()
-        }
+    def journal_pairs(self) -> dict[str, Booking | None]:
+        """``journal_accounts`` as the journal books them, by kind named: a kind
+        named keeps no default of its own outcomes' accounts."""
+        return {k: None if a is None else a.booking() for k, a in self.journal_accounts.items()}
 
     @field_validator("queue_delivery_limit")
     @classmethod

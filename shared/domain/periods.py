@@ -2,12 +2,16 @@
 the pure part. A period's balances are summed in the database (adapters/db/periods/);
 what they mean, the journal made of them and its bytes are decided here.
 
-A balance's activity is four sums of ``delta`` that never overlap: ``posted``
+A balance's activity is six sums of ``delta`` that never overlap: ``posted``
 and ``disputed`` (an identity's first row), ``repriced`` (a posted or disputed
-row that supersedes an earlier version) and ``resolved`` (a resolution row).
+row that supersedes an earlier version), ``resolved`` (a resolution row), and
+a remittance's rows, ``deducted`` (a deduction matched to a document) and
+``written_off`` (docs/architecture.md#remittances-and-deductions).
 The journal books each (kind, partition_key)'s activity as one balanced entry:
 a debit line and a credit line of the same amount on the kind's accounts,
-swapped when the sum is negative.
+swapped when the sum is negative. A remittance outcome the kind has accounts
+of its own for is booked as an entry of its own on them
+(docs/operations.md#configuration).
 """
 
 from __future__ import annotations
@@ -16,16 +20,17 @@ import datetime as dt
 import hashlib
 import io
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from shared.domain.kinds import KINDS, shown
 from shared.domain.money import CENT, ZERO, at_quantum, plain
+from shared.domain.pipeline.events import LEDGER_OUTCOMES
 from shared.wire.cells import cell
 
 # A period's name is a path segment of the API (/v1/periods/{period}/journal):
@@ -33,9 +38,60 @@ from shared.wire.cells import cell
 # never as a period (RFC 3986's dot segments), so they name none.
 NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,32}$")
 NAME_RULE = "1 to 32 characters of A-Z, a-z, 0-9, '.', '_' and '-', other than '.' and '..'"
-ACTIVITY = ("posted", "disputed", "repriced", "resolved")
-# Accounts a kind is journaled on: (debit, credit) for a positive balance.
-Accounts = Mapping[str, tuple[str, str] | None]
+ACTIVITY = ("posted", "disputed", "repriced", "resolved", "deducted", "written_off")
+# The outcomes of a remittance's rows: each its own sum, and booked on accounts
+# of its own where the kind has them. Their delta takes money off a document.
+MATCHES = ("deducted", "written_off")
+_OUTCOMES = LEDGER_OUTCOMES
+
+
+@dataclass(frozen=True)
+class Booking:
+    """The accounts a kind is journaled on: (debit, credit) for a positive
+    balance, and for each of ``MATCHES`` it names, (debit, credit) for the
+    money its rows took (minus their sum of delta)."""
+
+    debit: str
+    credit: str
+    outcomes: tuple[tuple[str, tuple[str, str]], ...] = ()
+
+    def of(self, outcome: str) -> tuple[str, str] | None:
+        """The accounts of ``outcome``'s own entry, or None: booked with the rest."""
+        return dict(self.outcomes).get(outcome)
+
+    def stored(self) -> list[Any]:
+        """As periods.accounts keeps it: ``[debit, credit]``, and a third item,
+        ``{outcome: [debit, credit]}``, only when an outcome has accounts of its
+        own (so what was stored before those read the same)."""
+        pair: list[Any] = [self.debit, self.credit]
+        if self.outcomes:
+            pair.append({o: list(accounts) for o, accounts in self.outcomes})
+        return pair
+
+
+# Each kind's accounts, or None: not journaled.
+Accounts = Mapping[str, Booking | None]
+# As given: a Booking, a bare (debit, credit) pair, or None.
+Given = Mapping[str, Booking | tuple[str, str] | None]
+
+
+def booking(
+    debit: str, credit: str, outcomes: Mapping[str, tuple[str, str] | Sequence[str]] | None = None
+) -> Booking:
+    """A kind's accounts, its outcomes' in a stable order."""
+    known = outcomes or {}
+    unknown = sorted(set(known) - set(MATCHES))
+    if unknown:
+        raise ValueError(f"no outcome has accounts of its own but {', '.join(MATCHES)}: {unknown}")
+    pairs = tuple((o, (known[o][0], known[o][1])) for o in MATCHES if o in known)
+    return Booking(debit, credit, pairs)
+
+
+def stored_booking(value: Any) -> Booking | None:
+    """A kind's accounts as periods.accounts keeps them (``Booking.stored``)."""
+    if not value:
+        return None
+    return booking(value[0], value[1], value[2] if len(value) > 2 else None)
 
 
 def name_problem(name: str) -> str | None:
@@ -69,26 +125,65 @@ def first_period(configured: str | None, now: dt.datetime) -> str:
     return now.astimezone(dt.UTC).strftime("%Y-%m")
 
 
-def accounts(configured: Accounts | None) -> dict[str, tuple[str, str] | None]:
+def accounts(configured: Given | None) -> dict[str, Booking | None]:
     """Each kind's journal accounts: SETTLEQ_JOURNAL_ACCOUNTS's where it names
-    the kind (None leaves the kind out), else the kind's default."""
+    the kind (None leaves the kind out; a bare pair has no outcome's own), else
+    the kind's default, with its outcomes' defaults."""
     given = configured or {}
-    return {name: given.get(name, kind.journal_accounts) for name, kind in sorted(KINDS.items())}
+    found: dict[str, Booking | None] = {}
+    for name, kind in sorted(KINDS.items()):
+        if name in given:
+            value = given[name]
+            found[name] = value if not isinstance(value, tuple) else booking(*value)
+        elif kind.journal_accounts is None:
+            found[name] = None
+        else:
+            found[name] = booking(*kind.journal_accounts, kind.journal_outcome_accounts)
+    return found
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Activity:
-    """A period's four sums of delta, and the rows they sum."""
+    """A period's six sums of delta, and the rows they sum (all of them, and
+    those of each of ``MATCHES``: their journal entries' own)."""
 
     posted: Decimal = ZERO
     disputed: Decimal = ZERO
     repriced: Decimal = ZERO
     resolved: Decimal = ZERO
+    deducted: Decimal = ZERO
+    written_off: Decimal = ZERO
     rows: int = 0
+    deducted_rows: int = 0
+    written_off_rows: int = 0
 
     @property
     def total(self) -> Decimal:
-        return self.posted + self.disputed + self.repriced + self.resolved
+        return sum((self.sum_of(name) for name in ACTIVITY), ZERO)
+
+    def sum_of(self, name: str) -> Decimal:
+        """One of the ``ACTIVITY`` sums, by name."""
+        if name not in ACTIVITY:
+            raise ValueError(f"no activity is named {name!r}")
+        value: Decimal = getattr(self, name)
+        return value
+
+    def rows_of(self, outcome: str) -> int:
+        """The rows of one of ``MATCHES``."""
+        if outcome not in MATCHES:
+            raise ValueError(f"rows are counted apart for {', '.join(MATCHES)} only")
+        count: int = getattr(self, f"{outcome}_rows")
+        return count
+
+    def add(self, outcome: str, supersedes: bool, delta: Decimal, rows: int = 1) -> None:
+        """``rows`` ledger rows of ``outcome`` summing ``delta``: into the sum
+        ``activity_of`` says (an outcome it does not know is an error, never a
+        sum of its own)."""
+        name = activity_of(outcome, supersedes)
+        setattr(self, name, self.sum_of(name) + delta)
+        self.rows += rows
+        if name in MATCHES:
+            setattr(self, f"{name}_rows", self.rows_of(name) + rows)
 
 
 @dataclass
@@ -107,9 +202,23 @@ class Balance:
         return self.opening + self.activity.total
 
 
-def external_id(period: str, kind: str, partition_key: str) -> str:
-    """An entry's id in the ERP: stable, so a second import is the same entry."""
-    return f"settleq:{period}:{kind}:{partition_key}"
+def external_id(period: str, kind: str, partition_key: str, outcome: str | None = None) -> str:
+    """An entry's id in the ERP: stable, so a second import is the same entry.
+    An outcome's own entry (``MATCHES``) ends with the outcome."""
+    base = f"settleq:{period}:{kind}:{partition_key}"
+    return base if outcome is None else f"{base}:{outcome}"
+
+
+def line_entry(
+    period: str, booked_on: Accounts, kind: str, partition_key: str, outcome: str
+) -> str | None:
+    """The external_id of the entry a ledger row of ``outcome`` is booked in,
+    or None when its kind is not journaled."""
+    accounts = booked_on.get(kind)
+    if accounts is None:
+        return None
+    own = outcome if accounts.of(outcome) is not None else None
+    return external_id(period, kind, partition_key, own)
 
 
 @dataclass(frozen=True)
@@ -124,12 +233,15 @@ class Entry:
     credit: str
     amount: Decimal
     rows: int
+    # One of ``MATCHES`` booked on accounts of its own, or None: the rest.
+    outcome: str | None = None
 
     @property
     def memo(self) -> str:
         noun = KINDS[self.kind].partition_noun
+        what = "" if self.outcome is None else f" {self.outcome}"
         return (
-            f"settleq {self.kind} {noun} {self.partition_key}, period {self.period}:"
+            f"settleq {self.kind} {noun} {self.partition_key}, period {self.period}{what}:"
             f" {self.rows} ledger rows"
         )
 
@@ -137,29 +249,53 @@ class Entry:
 def entries(period: str, balances: Iterable[Balance], booked_on: Accounts) -> list[Entry]:
     """The journal of a period's balances, ordered by kind and partition: a kind
     mapped to None is left out, a balance without rows has no entry, and a
-    negative sum swaps the sides."""
+    negative sum swaps the sides. Each of ``MATCHES`` the kind has accounts of
+    its own for is an entry of its own after the rest's: the money its rows
+    took (minus their sum) debited and credited to those accounts."""
     found = []
     for b in sorted(balances, key=lambda b: (b.kind, b.partition_key)):
-        pair = booked_on.get(b.kind)
-        if pair is None or not b.activity.rows:
+        accounts = booked_on.get(b.kind)
+        if accounts is None or not b.activity.rows:
             continue
-        debit, credit = pair
-        total = b.activity.total
-        if total < 0:
-            debit, credit = credit, debit
-        found.append(
-            Entry(
-                external_id(period, b.kind, b.partition_key),
-                period,
-                b.kind,
-                b.partition_key,
-                debit,
-                credit,
-                total.copy_abs(),
-                b.activity.rows,
-            )
-        )
+        rest, rest_rows = b.activity.total, b.activity.rows
+        own = []
+        for outcome in MATCHES:
+            pair = accounts.of(outcome)
+            rows = b.activity.rows_of(outcome)
+            if pair is None or not rows:
+                continue
+            taken = b.activity.sum_of(outcome)
+            rest -= taken
+            rest_rows -= rows
+            own.append(_entry(period, b, pair, -taken, rows, outcome))
+        if rest_rows:
+            found.append(_entry(period, b, (accounts.debit, accounts.credit), rest, rest_rows))
+        found.extend(own)
     return found
+
+
+def _entry(
+    period: str,
+    b: Balance,
+    pair: tuple[str, str],
+    amount: Decimal,
+    rows: int,
+    outcome: str | None = None,
+) -> Entry:
+    debit, credit = pair
+    if amount < 0:
+        debit, credit = credit, debit
+    return Entry(
+        external_id(period, b.kind, b.partition_key, outcome),
+        period,
+        b.kind,
+        b.partition_key,
+        debit,
+        credit,
+        amount.copy_abs(),
+        rows,
+        outcome,
+    )
 
 
 # The journal's CSV: one row per journal line, as a NetSuite journal entry
@@ -234,6 +370,7 @@ def journal_json(
                 "period": e.period,
                 "kind": e.kind,
                 "partition_key": e.partition_key,
+                "outcome": e.outcome,
                 "memo": e.memo,
                 "rows": e.rows,
                 "lines": [
@@ -249,7 +386,10 @@ def journal_json(
 
 
 def activity_of(outcome: str, supersedes: bool) -> str:
-    """Which of the four sums a row of ``outcome`` goes to."""
-    if outcome == "resolved":
-        return "resolved"
+    """Which of the six sums a row of ``outcome`` goes to: an outcome it does
+    not know is refused, never summed under a name of its own."""
+    if outcome not in _OUTCOMES:
+        raise ValueError(f"a ledger row's outcome is one of {', '.join(_OUTCOMES)}: {outcome!r}")
+    if outcome in ("resolved", *MATCHES):
+        return outcome
     return "repriced" if supersedes else outcome

@@ -45,6 +45,7 @@ from tests.support.infra import (
     migrate,
 )
 from tests.support.ledger import commit_plan
+from tests.support.periods import book_match
 
 KIND = get_kind("promo_accrual")
 CONTRACTS = {
@@ -287,6 +288,38 @@ def test_the_http_feed_pages_from_now_with_a_cursor_always(
     assert item["created_at"].endswith("Z")
     again = _get(http, after=cursor, partition_key=vendor).json()
     assert again["items"] == [] and again["next_cursor"]
+
+
+def test_the_feed_carries_a_remittances_deducted_and_written_off_rows(
+    http: TestClient, engine: Engine
+) -> None:
+    """A remittance's rows are ledger rows like any other: the feed gives them,
+    with the remittance as their correlation and delta minus the money taken."""
+    start = _get(http, after="now").json()["next_cursor"]
+    vendor = uid("RM-")
+    _settle(engine, [promo_doc(vendor, [promo_line(1, "8", "1.00")], document_id=uid("INV-"))])
+    with engine.connect() as conn:
+        document = conn.execute(
+            select(tables.ledger_entries.c.document_id).where(
+                tables.ledger_entries.c.partition_key == vendor
+            )
+        ).scalar_one()
+    book_match(engine, vendor, document, "deducted", "0.90", claimed="0.95")
+    book_match(engine, vendor, document, "written_off", "0.05", claimed="0.95")
+    cursor, items = start, []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(items) < 3 and time.monotonic() < deadline:
+        page = _get(http, after=cursor, partition_key=vendor, limit=1000)
+        assert page.status_code == 200, page.text
+        cursor = page.json()["next_cursor"]
+        items += page.json()["items"]
+    assert [(i["outcome"], i["delta"], i["document_id"]) for i in items] == [
+        ("posted", "1.00", document),
+        ("deducted", "-0.90", document),
+        ("written_off", "-0.05", document),
+    ]
+    assert items[1]["correlation_id"] == items[1]["job_id"] and items[1]["line_ref"] == "D1"
+    assert items[1]["claimed_amount"] == "0.95" and items[1]["supersedes_id"] is None
 
 
 def test_long_polls_hear_a_commit_and_hold_no_connection_while_they_wait(

@@ -7,6 +7,7 @@ a close is the whole ledger's."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import threading
@@ -44,7 +45,7 @@ from tests.support.infra import (
     migrate,
 )
 from tests.support.ledger import commit_plan
-from tests.support.periods import promo_unit, settle_promo
+from tests.support.periods import book_match, promo_unit, settle_promo
 
 pytestmark = pytest.mark.both_backends
 
@@ -540,6 +541,197 @@ def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
     ).json()
     assert as_of["items"] == []
     assert http.get("/v1/periods/nope/journal", headers=VIEWER).status_code == 404
+
+
+def _money(rows: list[dict[str, Any]]) -> dict[str, Decimal]:
+    found: dict[str, Decimal] = {}
+    for line in rows:
+        found[line["external_id"]] = found.get(line["external_id"], Decimal(0)) + Decimal(
+            line["delta"]
+        )
+    return found
+
+
+def test_a_remittances_rows_are_balances_statement_lines_and_journal_entries_of_their_own(
+    http: TestClient, engine: Engine
+) -> None:
+    own = SCOPED_PARTITIONS[0]
+    name = _open(engine)
+    doc = promo_doc(own, [promo_line(1, "100", "12.50")], document_id="INV-M1")
+    settle_promo(engine, [doc])
+    book_match(engine, own, "INV-M1", "deducted", "10.00", claimed="10.40")
+    book_match(engine, own, "INV-M1", "written_off", "0.40", claimed="10.40")
+    # A write-off of a deduction that took from no document: booked against its reference.
+    book_match(engine, own, "DED-77", "written_off", "3.00", deduction_id=2)
+    [b] = _signed(http, "/v1/balances").json()["items"]
+    assert (b["posted"], b["deducted"], b["written_off"], b["closing"], b["rows"]) == (
+        "12.50",
+        "-10.00",
+        "-3.40",
+        "-0.90",
+        4,
+    )
+    totals = http.get("/v1/periods", headers=VIEWER).json()["items"][0]["totals"]
+    assert {t["outcome"]: t["delta"] for t in totals} == {
+        "posted": "12.50",
+        "deducted": "-10.00",
+        "written_off": "-3.40",
+    }
+    # The statement lists them under their document; a document's total is its open amount.
+    statement = _signed(http, f"/v1/partitions/{own}/statement").json()
+    [section] = statement["sections"]
+    docs = {d["document_id"]: d for d in section["documents"]}
+    assert [line["activity"] for line in docs["INV-M1"]["lines"]] == [
+        "posted",
+        "deducted",
+        "written_off",
+    ]
+    assert docs["INV-M1"]["total"] == "2.10" and docs["DED-77"]["total"] == "-3.00"
+    assert section["closing"] == "-0.90" and section["owed"] == f"we owe {own} 0.90"
+    csv = _signed(http, f"/v1/partitions/{own}/statement?format=csv").text
+    assert ",D1,deducted,10.00,10.40,-10.00," in csv and csv.rstrip().endswith("-0.90,,,,,,,")
+    # The journal: the rest, and each outcome as an entry of its own on its accounts.
+    journal = http.get(f"/v1/periods/{name}/journal", headers=VIEWER).json()
+    entries = {e["external_id"]: e for e in journal["entries"]}
+    base = f"settleq:{name}:promo_accrual:{own}"
+    assert list(entries) == [base, f"{base}:deducted", f"{base}:written_off"]
+    assert [(e["outcome"], e["rows"]) for e in entries.values()] == [
+        (None, 1),
+        ("deducted", 1),
+        ("written_off", 2),
+    ]
+    assert entries[f"{base}:deducted"]["lines"] == [
+        {"account": "1250 Customer deductions clearing", "debit": "10.00", "credit": None},
+        {"account": "1310 Vendor promotional receivable", "debit": None, "credit": "10.00"},
+    ]
+    assert entries[f"{base}:written_off"]["lines"][0] == {
+        "account": "6450 Deduction write-offs",
+        "debit": "3.40",
+        "credit": None,
+    }
+    assert journal["debits"] == journal["credits"] == "25.90"
+    # Every line names its entry, and an entry's lines add up to it.
+    lines = http.get(f"/v1/periods/{name}/journal/lines?format=json", headers=VIEWER).json()
+    assert {k: str(v) for k, v in _money(lines["items"]).items()} == {
+        base: "12.50",
+        f"{base}:deducted": "-10.00",
+        f"{base}:written_off": "-3.40",
+    }
+    text = http.get(f"/v1/periods/{name}/journal/lines", headers=VIEWER).text
+    assert text.count(f"{base}:written_off,") == 2
+
+
+def test_a_remittances_rows_are_outcome_events_routed_by_their_outcome(engine: Engine) -> None:
+    with engine.begin() as conn:  # what went before: published
+        outbox.mark_published(conn, outbox.next_batch(conn, 1000, 1000).outbox_ids)
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "100", "12.50")], document_id="D-1")])
+    deducted = book_match(engine, "V-1", "D-1", "deducted", "12.00")
+    book_match(engine, "V-1", "D-1", "written_off", "0.25", claimed="12.25")
+    with engine.begin() as conn:
+        batch = outbox.next_batch(conn, 10, 1000)
+    by_key = {m.routing_key: json.loads(m.body)["events"] for m in batch.messages}
+    assert set(by_key) == {
+        "settlement.posted.promo_accrual",
+        "settlement.deducted.promo_accrual",
+        "settlement.written_off.promo_accrual",
+    }
+    [event] = by_key["settlement.deducted.promo_accrual"]
+    assert event["type"] == "settlement.deducted" and event["document_id"] == "D-1"
+    assert (event["delta"], event["amount"], event["claimed_amount"]) == (
+        "-12.0000",
+        "12.0000",
+        "12.0000",
+    )
+    assert event["correlation_id"].startswith("rm_") and event["line_ref"] == "D1"
+    assert "decision" not in event  # no dispute's resolution
+    [off] = by_key["settlement.written_off.promo_accrual"]
+    assert off["type"] == "settlement.written_off" and off["event_id"] != event["event_id"]
+    # Neither is a dispute: the queue holds none of them.
+    with engine.connect() as conn:
+        row = conn.execute(select(ledger).where(ledger.c.id == deducted)).one()
+    assert row.outcome == "deducted"
+    every = disputes.Filter(status="all")
+    assert disputes.page(engine, every, after_id=None, limit=100) == []
+    assert disputes.get(engine, deducted) is None
+    _, [b] = reads.balances(engine, None, sums.Scope(), ACCOUNTS)
+    assert (b.in_dispute_count, b.in_dispute_variance) == (0, Decimal(0))
+
+
+def test_the_close_cuts_a_remittances_rows_like_any_row_into_balances_and_journal(
+    engine: Engine,
+) -> None:
+    first = _open(engine)
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "100", "12.50")], document_id="D-1")])
+    book_match(engine, "V-1", "D-1", "deducted", "12.00")
+    book_match(engine, "V-1", "D-1", "written_off", "0.25", claimed="12.25")
+    preview = reads.journal(engine, first, ACCOUNTS)
+    _close(engine, first, "P2")
+    book_match(engine, "V-1", "D-1", "deducted", "0.25", deduction_id=9)  # the next period's
+    _, [b] = reads.balances(engine, first, sums.Scope(), ACCOUNTS)
+    assert (b.activity.deducted, b.activity.written_off, b.activity.rows) == (
+        Decimal("-12.00"),
+        Decimal("-0.25"),
+        3,
+    )
+    assert (b.activity.deducted_rows, b.activity.written_off_rows, b.closing) == (
+        1,
+        1,
+        Decimal("0.25"),
+    )
+    with engine.connect() as conn:
+        stored = conn.execute(
+            select(period_balances.c.deducted, period_balances.c.written_off).where(
+                period_balances.c.period == first
+            )
+        ).one()
+        digest = conn.execute(
+            select(periods.c.journal_sha256).where(periods.c.name == first)
+        ).scalar_one()
+    assert (Decimal(stored[0]), Decimal(stored[1])) == (Decimal("-12.00"), Decimal("-0.25"))
+    closed = reads.journal(engine, first, ACCOUNTS)
+    assert closed.final and closed.csv == preview.csv and domain.sha256(closed.csv) == digest
+    assert [(e.outcome, e.amount) for e in closed.entries] == [
+        (None, Decimal("12.50")),
+        ("deducted", Decimal("12.00")),
+        ("written_off", Decimal("0.25")),
+    ]
+    # Today's accounts change nothing in a closed period's journal.
+    other = Settings(
+        journal_accounts={"promo_accrual": {"debit": "X", "credit": "Y"}}
+    ).journal_pairs()
+    assert reads.journal(engine, first, other).csv == closed.csv
+    _, [now] = reads.balances(engine, None, sums.Scope(), ACCOUNTS)
+    assert (now.opening, now.activity.deducted, now.closing) == (
+        Decimal("0.25"),
+        Decimal("-0.25"),
+        Decimal("0.00"),
+    )
+
+
+def test_a_closed_periods_stored_accounts_without_outcomes_read_as_its_journal_was_made(
+    engine: Engine,
+) -> None:
+    first = _open(engine)
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "100", "12.50")])])
+    _close(engine, first, "P2")
+    before = reads.journal(engine, first, ACCOUNTS)
+    with engine.begin() as conn:  # as a close before remittances stored them
+        conn.execute(
+            periods.update()
+            .where(periods.c.name == first)
+            .values(
+                accounts={
+                    "freight_audit": ["6110 Freight expense", "2110 Freight payable"],
+                    "promo_accrual": [
+                        "1310 Vendor promotional receivable",
+                        "4560 Promotional allowances earned",
+                    ],
+                    "recipe_cost": None,
+                }
+            )
+        )
+    after = reads.journal(engine, first, ACCOUNTS)
+    assert after.csv == before.csv and domain.sha256(after.csv) == after.sha256
 
 
 @pytest.mark.regression

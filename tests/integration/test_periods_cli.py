@@ -204,10 +204,13 @@ def test_a_month_end_from_the_command_line(served: tuple[str, Engine], tmp_path:
     table = settleq(url, "balances", "--period", name).stdout
     assert f"period {name} (closed: final)" in table
     rows_of = {r.split("│")[2].strip(): r.split("│")[3:] for r in table.splitlines() if "│" in r}
-    assert [c.strip() for c in rows_of["total"][:6]] == [
+    # opening, posted, disputed, repriced, resolved, deducted, written_off, closing
+    assert [c.strip() for c in rows_of["total"][:8]] == [
         "0.00",
         "2.25",
         "1.25",
+        "0.00",
+        "0.00",
         "0.00",
         "0.00",
         "3.50",
@@ -216,6 +219,10 @@ def test_a_month_end_from_the_command_line(served: tuple[str, Engine], tmp_path:
     settleq(url, "balances", "--period", name, "--csv", str(as_csv))
     closing = {r["partition_key"]: r["closing"] for r in _csv(as_csv)}
     assert closing == {OWN: "2.50", OTHER: "1.00"}
+    # A remittance's sums come last, so a reader by position reads the rest still.
+    header = as_csv.read_text().splitlines()[0].split(",")
+    assert header[8] == "closing" and header[-2:] == ["deducted", "written_off"]
+    assert {r["deducted"] for r in _csv(as_csv)} == {"0.00"}
     now = settleq(url, "balances").stdout
     assert "period P2 (open" in now
 

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 from shared.domain.kinds import shown
+from shared.domain.pipeline.events import LedgerOutcome
 from shared.wire.times import iso
 
 
@@ -20,7 +21,7 @@ class FeedItem(BaseModel):
     document_id: str
     line_ref: str
     job_id: str
-    outcome: Literal["posted", "disputed", "resolved"]
+    outcome: LedgerOutcome
     amount: str
     claimed_amount: str | None
     delta: str

@@ -174,10 +174,8 @@ async def read_journal_lines(
     return await _json_stream(_line_json(summary.name, booked_on, rows))
 
 
-def _external_id(period: str, booked_on: domain.Accounts, kind: str, partition: str) -> str | None:
-    if booked_on.get(kind) is None:
-        return None
-    return domain.external_id(period, kind, partition)
+def _external_id(period: str, booked_on: domain.Accounts, r: Any) -> str | None:
+    return domain.line_entry(period, booked_on, r.kind, r.partition_key, r.outcome)
 
 
 def _line_cells(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> Iterator[Any]:
@@ -185,7 +183,7 @@ def _line_cells(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) ->
     for r in rows:
         yield (
             period,
-            _external_id(period, booked_on, r.kind, r.partition_key),
+            _external_id(period, booked_on, r),
             r.id,
             r.kind,
             r.partition_key,
@@ -207,7 +205,7 @@ def _line_json(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> 
     for r in rows:
         item = {
             "period": period,
-            "external_id": _external_id(period, booked_on, r.kind, r.partition_key),
+            "external_id": _external_id(period, booked_on, r),
             "id": r.id,
             "kind": r.kind,
             "partition_key": r.partition_key,
@@ -277,8 +275,9 @@ async def read_balances(
     ] = None,
 ) -> wire.BalancePage:
     """Per kind and partition: the opening balance, the period's activity
-    (posted, disputed, repriced, resolved), the closing balance and what is in
-    dispute. A producer reads its own partitions only."""
+    (posted, disputed, repriced, resolved, and a remittance's deducted and
+    written_off), the closing balance and what is in dispute. A producer reads
+    its own partitions only."""
     if kind is not None:
         check_kind(kind, ["query", "kind"])
     if partition_key is not None:

@@ -11,12 +11,13 @@ from pydantic import BaseModel, Field
 from shared.adapters.db.periods.reads import Summary
 from shared.domain.kinds import KINDS, shown
 from shared.domain.periods import Balance, PeriodName, activity_of
+from shared.domain.pipeline.events import LedgerOutcome
 from shared.wire.times import iso
 
 
 class Total(BaseModel):
     kind: str
-    outcome: Literal["posted", "disputed", "resolved"]
+    outcome: LedgerOutcome
     rows: int
     delta: str
 
@@ -105,6 +106,13 @@ class BalanceItem(BaseModel):
     disputed: str
     repriced: str
     resolved: str
+    deducted: str = Field(
+        description="The sum of `delta` of deductions matched to documents (money taken: negative)."
+    )
+    written_off: str = Field(
+        description="The sum of `delta` of write-offs: an excess within tolerance, or a"
+        " deduction accepted by a decision (negative)."
+    )
     closing: str
     rows: int
     in_dispute: InDispute
@@ -130,6 +138,8 @@ def balance(b: Balance) -> BalanceItem:
         disputed=shown(k, a.disputed),
         repriced=shown(k, a.repriced),
         resolved=shown(k, a.resolved),
+        deducted=shown(k, a.deducted),
+        written_off=shown(k, a.written_off),
         closing=shown(k, b.closing),
         rows=a.rows,
         in_dispute=InDispute(count=b.in_dispute_count, variance=shown(k, b.in_dispute_variance)),
@@ -147,6 +157,10 @@ class JournalEntry(BaseModel):
     period: str
     kind: str
     partition_key: str
+    outcome: Literal["deducted", "written_off"] | None = Field(
+        description="A remittance outcome booked on accounts of its own (its `external_id`"
+        " ends with it); null for the rest of the (kind, partition)'s activity."
+    )
     memo: str
     rows: int
     lines: list[JournalLine]
@@ -168,7 +182,7 @@ class StatementLine(BaseModel):
     activity: str = Field(
         description="Which of the balances' sums the row is in: posted, disputed, repriced"
         " (a posted or disputed row that supersedes an earlier version), resolved, or the"
-        " outcome of a remittance's row"
+        " outcome of a remittance's row (deducted, written_off)"
     )
     contract_version: int
     amount: str

@@ -78,15 +78,24 @@ JsonOpt = Annotated[
     str | None,
     typer.Option("--json", help="Write the JSON to this file.", show_default=False),
 ]
-ACTIVITY = ("opening", "posted", "disputed", "repriced", "resolved", "closing")
+# A remittance's rows (docs/architecture.md#remittances-and-deductions).
+MATCHES = ("deducted", "written_off")
+ACTIVITY = ("opening", "posted", "disputed", "repriced", "resolved", *MATCHES, "closing")
 BALANCE_COLUMNS = (
     "kind",
     "partition_key",
     "direction",
-    *ACTIVITY,
+    "opening",
+    "posted",
+    "disputed",
+    "repriced",
+    "resolved",
+    "closing",
     "rows",
     "in_dispute_count",
     "in_dispute_variance",
+    # Added last, so a reader of the columns above by position reads them still.
+    *MATCHES,
 )
 
 
@@ -468,10 +477,11 @@ def _balance_cells(b: dict[str, Any]) -> list[str]:
         cell(b["kind"]),
         cell(b["partition_key"]),
         cell(b["direction"]),
-        *(cell(Decimal(b[name])) for name in ACTIVITY),
+        *(cell(Decimal(b[name])) for name in ACTIVITY if name not in MATCHES),
         str(b["rows"]),
         str(wait["count"]),
         cell(Decimal(wait["variance"])),
+        *(cell(Decimal(b[name])) for name in MATCHES),
     ]
 
 
@@ -568,8 +578,8 @@ def balances(
     token: TokenOpt = None,
 ) -> None:
     """Balances per kind and partition: opening, the period's activity (posted,
-    disputed, repriced, resolved), closing and what is in dispute. A viewer
-    token, or a producer key (its own partitions only)."""
+    disputed, repriced, resolved, deducted, written off), closing and what is
+    in dispute. A viewer token, or a producer key (its own partitions only)."""
     if period is not None and as_of is not None:
         raise typer.BadParameter("give --period or --as-of, not both")
     client = _reader(ctx, url, key_id, secret, token)

@@ -7,7 +7,7 @@ line against its pinned contract. Everything here is pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
@@ -259,6 +259,11 @@ class Kind(Generic[D, C]):
     # The general-ledger accounts (debit, credit) a positive balance is booked
     # on, unless SETTLEQ_JOURNAL_ACCOUNTS says otherwise; None: not journaled.
     journal_accounts: ClassVar[tuple[str, str] | None] = None
+    # The accounts (debit, credit) of the money a remittance's rows of an
+    # outcome took (``deducted``, ``written_off``), booked as entries of their
+    # own, unless SETTLEQ_JOURNAL_ACCOUNTS says otherwise; an outcome not
+    # named here is booked with the rest (docs/operations.md#configuration).
+    journal_outcome_accounts: ClassVar[Mapping[str, tuple[str, str]]] = {}
     # The X12 transaction set a trading partner sends the kind's documents as
     # (docs/api.md#edi-intake), or None: the kind comes as JSON or NDJSON only.
     x12_set: ClassVar[str | None] = None

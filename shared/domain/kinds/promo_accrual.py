@@ -8,6 +8,7 @@ posted when abs(claimed - model) <= tolerance, else disputed
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated, ClassVar, Literal
 
@@ -163,6 +164,13 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
         "1310 Vendor promotional receivable",
         "4560 Promotional allowances earned",
     )
+    # A matched deduction clears the accrual against the payer's deductions
+    # clearing account; a write-off is an expense. Both take the money off the
+    # receivable the accrual was booked on.
+    journal_outcome_accounts: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "deducted": ("1250 Customer deductions clearing", "1310 Vendor promotional receivable"),
+        "written_off": ("6450 Deduction write-offs", "1310 Vendor promotional receivable"),
+    }
     line_ref_name: ClassVar[str] = "line_no"
     x12_set: ClassVar[str | None] = "810"
     # The file may not name the vendor or the period (else REF*IA, REF*VN or the

@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -26,6 +26,12 @@ COUNT_HEADER = "x-event-count"
 # The close of a period: one message of its own (its routing key, and its
 # outbox row's type), whose id names the period, so a republish keeps it.
 PERIOD_CLOSED = "period.closed"
+# Every ledger row's outcome (docs/architecture.md#ledger-schema): settlement's
+# (posted, disputed), a dispute's resolution, and a remittance's rows
+# (docs/architecture.md#remittances-and-deductions). Each row is an event
+# ``settlement.<outcome>``, routed ``settlement.<outcome>.<kind>``.
+LedgerOutcome = Literal["posted", "disputed", "resolved", "deducted", "written_off"]
+LEDGER_OUTCOMES: tuple[str, ...] = get_args(LedgerOutcome)
 
 
 def event_id(reconciliation_key: str, contract_version: int, outcome: str = "posted") -> str:
@@ -64,7 +70,7 @@ LEDGER_FIELDS = LedgerRow._fields
 # it: PostgreSQL's NUMERIC(20,4) text as the relay reads it, or the Decimal the
 # writer wrote, so the process that commits and the relay publish the same bytes.
 _SCALE = Decimal("0.0001")
-_TYPES = {outcome: f"settlement.{outcome}" for outcome in ("posted", "disputed", "resolved")}
+_TYPES = {outcome: f"settlement.{outcome}" for outcome in LEDGER_OUTCOMES}
 
 
 class Event(msgspec.Struct, gc=False):

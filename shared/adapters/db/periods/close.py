@@ -138,7 +138,7 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
                 rows=rows,
                 totals=totals,
                 carried=carried,
-                accounts={k: list(v) if v else None for k, v in booked_on.items()},
+                accounts={k: v.stored() if v else None for k, v in booked_on.items()},
                 journal_sha256=digest,
             )
         )
@@ -208,6 +208,10 @@ def _carried_forward(conn: Connection, row: Any, tally: sums.Tally) -> list[doma
                 "disputed": b.activity.disputed,
                 "repriced": b.activity.repriced,
                 "resolved": b.activity.resolved,
+                "deducted": b.activity.deducted,
+                "written_off": b.activity.written_off,
+                "deducted_rows": b.activity.deducted_rows,
+                "written_off_rows": b.activity.written_off_rows,
                 "closing": b.closing,
                 "in_dispute_count": b.in_dispute_count,
                 "in_dispute_variance": b.in_dispute_variance,

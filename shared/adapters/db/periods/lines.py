@@ -82,10 +82,27 @@ def _query(
     row: Any, kind: str | None, partitions: list[str] | None, booked_on: domain.Accounts
 ) -> sql.Composable:
     journaled = [k for k, pair in sorted(booked_on.items()) if pair is not None]
+    # A remittance outcome with accounts of its own is an entry of its own
+    # (shared/domain/periods.py::line_entry): its id ends with the outcome.
+    own = [
+        sql.SQL("WHEN kind = {k} AND outcome = {o} THEN {s}").format(
+            k=sql.Literal(k), o=sql.Literal(o), s=sql.Literal(f":{o}")
+        )
+        for k, accounts in sorted(booked_on.items())
+        if accounts is not None
+        for o in domain.MATCHES
+        if accounts.of(o) is not None
+    ]
+    suffix = (
+        sql.SQL(" || CASE {} ELSE '' END").format(sql.SQL(" ").join(own)) if own else sql.SQL("")
+    )
     external = (
-        sql.SQL("CASE WHEN kind IN ({ks}) THEN {pre} || kind || ':' || partition_key END").format(
+        sql.SQL(
+            "CASE WHEN kind IN ({ks}) THEN {pre} || kind || ':' || partition_key{suffix} END"
+        ).format(
             ks=sql.SQL(", ").join(sql.Literal(k) for k in journaled),
             pre=sql.Literal(f"settleq:{row.name}:"),
+            suffix=suffix,
         )
         if journaled
         else sql.SQL("NULL")

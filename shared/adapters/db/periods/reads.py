@@ -133,7 +133,17 @@ def _stored(b: Any) -> domain.Balance:
         b.kind,
         b.partition_key,
         b.opening,
-        domain.Activity(b.posted, b.disputed, b.repriced, b.resolved, b.rows),
+        domain.Activity(
+            posted=b.posted,
+            disputed=b.disputed,
+            repriced=b.repriced,
+            resolved=b.resolved,
+            deducted=b.deducted,
+            written_off=b.written_off,
+            rows=b.rows,
+            deducted_rows=b.deducted_rows,
+            written_off_rows=b.written_off_rows,
+        ),
         b.in_dispute_count,
         b.in_dispute_variance,
     )
@@ -202,7 +212,7 @@ class Journal:
 
 def _booked_on(row: Any, accounts: domain.Accounts) -> domain.Accounts:
     if row.status == CLOSED and row.accounts is not None:
-        return {k: (v[0], v[1]) if v else None for k, v in row.accounts.items()}
+        return {k: domain.stored_booking(v) for k, v in row.accounts.items()}
     return domain.accounts(accounts)
 
 

@@ -18,7 +18,7 @@ from sqlalchemy import ColumnElement, Connection, and_, func, not_, select
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.tables import ledger_entries
 from shared.domain.money import ZERO
-from shared.domain.periods import Activity, activity_of
+from shared.domain.periods import Activity
 
 Group = tuple[str, str]  # (kind, partition_key)
 
@@ -39,9 +39,7 @@ class Tally:
         sums = self.groups.get((kind, partition))
         if sums is None:
             sums = self.groups[(kind, partition)] = Activity()
-        name = activity_of(outcome, repriced)
-        setattr(sums, name, getattr(sums, name) + total)
-        sums.rows += count
+        sums.add(outcome, repriced, total, count)
         rows, delta = self.outcomes.get((kind, outcome), (0, ZERO))
         self.outcomes[(kind, outcome)] = (rows + count, delta + total)
 

@@ -63,8 +63,9 @@ periods = Table(
 )
 
 # A closed period's balance of each (kind, partition_key) with a ledger row by
-# its close: opening, the four sums of its activity, closing, and the disputes
-# open at the close.
+# its close: opening, the six sums of its activity (and the rows of its
+# remittance outcomes, whose journal entries are their own), closing, and the
+# disputes open at the close.
 period_balances = Table(
     "period_balances",
     metadata,
@@ -77,6 +78,11 @@ period_balances = Table(
     Column("disputed", total_column_type(), nullable=False),
     Column("repriced", total_column_type(), nullable=False),
     Column("resolved", total_column_type(), nullable=False),
+    # Migration 0032: a remittance's rows (docs/api.md#balances-and-statements).
+    Column("deducted", total_column_type(), nullable=False, server_default="0"),
+    Column("written_off", total_column_type(), nullable=False, server_default="0"),
+    Column("deducted_rows", BigInteger, nullable=False, server_default="0"),
+    Column("written_off_rows", BigInteger, nullable=False, server_default="0"),
     Column("closing", total_column_type(), nullable=False),
     Column("in_dispute_count", Integer, nullable=False),
     Column("in_dispute_variance", total_column_type(), nullable=False),
