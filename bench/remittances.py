@@ -6,7 +6,8 @@ is written straight into the ledger by COPY, as ``bench.ledger_fill`` writes
 history. Then an 820 of L RMR lines (default 10,000), D of them (default
 2,000) with a promotion ADX (reason 02): half name their document (by
 reference), half take exactly some other document's open amount under an
-invoice number that names none (by amount). The rest pay in full.
+invoice number that names none (by amount), each the only document of its
+amount (so the oldest within tolerance is it). The rest pay in full.
 
 1. **Over HTTP**: a real ``settleq api`` on that database, the payer's
    profile put, the 820 POSTed signed: the wall time from the request to its
@@ -141,16 +142,20 @@ def x12_820(
 
 
 def picks_of(amounts: list[Decimal], n: int, rng: random.Random, taken: set[int]) -> list[int]:
-    """N distinct documents, none taken before, whose amounts are unique among
-    the picks (a by-amount deduction then has one oldest document to take)."""
+    """N distinct documents, none taken before: the first half (taken by
+    reference) any, the second half (taken by amount) each the only document
+    of its amount, so that the oldest document within tolerance is the one
+    picked and no two deductions reach for one document."""
+    counts: dict[Decimal, int] = {}
+    for amount in amounts:
+        counts[amount] = counts.get(amount, 0) + 1
     chosen: list[int] = []
-    seen: set[Decimal] = set()
     while len(chosen) < n:
         d = rng.randrange(len(amounts))
-        if d in taken or amounts[d] in seen:
+        by_amount = len(chosen) >= n // 2
+        if d in taken or (by_amount and counts[amounts[d]] != 1):
             continue
         taken.add(d)
-        seen.add(amounts[d])
         chosen.append(d)
     return chosen
 

@@ -194,10 +194,12 @@ class LedgerWriter:
                 [ledger_entries.c.reconciliation_key],
                 outcome_in(ledger_entries.c.outcome, *MATCH_OUTCOMES),
             )
-            .values([{**row, "period": period, "created_at": now} for row in rows])
-            .returning(*(ledger_entries.c[name] for name in LedgerRow._fields))
-        )
-        return _booked(conn, [LedgerRow(*r) for r in conn.execute(statement)], now)
+        ).returning(*(ledger_entries.c[name] for name in LedgerRow._fields))
+        # Many rows as one executemany: compiled once, sent in batches
+        # (SQLAlchemy's insertmanyvalues), where one VALUES of thousands of
+        # rows would be compiled for its every parameter.
+        values = [{**row, "period": period, "created_at": now} for row in rows]
+        return _booked(conn, [LedgerRow(*r) for r in conn.execute(statement, values)], now)
 
 
 class PostgresWriter(LedgerWriter):
