@@ -204,7 +204,7 @@ def test_stats_count_and_sum_per_status_and_kind(
         resolve(operator, first["id"], {"decision": "accept_model", "note": "s"}).status_code == 200
     )
     stats = viewer.bearer("GET", "/v1/disputes/stats").json()
-    assert set(stats) == {"totals", "top_partitions", "oldest_open_at"}
+    assert set(stats) == {"totals", "top_partitions", "oldest_open_at", "deductions"}
     assert stats["oldest_open_at"].endswith("Z")
 
     def group(s: dict[str, Any], status: str) -> dict[str, Any]:

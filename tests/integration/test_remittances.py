@@ -391,3 +391,31 @@ def test_what_one_deduction_left_open_is_matched_by_amount_by_the_next(
     got = send(producer, body).json()["remittances"][0]
     assert (got["matched"], got["disputed"]) == ("100.00", "0.00")
     assert open_amount(engine, vendor, doc) == Decimal("0")
+
+
+def test_the_997_follows_the_payers_policy(
+    engine: Engine, producer: Client, operator: Client
+) -> None:
+    data = (REALDATA / "x12.820.issue140.edi").read_bytes().replace(b"4529952", b"4529953")
+    vendor = new_vendor(engine)
+    body = {
+        "name": "Mart",
+        "contract_version": 1,
+        "payer_partition_key": vendor,
+        "acknowledge": "never",
+    }
+    assert operator.bearer("PUT", "/v1/partners/UL/1238742000008", body).status_code in (200, 201)
+    answer = _edi(producer, data)
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["acknowledgement"] is None
+
+
+def test_the_dispute_queues_figures_count_deductions_waiting_for_a_decision(
+    engine: Engine, producer: Client, operator: Client
+) -> None:
+    vendor = new_vendor(engine)
+    before = operator.bearer("GET", "/v1/disputes/stats").json()["deductions"]
+    send(producer, remit(vendor, {"amount": "-9.00", "reason_code": "59"}))
+    after = operator.bearer("GET", "/v1/disputes/stats").json()["deductions"]
+    assert after["open_count"] == before["open_count"] + 1
+    assert Decimal(after["open_amount"]) - Decimal(before["open_amount"]) == Decimal("9.00")

@@ -21,6 +21,7 @@ from services.api.disputes import schemas as wire
 from services.api.disputes.routes import _opened_before, _request
 from services.api.errors import ApiError
 from shared.adapters.db.disputes.queue import Dispute, Resolution, Stats, Totals
+from shared.adapters.db.remittances.queue import Waiting
 from shared.domain.money import plain
 from shared.wire import disputes as shared_wire
 
@@ -200,7 +201,14 @@ def test_stats_are_the_stats_fields_with_strings() -> None:
         top_partitions=[],
         oldest_open_at=None,
     )
-    assert wire.stats(s).model_dump() == {
+    waiting = Waiting(1, Decimal("9"), 0, dt.date(2026, 12, 31))
+    assert wire.stats(s, waiting).model_dump() == {
+        "deductions": {
+            "open_count": 1,
+            "open_amount": "9.00",
+            "past_window": 0,
+            "oldest_due_on": "2026-12-31",
+        },
         "totals": [
             {
                 "status": "open",

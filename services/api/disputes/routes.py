@@ -17,6 +17,7 @@ from services.api.disputes import schemas as wire
 from services.api.errors import ApiError, ErrorBody
 from services.api.pagination import CursorQuery, encode_id_cursor, id_cursor
 from shared.adapters.db.disputes import queue as db
+from shared.adapters.db.remittances import queue as deduction_queue
 from shared.domain.disputes import (
     DecidedAmountOutOfRange,
     DisputeConflict,
@@ -114,7 +115,9 @@ async def list_disputes(
 
 @router.get("/v1/disputes/stats", operation_id="disputeStats", responses=UNAUTHENTICATED)
 async def dispute_stats(ctx: Ctx, _: Viewer) -> wire.DisputeStats:
-    return wire.stats(await run_in_threadpool(db.stats, ctx.engine))
+    found = await run_in_threadpool(db.stats, ctx.engine)
+    today = dt.datetime.now(dt.UTC).date()
+    return wire.stats(found, await run_in_threadpool(deduction_queue.waiting, ctx.engine, today))
 
 
 @router.get("/v1/disputes/{dispute_id}", operation_id="getDispute", responses=ERRORS)

@@ -12,8 +12,9 @@ from pydantic.config import JsonDict
 
 from services.api.schemas import NOTE, Note
 from shared.adapters.db.disputes import queue as db
+from shared.adapters.db.remittances.queue import Waiting
 from shared.domain.disputes import BULK_LIMIT_MAX
-from shared.domain.kinds import shown
+from shared.domain.kinds import DEDUCTION_KIND, shown
 from shared.domain.kinds.base import Identifier
 from shared.domain.money import Money
 from shared.wire.disputes import DecisionName, Dispute, StatusName
@@ -43,10 +44,21 @@ class PartitionVariance(BaseModel):
     open_abs_variance: str
 
 
+class DeductionDisputes(BaseModel):
+    """The queue's ``deduction`` disputes: deductions waiting for a decision
+    (docs/api.md#remittances-and-deductions; listed at /v1/deductions?status=disputed)."""
+
+    open_count: int
+    open_amount: str
+    past_window: int  # open past their due date
+    oldest_due_on: str | None
+
+
 class DisputeStats(BaseModel):
     totals: list[DisputeTotals]
     top_partitions: list[PartitionVariance]  # the ten with the largest open abs variance
     oldest_open_at: str | None
+    deductions: DeductionDisputes
 
 
 # settle_at takes the amount to settle at, the other decisions none: the rule,
@@ -91,8 +103,15 @@ class BulkResolved(BaseModel):
     resolved: int
 
 
-def stats(s: db.Stats) -> DisputeStats:
+def stats(s: db.Stats, waiting: Waiting) -> DisputeStats:
+    due = waiting.oldest_due_on
     return DisputeStats(
+        deductions=DeductionDisputes(
+            open_count=waiting.count,
+            open_amount=shown(DEDUCTION_KIND, waiting.amount),
+            past_window=waiting.past_window,
+            oldest_due_on=None if due is None else due.isoformat(),
+        ),
         totals=[
             DisputeTotals(
                 status=t.status,
