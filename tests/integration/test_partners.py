@@ -52,6 +52,10 @@ def test_a_profile_is_put_replaced_read_and_audited(
         "period": None,
         "acknowledge": "always",
         "key_ids": None,
+        "payer_partition_key": None,
+        "tolerance": None,
+        "deduction_reasons": None,
+        "dispute_window_days": None,
         "updated_at": "",
     }
     again = {**body, "contract_version": 3, "acknowledge": "errors_only", "period": "2026-Q3"}
@@ -72,6 +76,24 @@ def test_a_profile_is_put_replaced_read_and_audited(
     assert all(r.actor.startswith("operator:") for r in rows)
 
 
+def test_a_payers_deduction_profile_is_kept_as_given(operator: Client, viewer: Client) -> None:
+    path = f"/v1/partners/ZZ/{uid('PR')[:15]}"
+    payer = {
+        "name": "Payer",
+        "contract_version": 1,
+        "payer_partition_key": "V-PAYER",
+        "tolerance": {"absolute": "5.00", "percent": "2"},
+        "deduction_reasons": {"70": "promotion", "ZZ": "pricing"},
+        "dispute_window_days": 10,
+    }
+    assert operator.bearer("PUT", path, payer).status_code == 201
+    shown = viewer.bearer("GET", path).json()
+    assert shown["payer_partition_key"] == "V-PAYER"
+    assert shown["deduction_reasons"] == {"70": "promotion", "ZZ": "pricing"}
+    assert shown["dispute_window_days"] == 10
+    assert set(shown["tolerance"]) == {"absolute", "percent"}
+
+
 def test_profiles_refuse_viewers_bad_senders_and_bad_values(
     operator: Client, viewer: Client, http: TestClient
 ) -> None:
@@ -84,6 +106,8 @@ def test_profiles_refuse_viewers_bad_senders_and_bad_values(
         ("/v1/partners/ZZ/ACME", {**body, "acknowledge": "sometimes"}, "literal_error"),
         ("/v1/partners/ZZ/ACME", {**body, "contract_version": 0}, "greater_than_equal"),
         ("/v1/partners/ZZ/ACME", {**body, "extra": 1}, "extra_forbidden"),
+        ("/v1/partners/ZZ/ACME", {**body, "tolerance": {"percent": "101"}}, "tolerance_invalid"),
+        ("/v1/partners/ZZ/ACME", {**body, "tolerance": {"absolute": "-1"}}, "tolerance_invalid"),
     ]
     for path, sent, code in cases:
         answer = operator.bearer("PUT", path, sent)

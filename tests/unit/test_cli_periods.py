@@ -32,6 +32,8 @@ def _balance(kind: str, partition: str, closing: str, direction: str | None) -> 
         "disputed": "0",
         "repriced": "0",
         "resolved": "0",
+        "deducted": "0",
+        "written_off": "0",
         "closing": closing,
         "rows": 2,
         "in_dispute": {"count": 0, "variance": "0"},
@@ -91,10 +93,12 @@ def test_balances_group_thousands_and_never_add_unit_costs_to_money(fake: Consol
     table = [
         [c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if "│" in line
     ]
-    rows = {cells[1]: cells[2:] for cells in table}
-    assert rows["V-1"][5] == "1,234,567.50"
-    assert rows["total"][5] == "1,234,567.75"  # promo_accrual's: the recipe is not in it
-    assert rows["R-1"][5] == "3.1400"  # at recipe_cost's quantum, 0.0001
+    header = next(line for line in text.splitlines() if "┃" in line)
+    closing = [c.strip() for c in header.split("┃")[1:-1]].index("closing")
+    rows = {cells[1]: cells for cells in table}
+    assert rows["V-1"][closing] == "1,234,567.50"
+    assert rows["total"][closing] == "1,234,567.75"  # promo_accrual's: the recipe is not in it
+    assert rows["R-1"][closing] == "3.1400"  # at recipe_cost's quantum, 0.0001
     assert [cells[:2] for cells in table if cells[1] == "total"] == [["promo_accrual", "total"]]
     assert "recipe_cost amounts are unit costs" in text
     assert "V-[bold]x[/bold]\\x1b[31m" in text  # as sent, never markup or a colour

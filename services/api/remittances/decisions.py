@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Path
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 
 from services.api.auth import Ctx, Operator
 from services.api.errors import ApiError, ErrorBody
@@ -43,8 +44,26 @@ class MatchTo(BaseModel):
     amount: Money
 
 
+# match takes its documents, accept and deny none: the rule, published as the
+# body's schema (else a 422 match_invalid).
+_MATCHES_FOR_MATCH_ONLY: JsonDict = {
+    "anyOf": [
+        {
+            "properties": {"decision": {"const": "match"}, "matches": {"type": "array"}},
+            "required": ["decision", "matches"],
+        },
+        {
+            "properties": {
+                "decision": {"enum": ["accept", "deny"]},
+                "matches": {"type": "null"},
+            }
+        },
+    ]
+}
+
+
 class DecideOne(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_MATCHES_FOR_MATCH_ONLY)
 
     decision: Literal["accept", "deny", "match"]
     note: Note = NOTE

@@ -183,6 +183,9 @@ class Tolerance:
         ):
             if _bounded(value, f"tolerance {what}", places) < ZERO:
                 raise MatchingRefused(f"tolerance {what} must not be negative, not {value}")
+        # Points of the open amount: past 100 a deduction of any size would "match".
+        if self.percent > _HUNDRED:
+            raise MatchingRefused(f"tolerance percent is at most 100, not {self.percent}")
 
     def limit(self, open_amount: Decimal) -> Decimal:
         """How far a deduction may differ from ``open_amount`` and still match it:
