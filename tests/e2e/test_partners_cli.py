@@ -45,6 +45,22 @@ def test_partners_put_list_show(stack: Stack, stack_env: ServiceEnv) -> None:
     _cli(stack, stack_env, *put, "1", "--acknowledge", "sometimes", token=OPERATOR_TOKEN, code=2)
 
 
+def test_a_payers_profile_is_put_and_shown(stack: Stack, stack_env: ServiceEnv) -> None:
+    sender = uid("PY")[:15].upper()
+    put = ["partners", "put", "ZZ", sender, "--name", "Big Mart", "--contract-version", "1"]
+    payer = ["--payer-partition-key", "V-PAYER", "--tolerance-absolute", "1.00"]
+    more = ["--tolerance-percent", "2", "--reason", "70=promotion", "--dispute-window-days", "0"]
+    _cli(stack, stack_env, *put, *payer, *more, token=OPERATOR_TOKEN)
+    shown = _cli(stack, stack_env, "partners", "show", "ZZ", sender)
+    assert "payer of: V-PAYER" in shown and "reason codes: 70=promotion" in shown
+    assert "tolerance: 1.00, 2% (the smaller)" in shown and "dispute window: 0 days" in shown
+    _cli(stack, stack_env, *put, "--reason", "70", token=OPERATOR_TOKEN, code=2)
+    refused = _cli(
+        stack, stack_env, *put, "--tolerance-percent", "101", token=OPERATOR_TOKEN, code=1
+    )
+    assert refused == ""
+
+
 def test_edi_ack_prints_a_jobs_997(stack: Stack, stack_env: ServiceEnv) -> None:
     carrier = uid("C").upper()[:8]
     operator = stack.operator()

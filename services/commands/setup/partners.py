@@ -21,6 +21,7 @@ from services.commands.options import (
     token_client,
 )
 from shared.domain.partners import ACKNOWLEDGE
+from shared.domain.remittances.profile import DEFAULT_WINDOW_DAYS
 
 app = typer.Typer(help="Trading-partner profiles: what an X12 sender's files settle against.")
 QualifierArg = Annotated[str, typer.Argument(help="The sender's ISA05 qualifier, e.g. ZZ or 02.")]
@@ -35,6 +36,24 @@ def _acknowledge(value: str) -> str:
     if value not in ACKNOWLEDGE:
         raise typer.BadParameter(f"{value!r}: one of {', '.join(ACKNOWLEDGE)}")
     return value
+
+
+def _payer(
+    partition_key: str | None, absolute: str | None, percent: str | None, reasons: list[str] | None
+) -> dict[str, Any]:
+    """A payer's part of the body: what the API checks, sent as typed."""
+    body: dict[str, Any] = {}
+    if partition_key is not None:
+        body["payer_partition_key"] = partition_key
+    tolerance = {k: v for k, v in (("absolute", absolute), ("percent", percent)) if v is not None}
+    if tolerance:
+        body["tolerance"] = tolerance
+    if reasons:
+        pairs = [r.partition("=") for r in reasons]
+        if any(not code or not sep or not cls for code, sep, cls in pairs):
+            raise typer.BadParameter("--reason takes CODE=CLASS, e.g. 70=promotion")
+        body["deduction_reasons"] = {code: cls for code, _, cls in pairs}
+    return body
 
 
 @app.command("put")
@@ -60,6 +79,33 @@ def put(
             help="A producer key that may send its files (repeat for several); none: any key.",
         ),
     ] = None,
+    payer_partition_key: Annotated[
+        str | None,
+        typer.Option(help="820s: the partition the payer's deductions are matched in."),
+    ] = None,
+    tolerance_absolute: Annotated[
+        str | None,
+        typer.Option(
+            help="820s: how far a promotion deduction may pass an open amount, e.g. 1.00."
+        ),
+    ] = None,
+    tolerance_percent: Annotated[
+        str | None,
+        typer.Option(
+            help="820s: the same in points of the open amount (2 is 2%); both: the smaller."
+        ),
+    ] = None,
+    reason: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reason",
+            help="820s: the payer's own reason code and its class, CODE=CLASS (repeat).",
+        ),
+    ] = None,
+    dispute_window_days: Annotated[
+        int | None,
+        typer.Option(min=0, help="820s: the days a deduction may be disputed in (30)."),
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     token: OperatorTokenOpt = None,
 ) -> None:
@@ -75,6 +121,9 @@ def put(
         body["partition_key"] = partition_key
     if period is not None:
         body["period"] = period
+    body |= _payer(payer_partition_key, tolerance_absolute, tolerance_percent, reason)
+    if dispute_window_days is not None:
+        body["dispute_window_days"] = dispute_window_days
     client = token_client(url, token, "an operator")
     response = client.bearer("PUT", _path(qualifier, sender_id), body)
     found = answer(response)
@@ -126,10 +175,30 @@ def show_partner(
         ("period", p["period"] or "-"),
         ("acknowledge", p["acknowledge"]),
         ("sent by", ", ".join(p.get("key_ids") or []) or "any producer key"),
+        ("payer of", p.get("payer_partition_key") or "-"),
+        ("tolerance", _tolerance(p.get("tolerance"))),
+        ("reason codes", _reasons(p.get("deduction_reasons"))),
+        ("dispute window", f"{_window(p.get('dispute_window_days'))} days"),
         ("updated", p["updated_at"]),
     ):
         console.print(f"{label}: {value}", markup=False)
     _print_health(p)
+
+
+def _tolerance(tolerance: dict[str, str] | None) -> str:
+    if not tolerance:
+        return "none (a deduction matches exactly or is disputed)"
+    parts = [f"{tolerance['absolute']}" if "absolute" in tolerance else ""]
+    parts.append(f"{tolerance['percent']}%" if "percent" in tolerance else "")
+    return ", ".join(p for p in parts if p) + (" (the smaller)" if all(parts) else "")
+
+
+def _window(days: int | None) -> int:
+    return DEFAULT_WINDOW_DAYS if days is None else days
+
+
+def _reasons(reasons: dict[str, str] | None) -> str:
+    return ", ".join(f"{c}={k}" for c, k in sorted((reasons or {}).items())) or "X12's defaults"
 
 
 # What a partner's dead-lettered lines are waiting for, said to its operator.
