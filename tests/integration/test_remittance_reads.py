@@ -153,7 +153,12 @@ def test_the_remittance_list_pages_newest_first_and_filters_by_partition(
     assert second["next_cursor"] is None
     summary = first["remittances"][0]
     assert (summary["deductions"], summary["disputed"], summary["matched"]) == (1, "1.00", "0.00")
-    assert summary["balance_difference"] is None or summary["balance_difference"]["difference"]
+    # Stated 0.00 against the standalone -1.00: one apart.
+    assert summary["balance_difference"] == {
+        "stated": "0.00",
+        "computed": "-1.00",
+        "difference": "1.00",
+    }
     assert "lines" not in summary
 
 
@@ -261,7 +266,9 @@ def test_aging_buckets_the_open_amount_by_age_with_its_weighted_days(
     viewer: Client,
 ) -> None:
     vendor = new_vendor(engine)
-    for days, amount in ((0, "10.00"), (31, "20.00"), (61, "30.00"), (91, "40.00")):
+    # 30 and 90 days: the buckets' edges, each in the lower bucket.
+    dated = ((0, "10.00"), (31, "20.00"), (61, "30.00"), (91, "40.00"), (30, "1.00"), (90, "2.00"))
+    for days, amount in dated:
         _remit(producer, _dated(vendor, days, amount))
     # Denied stays open (the payer owes it); accepted is closed; a freight one
     # shows in by_reason.
@@ -276,15 +283,16 @@ def test_aging_buckets_the_open_amount_by_age_with_its_weighted_days(
     assert aging["as_of"] == _today().isoformat()
     [part] = aging["partitions"]
     assert part["partition_key"] == vendor
-    assert (part["open_count"], part["open_amount"]) == (5, "105.00")
-    assert part["buckets"] == {"0-30": "15.00", "31-60": "20.00", "61-90": "30.00", "90+": "40.00"}
-    # Due 30 days after: those of 31, 61 and 91 days are past their window.
-    assert part["past_window"] == "90.00"
-    # (0*10 + 31*20 + 61*30 + 91*40 + 5*5) / 105 = 6115 / 105 = 58.238...
-    assert part["days_outstanding"] == 58.2
+    assert (part["open_count"], part["open_amount"]) == (7, "108.00")
+    assert part["buckets"] == {"0-30": "16.00", "31-60": "20.00", "61-90": "32.00", "90+": "40.00"}
+    # Due 30 days after: those of 31, 61, 90 and 91 days are past their window;
+    # the one of 30 days is due today, not past it.
+    assert part["past_window"] == "92.00"
+    # (0*10 + 31*20 + 61*30 + 91*40 + 5*5 + 30*1 + 90*2) / 108 = 6325 / 108 = 58.56...
+    assert part["days_outstanding"] == 58.6
     assert aging["by_reason"] == [
         {"reason_class": "freight", "open_count": 1, "open_amount": "5.00"},
-        {"reason_class": "shortage", "open_count": 4, "open_amount": "100.00"},
+        {"reason_class": "shortage", "open_count": 6, "open_amount": "103.00"},
     ]
     assert aging["totals"] == {k: v for k, v in part.items() if k != "partition_key"}
 
