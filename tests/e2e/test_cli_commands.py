@@ -179,3 +179,43 @@ def test_events_tail_stops_on_ctrl_c_with_exit_130(stack_env: ServiceEnv) -> Non
     tail.send_signal(signal.SIGINT)
     out, err = tail.communicate(timeout=30)
     assert tail.returncode == 130 and "Traceback" not in out + err, err
+
+
+def test_remittances_and_deductions_from_the_command_line(
+    stack: Stack, stack_env: ServiceEnv, tmp_path: Path
+) -> None:
+    """``settleq remittances`` and ``settleq deductions`` as a user runs them: a
+    JSON remittance signed and sent, listed, its deduction decided, a refusal
+    on one line (docs/operations.md#remittances-and-deductions)."""
+    vendor = uid("CLIR-")
+    body = tmp_path / "remittance.json"
+    body.write_text(
+        json.dumps(
+            {
+                "trace": uid("TR"),
+                "paid_total": "0.00",
+                "currency": "USD",
+                "paid_at": "2026-12-01",
+                "adjustments": [{"amount": "-12.00", "reason_code": "22", "reference": "F-1"}],
+            }
+        )
+    )
+    sent = settleq(stack, stack_env, "remittances", "submit", str(body), "--partition", vendor)
+    assert "received remittance rm_" in sent and "disputed 12.00" in sent
+    remittance_id = sent.split("received remittance ")[1].split()[0]
+    assert remittance_id in settleq(stack, stack_env, "remittances", "list", "--partition", vendor)
+    page = json.loads(
+        settleq(stack, stack_env, "deductions", "list", "--partition", vendor, "--json")
+    )
+    [deduction] = page["deductions"]
+    assert (deduction["status"], deduction["reference"]) == ("disputed", "F-1")
+    decide = ["deductions", "decide", str(deduction["id"])]
+    op = {"token": OPERATOR_TOKEN}
+    decided = settleq(stack, stack_env, *decide, "--accept", "--note", "freight ok", **op)
+    assert f"deduction {deduction['id']}: accept" in decided
+    refused = settleq(stack, stack_env, *decide, "--deny", "--note", "no", code=1, **op)
+    assert "409 deduction_already_decided" in refused
+    aging = settleq(stack, stack_env, "deductions", "aging", "--partition", vendor)
+    assert "open deductions as of" in aging
+    shown = settleq(stack, stack_env, "remittances", "show", remittance_id)
+    assert "written_off" in shown and "F-1" in shown

@@ -26,12 +26,14 @@ budget, e.g. for a longer nightly run.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -55,6 +57,9 @@ from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db import dead_letters
 from shared.adapters.db.disputes import queue as disputes
+from shared.adapters.db.remittances import reads, store
+from shared.domain.remittances.model import Adjustment, Payer, Remittance
+from shared.domain.remittances.profile import Profile
 from shared.domain.signing import sign_request
 from shared.domain.synthetic import promo_contract
 from tests.support.factories import promo_doc, promo_line, publish_promo_contracts, store_job, uid
@@ -108,7 +113,9 @@ def _credentials(r: requests.PreparedRequest) -> None:
         )
     elif path.startswith(("/v1/contracts", "/admin")):
         r.headers["Authorization"] = f"Bearer {OPERATOR_TOKEN}"
-    elif path.startswith(("/v1/jobs", "/v1/disputes", "/v1/dashboard", "/metrics")):
+    elif path.startswith(
+        ("/v1/jobs", "/v1/disputes", "/v1/dashboard", "/metrics", "/v1/deductions")
+    ) or (path.startswith("/v1/remittances") and r.method == "GET"):
         r.headers["Authorization"] = f"Bearer {VIEWER_TOKEN}"
 
 
@@ -343,6 +350,8 @@ class Seeded:
     vendor: str
     dead_letter_ids: tuple[int, int]
     dispute_ids: tuple[int, int]
+    remittance_id: str
+    deduction_id: int
 
 
 @pytest.fixture(scope="module")
@@ -367,7 +376,36 @@ def seeded(ctx: WorkerContext) -> Seeded:
     dead.sort(key=lambda d: d.reason != "unknown_contract_version")  # the requeued one first
     open_ = disputes.page(ctx.engine, disputes.Filter(job_id=job_id), after_id=None, limit=2)
     assert len(open_) == 2, "the seeded job should have two disputes"
-    return Seeded(job_id, vendor, (dead[0].id, dead[1].id), (open_[0].id, open_[1].id))
+    remittance_id, deduction_id = _remittance(ctx, vendor, str(docs[0]["document_id"]))
+    return Seeded(
+        job_id,
+        vendor,
+        (dead[0].id, dead[1].id),
+        (open_[0].id, open_[1].id),
+        remittance_id,
+        deduction_id,
+    )
+
+
+def _remittance(ctx: WorkerContext, vendor: str, document_id: str) -> tuple[str, int]:
+    """A remittance of the seeded vendor: a promotion matched to the seeded
+    document by reference, a freight deduction disputed; and its disputed one."""
+    remittance = Remittance(
+        payer=Payer(id="SEEDED"),
+        trace=uid("TR"),
+        paid_total=Decimal("100.00"),
+        currency="USD",
+        paid_at=dt.date(2026, 12, 1),
+        adjustments=(
+            Adjustment(amount=Decimal("-1.00"), reason_code="02", reference=document_id),
+            Adjustment(amount=Decimal("-2.00"), reason_code="22", reference="=cmd()"),
+        ),
+    )
+    incoming = store.Incoming(PRODUCER_ID, "SEEDED", remittance, Profile(vendor), "json")
+    recorded = store.record(ctx.engine, incoming, dt.datetime.now(dt.UTC))
+    found = reads.remittance(ctx.engine, recorded.remittance_id)
+    assert found is not None and [d.status for d in found.deductions] == ["matched", "disputed"]
+    return recorded.remittance_id, found.deductions[1].id
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -399,6 +437,8 @@ def test_seeded_resources_conform(seeded: Seeded) -> None:
     resolve = "/admin/disputes/{dispute_id}/resolve"
     claim = {"decision": "accept_claim", "note": "seeded"}
     by_job = {"job_id": seeded.job_id}
+    remittance = {"remittance_id": seeded.remittance_id}
+    deduction = {"deduction_id": seeded.deduction_id}
     calls: list[tuple[str, str, dict[str, Any], dict[str, Any], Any, int]] = [
         # method, path, path parameters, query, JSON body, expected status
         ("GET", "/v1/jobs/{job_id}", job, {}, None, 200),
@@ -427,6 +467,12 @@ def test_seeded_resources_conform(seeded: Seeded) -> None:
         ("GET", "/v1/dashboard/summary", {}, {}, None, 200),
         ("GET", "/metrics", {}, {}, None, 200),
         ("GET", "/dashboard", {}, {}, None, 200),
+        ("GET", "/v1/remittances", {}, {"partition_key": seeded.vendor}, None, 200),
+        ("GET", "/v1/remittances/{remittance_id}", remittance, {}, None, 200),
+        ("GET", "/v1/deductions", {}, {"partition_key": seeded.vendor}, None, 200),
+        ("GET", "/v1/deductions", {}, {"status": "open", "aged_over": 1}, None, 200),
+        ("GET", "/v1/deductions/{deduction_id}", deduction, {}, None, 200),
+        ("GET", "/v1/deductions/aging", {}, {"partition_key": seeded.vendor}, None, 200),
     ]
     for method, path, path_parameters, query, body, expected in calls:
         extra: dict[str, Any] = {}
