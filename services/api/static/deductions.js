@@ -125,7 +125,6 @@ function actionsOf(d, where) {
   if (!decidable(d)) return td;
   const note = el("input");
   note.className = "note";
-  note.size = 18;
   note.maxLength = 2000;
   note.placeholder = "note (required)";
   note.setAttribute("aria-label", `note for deduction ${d.id}`);
@@ -140,11 +139,18 @@ function actionsOf(d, where) {
   return td;
 }
 
+// A remittance's id is long: its first characters, linked to its page.
+function remittanceLink(id) {
+  const a = link(id.length > 10 ? `${id.slice(0, 8)}\u2026` : id, remittanceHash(id));
+  a.title = id;
+  return cell(a);
+}
+
+// One deduction: on the remittance's own page, without its remittance and partition.
 function deductionRow(d, where) {
   const tr = row([
     el("td", String(d.id), "num"),
-    cell(link(d.remittance_id, remittanceHash(d.remittance_id))),
-    el("td", d.partition_key),
+    ...(where === "rem" ? [] : [remittanceLink(d.remittance_id), el("td", d.partition_key)]),
     el("td", `${d.reason_class} (${d.reason_code})`, "reason"),
     el("td", d.reference || d.line_reference || ""),
     el("td", amount(d.amount), "num amount"),
@@ -153,7 +159,7 @@ function deductionRow(d, where) {
     el("td", days(d.days_outstanding), "num"),
     el("td", d.status, `status status-${d.status}`),
     cell(matchesOf(d)),
-    cell(decisionOf(d), "wrap"),
+    cell(decisionOf(d), "why"),
     actionsOf(d, where),
   ]);
   tr.dataset.deductionId = String(d.id);
@@ -205,7 +211,7 @@ async function loadList(append) {
   else fill(tbody, rows.length ? rows : [row([el("td", "no deduction matches", "muted")])]);
   $("ded-more").hidden = !cursor;
   for (const node of document.querySelectorAll("#ded-table .decide")) node.hidden = !operator;
-  markOverflow($("ded-table").parentElement);
+  markOverflow($("ded-table").parentElement, $("ded-scroll-hint"));
 }
 
 function remittanceRow(r) {
@@ -258,11 +264,11 @@ export async function showDeductions() {
   }
 }
 
-function fact(term, value, name) {
-  const dt = el("dt", term);
-  const dd = el("dd", value);
-  if (name) dd.dataset.fact = name;
-  return [dt, dd];
+// A fact of the remittance: money in a card's large figure, words in a small one.
+function fact(label, value, name, small = false) {
+  const node = card(label, value, name);
+  if (small) node.querySelector(".value").classList.add("small");
+  return node;
 }
 
 function adjustmentsText(adjustments) {
@@ -290,15 +296,15 @@ async function loadRemittance() {
     const r = await api(`/v1/remittances/${encodeURIComponent(id)}`);
     $("rem-id").textContent = r.trace;
     $("rem-facts").replaceChildren(
-      ...fact("payer", r.payer),
-      ...fact("partition", r.partition_key),
-      ...fact("format", r.source_format),
-      ...fact("paid", `${amount(r.paid_total)} ${r.currency}`, "paid_total"),
-      ...fact("paid at", r.paid_at || ""),
-      ...fact("received", when(r.received_at)),
-      ...fact("matched", amount(r.matched), "matched"),
-      ...fact("written off", amount(r.written_off), "written_off"),
-      ...fact("disputed", amount(r.disputed), "disputed"),
+      fact("paid", `${amount(r.paid_total)} ${r.currency}`, "paid_total"),
+      fact("matched", amount(r.matched), "matched"),
+      fact("written off", amount(r.written_off), "written_off"),
+      fact("disputed", amount(r.disputed), "disputed"),
+      fact("payer", r.payer, "payer", true),
+      fact("partition", r.partition_key, "partition_key", true),
+      fact("format", r.source_format, "source_format", true),
+      fact("paid on", r.paid_at || "", "paid_at", true),
+      fact("received", when(r.received_at), "received_at", true),
     );
     const diff = r.balance_difference;
     const check = $("rem-balance");
