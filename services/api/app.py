@@ -25,6 +25,7 @@ from services.api.periods import routes as periods
 from services.api.query_guard import refuse_unknown_query
 from services.api.queue_stats import QueueStats
 from services.api.remittances import decisions as deduction_decisions
+from services.api.remittances import reads as remittance_reads
 from services.api.remittances import routes as remittances
 from services.api.routes import (
     acknowledgements,
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         periods,
         producer_keys,
         remittances,
+        remittance_reads,
         deduction_decisions,
         webhooks,
     ):

@@ -168,3 +168,23 @@ def delivery_cursor(cursor: str | None) -> tuple[dt.datetime, str] | None:
         return parse_instant(created_at), delivery_id
     except ValueError:
         raise _invalid() from None
+
+
+_REMITTANCE_ID = re.compile(r"rm_[0-9a-f]{24}")
+
+
+def encode_remittance_cursor(received_at: dt.datetime, remittance_id: str) -> str:
+    return _encode(iso(received_at) or "", remittance_id)
+
+
+def remittance_cursor(cursor: str | None) -> tuple[dt.datetime, str] | None:
+    """Remittances page newest first: the receipt time and id of the last one shown."""
+    if cursor is None:
+        return None
+    received_at, remittance_id = _decode(cursor, 2)
+    if not _REMITTANCE_ID.fullmatch(remittance_id):
+        raise _invalid()
+    try:
+        return parse_instant(received_at), remittance_id
+    except ValueError:
+        raise _invalid() from None

@@ -44,7 +44,7 @@ from shared.domain.money import ZERO
 from shared.domain.remittances.deductions import Deduction, balance
 from shared.domain.remittances.deductions import deductions as deductions_of
 from shared.domain.remittances.matching import Claim, Decision, decide
-from shared.domain.remittances.model import Remittance
+from shared.domain.remittances.model import Line, Remittance
 from shared.domain.remittances.profile import Profile
 
 # The match lock's high half: never a lineage's, a partition's or the booking lock's.
@@ -170,7 +170,8 @@ def record(engine: Engine, incoming: Incoming, now: dt.datetime) -> Recorded:
             )
             documents.take(decision)
             decisions.append(decision)
-            rows.append(_deduction_row(rid, seq, deduction, decision, profile, deducted_on))
+            line = None if deduction.line is None else remittance.lines[deduction.line]
+            rows.append(_deduction_row(rid, seq, deduction, decision, profile, deducted_on, line))
         ids = _insert_deductions(conn, rows)
         ledger: list[dict[str, Any]] = []
         for deduction_id, decision in zip(ids, decisions, strict=True):
@@ -206,9 +207,12 @@ def _deduction_row(
     decision: Decision,
     profile: Profile,
     deducted_on: dt.date,
+    line: Line | None,
 ) -> dict[str, Any]:
+    """A deduction's row; ``line_reference`` is its line's RMR02 (the
+    deduction's own reference may be its ADX's)."""
     dispute = decision.dispute
-    line_reference = deduction.reference if deduction.line is not None else None
+    line_reference = None if line is None else line.reference
     return {
         "remittance_id": rid,
         "seq": seq,
