@@ -155,7 +155,7 @@ function deductionRow(d, where) {
     el("td", d.reference || d.line_reference || ""),
     el("td", amount(d.amount), "num amount"),
     el("td", d.deducted_on || ""),
-    el("td", d.due_on || "", d.past_window ? "error" : ""),
+    el("td", d.due_on || "", d.past_window ? "due error" : "due"),
     el("td", days(d.days_outstanding), "num"),
     el("td", d.status, `status status-${d.status}`),
     cell(matchesOf(d)),
