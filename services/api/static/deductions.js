@@ -29,6 +29,7 @@ export function remittanceInHash() {
 
 const remittanceHash = (id) => `#remittance/${encodeURIComponent(id)}`;
 const amount = (value) => (value === null || value === undefined ? "" : decimal(value));
+const words = (name) => String(name).replaceAll("_", " ");
 const days = (n) => (n === null || n === undefined ? "-" : `${count(n)} d`);
 
 function say(where, text, isError = false) {
@@ -98,7 +99,7 @@ function matchesOf(d) {
   const list = el("ul", null, "matches");
   for (const m of d.matches || []) {
     const item = el("li");
-    item.append(link(m.document_id, `#document/${encodeURIComponent(m.document_id)}`), ` ${m.outcome} ${amount(m.amount)}`);
+    item.append(link(m.document_id, `#document/${encodeURIComponent(m.document_id)}`), ` ${words(m.outcome)} ${amount(m.amount)}`);
     list.appendChild(item);
   }
   return list;
@@ -157,8 +158,8 @@ function deductionRow(d, where) {
     el("td", d.deducted_on || ""),
     el("td", d.due_on || "", d.past_window ? "due error" : "due"),
     el("td", days(d.days_outstanding), "num"),
-    el("td", d.status, `status status-${d.status}`),
-    cell(matchesOf(d)),
+    el("td", words(d.status), `status status-${d.status}`),
+    cell(matchesOf(d), "matches"),
     cell(decisionOf(d), "why"),
     actionsOf(d, where),
   ]);
