@@ -106,6 +106,8 @@ def test_the_deductions_view_shows_the_aging_by_reason_and_the_open_list(
         browser = _browser(p)
         try:
             page = signed_in(browser, stack, 1400)
+            asked: list[str] = []
+            page.on("request", lambda request: asked.append(request.url))
             page.click("#view-deductions")
             expect(page.locator("#deductions-page")).to_be_visible()
             expect(page.locator("#overview")).to_be_hidden()
@@ -142,6 +144,7 @@ def test_the_deductions_view_shows_the_aging_by_reason_and_the_open_list(
             expect(listed).to_have_count(1)
             expect(page.locator("#ded-table th.decide")).to_be_hidden()
             expect(page.locator("#ded-operator")).to_be_visible()
+            _shot(page, "deductions-view.png")
             # The matched one, with the status filter.
             page.select_option("#ded-status", "matched")
             page.click("#ded-filters button[type=submit]")
@@ -163,10 +166,12 @@ def test_the_deductions_view_shows_the_aging_by_reason_and_the_open_list(
             )
             assert fits
             expect(page.locator("#ded-scroll-hint")).to_be_hidden()
-            _shot(page, "deductions-view.png")
             rem.locator("a").click()
             expect(page.locator("#remittance-page")).to_be_visible()
             expect(page.locator("#rem-id")).to_have_text(remitted.trace)
+            expect(page.locator("#rem-operator")).to_be_visible()
+            # A viewer's pages ask no operator endpoint (a 403 in the console).
+            assert not [url for url in asked if "/admin/" in url], asked
         finally:
             browser.close()
 
