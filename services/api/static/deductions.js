@@ -112,7 +112,7 @@ function decisionOf(d) {
     span.append(el("strong", d.decision), " ", el("span", when(d.decided_at), "muted"));
     if (d.decision_note) span.append(" ", el("q", d.decision_note, "note"));
   } else if (d.dispute_reason) {
-    span.append(el("span", d.dispute_reason, "muted"));
+    span.append(el("span", words(d.dispute_reason), "muted"));
   }
   return span;
 }
