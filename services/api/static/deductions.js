@@ -168,6 +168,12 @@ function deductionRow(d, where) {
   return tr;
 }
 
+// The decisions are the last column: a list wider than its box says so.
+function markDeductionsOverflow() {
+  markOverflow($("ded-table").parentElement, $("ded-scroll-hint"));
+  markOverflow($("rem-deductions").parentElement, $("rem-scroll-hint"));
+}
+
 async function decide(d, decision, note, where) {
   if (!note) return say(where, "A decision needs a note saying why.", true);
   const what = decision === "accept" ? `write off ${amount(d.amount)}` : `deny it: ${amount(d.amount)} stays owed`;
@@ -212,7 +218,7 @@ async function loadList(append) {
   else fill(tbody, rows.length ? rows : [row([el("td", "no deduction matches", "muted")])]);
   $("ded-more").hidden = !cursor;
   for (const node of document.querySelectorAll("#ded-table .decide")) node.hidden = !operator;
-  markOverflow($("ded-table").parentElement, $("ded-scroll-hint"));
+  markDeductionsOverflow();
 }
 
 function remittanceRow(r) {
@@ -338,7 +344,7 @@ async function loadRemittance() {
     for (const node of document.querySelectorAll("#rem-deductions .decide")) node.hidden = !operator;
     $("rem-997").hidden = !r.acknowledgement;
     $("rem-997-text").textContent = r.acknowledgement || "";
-    markOverflow($("rem-deductions").parentElement);
+    markDeductionsOverflow();
   } catch (error) {
     say("rem", `Could not load the remittance: ${error.message}`, true);
   }
@@ -350,6 +356,7 @@ export function wireDeductions() {
     loadList(false).catch((error) => say("ded", `Could not load deductions: ${error.message}`, true));
   });
   $("ded-more").addEventListener("click", () => loadList(true));
+  window.addEventListener("resize", markDeductionsOverflow);
   for (const [form, show] of [
     ["ded-operator", showDeductions],
     ["rem-operator", showRemittance],
