@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from services.commands import demo, errors, openapi_doc, preflight
-from services.commands.finance import history, ledger, periods
+from services.commands.finance import history, ledger, periods, remittances
 from services.commands.help import default
 from services.commands.intake import batches, edi, events, jobs
 from services.commands.options import console
@@ -401,6 +401,8 @@ app.add_typer(history.identity_app)
 app.add_typer(ledger.app, name="ledger")
 app.add_typer(periods.app, name="periods")
 app.add_typer(periods.finance)
+app.add_typer(remittances.app, name="remittances")
+app.add_typer(remittances.deductions, name="deductions")
 app.add_typer(webhooks.app, name="webhooks")
 app.add_typer(partners.app, name="partners")
 app.add_typer(edi.ack_app, name="edi")

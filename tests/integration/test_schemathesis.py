@@ -108,7 +108,9 @@ def _credentials(r: requests.PreparedRequest) -> None:
         )
     elif path.startswith(("/v1/contracts", "/admin")):
         r.headers["Authorization"] = f"Bearer {OPERATOR_TOKEN}"
-    elif path.startswith(("/v1/jobs", "/v1/disputes", "/v1/dashboard", "/metrics")):
+    elif path.startswith(
+        ("/v1/jobs", "/v1/disputes", "/v1/dashboard", "/metrics", "/v1/deductions")
+    ) or (path.startswith("/v1/remittances") and r.method == "GET"):
         r.headers["Authorization"] = f"Bearer {VIEWER_TOKEN}"
 
 

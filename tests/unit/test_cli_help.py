@@ -30,6 +30,7 @@ WRITES = {
     ("contracts", "put"),
     ("partners", "put"),
     ("periods", "close"),
+    ("deductions", "decide"),
 }
 
 
