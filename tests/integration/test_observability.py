@@ -108,7 +108,17 @@ def test_dashboard_page_is_a_static_shell_with_a_strict_policy(http: TestClient)
         response = http.get(f"/dashboard/assets/{asset}")
         assert response.status_code == 200 and media in response.headers["content-type"]
     # Whatever a producer names things is inserted as text, never parsed as HTML.
-    for module in ("dashboard", "api", "chart", "dom", "format", "job", "letters", "periods"):
+    for module in (
+        "dashboard",
+        "api",
+        "chart",
+        "dom",
+        "format",
+        "job",
+        "letters",
+        "periods",
+        "deductions",
+    ):
         script = http.get(f"/dashboard/assets/{module}.js")
         assert script.status_code == 200 and "javascript" in script.headers["content-type"]
         assert "innerHTML" not in script.text and "insertAdjacentHTML" not in script.text

@@ -8,6 +8,7 @@ import { jobIdInHash, jobLink, jobState, showJob, wireJobPage } from "./job.js";
 import { reasonInHash, showLetters, wireLetters } from "./letters.js";
 import { documentInHash, identityInHash, showDocument, showIdentity, wireSearch } from "./history.js";
 import { disputesInHash, showDisputes, wireDisputes } from "./disputes.js";
+import { deductionsInHash, remittanceInHash, showDeductions, showRemittance, wireDeductions } from "./deductions.js";
 import { partnerInHash, partnersInHash, showPartner, showPartners } from "./partners.js";
 import { forgetPeriods, refreshPeriods, showPeriods, wirePeriods } from "./periods.js";
 
@@ -263,7 +264,18 @@ function signOut(message, everywhere = true) {
 }
 
 // The views a link opens: a malformed link hides them all and says so.
-const VIEWS = ["overview", "job", "letters", "document", "identity", "disputes-page", "partners-page", "partner-page"];
+const VIEWS = [
+  "overview",
+  "job",
+  "letters",
+  "document",
+  "identity",
+  "disputes-page",
+  "partners-page",
+  "partner-page",
+  "deductions-page",
+  "remittance-page",
+];
 
 // A hash that does not decode (`#document/%E0%A4%A`): each view's own reading of
 // it would throw a URIError, leaving the previous view on screen.
@@ -291,7 +303,9 @@ function route() {
       identityInHash() ||
       disputesInHash() ||
       partnersInHash() ||
-      partnerInHash(),
+      partnerInHash() ||
+      deductionsInHash() ||
+      remittanceInHash(),
   );
   showView();
   showJob();
@@ -301,6 +315,8 @@ function route() {
   showDisputes();
   showPartners();
   showPartner();
+  showDeductions();
+  showRemittance();
   showPeriods();
 }
 
@@ -336,6 +352,7 @@ function start() {
   wireLetters(signOut);
   wireSearch();
   wireDisputes();
+  wireDeductions();
   wirePeriods();
   window.addEventListener("hashchange", route);
   window.addEventListener("resize", markJobsOverflow);
