@@ -252,8 +252,17 @@ BEYOND_SCHEMA = {
     "datetime_invalid": "a day past its month's end",  # the same, in a document
     "date_invalid": "a day past its month's end",
 }
-# Rules between two fields' values (JSON Schema compares a value with constants only).
-BEYOND_SCHEMA_MESSAGES = ("recipe_id must equal partition_key",)
+# Rules between two fields' values (JSON Schema compares a value with constants
+# only), and a deduction's match measured against what is stored: its matches
+# add up to the part disputed and name documents of the payer's partition
+# (docs/api.md#remittances-and-deductions). Whether a match names its
+# documents at all is in the schema, and stays checked.
+BEYOND_SCHEMA_MESSAGES = (
+    "recipe_id must equal partition_key",
+    "the matches add up to",
+    "is no settled accrual document of the payer's partition",
+    "a decision's parts must be positive",
+)
 # The NDJSON form of a batch is published as text: that its lines are documents
 # is in the JSON form's schema, which a string cannot carry. So is an X12 file
 # (docs/api.md#edi-intake): a string is not a file of envelopes, and an X12 body
