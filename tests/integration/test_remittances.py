@@ -104,7 +104,8 @@ def test_a_promotion_deduction_is_matched_by_reference_and_its_row_is_in_the_led
     assert (got["created"], got["matched"], got["disputed"]) == (True, "60.00", "0.00")
     assert open_amount(engine, vendor, doc) == Decimal("40.00")
     again = send(producer, body)
-    assert again.status_code == 200 and again.json()["remittances"][0]["id"] == got["id"]
+    assert again.status_code == 200
+    assert again.json()["remittances"][0] == got | {"created": False}  # its figures, again
     assert open_amount(engine, vendor, doc) == Decimal("40.00")  # a replay books nothing
     with engine.connect() as conn:
         rows = conn.execute(

@@ -84,6 +84,22 @@ class Recorded:
     ledger_rows: list[Any] = field(default_factory=list)  # LedgerRow, for the feed's wake-up
 
 
+def _as_received(conn: Connection, remittance_id: str) -> Recorded:
+    """A replay's answer: the remittance as matching left it on receipt (the
+    same figures the first answer gave; decisions since are the reads')."""
+    again = Recorded(remittance_id, created=False)
+    for row in conn.execute(
+        select(dd.c.matched, dd.c.written_off, dd.c.disputed).where(
+            dd.c.remittance_id == remittance_id
+        )
+    ):
+        again.deductions += 1
+        again.matched += row.matched
+        again.written_off += row.written_off
+        again.disputed += row.disputed
+    return again
+
+
 def body_sha256(remittance: Remittance, partition_key: str) -> str:
     """What a replay must match: the remittance as read, and where it is matched."""
     canonical = remittance.model_dump_json() + "\x00" + partition_key
@@ -153,7 +169,7 @@ def record(engine: Engine, incoming: Incoming, now: dt.datetime) -> Recorded:
             ).one()
             if held_sha != sha:
                 raise DuplicateTrace(held_id)
-            return Recorded(held_id, created=False)
+            return _as_received(conn, held_id)
         lock_partition(conn, profile.partition_key)
         deducted_on = remittance.paid_at or now.date()
         result = Recorded(rid, created=True, deductions=len(taken))
