@@ -202,7 +202,7 @@ def test_an_820_is_submitted_and_shown_with_its_997(
     assert f"trace {trace}" in said and f"partition {vendor}" in said and "ISA" in said
     rid = said.split("received remittance ")[1].split()[0]
     shown = run(printed, "remittances", "show", rid, *VIEWER)
-    assert "26801" in shown and "balances" in shown and "ISA" in shown
+    assert "26801" in shown and "balances: the stated 21,298.97" in shown and "ISA" in shown
 
 
 def test_what_a_command_refuses(printed: Console) -> None:

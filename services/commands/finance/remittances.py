@@ -201,6 +201,13 @@ def remittances_list(
     print_more(page)
 
 
+def _reason(d: dict[str, Any]) -> str:
+    """Its class and the payer's own code, once when they are the same word."""
+    if d["reason_code"] == d["reason_class"]:
+        return str(d["reason_class"])
+    return f"{d['reason_class']} ({d['reason_code']})"
+
+
 def _deductions_table(title: str, found: list[dict[str, Any]]) -> Table:
     table = Table(title=title)
     for column in ("id", "partition", "reason", "reference", "deducted on", "status"):
@@ -213,7 +220,7 @@ def _deductions_table(title: str, found: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(d["id"]),
             d["partition_key"],
-            f"{d['reason_class']} ({d['reason_code']})",
+            _reason(d),
             d["reference"] or "",
             d["deducted_on"],
             d["status"] + late,
@@ -250,7 +257,8 @@ def remittances_show(
     )
     check = r["balance_difference"]
     console.print(
-        "balances"
+        f"balances: the stated {_m(r['paid_total'])} is the lines paid plus the standalone"
+        " adjustments"
         if check is None
         else f"does not balance: stated {_m(check['stated'])}, computed"
         f" {_m(check['computed'])}, difference {_m(check['difference'])}"
