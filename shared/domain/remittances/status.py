@@ -13,8 +13,11 @@ denied. Its open amount is its disputed part.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final, Literal, get_args
+
+from shared.domain.money import ZERO
 
 Status = Literal["matched", "written_off", "denied", "disputed"]
 STATUSES: Final = get_args(Status)
@@ -30,6 +33,29 @@ def status_of(disputed: Decimal, decision: str | None) -> Status:
     if decision is not None:
         return _DECIDED[decision]
     return "disputed" if disputed > 0 else "matched"
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a deduction's money is now: a decision moves its disputed part to
+    where it went (a match's to ``matched``, an accept's to ``written_off``); a
+    denied part stays ``disputed``, owed by the payer."""
+
+    matched: Decimal
+    written_off: Decimal
+    disputed: Decimal
+    status: Status
+
+
+def standing(
+    matched: Decimal, written_off: Decimal, disputed: Decimal, decision: str | None
+) -> Standing:
+    status = status_of(disputed, decision)
+    if decision == "match":
+        return Standing(matched + disputed, written_off, ZERO, status)
+    if decision == "accept":
+        return Standing(matched, written_off + disputed, ZERO, status)
+    return Standing(matched, written_off, disputed, status)
 
 
 def statuses_of(wanted: Filter) -> tuple[Status, ...]:

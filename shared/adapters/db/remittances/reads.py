@@ -42,7 +42,7 @@ from shared.adapters.db.remittances.tables import deductions as dd
 from shared.adapters.db.remittances.tables import remittances as rm
 from shared.adapters.db.tables import ledger_entries as le
 from shared.domain.money import ZERO
-from shared.domain.remittances.status import Filter, Status, statuses_of
+from shared.domain.remittances.status import Filter, Status, standing, statuses_of
 
 STREAM_BATCH: Final = 2000
 BUCKETS: Final = ("0-30", "31-60", "61-90", "90+")
@@ -321,20 +321,9 @@ def remittance(engine: Engine, remittance_id: str) -> RemittanceDetail | None:
 
 
 def _deduction(row: Any) -> Deduction:
-    matched, written_off, disputed = (
-        Decimal(row.matched),
-        Decimal(row.written_off),
-        Decimal(row.disputed),
+    now = standing(
+        Decimal(row.matched), Decimal(row.written_off), Decimal(row.disputed), row.decision
     )
-    status: Status
-    if row.decision == "match":
-        matched, disputed, status = matched + disputed, ZERO, "matched"
-    elif row.decision == "accept":
-        written_off, disputed, status = written_off + disputed, ZERO, "written_off"
-    elif row.decision == "deny":
-        status = "denied"
-    else:
-        status = "disputed" if disputed > 0 else "matched"
     return Deduction(
         id=row.id,
         remittance_id=row.remittance_id,
@@ -347,10 +336,10 @@ def _deduction(row: Any) -> Deduction:
         line_reference=row.line_reference,
         deducted_on=row.deducted_on,
         due_on=row.due_on,
-        status=status,
-        matched=matched,
-        written_off=written_off,
-        disputed=disputed,
+        status=now.status,
+        matched=now.matched,
+        written_off=now.written_off,
+        disputed=now.disputed,
         dispute_reason=row.dispute_reason,
         dispute_document_id=row.dispute_document_id,
         decision=row.decision,
