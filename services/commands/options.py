@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,6 +18,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
+from services.commands.errors import FAILED, answer, say
 from services.commands.literal import LiteralConsole
 from services.commands.money import money
 from shared.domain.kinds import KINDS
@@ -211,6 +215,30 @@ def interruptible() -> Iterator[threading.Event]:
         yield stop
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def export_csv(client: Any, path: str, target: str, noun: str) -> None:
+    """The API's streamed CSV into ``target`` (``-``: stdout) as it arrives,
+    then how many ``noun`` rows it holds (a quoted note may hold line breaks)."""
+    with client.bearer_stream(path, "text/csv") as response:
+        if response.status_code >= 400:
+            response.read()
+            answer(response)
+        if target == "-":
+            for text in response.iter_text():
+                sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        try:
+            with Path(target).open("wb") as out:
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+        except OSError as exc:
+            say(f"cannot write {target}: {exc.strerror or type(exc).__name__}")
+            raise typer.Exit(FAILED) from None
+    with Path(target).open(newline="", encoding="utf-8") as written:
+        rows = sum(1 for _ in csv.reader(written)) - 1
+    console.print(f"wrote {target} ({rows} {noun})")
 
 
 def wait_with_progress(client: Any, job_id: str, timeout: float) -> dict[str, Any]:

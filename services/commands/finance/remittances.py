@@ -10,7 +10,6 @@ at the accrual kind's quantum, as the API sends it."""
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ from services.commands.options import (
     UrlOpt,
     amount_column,
     console,
+    export_csv,
     make_client,
     partition_key_option,
     print_more,
@@ -297,29 +297,6 @@ def _adjustment(a: dict[str, Any]) -> str:
 # --- deductions -------------------------------------------------------------------
 
 
-def _export(client: Any, path: str, target: str) -> None:
-    """The streamed CSV into ``target`` (``-``: stdout), as it arrives."""
-    with client.bearer_stream(path, "text/csv") as response:
-        if response.status_code >= 400:
-            response.read()
-            answer(response)
-        if target == "-":
-            for text in response.iter_text():
-                sys.stdout.write(text)
-            sys.stdout.flush()
-            return
-        try:
-            with Path(target).open("wb") as out:
-                for chunk in response.iter_bytes():
-                    out.write(chunk)
-        except OSError as exc:
-            say(f"cannot write {target}: {exc.strerror or type(exc).__name__}")
-            raise typer.Exit(FAILED) from None
-    with Path(target).open(newline="", encoding="utf-8") as written:
-        rows = sum(1 for _ in csv.reader(written)) - 1
-    console.print(f"wrote {target} ({rows} deductions)")
-
-
 @deductions.command("list")
 def deductions_list(
     ctx: typer.Context,
@@ -355,7 +332,8 @@ def deductions_list(
         "aged_over": aged_over,
     }
     if csv_file is not None:
-        _export(client, "/v1/deductions" + _query(**filters, format="csv"), csv_file)
+        path = "/v1/deductions" + _query(**filters, format="csv")
+        export_csv(client, path, csv_file, "deductions")
         return
     page = answer(
         client.bearer("GET", "/v1/deductions" + _query(**filters, limit=limit, cursor=cursor))

@@ -6,9 +6,6 @@ the API refuses is printed on one line (status and body) with exit code 1.
 
 from __future__ import annotations
 
-import csv
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -24,6 +21,7 @@ from services.commands.options import (
     UrlOpt,
     amount_column,
     console,
+    export_csv,
     job_id_option,
     kind_name,
     partition_key_option,
@@ -55,25 +53,6 @@ def _client(url: str, token: str | None) -> Any:
 
 def _query(**fields: Any) -> str:
     return urlencode({k: v for k, v in fields.items() if v is not None})
-
-
-def _export(client: Any, path: str, target: str) -> None:
-    """The streamed CSV into ``target`` (``-``: stdout), chunk by chunk as it arrives."""
-    with client.bearer_stream(path, "text/csv") as response:
-        if response.status_code >= 400:
-            response.read()
-            _answer(response)
-        if target == "-":
-            for text in response.iter_text():
-                sys.stdout.write(text)
-            sys.stdout.flush()
-            return
-        with Path(target).open("wb") as out:
-            for chunk in response.iter_bytes():
-                out.write(chunk)
-    with Path(target).open(newline="", encoding="utf-8") as written:
-        rows = sum(1 for _ in csv.reader(written)) - 1  # a quoted note may hold line breaks
-    console.print(f"wrote {target} ({rows} disputes)")
 
 
 @app.command("list")
@@ -110,7 +89,7 @@ def disputes_list(
         "opened_before": opened_before,
     }
     if csv_file is not None:
-        _export(client, f"/v1/disputes?{_query(**filters)}", csv_file)
+        export_csv(client, f"/v1/disputes?{_query(**filters)}", csv_file, "disputes")
         return
     page = _answer(
         client.bearer("GET", f"/v1/disputes?{_query(**filters, limit=limit, cursor=cursor)}")
