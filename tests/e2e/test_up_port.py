@@ -98,6 +98,24 @@ def test_up_says_where_the_api_and_the_dashboard_are(stack_env: ServiceEnv) -> N
         stack.stop()
 
 
+def test_a_test_stack_whose_port_is_taken_before_up_binds_it_starts_on_another(
+    stack_env: ServiceEnv,
+) -> None:
+    # The port free_port released can be taken first (ci-like, 2026-12-07: up's
+    # supervisor restarted its API on it until the start cap): the test stack
+    # takes another, as start_api does.
+    logs = ARTIFACTS / "logs" / "up_port_taken"
+    logs.mkdir(parents=True, exist_ok=True)
+    stack = Stack(stack_env, logs)
+    with taken_port() as port:
+        stack.port, stack.url = port, f"http://127.0.0.1:{port}"
+        try:
+            stack.start_up()
+            assert stack.port != port and "port_in_use" in stack.log("up", tail=None)
+        finally:
+            stack.stop()
+
+
 @pytest.mark.regression
 def test_retired_restart_settings_are_a_warning_each_not_a_refusal(
     stack_env: ServiceEnv,

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,15 @@ ROOT = Path(__file__).resolve().parents[2]
 START_CAP_S = 180.0
 
 
-def wait_serving(process: subprocess.Popen[bytes], url: str, timeout: float = START_CAP_S) -> None:
+def wait_serving(
+    process: subprocess.Popen[bytes],
+    url: str,
+    timeout: float = START_CAP_S,
+    gave_up: Callable[[], bool] = lambda: False,
+) -> None:
     """Until ``url`` answers /readyz 200. Raises RuntimeError as soon as the
-    process has exited (waiting on it, not on the clock), or after ``timeout``."""
+    process has exited or ``gave_up`` says it cannot start (waiting on it, not
+    on the clock), or after ``timeout``."""
     deadline = time.monotonic() + timeout
     while process.poll() is None:
         try:
@@ -42,6 +48,8 @@ def wait_serving(process: subprocess.Popen[bytes], url: str, timeout: float = ST
                 return
         except httpx.HTTPError:
             pass
+        if gave_up():
+            raise RuntimeError(f"gave up on {url}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"not ready at {url} after {timeout:.0f} s")
         time.sleep(0.2)
@@ -134,11 +142,27 @@ class Stack:
 
     def start_up(self) -> None:
         """The whole stack as one ``settleq up`` (api, both worker tiers, relay)."""
-        process = self._spawn("up", ["up", "--port", str(self.port)])
-        try:
-            wait_serving(process, self.url)
-        except RuntimeError:
-            raise RuntimeError(f"settleq up did not start:\n{self.log('up')}") from None
+        for _ in range(3):
+            seen = len(self.log("up", tail=None))
+            process = self._spawn("up", ["up", "--port", str(self.port)])
+
+            def taken(seen: int = seen) -> bool:
+                return "port_in_use" in self.log("up", tail=None)[seen:]
+
+            try:
+                wait_serving(process, self.url, gave_up=taken)
+                return
+            except RuntimeError:
+                # As start_api: the port free_port released can be taken first
+                # (an outgoing connection's local port, another test's process);
+                # up's supervisor would restart its API on it for ever.
+                if not taken():
+                    break
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=30)
+                self.port = free_port()
+                self.url = f"http://{self.api_address}:{self.port}"
+        raise RuntimeError(f"settleq up did not start:\n{self.log('up')}")
 
     def start_worker(
         self,
