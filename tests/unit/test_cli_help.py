@@ -29,6 +29,7 @@ WRITES = {
     ("disputes", "resolve"),
     ("contracts", "put"),
     ("partners", "put"),
+    ("partitions", "put"),
     ("periods", "close"),
     ("deductions", "decide"),
 }

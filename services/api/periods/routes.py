@@ -19,7 +19,7 @@ from services.api.auth import Ctx, Operator, Reader, Viewer
 from services.api.errors import ApiError, ErrorBody
 from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from services.api.periods import schemas as wire
-from shared.adapters.db.periods import booking, lines, reads, sums
+from shared.adapters.db.periods import booking, counterparties, lines, reads, sums
 from shared.adapters.db.periods import close as closing
 from shared.domain import periods as domain
 from shared.domain.kinds import KINDS, shown
@@ -447,3 +447,67 @@ def _statement_cells(made: wire.Statement) -> Iterator[Any]:
                     line.activity,
                 )
         yield balance("closing", s.kind, s.closing)
+
+
+PartitionPath = Annotated[str, Path(description="A vendor, carrier or recipe.")]
+
+
+def _partition(found: counterparties.PartitionProfile) -> wire.Partition:
+    return wire.Partition(
+        partition_key=found.partition_key,
+        erp_counterparty=found.erp_counterparty,
+        updated_at=iso(found.updated_at) or "",
+    )
+
+
+@router.put(
+    "/v1/partitions/{partition_key}",
+    operation_id="putPartition",
+    responses={
+        **UNAUTHENTICATED,
+        200: {"model": wire.Partition, "description": "replaced"},
+        403: {"model": ErrorBody, "description": "not an operator token"},
+        422: {"model": ErrorBody, "description": "partition_key_invalid, or a bad body"},
+    },
+    status_code=201,
+)
+async def put_partition(
+    partition_key: PartitionPath,
+    body: Annotated[wire.PartitionIn, Body()],
+    ctx: Ctx,
+    who: Operator,
+    response: Response,
+) -> wire.Partition:
+    """Name a partition's counterparty in the ERP (operator token; audited):
+    its journal entries carry it. 201 the first time, 200 when replaced."""
+    check_partition(partition_key, ["path", "partition_key"])
+    now = dt.datetime.now(dt.UTC)
+
+    def store() -> wire.Partition:
+        created = counterparties.put(
+            ctx.engine, partition_key, body.erp_counterparty, who.actor, now
+        )
+        response.status_code = 201 if created else 200
+        found = counterparties.get(ctx.engine, partition_key)
+        assert found is not None
+        return _partition(found)
+
+    return await run_in_threadpool(store)
+
+
+@router.get(
+    "/v1/partitions/{partition_key}",
+    operation_id="readPartition",
+    responses={
+        **UNAUTHENTICATED,
+        404: {"model": ErrorBody, "description": "partition_not_found: none was put"},
+        422: {"model": ErrorBody, "description": "partition_key_invalid"},
+    },
+)
+async def read_partition(partition_key: PartitionPath, ctx: Ctx, _: Viewer) -> wire.Partition:
+    """A partition's ERP counterparty, as an operator put it (viewer token)."""
+    check_partition(partition_key, ["path", "partition_key"])
+    found = await run_in_threadpool(counterparties.get, ctx.engine, partition_key)
+    if found is None:
+        raise ApiError(404, "partition_not_found", f"no profile was put for {partition_key}")
+    return _partition(found)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shared.adapters.db.periods.reads import Summary
 from shared.domain.kinds import KINDS, shown
@@ -237,3 +237,24 @@ def statement_line(r: Any) -> StatementLine:
         job_id=r.job_id,
         created_at=iso(r.created_at) or "",
     )
+
+
+class PartitionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    erp_counterparty: str | None = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
+        description=(
+            "The id the partition's vendor, carrier or recipe has in the ERP the journal"
+            " is imported into (a NetSuite entity, an Oracle third party, a SAP"
+            " business partner); null: none"
+        ),
+    )
+
+
+class Partition(BaseModel):
+    partition_key: str
+    erp_counterparty: str | None
+    updated_at: str

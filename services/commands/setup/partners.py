@@ -1,5 +1,7 @@
-"""``settleq partners``: trading-partner profiles (docs/api.md#trading-partners).
-``put`` needs an operator token, ``list`` and ``show`` a viewer's."""
+"""``settleq partners``: trading-partner profiles (docs/api.md#trading-partners);
+``settleq partitions``: a partition's counterparty in the ERP
+(docs/api.md#a-partitions-erp-counterparty). ``put`` needs an operator token,
+``list`` and ``show`` a viewer's."""
 
 from __future__ import annotations
 
@@ -24,6 +26,11 @@ from shared.domain.partners import ACKNOWLEDGE
 from shared.domain.remittances.profile import DEFAULT_WINDOW_DAYS
 
 app = typer.Typer(help="Trading-partner profiles: what an X12 sender's files settle against.")
+partitions = typer.Typer(
+    help="A partition's counterparty in the ERP its journal is imported into (the id its"
+    " vendor, carrier or recipe has there)."
+)
+PartitionArg = Annotated[str, typer.Argument(help="A vendor, carrier or recipe.")]
 QualifierArg = Annotated[str, typer.Argument(help="The sender's ISA05 qualifier, e.g. ZZ or 02.")]
 SenderArg = Annotated[str, typer.Argument(help="The sender's ISA06 id, without its padding.")]
 
@@ -251,4 +258,45 @@ def _print_health(p: dict[str, Any]) -> None:
     disputes = health["open_disputes"]
     console.print(
         f"open disputes: {disputes['count']:,} (variance {disputes['variance']})", markup=False
+    )
+
+
+@partitions.command("put")
+def put_partition(
+    partition_key: PartitionArg,
+    erp_counterparty: Annotated[
+        str | None,
+        typer.Option(
+            help="Its id in the ERP (a NetSuite entity, an Oracle third party, a SAP business"
+            " partner); none given: it has none.",
+            show_default=False,
+        ),
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: OperatorTokenOpt = None,
+) -> None:
+    """Name a partition's counterparty in the ERP (operator token; audited)."""
+    client = token_client(url, token, "an operator")
+    path = f"/v1/partitions/{quote(partition_key, safe='')}"
+    response = client.bearer("PUT", path, {"erp_counterparty": erp_counterparty})
+    found = answer(response)
+    verb = "set" if response.status_code == 201 else "replaced"
+    console.print(
+        f"{verb} partition {found['partition_key']}: ERP counterparty"
+        f" {found['erp_counterparty'] or 'none'}",
+        markup=False,
+    )
+
+
+@partitions.command("show")
+def show_partition(
+    partition_key: PartitionArg, url: UrlOpt = DEFAULT_URL, token: TokenOpt = None
+) -> None:
+    """A partition's counterparty in the ERP, and when it was put (viewer token)."""
+    client = token_client(url, token, "a viewer")
+    found = answer(client.bearer("GET", f"/v1/partitions/{quote(partition_key, safe='')}"))
+    console.print(
+        f"partition {found['partition_key']}: ERP counterparty"
+        f" {found['erp_counterparty'] or 'none'} (updated {found['updated_at']})",
+        markup=False,
     )

@@ -87,3 +87,15 @@ period_balances = Table(
     Column("in_dispute_count", Integer, nullable=False),
     Column("in_dispute_variance", total_column_type(), nullable=False),
 )
+
+# What a partition is called in the ERP its journal goes to: an operator's
+# word (PUT /v1/partitions/{partition_key}, audited), carried on its journal's
+# entries as their counterparty (docs/api.md#a-partitions-erp-counterparty).
+partition_profiles = Table(
+    "partition_profiles",
+    metadata,
+    Column("partition_key", ID, primary_key=True),
+    Column("erp_counterparty", String(64), nullable=True),
+    Column("updated_at", TS, nullable=False),
+    Column("updated_by", String(64), nullable=False),  # the operator token's fingerprint
+)
