@@ -143,7 +143,8 @@ class Stack:
     def start_up(self) -> None:
         """The whole stack as one ``settleq up`` (api, both worker tiers, relay)."""
         for _ in range(3):
-            seen = len(self.log("up", tail=None))
+            # A first start truncates the log; a restart appends to it.
+            seen = len(self.log("up", tail=None)) if "up" in self._spawned else 0
             process = self._spawn("up", ["up", "--port", str(self.port)])
 
             def taken(seen: int = seen) -> bool:
