@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
@@ -121,7 +121,8 @@ def test_the_deductions_view_shows_the_aging_by_reason_and_the_open_list(
                 expect(buckets.nth(n)).to_have_text(grouped(partition["buckets"][bucket]))
             assert partition["buckets"]["31-60"] == "15.00", partition
             expect(row.locator("td.past-window")).to_have_text(grouped(partition["past_window"]))
-            expect(row.locator("td.days")).to_have_text(f"{round(partition['days_outstanding'])} d")
+            whole = Decimal(partition["days_outstanding"]).to_integral_value(ROUND_HALF_UP)
+            expect(row.locator("td.days")).to_have_text(f"{whole} d")
             # Its totals: the cards and the table's foot.
             totals = aging["totals"]
             open_amount = page.locator('#ded-cards [data-figure="open_amount"] .value')

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from services.commands.client import Client
+from shared.adapters.db.remittances import reads as reads_db
 from tests.integration.test_remittances import (
     accrual,
     decide,
@@ -289,7 +291,7 @@ def test_aging_buckets_the_open_amount_by_age_with_its_weighted_days(
     # the one of 30 days is due today, not past it.
     assert part["past_window"] == "92.00"
     # (0*10 + 31*20 + 61*30 + 91*40 + 5*5 + 30*1 + 90*2) / 108 = 6325 / 108 = 58.56...
-    assert part["days_outstanding"] == 58.6
+    assert part["days_outstanding"] == "58.6"
     assert aging["by_reason"] == [
         {"reason_class": "freight", "open_count": 1, "open_amount": "5.00"},
         {"reason_class": "shortage", "open_count": 6, "open_amount": "103.00"},
@@ -305,3 +307,9 @@ def test_aging_buckets_the_open_amount_by_age_with_its_weighted_days(
 def test_the_reads_need_a_token(http: TestClient) -> None:  # noqa: F811
     for path in ("/v1/remittances", "/v1/deductions", "/v1/deductions/aging", "/v1/deductions/1"):
         assert http.get(path).status_code == 401, path
+
+
+def test_days_outstanding_is_a_tenth_of_a_day_rounded_half_up() -> None:
+    aged = reads_db.Aged(open_amount=Decimal("4.00"), weighted_days=Decimal("41.00"))
+    assert aged.days_outstanding() == Decimal("10.3")  # 10.25: half up, never to even
+    assert reads_db.Aged().days_outstanding() is None

@@ -147,7 +147,7 @@ class AgedOut(BaseModel):
     open_amount: str
     buckets: dict[str, str]  # "0-30", "31-60", "61-90", "90+": days since deducted_on
     past_window: str  # the open amount whose due date has passed
-    days_outstanding: float | None  # amount-weighted average age; None: nothing open
+    days_outstanding: str | None  # amount-weighted average age, "58.6"; None: nothing open
 
 
 class PartitionAged(AgedOut):
@@ -275,7 +275,7 @@ def _aged(a: db.Aged) -> dict[str, Any]:
         "open_amount": _shown(a.open_amount),
         "buckets": {name: _shown(value) for name, value in a.buckets.items()},
         "past_window": _shown(a.past_window),
-        "days_outstanding": None if days is None else float(days),
+        "days_outstanding": None if days is None else str(days),
     }
 
 

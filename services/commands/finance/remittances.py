@@ -432,7 +432,7 @@ def deductions_aging(
             _m(a["open_amount"]),
             *(_m(a["buckets"][b]) for b in buckets),
             _m(a["past_window"]),
-            "-" if days is None else f"{days:.1f}",
+            "-" if days is None else days,
         )
 
     for p in aging["partitions"]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Final
 
 from sqlalchemy import (
@@ -46,6 +46,7 @@ from shared.domain.remittances.status import Filter, Status, standing, statuses_
 
 STREAM_BATCH: Final = 2000
 BUCKETS: Final = ("0-30", "31-60", "61-90", "90+")
+TENTH: Final = Decimal("0.1")  # days outstanding: to a tenth of a day
 _BOOKED: Final = ("deducted", "written_off")
 _SQLITE_SCALE: Final = 4  # DecimalText's places
 
@@ -141,7 +142,7 @@ class Aged:
         """The amount-weighted average age of the open amount (None: nothing open)."""
         if self.open_amount <= 0:
             return None
-        return (self.weighted_days / self.open_amount).quantize(Decimal("0.1"))
+        return (self.weighted_days / self.open_amount).quantize(TENTH, ROUND_HALF_UP)
 
     def add(self, other: Aged) -> None:
         self.open_count += other.open_count
