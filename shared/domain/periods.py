@@ -235,6 +235,13 @@ class Entry:
     rows: int
     # One of ``MATCHES`` booked on accounts of its own, or None: the rest.
     outcome: str | None = None
+    # What an ERP needs on every line (docs/operations.md#the-month-end-close):
+    # the date it is booked on, its currency (ISO 4217), the entity
+    # (subsidiary, ledger or company code) and the partition's id in the ERP.
+    accounting_date: dt.date | None = None
+    currency: str = ""
+    entity: str = ""
+    counterparty: str = ""
 
     @property
     def memo(self) -> str:

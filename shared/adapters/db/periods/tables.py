@@ -53,6 +53,9 @@ periods = Table(
     Column("carried", JSON, nullable=True),
     Column("accounts", JSON, nullable=True),
     Column("journal_sha256", KEY, nullable=True),
+    # Migration 0034: the entity, currency, counterparties and accounting date
+    # its journal carries, fixed at the close; null for a period closed before.
+    Column("made_with", JSON, nullable=True),
     Index(
         "uq_periods_open",
         "status",
@@ -86,6 +89,9 @@ period_balances = Table(
     Column("closing", total_column_type(), nullable=False),
     Column("in_dispute_count", Integer, nullable=False),
     Column("in_dispute_variance", total_column_type(), nullable=False),
+    # Migration 0034: {outcome: [rows, sum of delta]} of the period's rows
+    # (their outcome's own journal entry); null for a period closed before.
+    Column("outcomes", JSON, nullable=True),
 )
 
 # What a partition is called in the ERP its journal goes to: an operator's
