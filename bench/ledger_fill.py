@@ -457,7 +457,7 @@ def fill(
             engine = make_engine(url)
             try:
                 for name in booking.names[:-1]:
-                    finalise(engine, name, period_rules.accounts(None))
+                    finalise(engine, name, period_rules.Journaling())
             finally:
                 engine.dispose()
             filled.finalise_s = time.monotonic() - started

@@ -23,7 +23,7 @@ from pydantic_settings import (
 
 from shared.adapters.db.urls import database_url_problem
 from shared.config.files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
-from shared.domain.periods import Booking, PeriodName, booking
+from shared.domain.periods import DEFAULT_CURRENCY, OWN, Booking, Journaling, PeriodName, booking
 from shared.domain.pipeline.events import EVENT_BATCH_LIMIT
 from shared.domain.pipeline.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
@@ -76,21 +76,24 @@ class OutcomeAccounts(BaseModel):
 
 class JournalAccounts(BaseModel):
     """The general-ledger accounts a kind's positive balance is debited and
-    credited to; and, optionally, those of its ``deducted`` and ``written_off``
-    rows, booked as entries of their own (not named: booked with the rest)."""
+    credited to; and, optionally, those of its ``disputed``, ``resolved``,
+    ``deducted`` and ``written_off`` rows, booked as entries of their own (not
+    named: booked with the rest)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     debit: str = Field(min_length=1, max_length=128)
     credit: str = Field(min_length=1, max_length=128)
+    disputed: OutcomeAccounts | None = None
+    resolved: OutcomeAccounts | None = None
     deducted: OutcomeAccounts | None = None
     written_off: OutcomeAccounts | None = None
 
     def booking(self) -> Booking:
         outcomes = {
             name: (given.debit, given.credit)
-            for name, given in (("deducted", self.deducted), ("written_off", self.written_off))
-            if given is not None
+            for name in OWN
+            if (given := getattr(self, name)) is not None
         }
         return booking(self.debit, self.credit, outcomes)
 
@@ -194,6 +197,11 @@ class Settings(BaseSettings):
     # keeps its default).
     first_period: PeriodName | None = None
     journal_accounts: dict[str, JournalAccounts | None] = Field(default_factory=dict)
+    # What every journal line carries (docs/api.md#the-journal): the entity (a
+    # subsidiary, ledger or company code) and the currency of contracts that
+    # name none.
+    journal_entity: str = Field(default="", max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$")
+    currency: str = Field(default=DEFAULT_CURRENCY, pattern=r"^[A-Z]{3}$")
     # How long a close waits for the transactions booking into its period before
     # it gives up (409 close_waiting), cutting nothing: settlement goes on meanwhile.
     close_wait_s: float = Field(default=30.0, gt=0, le=3600)
@@ -258,6 +266,10 @@ class Settings(BaseSettings):
         """``journal_accounts`` as the journal books them, by kind named: a kind
         named keeps no default of its own outcomes' accounts."""
         return {k: None if a is None else a.booking() for k, a in self.journal_accounts.items()}
+
+    def journaling(self) -> Journaling:
+        """How the journal is made: its accounts, entity, currency and time zone."""
+        return Journaling(self.journal_pairs(), self.journal_entity, self.currency)
 
     @field_validator("queue_delivery_limit")
     @classmethod

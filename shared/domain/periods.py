@@ -9,9 +9,10 @@ a remittance's rows, ``deducted`` (a deduction matched to a document) and
 ``written_off`` (docs/architecture.md#remittances-and-deductions).
 The journal books each (kind, partition_key)'s activity as one balanced entry:
 a debit line and a credit line of the same amount on the kind's accounts,
-swapped when the sum is negative. A remittance outcome the kind has accounts
-of its own for is booked as an entry of its own on them
-(docs/operations.md#configuration).
+swapped when the sum is negative. An outcome the kind has accounts of its own
+for (disputed money by default, and a remittance's) is booked as an entry of
+its own on them (docs/operations.md#configuration). Every line carries what
+an ERP needs (``Heading``), fixed at the close (``MadeWith``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import hashlib
 import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -39,17 +40,21 @@ from shared.wire.cells import cell
 NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,32}$")
 NAME_RULE = "1 to 32 characters of A-Z, a-z, 0-9, '.', '_' and '-', other than '.' and '..'"
 ACTIVITY = ("posted", "disputed", "repriced", "resolved", "deducted", "written_off")
-# The outcomes of a remittance's rows: each its own sum, and booked on accounts
-# of its own where the kind has them. Their delta takes money off a document.
+# The outcomes of a remittance's rows: each its own sum. Their delta takes
+# money off a document.
 MATCHES = ("deducted", "written_off")
+# The outcomes a kind may book on accounts of their own, in their entries'
+# order; the rest (``posted``, and any of these without) are booked together.
+OWN = ("disputed", "resolved", *MATCHES)
 _OUTCOMES = LEDGER_OUTCOMES
 
 
 @dataclass(frozen=True)
 class Booking:
     """The accounts a kind is journaled on: (debit, credit) for a positive
-    balance, and for each of ``MATCHES`` it names, (debit, credit) for the
-    money its rows took (minus their sum of delta)."""
+    balance, and for each of ``OWN`` it names, (debit, credit) for its rows'
+    money: their sum of delta, or for ``MATCHES`` the money they took (minus
+    their sum)."""
 
     debit: str
     credit: str
@@ -80,10 +85,10 @@ def booking(
 ) -> Booking:
     """A kind's accounts, its outcomes' in a stable order."""
     known = outcomes or {}
-    unknown = sorted(set(known) - set(MATCHES))
+    unknown = sorted(set(known) - set(OWN))
     if unknown:
-        raise ValueError(f"no outcome has accounts of its own but {', '.join(MATCHES)}: {unknown}")
-    pairs = tuple((o, (known[o][0], known[o][1])) for o in MATCHES if o in known)
+        raise ValueError(f"no outcome has accounts of its own but {', '.join(OWN)}: {unknown}")
+    pairs = tuple((o, (known[o][0], known[o][1])) for o in OWN if o in known)
     return Booking(debit, credit, pairs)
 
 
@@ -145,7 +150,8 @@ def accounts(configured: Given | None) -> dict[str, Booking | None]:
 @dataclass(kw_only=True)
 class Activity:
     """A period's six sums of delta, and the rows they sum (all of them, and
-    those of each of ``MATCHES``: their journal entries' own)."""
+    those of each of ``MATCHES``), and the rows and sum of each outcome (the
+    journal entries of ``OWN``'s)."""
 
     posted: Decimal = ZERO
     disputed: Decimal = ZERO
@@ -156,6 +162,7 @@ class Activity:
     rows: int = 0
     deducted_rows: int = 0
     written_off_rows: int = 0
+    outcomes: dict[str, tuple[int, Decimal]] = field(default_factory=dict)
 
     @property
     def total(self) -> Decimal:
@@ -184,6 +191,24 @@ class Activity:
         self.rows += rows
         if name in MATCHES:
             setattr(self, f"{name}_rows", self.rows_of(name) + rows)
+        count, total = self.outcomes.get(outcome, (0, ZERO))
+        self.outcomes[outcome] = (count + rows, total + delta)
+
+    def of_outcome(self, outcome: str) -> tuple[int, Decimal]:
+        """The rows of ``outcome`` and their sum of delta."""
+        return self.outcomes.get(outcome, (0, ZERO))
+
+    def stored_outcomes(self) -> dict[str, list[Any]]:
+        """``outcomes`` as period_balances.outcomes keeps them: exact decimal strings."""
+        return {o: [rows, str(total)] for o, (rows, total) in sorted(self.outcomes.items())}
+
+    def restore_outcomes(self, stored: Mapping[str, Sequence[Any]] | None) -> None:
+        """``outcomes`` from period_balances; a period closed before they were
+        kept has only ``MATCHES``' (all its journal could book apart then)."""
+        if stored is not None:
+            self.outcomes = {o: (int(v[0]), Decimal(v[1])) for o, v in stored.items()}
+            return
+        self.outcomes = {o: (self.rows_of(o), self.sum_of(o)) for o in MATCHES if self.rows_of(o)}
 
 
 @dataclass
@@ -233,7 +258,7 @@ class Entry:
     credit: str
     amount: Decimal
     rows: int
-    # One of ``MATCHES`` booked on accounts of its own, or None: the rest.
+    # One of ``OWN`` booked on accounts of its own, or None: the rest.
     outcome: str | None = None
     # What an ERP needs on every line (docs/operations.md#the-month-end-close):
     # the date it is booked on, its currency (ISO 4217), the entity
@@ -256,9 +281,9 @@ class Entry:
 def entries(period: str, balances: Iterable[Balance], booked_on: Accounts) -> list[Entry]:
     """The journal of a period's balances, ordered by kind and partition: a kind
     mapped to None is left out, a balance without rows has no entry, and a
-    negative sum swaps the sides. Each of ``MATCHES`` the kind has accounts of
-    its own for is an entry of its own after the rest's: the money its rows
-    took (minus their sum) debited and credited to those accounts."""
+    negative sum swaps the sides. Each of ``OWN`` the kind has accounts of its
+    own for is an entry of its own after the rest's, on those accounts: its
+    rows' sum of delta, or for ``MATCHES`` the money they took (minus it)."""
     found = []
     for b in sorted(balances, key=lambda b: (b.kind, b.partition_key)):
         accounts = booked_on.get(b.kind)
@@ -266,15 +291,15 @@ def entries(period: str, balances: Iterable[Balance], booked_on: Accounts) -> li
             continue
         rest, rest_rows = b.activity.total, b.activity.rows
         own = []
-        for outcome in MATCHES:
+        for outcome in OWN:
             pair = accounts.of(outcome)
-            rows = b.activity.rows_of(outcome)
+            rows, taken = b.activity.of_outcome(outcome)
             if pair is None or not rows:
                 continue
-            taken = b.activity.sum_of(outcome)
             rest -= taken
             rest_rows -= rows
-            own.append(_entry(period, b, pair, -taken, rows, outcome))
+            amount = -taken if outcome in MATCHES else taken
+            own.append(_entry(period, b, pair, amount, rows, outcome))
         if rest_rows:
             found.append(_entry(period, b, (accounts.debit, accounts.credit), rest, rest_rows))
         found.extend(own)
@@ -305,12 +330,90 @@ def _entry(
     )
 
 
-# The journal's CSV: one row per journal line, as a NetSuite journal entry
-# import maps them (lines sharing an External ID make one entry), or Oracle
-# General Ledger's GL_INTERFACE (docs/operations.md#the-month-end-close).
+# The currency of money whose contract names none, unless SETTLEQ_CURRENCY says.
+DEFAULT_CURRENCY = "USD"
+
+
+@dataclass(frozen=True)
+class Heading:
+    """What every line of a period's journal carries beside its entry's
+    accounts: the date it is booked on, the entity (a subsidiary, ledger or
+    company code), the currency of money whose contract names none, and each
+    partition's id in the ERP (its counterparty). A closed period's is fixed at
+    its close (periods.made_with), so its journal's bytes never change."""
+
+    accounting_date: dt.date
+    entity: str = ""
+    currency: str = DEFAULT_CURRENCY
+    counterparties: Mapping[str, str] = field(default_factory=dict)
+
+    def stored(self) -> dict[str, Any]:
+        return {
+            "accounting_date": self.accounting_date.isoformat(),
+            "entity": self.entity,
+            "currency": self.currency,
+            "counterparties": dict(sorted(self.counterparties.items())),
+        }
+
+    @classmethod
+    def from_stored(cls, value: Mapping[str, Any]) -> Heading:
+        return cls(
+            dt.date.fromisoformat(value["accounting_date"]),
+            value["entity"],
+            value["currency"],
+            dict(value["counterparties"]),
+        )
+
+
+@dataclass(frozen=True)
+class Journaling:
+    """How a journal is made today (docs/operations.md#configuration): each
+    kind's accounts as given (``accounts``), the entity, the currency of
+    contracts that name none, and the time zone its dates are in."""
+
+    accounts: Given | None = None
+    entity: str = ""
+    currency: str = DEFAULT_CURRENCY
+    tz: str = "UTC"
+
+    def heading(self, date: dt.date, counterparties: Mapping[str, str]) -> Heading:
+        return Heading(date, self.entity, self.currency, counterparties)
+
+
+def accounting_date(
+    ends_at: dt.datetime | None, closed_at: dt.datetime | None, now: dt.datetime, tz: dt.tzinfo
+) -> dt.date:
+    """The date a period's journal is booked on: a dated period's last day
+    (in its time zone), else the day it was closed, else (a preview) today."""
+    if ends_at is not None:
+        return (ends_at.astimezone(tz) - dt.timedelta(microseconds=1)).date()
+    return (closed_at or now).astimezone(tz).date()
+
+
+def headed(found: Iterable[Entry], heading: Heading) -> list[Entry]:
+    """``found``, each carrying ``heading``'s date, entity, counterparty and,
+    where the entry names none of its own, currency."""
+    return [
+        replace(
+            e,
+            accounting_date=heading.accounting_date,
+            currency=e.currency or heading.currency,
+            entity=heading.entity,
+            counterparty=heading.counterparties.get(e.partition_key, ""),
+        )
+        for e in found
+    ]
+
+
+# The journal's CSV: one row per journal line, lines sharing an external_id
+# making one entry. The ERPs' own import files are shared/domain/erp_journal.py's
+# (docs/operations.md#the-month-end-close).
 JOURNAL_COLUMNS = (
     "external_id",
     "period",
+    "accounting_date",
+    "entity",
+    "currency",
     "line",
     "account",
     "debit",
@@ -318,35 +421,47 @@ JOURNAL_COLUMNS = (
     "memo",
     "kind",
     "partition_key",
+    "counterparty",
     "rows",
+)
+# A journal closed before its lines carried a date, entity, currency and
+# counterparty keeps these columns: its bytes are the ones its close hashed.
+UNHEADED_COLUMNS = tuple(
+    c for c in JOURNAL_COLUMNS if c not in ("accounting_date", "entity", "currency", "counterparty")
 )
 
 
 _amount = shown
 
 
-def journal_csv(found: Iterable[Entry]) -> bytes:
-    """The journal's CSV bytes: the same entries always give the same bytes."""
+def journal_csv(found: Iterable[Entry], headed: bool = True) -> bytes:
+    """The journal's CSV bytes: the same entries always give the same bytes.
+    ``headed`` False: ``UNHEADED_COLUMNS``, as a period closed before had them."""
+    columns = JOURNAL_COLUMNS if headed else UNHEADED_COLUMNS
     out = io.StringIO(newline="")
-    out.write(",".join(JOURNAL_COLUMNS) + "\r\n")
+    out.write(",".join(columns) + "\r\n")
     for e in found:
         amount = _amount(e.kind, e.amount)
         for line, (account, debit, credit) in enumerate(
             ((e.debit, amount, ""), (e.credit, "", amount)), start=1
         ):
-            cells = (
-                e.external_id,
-                e.period,
-                str(line),
-                account,
-                debit,
-                credit,
-                e.memo,
-                e.kind,
-                e.partition_key,
-                str(e.rows),
-            )
-            out.write(",".join(_csv(c) for c in cells) + "\r\n")
+            cells = {
+                "external_id": e.external_id,
+                "period": e.period,
+                "accounting_date": e.accounting_date.isoformat() if e.accounting_date else "",
+                "entity": e.entity,
+                "currency": e.currency,
+                "line": str(line),
+                "account": account,
+                "debit": debit,
+                "credit": credit,
+                "memo": e.memo,
+                "kind": e.kind,
+                "partition_key": e.partition_key,
+                "counterparty": e.counterparty,
+                "rows": str(e.rows),
+            }
+            out.write(",".join(_csv(cells[c]) for c in columns) + "\r\n")
     return out.getvalue().encode()
 
 
@@ -375,8 +490,12 @@ def journal_json(
             {
                 "external_id": e.external_id,
                 "period": e.period,
+                "accounting_date": e.accounting_date.isoformat() if e.accounting_date else None,
+                "entity": e.entity,
+                "currency": e.currency,
                 "kind": e.kind,
                 "partition_key": e.partition_key,
+                "counterparty": e.counterparty or None,
                 "outcome": e.outcome,
                 "memo": e.memo,
                 "rows": e.rows,

@@ -302,7 +302,7 @@ def test_every_event_carries_its_period_and_a_close_publishes_period_closed_once
     channel.queue_bind(queue, f"{settings.queue_prefix}.events", routing_key=PERIOD_CLOSED)
     name = reads.open_name(engine)
     close.close(
-        engine, name, "NEXT", None, "operator:test", settings.journal_pairs(), settings.close_wait_s
+        engine, name, "NEXT", None, "operator:test", settings.journaling(), settings.close_wait_s
     )
     run_relay(settings, engine, lambda: unpublished(engine, PERIOD_CLOSED) == 0)
     messages = drain(channel, queue)
@@ -312,7 +312,7 @@ def test_every_event_carries_its_period_and_a_close_publishes_period_closed_once
     [closed] = closes
     assert closed.message_id == f"period.closed:{name}" and closed.headers["x-event-count"] == 1
     body = closed.body
-    summary = reads.summary(engine, name, settings.journal_pairs())
+    summary = reads.summary(engine, name, settings.journaling())
     assert body["type"] == PERIOD_CLOSED and body["period"] == name and body["next"] == "NEXT"
     assert body["rows"] == 200 == summary.rows
     assert body["journal_sha256"] == summary.journal_sha256

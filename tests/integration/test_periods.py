@@ -6,7 +6,10 @@ a close is the whole ledger's."""
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
 import hashlib
+import io
 import json
 import os
 import socket
@@ -19,13 +22,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, update
 
 from services.api.app import create_app
 from shared.adapters.db import outbox, tables
 from shared.adapters.db.disputes import queue as disputes
 from shared.adapters.db.engine import make_engine
-from shared.adapters.db.periods import booking, close, reads, sums
+from shared.adapters.db.periods import booking, close, counterparties, reads, sums
 from shared.adapters.db.periods.tables import period_balances, periods
 from shared.adapters.db.webhooks import deliveries
 from shared.config.settings import Settings
@@ -49,7 +52,7 @@ from tests.support.periods import book_match, promo_unit, settle_promo
 
 pytestmark = pytest.mark.both_backends
 
-ACCOUNTS = Settings().journal_pairs()
+ACCOUNTS = Settings().journaling()
 OP = "f" * 16  # an operator's fingerprint
 ledger = tables.ledger_entries
 VIEWER = {"Authorization": f"Bearer {VIEWER_TOKEN}"}
@@ -142,7 +145,9 @@ def test_a_closed_periods_journal_is_balanced_and_the_same_bytes_every_time(
     assert one.final and one.sha256 == digest == domain.sha256(one.csv)
     # Settling on, and a change of accounts, change nothing of a closed period.
     settle_promo(engine, [promo_doc("V-1", [promo_line(2, "4", "0.50")])])
-    other = {"promo_accrual": ("9999 Elsewhere", "8888 Elsewhere")}
+    other = domain.Journaling(
+        {"promo_accrual": ("9999 Elsewhere", "8888 Elsewhere")}, "ELSE", "EUR"
+    )
     again = reads.journal(engine, first, other)
     assert again.csv == one.csv
     assert [e.external_id for e in one.entries] == [
@@ -152,8 +157,14 @@ def test_a_closed_periods_journal_is_balanced_and_the_same_bytes_every_time(
     lines = one.csv.decode().splitlines()
     assert lines[0] == ",".join(domain.JOURNAL_COLUMNS)
     assert '"settleq:' in lines[1]  # the comma in V,2 is quoted, never a column
-    debits = sum(Decimal(r.split(",")[-6] or 0) for r in lines[3:])
-    assert debits == Decimal("1.25")
+    read = list(csv.DictReader(io.StringIO(one.csv.decode())))
+    debits = sum(Decimal(r["debit"] or 0) for r in read)
+    assert debits == sum(Decimal(r["credit"] or 0) for r in read)
+    assert debits == sum(e.amount for e in one.entries) > 0
+    # Every line carries its date (the close's day here), entity and currency.
+    assert {(r["accounting_date"], r["entity"], r["currency"]) for r in read} == {
+        (dt.datetime.now(dt.UTC).date().isoformat(), "", "USD")
+    }
     # The open period's is a preview.
     preview = reads.journal(engine, "P2", ACCOUNTS)
     assert not preview.final and preview.sha256 is None
@@ -511,7 +522,11 @@ def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
     journal = http.get(f"/v1/periods/{name}/journal", headers=VIEWER).json()
     assert journal["final"] and journal["debits"] == journal["credits"] == "3.50"
     ids = {e["external_id"]: e for e in journal["entries"]}
-    assert set(ids) == {f"settleq:{name}:promo_accrual:{p}" for p in (own, other)}
+    # The disputed line's money is on accounts of its own, not netted into what is owed.
+    assert set(ids) == {
+        *(f"settleq:{name}:promo_accrual:{p}" for p in (own, other)),
+        f"settleq:{name}:promo_accrual:{own}:disputed",
+    }
     # Its lines add up to each entry.
     lines = http.get(f"/v1/periods/{name}/journal/lines?format=json", headers=VIEWER).json()
     by_entry: dict[str, Decimal] = {}
@@ -696,9 +711,7 @@ def test_the_close_cuts_a_remittances_rows_like_any_row_into_balances_and_journa
         ("written_off", Decimal("0.25")),
     ]
     # Today's accounts change nothing in a closed period's journal.
-    other = Settings(
-        journal_accounts={"promo_accrual": {"debit": "X", "credit": "Y"}}
-    ).journal_pairs()
+    other = Settings(journal_accounts={"promo_accrual": {"debit": "X", "credit": "Y"}}).journaling()
     assert reads.journal(engine, first, other).csv == closed.csv
     _, [now] = reads.balances(engine, None, sums.Scope(), ACCOUNTS)
     assert (now.opening, now.activity.deducted, now.closing) == (
@@ -851,16 +864,21 @@ def test_postgresqls_copy_of_the_lines_is_the_portable_writers_csv_byte_for_byte
     disputes.resolve(
         engine, dispute_id, ResolveRequest("settle_at", "split", Decimal("1.2345")), OP
     )
+    # A counterparty that would be a formula, with a comma: neutralised, quoted.
+    counterparties.put(engine, "=V", "=CP,1", OP, dt.datetime.now(dt.UTC))
     _close(engine, first, "P2")
     row = reads.period_row(engine, first, ACCOUNTS)
     booked_on = reads.booked_on(engine, first, ACCOUNTS)
+    heading = reads.heading(engine, first, ACCOUNTS)
+    assert heading.counterparties == {"=V": "=CP,1"}
     for kind, partitions in ((None, None), ("promo_accrual", ["=V"]), (None, [])):
-        copied = b"".join(lines.csv_blocks(engine, row, kind, partitions, booked_on))
+        copied = b"".join(lines.csv_blocks(engine, row, kind, partitions, booked_on, heading))
         rows = reads.journal_lines(engine, first, sums.Scope(kind, partitions), ACCOUNTS)
-        written = "".join(csv_export.chunks(lines.HEADER, _line_cells(first, booked_on, rows)))
-        assert copied == written.encode()
-    whole = b"".join(lines.csv_blocks(engine, row, None, None, booked_on))
+        cells = _line_cells(first, booked_on, heading, rows)
+        assert copied == "".join(csv_export.chunks(lines.HEADER, cells)).encode()
+    whole = b"".join(lines.csv_blocks(engine, row, None, None, booked_on, heading))
     assert b"'=V" in whole and b'"V,2"' in whole  # neutralised, quoted
+    assert b'"\'=CP,1"' in whole
     assert b",-0.0155," in whole  # a resolution at 1.2345: more places than a cent, kept
     assert whole.count(b"\r\n") == 5 and b"\n" not in whole.replace(b"\r\n", b"")
 
@@ -952,3 +970,74 @@ def test_migration_0029_books_every_existing_row_in_the_first_period_named_by_th
         assert set(_booked(made)) == {dt.datetime.now(dt.UTC).strftime("%Y-%m")}
     finally:
         made.dispose()
+
+
+def test_the_close_fixes_what_every_journal_line_carries(engine: Engine) -> None:
+    first = _open(engine)
+    # One posted line (10 x 0.125 = 1.25 claimed 1.25) and one disputed (claimed 9.99).
+    settle_promo(
+        engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])]
+    )
+    counterparties.put(engine, "V-1", "VEND-0042", OP, dt.datetime.now(dt.UTC))
+    how = domain.Journaling(None, "US01", "EUR")
+    preview = reads.journal(engine, first, how)
+    assert [(e.external_id, e.counterparty, e.entity, e.currency) for e in preview.entries] == [
+        (f"settleq:{first}:promo_accrual:V-1", "VEND-0042", "US01", "EUR"),
+        (f"settleq:{first}:promo_accrual:V-1:disputed", "VEND-0042", "US01", "EUR"),
+    ]
+    # Disputed money is on its own accounts, never netted into what is owed.
+    posted, disputed = preview.entries
+    assert (posted.debit, posted.amount) == ("1310 Vendor promotional receivable", Decimal("1.25"))
+    assert disputed.debit == "1315 Vendor promotional receivable in dispute"
+    assert disputed.amount == Decimal("1.25") and disputed.outcome == "disputed"
+    close.close(engine, first, "P2", None, OP, how, 5)
+    closed = reads.journal(engine, first, how)
+    today = dt.datetime.now(dt.UTC).date()
+    assert {(e.accounting_date, e.entity, e.currency) for e in closed.entries} == {
+        (today, "US01", "EUR")
+    }
+    # A later entity, currency or counterparty changes nothing of a closed period.
+    counterparties.put(engine, "V-1", "VEND-9999", OP, dt.datetime.now(dt.UTC))
+    later = reads.journal(engine, first, domain.Journaling(None, "DE02", "USD"))
+    assert later.csv == closed.csv and domain.sha256(later.csv) == closed.sha256
+    rows = list(csv.DictReader(io.StringIO(closed.csv.decode())))
+    assert {r["counterparty"] for r in rows} == {"VEND-0042"}
+    # ... while the open period's preview takes today's.
+    settle_promo(engine, [promo_doc("V-1", [promo_line(3, "4", "0.50")])])
+    [now] = reads.journal(engine, "P2", domain.Journaling(None, "DE02")).entries
+    assert (now.entity, now.counterparty, now.currency) == ("DE02", "VEND-9999", "USD")
+
+
+def test_a_journal_closed_before_its_lines_were_headed_keeps_its_bytes(engine: Engine) -> None:
+    """A period closed before migration 0034 has no made_with and no balances
+    per outcome: its journal is the unheaded CSV its close hashed, with only
+    the remittance outcomes booked apart, as then."""
+    first = _open(engine)
+    settle_promo(
+        engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])]
+    )
+    _close(engine, first, "P2")
+    with engine.begin() as conn:
+        conn.execute(update(period_balances).values(outcomes=None))
+    # What a close before 0034 stored: the accounts then, no made_with, and
+    # the SHA-256 of the CSV it made with them.
+    then = domain.booking(
+        "1310 Vendor promotional receivable", "4560 Promotional allowances earned"
+    )
+    _, balances = reads.balances(engine, first, sums.Scope(), ACCOUNTS)
+    made = domain.entries(first, balances, {"promo_accrual": then})
+    assert [(e.outcome, e.amount) for e in made] == [(None, Decimal("2.50"))]
+    then_csv = domain.journal_csv(made, headed=False)
+    with engine.begin() as conn:
+        conn.execute(
+            update(periods)
+            .where(periods.c.name == first)
+            .values(
+                made_with=None,
+                accounts={"promo_accrual": then.stored()},
+                journal_sha256=domain.sha256(then_csv),
+            )
+        )
+    old = reads.journal(engine, first, ACCOUNTS)
+    assert old.csv == then_csv and old.sha256 == domain.sha256(then_csv)
+    assert old.csv.decode().splitlines()[0] == ",".join(domain.UNHEADED_COLUMNS)

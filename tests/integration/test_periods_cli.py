@@ -181,9 +181,9 @@ def test_a_month_end_from_the_command_line(served: tuple[str, Engine], tmp_path:
     journal = tmp_path / "journal.csv"
     said = settleq(url, "periods", "journal", name, "--csv", str(journal)).stdout
     assert hashlib.sha256(journal.read_bytes()).hexdigest() == digest
-    assert f"sha256 {digest}" in said and "final" in said and "(2 entries)" in said
+    assert f"sha256 {digest}" in said and "final" in said and "(3 entries)" in said
     rows = _csv(journal)
-    assert tuple(rows[0]) == JOURNAL_COLUMNS and len(rows) == 4
+    assert tuple(rows[0]) == JOURNAL_COLUMNS and len(rows) == 6
     entries = {r["external_id"]: Decimal(r["debit"]) for r in rows if r["debit"]}
     as_json = tmp_path / "journal.json"
     said = settleq(url, "periods", "journal", name, "--json", str(as_json)).stdout

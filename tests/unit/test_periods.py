@@ -68,15 +68,20 @@ def test_each_kind_has_its_default_accounts_and_the_setting_overrides_or_leaves_
     assert mine["promo_accrual"] == DEFAULTS["promo_accrual"]
 
 
-def test_a_kinds_remittance_outcomes_have_default_accounts_of_their_own() -> None:
+def test_a_kinds_disputed_and_remittance_outcomes_have_default_accounts_of_their_own() -> None:
     promo = DEFAULTS["promo_accrual"]
     assert promo is not None
     # A match and a write-off take money off the receivable the accrual is on.
     assert promo.of("deducted") == ("1250 Customer deductions clearing", promo.debit)
     assert promo.of("written_off") == ("6450 Deduction write-offs", promo.debit)
     assert promo.of("posted") is None
+    # Disputed money is kept on accounts of its own.
+    assert promo.of("disputed") == (
+        "1315 Vendor promotional receivable in dispute",
+        "4565 Promotional allowances in dispute",
+    )
     freight = DEFAULTS["freight_audit"]
-    assert freight is not None and freight.outcomes == ()
+    assert freight is not None and [o for o, _ in freight.outcomes] == ["disputed"]
 
 
 def test_the_setting_takes_accounts_per_outcome_and_a_kind_named_keeps_only_its_own() -> None:

@@ -50,8 +50,8 @@ CSV: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _accounts(ctx: Any) -> domain.Accounts:
-    return ctx.settings.journal_pairs()  # type: ignore[no-any-return]
+def _how(ctx: Any) -> domain.Journaling:
+    return ctx.settings.journaling()  # type: ignore[no-any-return]
 
 
 def _not_found(name: str) -> ApiError:
@@ -62,7 +62,7 @@ def _not_found(name: str) -> ApiError:
 async def list_periods(ctx: Ctx, _: Viewer) -> wire.PeriodPage:
     """Every booking period, newest first: the open one, then the closed ones
     with their totals, what they carried over and their journal's SHA-256."""
-    found = await run_in_threadpool(reads.summaries, ctx.engine, _accounts(ctx))
+    found = await run_in_threadpool(reads.summaries, ctx.engine, _how(ctx))
     return wire.PeriodPage(items=[wire.period(s) for s in found])
 
 
@@ -96,7 +96,7 @@ async def close_period(
             body.next,
             body.note,
             who.actor,
-            _accounts(ctx),
+            _how(ctx),
             ctx.settings.close_wait_s,
         )
     except booking.CutWaiting as exc:
@@ -106,7 +106,7 @@ async def close_period(
     except closing.PeriodNameUsed as exc:
         detail = {"loc": ["body", "next"], "type": "period_name_used", "msg": str(exc)}
         raise ApiError(422, "period_name_used", str(exc), [detail]) from None
-    summary = await run_in_threadpool(reads.summary, ctx.engine, done.name, _accounts(ctx))
+    summary = await run_in_threadpool(reads.summary, ctx.engine, done.name, _how(ctx))
     return wire.period(summary)
 
 
@@ -123,7 +123,7 @@ async def read_journal(
     is the same bytes on every export (its CSV's SHA-256 is the close's); the
     open one's is a preview, `"final": false`."""
     try:
-        found = await run_in_threadpool(reads.journal, ctx.engine, period, _accounts(ctx))
+        found = await run_in_threadpool(reads.journal, ctx.engine, period, _how(ctx))
     except reads.NoSuchPeriod:
         raise _not_found(period) from None
     if format == "csv":
@@ -155,31 +155,35 @@ async def read_journal_lines(
         check_kind(kind, ["query", "kind"])
     if partition_key is not None:
         check_partition(partition_key, ["query", "partition_key"])
-    accounts = _accounts(ctx)
+    how = _how(ctx)
     try:
-        summary = await run_in_threadpool(reads.summary, ctx.engine, period, accounts)
+        summary = await run_in_threadpool(reads.summary, ctx.engine, period, how)
     except reads.NoSuchPeriod:
         raise _not_found(period) from None
-    booked_on = await run_in_threadpool(reads.booked_on, ctx.engine, period, accounts)
+    booked_on = await run_in_threadpool(reads.booked_on, ctx.engine, period, how)
+    heading = await run_in_threadpool(reads.heading, ctx.engine, period, how)
     partitions = None if partition_key is None else [partition_key]
     filename = f"journal-lines-{summary.name}.csv"
     if format == "csv" and ctx.engine.dialect.name == "postgresql":
-        row = await run_in_threadpool(reads.period_row, ctx.engine, period, accounts)
-        blocks = lines.csv_blocks(ctx.engine, row, kind, partitions, booked_on)
+        row = await run_in_threadpool(reads.period_row, ctx.engine, period, how)
+        blocks = lines.csv_blocks(ctx.engine, row, kind, partitions, booked_on, heading)
         return await csv_export.response(blocks, filename)
-    rows = reads.journal_lines(ctx.engine, summary.name, sums.Scope(kind, partitions), accounts)
+    rows = reads.journal_lines(ctx.engine, summary.name, sums.Scope(kind, partitions), how)
     if format == "csv":
-        source = csv_export.chunks(lines.HEADER, _line_cells(summary.name, booked_on, rows))
-        return await csv_export.response(source, filename)
-    return await _json_stream(_line_json(summary.name, booked_on, rows))
+        cells = _line_cells(summary.name, booked_on, heading, rows)
+        return await csv_export.response(csv_export.chunks(lines.HEADER, cells), filename)
+    return await _json_stream(_line_json(summary.name, booked_on, heading, rows))
 
 
 def _external_id(period: str, booked_on: domain.Accounts, r: Any) -> str | None:
     return domain.line_entry(period, booked_on, r.kind, r.partition_key, r.outcome)
 
 
-def _line_cells(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> Iterator[Any]:
+def _line_cells(
+    period: str, booked_on: domain.Accounts, heading: domain.Heading, rows: Iterator[Any]
+) -> Iterator[Any]:
     quanta = {name: kind.quantum for name, kind in KINDS.items()}
+    date = heading.accounting_date.isoformat()
     for r in rows:
         yield (
             period,
@@ -196,10 +200,16 @@ def _line_cells(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) ->
             at_quantum(r.delta, quanta.get(r.kind, BASIS)),
             r.supersedes_id,
             iso(r.created_at),
+            date,
+            heading.entity,
+            heading.currency,
+            heading.counterparties.get(r.partition_key, ""),
         )
 
 
-def _line_json(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> Iterator[str]:
+def _line_json(
+    period: str, booked_on: domain.Accounts, heading: domain.Heading, rows: Iterator[Any]
+) -> Iterator[str]:
     yield '{"period":' + json.dumps(period) + ',"items":['
     first = True
     for r in rows:
@@ -218,6 +228,10 @@ def _line_json(period: str, booked_on: domain.Accounts, rows: Iterator[Any]) -> 
             "delta": shown(r.kind, r.delta),
             "supersedes_id": r.supersedes_id,
             "created_at": iso(r.created_at),
+            "accounting_date": heading.accounting_date.isoformat(),
+            "entity": heading.entity,
+            "currency": heading.currency,
+            "counterparty": heading.counterparties.get(r.partition_key) or None,
         }
         yield ("" if first else ",") + json.dumps(item, separators=(",", ":"))
         first = False
@@ -296,9 +310,7 @@ async def read_balances(
         items = [wire.balance(b) for b in found]
         return wire.BalancePage(period=None, final=False, as_of=iso(when), items=items)
     try:
-        row, found = await run_in_threadpool(
-            reads.balances, ctx.engine, period, scope, _accounts(ctx)
-        )
+        row, found = await run_in_threadpool(reads.balances, ctx.engine, period, scope, _how(ctx))
     except reads.NoSuchPeriod:
         raise _not_found(period or "") from None
     return wire.BalancePage(
@@ -353,11 +365,11 @@ async def read_statement(
         check_kind(kind, ["query", "kind"])
     readable_partitions(who, partition_key)
     scope = sums.Scope(kind, [partition_key])
-    accounts = _accounts(ctx)
+    how = _how(ctx)
     try:
-        row, found = await run_in_threadpool(reads.balances, ctx.engine, period, scope, accounts)
+        row, found = await run_in_threadpool(reads.balances, ctx.engine, period, scope, how)
         lines = await run_in_threadpool(
-            reads.statement_lines, ctx.engine, row.name, partition_key, kind, accounts
+            reads.statement_lines, ctx.engine, row.name, partition_key, kind, how
         )
     except reads.NoSuchPeriod:
         raise _not_found(period or "") from None

@@ -4,6 +4,7 @@ summed with money)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -155,11 +156,20 @@ class JournalLine(BaseModel):
 class JournalEntry(BaseModel):
     external_id: str
     period: str
+    accounting_date: dt.date | None = Field(
+        description="The date its lines are booked on: a dated period's last day, else the"
+        " close's date (the preview's: today)."
+    )
+    entity: str = Field(description="SETTLEQ_JOURNAL_ENTITY: a subsidiary, ledger or company code.")
+    currency: str = Field(description="ISO 4217.")
     kind: str
     partition_key: str
-    outcome: Literal["deducted", "written_off"] | None = Field(
-        description="A remittance outcome booked on accounts of its own (its `external_id`"
-        " ends with it); null for the rest of the (kind, partition)'s activity."
+    counterparty: str | None = Field(
+        description="The partition's id in the ERP (`PUT /v1/partitions/{partition_key}`)."
+    )
+    outcome: Literal["disputed", "resolved", "deducted", "written_off"] | None = Field(
+        description="An outcome booked on accounts of its own (its `external_id` ends with"
+        " it); null for the rest of the (kind, partition)'s activity."
     )
     memo: str
     rows: int

@@ -10,6 +10,7 @@ use the ledger only through its public face.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -31,6 +32,8 @@ def field(value: Any) -> str:
         return format(value, "f")
     if isinstance(value, dt.datetime):
         return value.isoformat()
+    if isinstance(value, dict | list):  # a JSON column's value
+        return field(json.dumps(value, separators=(",", ":")))
     return str(value)
 
 

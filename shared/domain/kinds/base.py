@@ -259,10 +259,11 @@ class Kind(Generic[D, C]):
     # The general-ledger accounts (debit, credit) a positive balance is booked
     # on, unless SETTLEQ_JOURNAL_ACCOUNTS says otherwise; None: not journaled.
     journal_accounts: ClassVar[tuple[str, str] | None] = None
-    # The accounts (debit, credit) of the money a remittance's rows of an
-    # outcome took (``deducted``, ``written_off``), booked as entries of their
-    # own, unless SETTLEQ_JOURNAL_ACCOUNTS says otherwise; an outcome not
-    # named here is booked with the rest (docs/operations.md#configuration).
+    # The accounts (debit, credit) of an outcome's rows booked as entries of
+    # their own (``disputed``, ``resolved``: their money; a remittance's
+    # ``deducted``, ``written_off``: the money they took), unless
+    # SETTLEQ_JOURNAL_ACCOUNTS says otherwise; an outcome not named here is
+    # booked with the rest (docs/operations.md#configuration).
     journal_outcome_accounts: ClassVar[Mapping[str, tuple[str, str]]] = {}
     # The X12 transaction set a trading partner sends the kind's documents as
     # (docs/api.md#edi-intake), or None: the kind comes as JSON or NDJSON only.

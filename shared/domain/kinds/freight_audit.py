@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated, ClassVar, Literal
 
@@ -186,6 +187,10 @@ class FreightAudit(Kind[FreightDocument, FreightContract]):
         "6110 Freight expense",
         "2110 Freight payable",
     )
+    # A disputed invoice's money is kept off what is payable until it is decided.
+    journal_outcome_accounts: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "disputed": ("6115 Freight expense in dispute", "2115 Freight payable in dispute"),
+    }
     line_ref_name: ClassVar[str] = "leg_no"
     x12_set: ClassVar[str | None] = "210"
     # No ``x12_query``: a 210's partition is its carrier (B3-11), and it has no period.

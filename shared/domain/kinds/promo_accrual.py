@@ -164,10 +164,15 @@ class PromoAccrual(Kind[PromoDocument, PromoContract]):
         "1310 Vendor promotional receivable",
         "4560 Promotional allowances earned",
     )
-    # A matched deduction clears the accrual against the payer's deductions
-    # clearing account; a write-off is an expense. Both take the money off the
+    # Disputed money is kept off what is owed until it is decided. A matched
+    # deduction clears the accrual against the payer's deductions clearing
+    # account; a write-off is an expense. Both take the money off the
     # receivable the accrual was booked on.
     journal_outcome_accounts: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "disputed": (
+            "1315 Vendor promotional receivable in dispute",
+            "4565 Promotional allowances in dispute",
+        ),
         "deducted": ("1250 Customer deductions clearing", "1310 Vendor promotional receivable"),
         "written_off": ("6450 Deduction write-offs", "1310 Vendor promotional receivable"),
     }

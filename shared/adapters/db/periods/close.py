@@ -20,14 +20,16 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
 from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.operators import audit
-from shared.adapters.db.periods import booking, sums
+from shared.adapters.db.periods import booking, counterparties, sums
 from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
 from shared.adapters.db.tables import dead_letters, ledger_entries, outbox
+from shared.adapters.db.types import utc
 from shared.domain import periods as domain
 from shared.domain.kinds import shown
 from shared.domain.money import ZERO
@@ -61,7 +63,7 @@ def close(
     next_name: str,
     note: str | None,
     actor: str,
-    accounts: domain.Accounts,
+    how: domain.Journaling,
     wait_s: float,
 ) -> Closed:
     """Close ``period`` and open ``next_name``. The same close again answers
@@ -82,7 +84,7 @@ def close(
                 raise PeriodNameUsed(f"a period named {next_name} exists already")
             _cut(conn, row, next_name, note, actor)
             created = True
-    finalise(engine, period, accounts)
+    finalise(engine, period, how)
     return Closed(period, created)
 
 
@@ -111,7 +113,7 @@ def _cut(conn: Connection, row: Any, next_name: str, note: str | None, actor: st
     audit.record(conn, actor, "period.close", row.name, {"next": next_name, "note": note})
 
 
-def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
+def finalise(engine: Engine, period: str, how: domain.Journaling) -> None:
     """Sum a closed period once (see the module's docstring); nothing when it is summed."""
     with engine.begin() as conn:
         query = select(periods).where(periods.c.name == period)
@@ -120,7 +122,7 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
         row = conn.execute(query).first()
         if row is None or row.status != CLOSED or row.journal_sha256 is not None:
             return
-        booked_on = domain.accounts(accounts)
+        booked_on = domain.accounts(how.accounts)
         tally = sums.tally(conn, in_period(row))
         balances = _carried_forward(conn, row, tally)
         totals = [
@@ -128,7 +130,9 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
             for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
         ]
         carried = _carried(conn, row, balances)
-        csv = domain.journal_csv(domain.entries(period, balances, booked_on))
+        heading = heading_of(conn, row, balances, how)
+        made = domain.headed(domain.entries(period, balances, booked_on), heading)
+        csv = domain.journal_csv(made)
         digest = domain.sha256(csv)
         rows = sum(rows for rows, _ in tally.outcomes.values())
         conn.execute(
@@ -139,6 +143,7 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
                 totals=totals,
                 carried=carried,
                 accounts={k: v.stored() if v else None for k, v in booked_on.items()},
+                made_with=heading.stored(),
                 journal_sha256=digest,
             )
         )
@@ -162,6 +167,26 @@ def finalise(engine: Engine, period: str, accounts: domain.Accounts) -> None:
                 created_at=dt.datetime.now(dt.UTC),
             )
         )
+
+
+def heading_of(
+    conn: Connection, row: Any, balances: list[domain.Balance] | None, how: domain.Journaling
+) -> domain.Heading:
+    """What the period's journal lines carry: as its close fixed them, else
+    (being closed, or a preview) made now from ``how`` and the counterparties
+    of the partitions in ``balances`` (None: of every partition)."""
+    if row.made_with is not None:
+        return domain.Heading.from_stored(row.made_with)
+    date = domain.accounting_date(
+        utc(row.ends_at) if getattr(row, "ends_at", None) else None,
+        utc(row.closed_at) if row.closed_at else None,
+        dt.datetime.now(dt.UTC),
+        ZoneInfo(how.tz),
+    )
+    named = counterparties.named(
+        conn, None if balances is None else {b.partition_key for b in balances}
+    )
+    return how.heading(date, named)
 
 
 def in_period(row: Any, table: Any = ledger_entries) -> list[Any]:
@@ -215,6 +240,7 @@ def _carried_forward(conn: Connection, row: Any, tally: sums.Tally) -> list[doma
                 "closing": b.closing,
                 "in_dispute_count": b.in_dispute_count,
                 "in_dispute_variance": b.in_dispute_variance,
+                "outcomes": b.activity.stored_outcomes(),
             }
             for b in sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
         ],

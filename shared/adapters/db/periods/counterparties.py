@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Connection, Engine, select, update
 
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.operators import audit
@@ -48,3 +48,12 @@ def get(engine: Engine, partition_key: str) -> PartitionProfile | None:
     return PartitionProfile(
         row.partition_key, row.erp_counterparty, utc(row.updated_at), row.updated_by
     )
+
+
+def named(conn: Connection, partition_keys: set[str] | None) -> dict[str, str]:
+    """The counterparties of those of ``partition_keys`` (None: every
+    partition) that have one."""
+    found = conn.execute(
+        select(pp.c.partition_key, pp.c.erp_counterparty).where(pp.c.erp_counterparty.is_not(None))
+    )
+    return {k: name for k, name in found if partition_keys is None or k in partition_keys}

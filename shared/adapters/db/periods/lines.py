@@ -21,11 +21,12 @@ from sqlalchemy import Engine
 
 from shared.domain import periods as domain
 from shared.domain.kinds import KINDS
-from shared.wire.cells import FORMULA_START
+from shared.wire.cells import FORMULA_START, cell
 
-HEADER = (
-    "period",
-    "external_id",
+# The ledger's columns of a line; then what its journal entry's lines carry
+# (shared/domain/periods.py::Heading), last, so the columns before them stay
+# where they were.
+LEDGER = (
     "id",
     "kind",
     "partition_key",
@@ -39,6 +40,8 @@ HEADER = (
     "supersedes_id",
     "created_at",
 )
+HEADED = ("accounting_date", "entity", "currency", "counterparty")
+HEADER = ("period", "external_id", *LEDGER, *HEADED)
 BLOCK = 1 << 16  # bytes handed on at once: a thread hop per block, not per row
 _TEXT = ("partition_key", "correlation_id", "document_id", "line_ref")
 
@@ -79,10 +82,14 @@ _CREATED = sql.SQL(
 
 
 def _query(
-    row: Any, kind: str | None, partitions: list[str] | None, booked_on: domain.Accounts
+    row: Any,
+    kind: str | None,
+    partitions: list[str] | None,
+    booked_on: domain.Accounts,
+    heading: domain.Heading,
 ) -> sql.Composable:
     journaled = [k for k, pair in sorted(booked_on.items()) if pair is not None]
-    # A remittance outcome with accounts of its own is an entry of its own
+    # An outcome with accounts of its own is an entry of its own
     # (shared/domain/periods.py::line_entry): its id ends with the outcome.
     own = [
         sql.SQL("WHEN kind = {k} AND outcome = {o} THEN {s}").format(
@@ -90,7 +97,7 @@ def _query(
         )
         for k, accounts in sorted(booked_on.items())
         if accounts is not None
-        for o in domain.MATCHES
+        for o in domain.OWN
         if accounts.of(o) is not None
     ]
     suffix = (
@@ -119,7 +126,24 @@ def _query(
         "supersedes_id": sql.Identifier("supersedes_id"),
         "created_at": _CREATED,
         **{name: _neutral(name) for name in _TEXT},
+        # COPY quotes an empty string (""), and writes NULL as nothing, as
+        # the portable writer writes an empty cell.
+        "accounting_date": sql.Literal(heading.accounting_date.isoformat()),
+        "entity": sql.Literal(cell(heading.entity) or None),
+        "currency": sql.Literal(cell(heading.currency) or None),
+        "counterparty": sql.SQL("cp.name"),
     }
+    # Each partition's counterparty, as the heading has it: joined, so a
+    # ledger of many vendors is one hash join, not a CASE per row.
+    named = sql.SQL(", ").join(
+        sql.SQL("({}, {})").format(sql.Literal(k), sql.Literal(cell(v)))
+        for k, v in sorted(heading.counterparties.items())
+    )
+    counterparties = (
+        sql.SQL("(VALUES {}) AS cp(partition_key, name)").format(named)
+        if heading.counterparties
+        else sql.SQL("(SELECT NULL::text AS partition_key, NULL::text AS name) AS cp")
+    )
     where = [
         sql.SQL("id > {}").format(sql.Literal(row.after_id)),
         sql.SQL("period = {}").format(sql.Literal(row.name)),
@@ -135,9 +159,10 @@ def _query(
             )
         )
     return sql.SQL(
-        "COPY (SELECT {cols} FROM ledger_entries WHERE {where} ORDER BY id)"
-        " TO STDOUT WITH (FORMAT csv, HEADER)"
+        "COPY (SELECT {cols} FROM ledger_entries LEFT JOIN {cp} USING (partition_key)"
+        " WHERE {where} ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)"
     ).format(
+        cp=counterparties,
         cols=sql.SQL(", ").join(
             sql.SQL("{} AS {}").format(columns[name], sql.Identifier(name)) for name in HEADER
         ),
@@ -151,13 +176,14 @@ def csv_blocks(
     kind: str | None,
     partitions: list[str] | None,
     booked_on: domain.Accounts,
+    heading: domain.Heading,
 ) -> Iterator[bytes]:
     """The CSV of the period ``row``'s lines (of ``kind`` and ``partitions``
     when given), in blocks of about ``BLOCK`` bytes, on its own connection."""
     raw = engine.raw_connection()
     try:
         cursor = raw.cursor()
-        with cursor.copy(_query(row, kind, partitions, booked_on)) as copy:
+        with cursor.copy(_query(row, kind, partitions, booked_on, heading)) as copy:
             block = bytearray()
             for data in copy:
                 block += data

@@ -48,22 +48,22 @@ class Summary:
     journal_sha256: str | None
 
 
-def summaries(engine: Engine, accounts: domain.Accounts) -> list[Summary]:
+def summaries(engine: Engine, how: domain.Journaling) -> list[Summary]:
     """Every period, newest first; a closed one not yet summed is summed now."""
     with engine.connect() as conn:
         rows = conn.execute(select(periods).order_by(periods.c.seq.desc())).all()
-    return [_summed(engine, row, accounts) for row in rows]
+    return [_summed(engine, row, how) for row in rows]
 
 
-def summary(engine: Engine, name: str, accounts: domain.Accounts) -> Summary:
-    return _summed(engine, period_row(engine, name, accounts), accounts)
+def summary(engine: Engine, name: str, how: domain.Journaling) -> Summary:
+    return _summed(engine, period_row(engine, name, how), how)
 
 
-def _summed(engine: Engine, row: Any, accounts: domain.Accounts) -> Summary:
+def _summed(engine: Engine, row: Any, how: domain.Journaling) -> Summary:
     """A period's summary from its row: the open one tallied now, a closed one
     from what its close stored (summed first if its close was cut short)."""
     if row.status == CLOSED and row.journal_sha256 is None:
-        row = period_row(engine, row.name, accounts)
+        row = period_row(engine, row.name, how)
     if row.status == OPEN:
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
@@ -92,14 +92,14 @@ def _summary(row: Any, count: int, totals: list[dict[str, Any]]) -> Summary:
     )
 
 
-def period_row(engine: Engine, name: str, accounts: domain.Accounts) -> Any:
+def period_row(engine: Engine, name: str, how: domain.Journaling) -> Any:
     """The period's row; a closed one summed first if its close was cut short."""
     with engine.connect() as conn:
         row = conn.execute(select(periods).where(periods.c.name == name)).first()
     if row is None:
         raise NoSuchPeriod(name)
     if row.status == CLOSED and row.journal_sha256 is None:
-        closing.finalise(engine, name, accounts)
+        closing.finalise(engine, name, how)
         with engine.connect() as conn:
             row = conn.execute(select(periods).where(periods.c.name == name)).one()
     return row
@@ -113,11 +113,11 @@ def open_name(engine: Engine) -> str:
 
 
 def balances(
-    engine: Engine, name: str | None, scope: sums.Scope, accounts: domain.Accounts
+    engine: Engine, name: str | None, scope: sums.Scope, how: domain.Journaling
 ) -> tuple[Any, list[domain.Balance]]:
     """The balances of the period ``name`` (the open one when None) in
     ``scope``, by kind and partition_key; and the period's row."""
-    row = period_row(engine, name or open_name(engine), accounts)
+    row = period_row(engine, name or open_name(engine), how)
     with engine.connect() as conn:
         if row.status == CLOSED:
             query = select(period_balances).where(
@@ -129,7 +129,7 @@ def balances(
 
 
 def _stored(b: Any) -> domain.Balance:
-    return domain.Balance(
+    balance = domain.Balance(
         b.kind,
         b.partition_key,
         b.opening,
@@ -147,6 +147,8 @@ def _stored(b: Any) -> domain.Balance:
         b.in_dispute_count,
         b.in_dispute_variance,
     )
+    balance.activity.restore_outcomes(b.outcomes)
+    return balance
 
 
 def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain.Balance]:
@@ -210,38 +212,53 @@ class Journal:
     sha256: str | None
 
 
-def _booked_on(row: Any, accounts: domain.Accounts) -> domain.Accounts:
+def _booked_on(row: Any, how: domain.Journaling) -> domain.Accounts:
     if row.status == CLOSED and row.accounts is not None:
         return {k: domain.stored_booking(v) for k, v in row.accounts.items()}
-    return domain.accounts(accounts)
+    return domain.accounts(how.accounts)
 
 
-def booked_on(engine: Engine, name: str, accounts: domain.Accounts) -> domain.Accounts:
+def booked_on(engine: Engine, name: str, how: domain.Journaling) -> domain.Accounts:
     """The accounts the period's journal is made with: a closed one's, those
     it was closed with; the open one's, today's."""
-    return _booked_on(period_row(engine, name, accounts), accounts)
+    return _booked_on(period_row(engine, name, how), how)
 
 
-def journal(engine: Engine, name: str, accounts: domain.Accounts) -> Journal:
+def journal(engine: Engine, name: str, how: domain.Journaling) -> Journal:
     """A period's journal: a closed one's as it was closed (``final``), the
     open one's a preview with today's accounts."""
-    row, found = balances(engine, name, sums.Scope(), accounts)
+    row, found = balances(engine, name, sums.Scope(), how)
     final = row.status == CLOSED
-    made = domain.entries(row.name, found, _booked_on(row, accounts))
+    made = domain.entries(row.name, found, _booked_on(row, how))
+    if final and row.made_with is None:
+        # Closed before its lines carried a heading: the bytes its close hashed.
+        unheaded = domain.journal_csv(made, headed=False)
+        return Journal(row.name, final, made, unheaded, row.journal_sha256)
+    with engine.connect() as conn:
+        made = domain.headed(made, closing.heading_of(conn, row, found, how))
     csv = domain.journal_csv(made)
     return Journal(row.name, final, made, csv, row.journal_sha256 if final else None)
 
 
 # A journal line's ledger columns: its CSV's (lines.py), after period and external_id.
-LINE_COLUMNS = lines.HEADER[2:]
+LINE_COLUMNS = lines.LEDGER
+
+
+def heading(engine: Engine, name: str, how: domain.Journaling) -> domain.Heading:
+    """What the lines of the period's journal carry: a closed period's as its
+    close fixed them, else made now (a period closed before they were fixed
+    gets today's, on its lines only: its journal's bytes are its close's)."""
+    row = period_row(engine, name, how)
+    with engine.connect() as conn:
+        return closing.heading_of(conn, row, None, how)
 
 
 def journal_lines(
-    engine: Engine, name: str, scope: sums.Scope, accounts: domain.Accounts
+    engine: Engine, name: str, scope: sums.Scope, how: domain.Journaling
 ) -> Iterator[Any]:
     """Every ledger row booked in the period ``name`` (in ``scope``), in id
     order, streamed (a server-side cursor on PostgreSQL): ``LINE_COLUMNS``."""
-    row = period_row(engine, name, accounts)
+    row = period_row(engine, name, how)
     columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
     query = (
         select(*columns)
@@ -254,10 +271,10 @@ def journal_lines(
 
 
 def statement_lines(
-    engine: Engine, name: str, partition_key: str, kind: str | None, accounts: domain.Accounts
+    engine: Engine, name: str, partition_key: str, kind: str | None, how: domain.Journaling
 ) -> list[Any]:
     """A partition's ledger rows booked in the period, by document then id."""
-    row = period_row(engine, name, accounts)
+    row = period_row(engine, name, how)
     scope = sums.Scope(kind, [partition_key])
     columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
     query = (
