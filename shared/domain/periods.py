@@ -32,7 +32,7 @@ from pydantic_core import PydanticCustomError
 from shared.domain.kinds import KINDS, shown
 from shared.domain.money import CENT, ZERO, at_quantum, plain
 from shared.domain.pipeline.events import LEDGER_OUTCOMES
-from shared.wire.cells import cell
+from shared.wire.cells import Cell, cell
 
 # A period's name is a path segment of the API (/v1/periods/{period}/journal):
 # "." and ".." would be read by every client as this folder and its parent,
@@ -461,13 +461,14 @@ def journal_csv(found: Iterable[Entry], headed: bool = True) -> bytes:
                 "counterparty": e.counterparty,
                 "rows": str(e.rows),
             }
-            out.write(",".join(_csv(cells[c]) for c in columns) + "\r\n")
+            out.write(",".join(csv_cell(cells[c]) for c in columns) + "\r\n")
     return out.getvalue().encode()
 
 
-def _csv(text: str) -> str:
-    """One cell, neutralised (docs/api.md#csv-exports) and quoted when it must be."""
-    shown = cell(text)
+def csv_cell(value: Cell) -> str:
+    """One cell, neutralised (docs/api.md#csv-exports) and quoted when it must be:
+    the journal's CSV and each ERP's import file (``erp_journal``) write theirs so."""
+    shown = cell(value)
     if any(c in shown for c in ',"\r\n'):
         return '"' + shown.replace('"', '""') + '"'
     return shown
