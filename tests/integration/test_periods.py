@@ -32,6 +32,7 @@ from shared.adapters.db.periods import booking, close, counterparties, reads, su
 from shared.adapters.db.periods.tables import period_balances, periods
 from shared.adapters.db.webhooks import deliveries
 from shared.config.settings import Settings
+from shared.domain import erp_journal
 from shared.domain import periods as domain
 from shared.domain.disputes import ResolveRequest
 from shared.domain.pipeline.events import PERIOD_CLOSED
@@ -1041,3 +1042,58 @@ def test_a_journal_closed_before_its_lines_were_headed_keeps_its_bytes(engine: E
     old = reads.journal(engine, first, ACCOUNTS)
     assert old.csv == then_csv and old.sha256 == domain.sha256(then_csv)
     assert old.csv.decode().splitlines()[0] == ",".join(domain.UNHEADED_COLUMNS)
+
+
+def test_a_closed_month_in_each_erps_file_the_same_bytes_every_time(
+    engine: Engine, test_env: Any
+) -> None:
+    url = str(engine.url.render_as_string(False))
+    settings = test_env.settings(database_url=url, journal_entity="US01", currency="EUR")
+    with TestClient(create_app(settings)) as http:
+        name = _open(engine)
+        settle_promo(
+            engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])]
+        )
+        put = http.put(
+            "/v1/partitions/V-1", json={"erp_counterparty": "VEND-0042"}, headers=OPERATOR
+        )
+        assert put.status_code == 201, put.text
+        body = {"period": name, "next": "NEXT", "note": None}
+        assert http.post("/admin/periods/close", json=body, headers=OPERATOR).status_code == 200
+        files = {}
+        for fmt in ("csv", *erp_journal.FORMATS):
+            path = f"/v1/periods/{name}/journal?format={fmt}"
+            got = http.get(path, headers=VIEWER)
+            assert got.status_code == 200, got.text
+            assert got.headers["content-type"].startswith("text/csv")
+            assert http.get(path, headers=VIEWER).content == got.content
+            files[fmt] = list(csv.DictReader(io.StringIO(got.text)))
+        today = dt.datetime.now(dt.UTC).date()
+        [netsuite] = {
+            (r["Subsidiary"], r["Currency"], r["Name"], r["Date"]) for r in files["netsuite"]
+        }
+        assert netsuite == ("US01", "EUR", "VEND-0042", today.strftime("%m/%d/%Y"))
+        oracle = files["oracle_gl"]
+        assert {(r["USER_JE_SOURCE_NAME"], r["CURRENCY_CODE"]) for r in oracle} == {
+            ("settleq", "EUR")
+        }
+        sap = files["sap"]
+        assert len(sap) == len(oracle) == len(files["netsuite"]) == len(files["csv"]) == 4
+        # Its lines carry the same.
+        lines = list(
+            csv.DictReader(
+                io.StringIO(http.get(f"/v1/periods/{name}/journal/lines", headers=VIEWER).text)
+            )
+        )
+        assert {
+            (r["accounting_date"], r["entity"], r["currency"], r["counterparty"]) for r in lines
+        } == {(today.isoformat(), "US01", "EUR", "VEND-0042")}
+        bad = http.get(f"/v1/periods/{name}/journal?format=excel", headers=VIEWER)
+        assert bad.status_code == 422
+    # An entity longer than SAP's four-character company code: refused, never cut.
+    settings = test_env.settings(database_url=url, journal_entity="SUBSIDIARY-1")
+    with TestClient(create_app(settings)) as http:
+        settle_promo(engine, [promo_doc("V-1", [promo_line(3, "4", "0.50")])])
+        unfit = http.get("/v1/periods/NEXT/journal?format=sap", headers=VIEWER)
+        assert unfit.status_code == 409 and unfit.json()["error"]["code"] == "journal_format_unfit"
+        assert "SUBSIDIARY-1" in unfit.json()["error"]["message"]

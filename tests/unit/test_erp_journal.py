@@ -254,3 +254,9 @@ def test_a_cut_is_named_in_the_columns_and_nowhere_else() -> None:
 
 def _lines(entries: list[Entry]) -> list[tuple[Entry, bool]]:
     return [(e, is_debit) for e in entries for is_debit in (True, False)]
+
+
+def test_the_clis_erp_choices_are_the_formats() -> None:
+    from services.commands.finance.periods import ErpFormat
+
+    assert tuple(f.value for f in ErpFormat) == erp_journal.FORMATS

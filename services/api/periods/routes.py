@@ -21,6 +21,7 @@ from services.api.params import KindName, check_kind, check_partition, readable_
 from services.api.periods import schemas as wire
 from shared.adapters.db.periods import booking, counterparties, lines, reads, sums
 from shared.adapters.db.periods import close as closing
+from shared.domain import erp_journal
 from shared.domain import periods as domain
 from shared.domain.kinds import KINDS, shown
 from shared.domain.money import BASIS, ZERO, at_quantum
@@ -42,6 +43,13 @@ PeriodQuery = Annotated[
     domain.PeriodName | None, Query(description="A period's name; the open one by default.")
 ]
 Format = Annotated[Literal["csv", "json"], Query(description="`csv` or `json`.")]
+JournalFormat = Annotated[
+    Literal["csv", "json", "netsuite", "oracle_gl", "sap"],
+    Query(
+        description="`csv` or `json`, or an ERP's journal import file:"
+        " `netsuite`, `oracle_gl` or `sap` (docs/operations.md#the-month-end-close)."
+    ),
+]
 CSV: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "JSON, or with `format=csv` the CSV bytes (header row first).",
@@ -113,15 +121,26 @@ async def close_period(
 @router.get(
     "/v1/periods/{period}/journal",
     operation_id="readJournal",
-    responses={**NOT_FOUND, **CSV},
+    responses={
+        **NOT_FOUND,
+        **CSV,
+        409: {
+            "model": ErrorBody,
+            "description": "journal_format_unfit: an entry cannot go in that ERP's file as it"
+            " is (SETTLEQ_JOURNAL_ENTITY or an account longer than its column)",
+        },
+    },
     response_model=wire.Journal,
 )
 async def read_journal(
-    period: PeriodPath, ctx: Ctx, _: Viewer, format: Format = "json"
+    period: PeriodPath, ctx: Ctx, _: Viewer, format: JournalFormat = "json"
 ) -> Response:
     """The period's balanced entries per kind and partition. A closed period's
     is the same bytes on every export (its CSV's SHA-256 is the close's); the
-    open one's is a preview, `"final": false`."""
+    open one's is a preview, `"final": false`. `format=netsuite|oracle_gl|sap`:
+    the same entries as that ERP's journal import file."""
+    if format in erp_journal.FORMATS:
+        return await _erp_journal(ctx, period, format)
     try:
         found = await run_in_threadpool(reads.journal, ctx.engine, period, _how(ctx))
     except reads.NoSuchPeriod:
@@ -134,6 +153,22 @@ async def read_journal(
         )
     body = domain.journal_json(found.period, found.final, found.entries, found.sha256)
     return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
+
+
+async def _erp_journal(ctx: Any, period: str, fmt: str) -> Response:
+    try:
+        data = await run_in_threadpool(reads.erp_journal, ctx.engine, period, _how(ctx), fmt)
+    except reads.NoSuchPeriod:
+        raise _not_found(period) from None
+    except ValueError as exc:
+        # The configuration, not the request: an entity or account longer than
+        # the ERP's column, which a cut would book elsewhere.
+        raise ApiError(409, "journal_format_unfit", str(exc)) from None
+    return Response(
+        data,
+        media_type=csv_export.MEDIA_TYPE,
+        headers={"Content-Disposition": f'attachment; filename="journal-{period}-{fmt}.csv"'},
+    )
 
 
 @router.get(

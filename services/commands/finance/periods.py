@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, Annotated, Any
 from urllib.parse import quote, urlencode
@@ -323,20 +324,47 @@ def periods_close(
 # --- the journal and its lines ----------------------------------------------------------
 
 
+class ErpFormat(StrEnum):
+    """The ERPs whose journal import file the API writes (shared/domain/erp_journal.py)."""
+
+    netsuite = "netsuite"
+    oracle_gl = "oracle_gl"
+    sap = "sap"
+
+
 @app.command("journal")
 def periods_journal(
     ctx: typer.Context,
     period: Annotated[str, typer.Argument(help="The period's name.")],
     csv_file: CsvOpt = None,
     json_file: JsonOpt = None,
+    erp: Annotated[
+        ErpFormat | None,
+        typer.Option(
+            "--erp",
+            help="With --csv: that ERP's journal import file (netsuite, oracle_gl or sap)"
+            " instead of settleq's CSV.",
+        ),
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
     """Write a period's journal (balanced entries per kind and partition) as
     the API's bytes; print its SHA-256 and whether it is final (a closed
-    period's CSV SHA-256 is the one its close returned)."""
+    period's CSV SHA-256 is the one its close returned). --erp writes an
+    ERP's import file of the same entries."""
     fmt, target = _one_file(csv_file, json_file)
     client = _viewer(ctx, url, token)
+    if erp is not None:
+        if fmt != "csv":
+            say("--erp writes a CSV file: give it with --csv")
+            raise typer.Exit(FAILED)
+        path = f"/v1/periods/{quote(period, safe='')}/journal?format={erp.value}"
+        data = _bytes(client.bearer("GET", path))
+        _write(target, data)
+        found = max(len(list(csv.reader(io.StringIO(data.decode())))) - 1, 0)
+        console.print(f"wrote {target} ({erp.value}, {_count(found, 'line', 'lines')})")
+        return
     data = _bytes(
         client.bearer("GET", f"/v1/periods/{quote(period, safe='')}/journal?format={fmt}")
     )

@@ -23,6 +23,7 @@ from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, per
 from shared.adapters.db.tables import ledger_entries
 from shared.adapters.db.types import utc
 from shared.domain import periods as domain
+from shared.domain.erp_journal import erp_csv as erp_journal_csv
 from shared.domain.kinds import shown
 from shared.domain.money import ZERO
 
@@ -238,6 +239,21 @@ def journal(engine: Engine, name: str, how: domain.Journaling) -> Journal:
         made = domain.headed(made, closing.heading_of(conn, row, found, how))
     csv = domain.journal_csv(made)
     return Journal(row.name, final, made, csv, row.journal_sha256 if final else None)
+
+
+def erp_journal(engine: Engine, name: str, how: domain.Journaling, fmt: str) -> bytes:
+    """A period's journal as an ERP's import file (shared/domain/erp_journal.py):
+    a closed period's from the entries its close fixed; one closed before they
+    carried a heading gets the one its close would have made (the close's
+    date, today's entity and counterparties). ``ValueError``: an entry that
+    cannot go in that ERP's file as it is."""
+    found = journal(engine, name, how)
+    made = found.entries
+    if made and made[0].accounting_date is None:
+        with engine.connect() as conn:
+            row = period_row(engine, name, how)
+            made = domain.headed(made, closing.heading_of(conn, row, None, how))
+    return erp_journal_csv(fmt, made)
 
 
 # A journal line's ledger columns: its CSV's (lines.py), after period and external_id.
