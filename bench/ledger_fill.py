@@ -53,6 +53,7 @@ from shared.adapters.db.engine import make_engine
 from shared.adapters.db.periods.close import finalise
 from shared.domain import periods as period_rules
 from shared.domain.keys import correlation_id_for, promo_key, promo_line_item_hash
+from shared.domain.money import DEFAULT_CURRENCY
 from shared.domain.pipeline.units import chunk_start
 from tests.support.infra import PRODUCER_ID
 from tests.support.workload import CONTRACT, RATES
@@ -515,7 +516,9 @@ def references(conn: psycopg.Connection, history: History, results: list[tuple[A
     body = canonical_body(CONTRACT)
     digest = hashlib.sha256(body.encode()).hexdigest()
     oldest = history.jobs[0].at - dt.timedelta(days=30)
-    contracts = [(KIND, f"HIST-{v:04d}", 1, body, digest, oldest) for v in range(VENDORS)]
+    contracts = [
+        (KIND, f"HIST-{v:04d}", 1, body, digest, oldest, DEFAULT_CURRENCY) for v in range(VENDORS)
+    ]
     # Posted without an Idempotency-Key, a job is keyed by its body's digest: a
     # digest of its id stands in for both (no repeat of these bodies will come).
     digests = {j.id: hashlib.sha256(j.id.encode()).hexdigest() for j in history.jobs}
@@ -525,7 +528,9 @@ def references(conn: psycopg.Connection, history: History, results: list[tuple[A
         for j in history.jobs
     ]
     tables: dict[str, Sequence[tuple[Any, ...]]] = {
-        "contracts (kind, partition_key, version, body, body_sha256, created_at)": contracts,
+        "contracts (kind, partition_key, version, body, body_sha256, created_at, currency)": (
+            contracts
+        ),
         "jobs (id, key_id, idempotency_key, body_sha256, kind, state, documents, lines,"
         " chunks_total, created_at, source_format)": jobs,
         "job_partitions (job_id, partition_key)": history.partitions,

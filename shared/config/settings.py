@@ -23,7 +23,8 @@ from pydantic_settings import (
 
 from shared.adapters.db.urls import database_url_problem
 from shared.config.files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
-from shared.domain.periods import DEFAULT_CURRENCY, OWN, Booking, Journaling, PeriodName, booking
+from shared.domain.money import CURRENCY, DEFAULT_CURRENCY
+from shared.domain.periods import OWN, Booking, Journaling, PeriodName, booking
 from shared.domain.pipeline.events import EVENT_BATCH_LIMIT
 from shared.domain.pipeline.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
 from shared.domain.signing import token_matches
@@ -201,7 +202,7 @@ class Settings(BaseSettings):
     # subsidiary, ledger or company code) and the currency of contracts that
     # name none.
     journal_entity: str = Field(default="", max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$")
-    currency: str = Field(default=DEFAULT_CURRENCY, pattern=r"^[A-Z]{3}$")
+    currency: str = Field(default=DEFAULT_CURRENCY, pattern=CURRENCY)
     # How long a close waits for the transactions booking into its period before
     # it gives up (409 close_waiting), cutting nothing: settlement goes on meanwhile.
     close_wait_s: float = Field(default=30.0, gt=0, le=3600)

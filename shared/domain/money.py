@@ -33,6 +33,10 @@ ABS_LIMIT = Decimal(10) ** 12
 CENT = Decimal("0.01")
 BASIS = Decimal("0.0001")
 ZERO = Decimal(0)
+# Money is in one currency, ISO 4217's three capital letters: a contract's, or
+# SETTLEQ_CURRENCY's where the contract names none. Amounts in two are never added.
+CURRENCY = r"^[A-Z]{3}$"
+DEFAULT_CURRENCY = "USD"
 
 # Plain decimal notation (ASCII digits) with an optional exponent; no spaces,
 # no "NaN"/"Infinity", no "+5", ".5" or "5.". Groups: sign, integer digits,

@@ -30,7 +30,7 @@ from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from shared.domain.kinds import KINDS, shown
-from shared.domain.money import CENT, ZERO, at_quantum, plain
+from shared.domain.money import CENT, DEFAULT_CURRENCY, ZERO, at_quantum, plain
 from shared.domain.pipeline.events import LEDGER_OUTCOMES
 from shared.wire.cells import Cell, cell
 
@@ -221,6 +221,8 @@ class Balance:
     activity: Activity = field(default_factory=Activity)
     in_dispute_count: int = 0
     in_dispute_variance: Decimal = ZERO
+    # Its contract's (one per partition: docs/api.md#contracts); "" until read.
+    currency: str = ""
 
     @property
     def closing(self) -> Decimal:
@@ -327,11 +329,8 @@ def _entry(
         amount.copy_abs(),
         rows,
         outcome,
+        currency=b.currency,
     )
-
-
-# The currency of money whose contract names none, unless SETTLEQ_CURRENCY says.
-DEFAULT_CURRENCY = "USD"
 
 
 @dataclass(frozen=True)
@@ -481,8 +480,15 @@ def sha256(data: bytes) -> str:
 def journal_json(
     period: str, final: bool, found: list[Entry], digest: str | None
 ) -> dict[str, object]:
-    """The journal as JSON: its entries, each a debit line and a credit line."""
-    total = sum((e.amount for e in found), ZERO)
+    """The journal as JSON: its entries, each a debit line and a credit line,
+    and its debits and credits per currency (never added across currencies:
+    the top-level ``debits`` and ``credits`` are null when there are two)."""
+    per: dict[str, Decimal] = {}
+    for e in found:
+        per[e.currency] = per.get(e.currency, ZERO) + e.amount
+    total = plain(at_quantum(next(iter(per.values())), CENT)) if len(per) == 1 else None
+    if not per:
+        total = plain(at_quantum(ZERO, CENT))
     return {
         "period": period,
         "final": final,
@@ -507,8 +513,16 @@ def journal_json(
             }
             for e in found
         ],
-        "debits": plain(at_quantum(total, CENT)),
-        "credits": plain(at_quantum(total, CENT)),
+        "debits": total,
+        "credits": total,
+        "totals": [
+            {
+                "currency": c,
+                "debits": plain(at_quantum(t, CENT)),
+                "credits": plain(at_quantum(t, CENT)),
+            }
+            for c, t in sorted(per.items())
+        ],
     }
 
 

@@ -317,7 +317,7 @@ def test_every_event_carries_its_period_and_a_close_publishes_period_closed_once
     assert body["rows"] == 200 == summary.rows
     assert body["journal_sha256"] == summary.journal_sha256
     assert body["totals"] == [
-        {k: t[k] for k in ("kind", "outcome", "delta")} for t in summary.totals
+        {k: t[k] for k in ("kind", "outcome", "currency", "delta")} for t in summary.totals
     ]
     # Published again (a relay that died before marking it): the same message id.
     with engine.begin() as conn:

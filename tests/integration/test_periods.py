@@ -508,7 +508,7 @@ def test_a_month_end_on_the_wire(http: TestClient, engine: Engine) -> None:
     summary = closed.json()
     assert summary["status"] == "closed" and summary["rows"] == 3 and summary["next"] == "2027-01"
     assert summary["carried"]["disputes"] == [
-        {"kind": "promo_accrual", "count": 1, "variance": "8.74"}
+        {"kind": "promo_accrual", "currency": "USD", "count": 1, "variance": "8.74"}
     ]
     assert http.post("/admin/periods/close", json=body, headers=OPERATOR).json() == summary
     audit = http.get("/admin/audit", headers=OPERATOR).json()["items"]
@@ -605,7 +605,7 @@ def test_a_remittances_rows_are_balances_statement_lines_and_journal_entries_of_
     assert docs["INV-M1"]["total"] == "2.10" and docs["DED-77"]["total"] == "-3.00"
     assert section["closing"] == "-0.90" and section["owed"] == f"we owe {own} 0.90"
     csv = _signed(http, f"/v1/partitions/{own}/statement?format=csv").text
-    assert ",D1,deducted,10.00,10.40,-10.00," in csv and csv.rstrip().endswith("-0.90,,,,,,,")
+    assert ",D1,deducted,10.00,10.40,-10.00," in csv and csv.rstrip().endswith("-0.90,,,,,,,,USD")
     # The journal: the rest, and each outcome as an entry of its own on its accounts.
     journal = http.get(f"/v1/periods/{name}/journal", headers=VIEWER).json()
     entries = {e["external_id"]: e for e in journal["entries"]}
@@ -977,10 +977,12 @@ def test_the_close_fixes_what_every_journal_line_carries(engine: Engine) -> None
     first = _open(engine)
     # One posted line (10 x 0.125 = 1.25 claimed 1.25) and one disputed (claimed 9.99).
     settle_promo(
-        engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])]
+        engine,
+        [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])],
+        currency="EUR",
     )
     counterparties.put(engine, "V-1", "VEND-0042", OP, dt.datetime.now(dt.UTC))
-    how = domain.Journaling(None, "US01", "EUR")
+    how = domain.Journaling(None, "US01", "USD")
     preview = reads.journal(engine, first, how)
     assert [(e.external_id, e.counterparty, e.entity, e.currency) for e in preview.entries] == [
         (f"settleq:{first}:promo_accrual:V-1", "VEND-0042", "US01", "EUR"),
@@ -1004,9 +1006,9 @@ def test_the_close_fixes_what_every_journal_line_carries(engine: Engine) -> None
     rows = list(csv.DictReader(io.StringIO(closed.csv.decode())))
     assert {r["counterparty"] for r in rows} == {"VEND-0042"}
     # ... while the open period's preview takes today's.
-    settle_promo(engine, [promo_doc("V-1", [promo_line(3, "4", "0.50")])])
+    settle_promo(engine, [promo_doc("V-1", [promo_line(3, "4", "0.50")])], currency="EUR")
     [now] = reads.journal(engine, "P2", domain.Journaling(None, "DE02")).entries
-    assert (now.entity, now.counterparty, now.currency) == ("DE02", "VEND-9999", "USD")
+    assert (now.entity, now.counterparty, now.currency) == ("DE02", "VEND-9999", "EUR")
 
 
 def test_a_journal_closed_before_its_lines_were_headed_keeps_its_bytes(engine: Engine) -> None:
@@ -1052,7 +1054,9 @@ def test_a_closed_month_in_each_erps_file_the_same_bytes_every_time(
     with TestClient(create_app(settings)) as http:
         name = _open(engine)
         settle_promo(
-            engine, [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])]
+            engine,
+            [promo_doc("V-1", [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")])],
+            currency="EUR",
         )
         put = http.put(
             "/v1/partitions/V-1", json={"erp_counterparty": "VEND-0042"}, headers=OPERATOR
@@ -1093,7 +1097,59 @@ def test_a_closed_month_in_each_erps_file_the_same_bytes_every_time(
     # An entity longer than SAP's four-character company code: refused, never cut.
     settings = test_env.settings(database_url=url, journal_entity="SUBSIDIARY-1")
     with TestClient(create_app(settings)) as http:
-        settle_promo(engine, [promo_doc("V-1", [promo_line(3, "4", "0.50")])])
+        settle_promo(engine, [promo_doc("V-1", [promo_line(3, "4", "0.50")])], currency="EUR")
         unfit = http.get("/v1/periods/NEXT/journal?format=sap", headers=VIEWER)
         assert unfit.status_code == 409 and unfit.json()["error"]["code"] == "journal_format_unfit"
         assert "SUBSIDIARY-1" in unfit.json()["error"]["message"]
+
+
+def test_two_currencies_are_never_added_together(http: TestClient, engine: Engine) -> None:
+    name = _open(engine)
+    # A vendor in EUR and one in USD: each with a posted line and a disputed one.
+    lines = [promo_line(1, "10", "1.25"), promo_line(2, "10", "9.99")]
+    settle_promo(engine, [promo_doc("V-EUR", lines)], currency="EUR")
+    settle_promo(engine, [promo_doc("V-USD", lines)])
+    # A partition's contract keeps its currency: a re-pricing never subtracts one from another.
+    body = {"tier_rates": {"T1": "0.200"}, "tolerance": "0.05", "currency": "USD"}
+    moved = http.put("/v1/contracts/promo_accrual/V-EUR/3", json=body, headers=OPERATOR)
+    assert moved.status_code == 409, moved.text
+    assert moved.json()["error"]["code"] == "contract_currency_changed"
+    bad = http.put(
+        "/v1/contracts/promo_accrual/V-NEW/1", json={**body, "currency": "usd"}, headers=OPERATOR
+    )
+    assert bad.status_code == 422, bad.text
+    items = http.get(f"/v1/balances?period={name}", headers=VIEWER).json()["items"]
+    assert {(b["partition_key"], b["currency"], b["closing"]) for b in items} == {
+        ("V-EUR", "EUR", "2.50"),
+        ("V-USD", "USD", "2.50"),
+    }
+    summary = http.post(
+        "/admin/periods/close", json={"period": name, "next": "NEXT"}, headers=OPERATOR
+    ).json()
+    assert {(t["outcome"], t["currency"], t["delta"]) for t in summary["totals"]} == {
+        ("posted", "EUR", "1.25"),
+        ("disputed", "EUR", "1.25"),
+        ("posted", "USD", "1.25"),
+        ("disputed", "USD", "1.25"),
+    }
+    assert {(d["currency"], d["count"]) for d in summary["carried"]["disputes"]} == {
+        ("EUR", 1),
+        ("USD", 1),
+    }
+    journal = http.get(f"/v1/periods/{name}/journal", headers=VIEWER).json()
+    assert journal["debits"] is None and journal["credits"] is None
+    assert journal["totals"] == [
+        {"currency": "EUR", "debits": "2.50", "credits": "2.50"},
+        {"currency": "USD", "debits": "2.50", "credits": "2.50"},
+    ]
+    assert {(e["partition_key"], e["currency"]) for e in journal["entries"]} == {
+        ("V-EUR", "EUR"),
+        ("V-USD", "USD"),
+    }
+    text = http.get(f"/v1/periods/{name}/journal/lines", headers=VIEWER).text
+    assert {(r["partition_key"], r["currency"]) for r in csv.DictReader(io.StringIO(text))} == {
+        ("V-EUR", "EUR"),
+        ("V-USD", "USD"),
+    }
+    statement = http.get(f"/v1/partitions/V-EUR/statement?period={name}", headers=VIEWER).json()
+    assert [s["currency"] for s in statement["sections"]] == ["EUR"]

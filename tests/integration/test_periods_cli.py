@@ -135,14 +135,15 @@ def test_a_month_end_from_the_command_line(served: tuple[str, Engine], tmp_path:
     _month(engine)
     name = _open_name(url)
     listed = settleq(url, "periods", "list").stdout
-    assert name in listed and "open" in listed and "promo_accrual posted 2.25 (2 rows)" in listed
+    assert name in listed and "open" in listed
+    assert "promo_accrual posted USD 2.25 (2 rows)" in listed
 
     # The confirmation states the totals and the dispute carried over; "no" closes nothing.
     asked = settleq(
         url, "periods", "close", name, "--next", "P2", token=OPERATOR_TOKEN, stdin="n\n", code=1
     ).stdout
     assert "3 ledger rows; the close opens P2" in asked
-    assert "open promo_accrual disputes it carries over: 1, variance 8.74" in asked
+    assert "open promo_accrual disputes it carries over: 1, variance USD 8.74" in asked
     assert "dead letters waiting: 0" in asked and f"Close {name} and open P2?" in asked
     assert _open_name(url) == name
 
@@ -172,7 +173,7 @@ def test_a_month_end_from_the_command_line(served: tuple[str, Engine], tmp_path:
         token=OPERATOR_TOKEN,
     ).stdout
     assert f"closed {name}: 3 ledger rows; P2 is open" in closed
-    assert "open promo_accrual disputes carried over: 1, variance 8.74" in closed
+    assert "open promo_accrual disputes carried over: 1, variance USD 8.74" in closed
     digest = closed.split("journal sha256 ")[1].split()[0]
     assert len(digest) == 64
     assert digest in settleq(url, "periods", "list").stdout
@@ -204,8 +205,9 @@ def test_a_month_end_from_the_command_line(served: tuple[str, Engine], tmp_path:
     table = settleq(url, "balances", "--period", name).stdout
     assert f"period {name} (closed: final)" in table
     rows_of = {r.split("│")[2].strip(): r.split("│")[3:] for r in table.splitlines() if "│" in r}
-    # opening, posted, disputed, repriced, resolved, deducted, written_off, closing
-    assert [c.strip() for c in rows_of["total"][:8]] == [
+    # currency, then opening, posted, disputed, repriced, resolved, deducted, written_off, closing
+    assert rows_of["total"][0].strip() == "USD"
+    assert [c.strip() for c in rows_of["total"][1:9]] == [
         "0.00",
         "2.25",
         "1.25",
@@ -221,7 +223,7 @@ def test_a_month_end_from_the_command_line(served: tuple[str, Engine], tmp_path:
     assert closing == {OWN: "2.50", OTHER: "1.00"}
     # A remittance's sums come last, so a reader by position reads the rest still.
     header = as_csv.read_text().splitlines()[0].split(",")
-    assert header[8] == "closing" and header[-2:] == ["deducted", "written_off"]
+    assert header[8] == "closing" and header[-3:] == ["deducted", "written_off", "currency"]
     assert {r["deducted"] for r in _csv(as_csv)} == {"0.00"}
     now = settleq(url, "balances").stdout
     assert "period P2 (open" in now

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, select
 
 from shared.adapters.db import tables
+from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.ledger.writer import write_outbox
 from shared.adapters.db.periods import booking
 from shared.config.settings import Settings
@@ -30,19 +31,26 @@ CONTRACTS = {
 }
 
 
-def promo_unit(engine: Engine, docs: list[dict[str, Any]]) -> tuple[ChunkRef, ChunkPlan]:
-    """Store these promo documents as one chunk; its ref and its plan."""
+def promo_unit(
+    engine: Engine, docs: list[dict[str, Any]], currency: str | None = None
+) -> tuple[ChunkRef, ChunkPlan]:
+    """Store these promo documents as one chunk; its ref and its plan. Their
+    partitions' contracts are published (in ``currency``, else the default)
+    as a worker would find them."""
     job_id, [message] = store_job(engine, Settings(), b"k", docs)
     parsed = [PromoDocument.model_validate(d) for d in docs]
     contracts = {(d.partition_key, v): CONTRACTS[v] for d in parsed for v in CONTRACTS}
+    for (partition, version), contract in sorted(contracts.items()):
+        body = contract.model_dump(mode="json") | ({"currency": currency} if currency else {})
+        put_contract(engine, KIND.name, partition, version, body)
     lines = sum(len(d.lines) for d in parsed)
     ref = ChunkRef(message["chunk_id"], job_id, "promo_accrual", lines)
     return ref, plan_chunk(KIND, parsed, contracts)
 
 
-def settle_promo(engine: Engine, docs: list[dict[str, Any]]) -> str:
+def settle_promo(engine: Engine, docs: list[dict[str, Any]], currency: str | None = None) -> str:
     """Settle these promo documents in one committed chunk; its job id."""
-    ref, plan = promo_unit(engine, docs)
+    ref, plan = promo_unit(engine, docs, currency)
     with engine.begin() as conn:
         commit_plan(conn, ref, plan, 1)
     return ref.job_id

@@ -26,6 +26,7 @@ def _balance(kind: str, partition: str, closing: str, direction: str | None) -> 
     return {
         "kind": kind,
         "partition_key": partition,
+        "currency": "USD",
         "direction": direction,
         "opening": "0",
         "posted": closing,

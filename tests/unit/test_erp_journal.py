@@ -9,6 +9,7 @@ import io
 from collections import defaultdict
 from dataclasses import replace
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -260,3 +261,16 @@ def test_the_clis_erp_choices_are_the_formats() -> None:
     from services.commands.finance.periods import ErpFormat
 
     assert tuple(f.value for f in ErpFormat) == erp_journal.FORMATS
+
+
+def test_the_month_end_docs_name_every_column_its_source_and_its_cut() -> None:
+    """The tables in docs/operations.md are COLUMNS, which writes the files:
+    a column, source or length changed in one is changed in the other."""
+    docs = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    for fmt, columns in COLUMNS.items():
+        for c in columns:
+            if c.name.startswith("SEGMENT"):
+                assert "| `SEGMENT1`…`SEGMENT30` |" in docs and c.max_length == 25
+                continue
+            row = f"| `{c.name}` | {c.source} | {c.max_length or ''} |"
+            assert row in docs, f"{fmt}: {row}"

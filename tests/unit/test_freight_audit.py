@@ -475,7 +475,8 @@ def test_unknown_contract_version_dead_letters_every_leg() -> None:
         ({"rate_per_mile": "2.1500001", "tolerance": "1.00"}, "decimal_out_of_range"),
         ({"rate_per_mile": "2.15", "tolerance": "1.00001"}, "decimal_out_of_range"),
         ({"rate_per_mile": "2.15", "tolerance": "1", "fuel_basis": "total"}, "literal_error"),
-        ({"rate_per_mile": "2.15", "tolerance": "1", "currency": "USD"}, "extra_forbidden"),
+        ({"rate_per_mile": "2.15", "tolerance": "1", "vat": "0.20"}, "extra_forbidden"),
+        ({"rate_per_mile": "2.15", "tolerance": "1", "currency": "usd"}, "string_pattern_mismatch"),
         ({"rate_per_mile": "2.15"}, "missing"),
     ],
 )

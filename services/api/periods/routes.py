@@ -237,7 +237,7 @@ def _line_cells(
             iso(r.created_at),
             date,
             heading.entity,
-            heading.currency,
+            r.currency or heading.currency,
             heading.counterparties.get(r.partition_key, ""),
         )
 
@@ -265,7 +265,7 @@ def _line_json(
             "created_at": iso(r.created_at),
             "accounting_date": heading.accounting_date.isoformat(),
             "entity": heading.entity,
-            "currency": heading.currency,
+            "currency": r.currency or heading.currency,
             "counterparty": heading.counterparties.get(r.partition_key) or None,
         }
         yield ("" if first else ",") + json.dumps(item, separators=(",", ":"))
@@ -376,6 +376,7 @@ STATEMENT_HEADER = (
     # Added last, so a reader of the columns above by position reads them still.
     "contract_version",
     "activity",
+    "currency",
 )
 
 
@@ -436,6 +437,7 @@ def _statement(partition_key: str, row: Any, found: list[Any], lines: list[Any])
         sections.append(
             wire.StatementSection(
                 kind=b.kind,
+                currency=b.currency,
                 direction=KINDS[b.kind].direction if b.kind in KINDS else None,
                 opening=shown(b.kind, b.opening),
                 documents=[
@@ -465,12 +467,12 @@ def _statement(partition_key: str, row: Any, found: list[Any], lines: list[Any])
 def _statement_cells(made: wire.Statement) -> Iterator[Any]:
     p, period = made.partition_key, made.period
 
-    def balance(row: str, kind: str, amount: str) -> tuple[Any, ...]:
+    def balance(row: str, s: wire.StatementSection, amount: str) -> tuple[Any, ...]:
         """An opening or closing row: the amount in the ``balance`` column."""
-        return (row, kind, p, period, *(None,) * 6, Decimal(amount), *(None,) * 7)
+        return (row, s.kind, p, period, *(None,) * 6, Decimal(amount), *(None,) * 7, s.currency)
 
     for s in made.sections:
-        yield balance("opening", s.kind, s.opening)
+        yield balance("opening", s, s.opening)
         for d in s.documents:
             for line in d.lines:
                 yield (
@@ -492,8 +494,9 @@ def _statement_cells(made: wire.Statement) -> Iterator[Any]:
                     line.created_at,
                     line.contract_version,
                     line.activity,
+                    s.currency,
                 )
-        yield balance("closing", s.kind, s.closing)
+        yield balance("closing", s, s.closing)
 
 
 PartitionPath = Annotated[str, Path(description="A vendor, carrier or recipe.")]

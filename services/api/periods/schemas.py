@@ -19,12 +19,18 @@ from shared.wire.times import iso
 class Total(BaseModel):
     kind: str
     outcome: LedgerOutcome
+    currency: str | None = Field(
+        default=None,
+        description="ISO 4217: totals are per currency, never added across two (null in a"
+        " period closed before they were).",
+    )
     rows: int
     delta: str
 
 
 class CarriedDisputes(BaseModel):
     kind: str
+    currency: str | None = Field(default=None, description="ISO 4217 (null: closed before).")
     count: int
     variance: str  # claimed − model, summed
 
@@ -52,7 +58,7 @@ class Period(BaseModel):
     note: str | None
     next: str | None = Field(description="The period its close opened.")
     rows: int
-    totals: list[Total] = Field(description="The sum of `delta` per kind and outcome.")
+    totals: list[Total] = Field(description="The sum of `delta` per kind, outcome and currency.")
     carried: Carried | None = Field(description="A closed period's carry-over; null when open.")
     journal_sha256: str | None = Field(
         description="A closed period's: the SHA-256 of its journal's CSV bytes."
@@ -98,6 +104,7 @@ class InDispute(BaseModel):
 class BalanceItem(BaseModel):
     kind: str
     partition_key: str
+    currency: str = Field(description="ISO 4217: its contract's (one per partition).")
     direction: Literal["owed_to_us", "owed_by_us"] | None = Field(
         description="Who owes a positive closing balance: the partition (`owed_to_us`),"
         " settleq's owner (`owed_by_us`), or nobody (a recipe's unit costs)."
@@ -133,6 +140,7 @@ def balance(b: Balance) -> BalanceItem:
     return BalanceItem(
         kind=k,
         partition_key=b.partition_key,
+        currency=b.currency,
         direction=KINDS[k].direction if k in KINDS else None,
         opening=shown(k, b.opening),
         posted=shown(k, a.posted),
@@ -176,13 +184,20 @@ class JournalEntry(BaseModel):
     lines: list[JournalLine]
 
 
+class JournalTotal(BaseModel):
+    currency: str
+    debits: str
+    credits: str
+
+
 class Journal(BaseModel):
     period: str
     final: bool
     sha256: str | None
     entries: list[JournalEntry]
-    debits: str
-    credits: str
+    debits: str | None = Field(description="Null when the entries are in two currencies or more.")
+    credits: str | None = Field(description="Null when the entries are in two currencies or more.")
+    totals: list[JournalTotal] = Field(description="Debits and credits per currency.")
 
 
 class StatementLine(BaseModel):
@@ -213,6 +228,7 @@ class StatementDocument(BaseModel):
 
 class StatementSection(BaseModel):
     kind: str
+    currency: str = Field(description="ISO 4217: its contract's, every amount's in the section.")
     direction: Literal["owed_to_us", "owed_by_us"] | None
     opening: str
     documents: list[StatementDocument]

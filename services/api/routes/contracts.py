@@ -130,7 +130,9 @@ def _conflict(version: int, exc: contracts_db.ContractConflict) -> ApiError:
         200: {"model": Contract, "description": "identical content already published"},
         409: {
             "model": ErrorBody,
-            "description": "different content under this version; details give next_version",
+            "description": "contract_version_conflict: different content under this version"
+            " (details give next_version); contract_currency_changed: another currency than"
+            " the partition's versions",
         },
         413: {"model": ErrorBody, "description": "body above 1 MiB"},
         422: {
@@ -157,10 +159,18 @@ async def put_contract(
     def store() -> contracts_db.Published:
         try:
             return contracts_db.put_contract(
-                ctx.engine, kind, partition_key, version, canonical, actor=who.actor
+                ctx.engine,
+                kind,
+                partition_key,
+                version,
+                canonical,
+                actor=who.actor,
+                currency=ctx.settings.currency,
             )
         except contracts_db.ContractConflict as exc:
             raise _conflict(version, exc) from None
+        except contracts_db.CurrencyChanged as exc:
+            raise ApiError(409, "contract_currency_changed", str(exc)) from None
 
     stored = await run_in_threadpool(store)
     payload = Contract(

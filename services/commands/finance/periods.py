@@ -97,6 +97,7 @@ BALANCE_COLUMNS = (
     "in_dispute_variance",
     # Added last, so a reader of the columns above by position reads them still.
     *MATCHES,
+    "currency",
 )
 
 
@@ -194,11 +195,17 @@ def _count(count: int, noun: str, plural: str | None = None) -> str:
 
 
 def _totals(period: dict[str, Any]) -> str:
-    """A period's sums of delta per kind and outcome, one per line."""
+    """A period's sums of delta per kind, outcome and currency, one per line."""
     return "\n".join(
-        f"{t['kind']} {t['outcome']} {money(t['delta'], t['kind'])} ({_count(t['rows'], 'row')})"
+        f"{t['kind']} {t['outcome']} {_in(t)}{money(t['delta'], t['kind'])}"
+        f" ({_count(t['rows'], 'row')})"
         for t in period["totals"]
     )
+
+
+def _in(item: dict[str, Any]) -> str:
+    """``EUR `` before an amount in its currency: none is added to another's."""
+    return f"{item['currency']} " if item.get("currency") else ""
 
 
 @app.command("list")
@@ -247,15 +254,17 @@ def _preview(client: Any, period: dict[str, Any], next_name: str) -> None:
     if period["totals"]:
         console.print(_totals(period))
     balances = answer(client.bearer("GET", "/v1/balances"))["items"]
-    disputes: dict[str, tuple[int, Decimal]] = {}
+    disputes: dict[tuple[str, str], tuple[int, Decimal]] = {}
     for b in balances:
-        count, variance = disputes.get(b["kind"], (0, Decimal(0)))
+        key = (b["kind"], b["currency"])
+        count, variance = disputes.get(key, (0, Decimal(0)))
         wait = b["in_dispute"]
-        disputes[b["kind"]] = (count + wait["count"], variance + Decimal(wait["variance"]))
+        disputes[key] = (count + wait["count"], variance + Decimal(wait["variance"]))
     carried = [(k, c, v) for k, (c, v) in sorted(disputes.items()) if c]
-    for kind, count, variance in carried:
+    for (kind, currency), count, variance in carried:
         console.print(
-            f"open {kind} disputes it carries over: {count:,}, variance {money(variance, kind)}"
+            f"open {kind} disputes it carries over: {count:,},"
+            f" variance {currency} {money(variance, kind)}"
         )
     if not carried:
         console.print("open disputes it carries over: none")
@@ -275,7 +284,7 @@ def _print_closed(p: dict[str, Any]) -> None:
     for d in carried["disputes"]:
         console.print(
             f"open {d['kind']} disputes carried over: {d['count']:,},"
-            f" variance {money(d['variance'], d['kind'])}"
+            f" variance {_in(d)}{money(d['variance'], d['kind'])}"
         )
     for d in carried["dead_letters"]:
         console.print(f"{d['kind']} dead letters waiting: {d['count']:,} ({d['lines']:,} lines)")
@@ -510,6 +519,7 @@ def _balance_cells(b: dict[str, Any]) -> list[str]:
         str(wait["count"]),
         cell(Decimal(wait["variance"])),
         *(cell(Decimal(b[name])) for name in MATCHES),
+        cell(b["currency"]),
     ]
 
 
@@ -533,22 +543,25 @@ def _print_balances(page: dict[str, Any]) -> None:
     table = Table()
     table.add_column("kind")
     table.add_column("partition")
+    table.add_column("currency")
     for column in (*ACTIVITY, "rows", "in dispute", "variance"):
         amount_column(table, column)
-    sums: dict[str, list[Decimal]] = {}
+    # Totals per kind and currency: two currencies are never added.
+    sums: dict[tuple[str, str], list[Decimal]] = {}
     for b in page["items"]:
         k = b["kind"]
         wait = b["in_dispute"]
         table.add_row(
             k,
             b["partition_key"],
+            b["currency"],
             *(money(b[name], k) for name in ACTIVITY),
             f"{b['rows']:,}",
             f"{wait['count']:,}",
             money(wait["variance"], k),
         )
         if _is_money(k):  # a recipe's unit costs are never added up
-            total = sums.setdefault(k, [Decimal(0)] * (len(ACTIVITY) + 3))
+            total = sums.setdefault((k, b["currency"]), [Decimal(0)] * (len(ACTIVITY) + 3))
             for i, value in enumerate(
                 [
                     *(Decimal(b[n]) for n in ACTIVITY),
@@ -558,11 +571,12 @@ def _print_balances(page: dict[str, Any]) -> None:
                 ]
             ):
                 total[i] += value
-    for k, total in sorted(sums.items()):
+    for (k, currency), total in sorted(sums.items()):
         money_cells = [money(v, k) for v in total[: len(ACTIVITY)]]
         table.add_row(
             k,
             "total",
+            currency,
             *money_cells,
             f"{int(total[-3]):,}",
             f"{int(total[-2]):,}",

@@ -9,12 +9,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, func, select, tuple_
+from sqlalchemy import Connection, Engine, func, literal, select, tuple_
 
 from shared.adapters.db.dialect import insert_ignoring_conflicts
 from shared.adapters.db.ledger.priors import lock_partition_for_repricing
 from shared.adapters.db.operators import audit
 from shared.adapters.db.tables import contracts
+from shared.domain.money import DEFAULT_CURRENCY
+
+
+class CurrencyChanged(Exception):
+    """A new version names another currency than the partition's versions
+    (409 ``contract_currency_changed``): a re-pricing's delta would subtract
+    an amount in one currency from an amount in another."""
 
 
 class ContractConflict(Exception):
@@ -47,27 +54,47 @@ def put_contract(
     body: dict[str, Any],
     *,
     actor: str | None = None,
+    currency: str = DEFAULT_CURRENCY,
 ) -> Published:
     """Publish a version once, and return it as stored, read in the same
     transaction (no second one to read it back). With ``actor`` (an operator
     publishing over the API) a publication is audited in the same transaction:
     no contract without its audit entry. An identical republish writes nothing,
-    so it is not audited. Raises ``ContractConflict``."""
+    so it is not audited. ``currency``: the version's if its body names none
+    (SETTLEQ_CURRENCY). Raises ``ContractConflict``, ``CurrencyChanged``."""
     text = canonical_body(body)
+    named = body.get("currency") or currency
     digest = hashlib.sha256(text.encode()).hexdigest()
     with engine.begin() as conn:
         if version > 1:
             lock_partition_for_repricing(conn, kind, partition_key)
+        row = {
+            "kind": kind,
+            "partition_key": partition_key,
+            "version": version,
+            "body": text,
+            "body_sha256": digest,
+            "created_at": dt.datetime.now(dt.UTC),
+            "currency": named,
+        }
+        # Inserted only if no other version is in another currency: one
+        # statement, as a publication always was.
+        other_currency = (
+            select(contracts.c.currency)
+            .where(
+                contracts.c.kind == kind,
+                contracts.c.partition_key == partition_key,
+                contracts.c.version != version,
+                contracts.c.currency != named,
+            )
+            .exists()
+        )
+        values = select(*(literal(v, contracts.c[k].type) for k, v in row.items())).where(
+            ~other_currency
+        )
         created: dt.datetime | None = conn.execute(
             insert_ignoring_conflicts(conn, contracts)
-            .values(
-                kind=kind,
-                partition_key=partition_key,
-                version=version,
-                body=text,
-                body_sha256=digest,
-                created_at=dt.datetime.now(dt.UTC),
-            )
+            .from_select(list(row), values)
             .returning(contracts.c.created_at)
         ).scalar()
         if created is not None:
@@ -91,7 +118,18 @@ def put_contract(
                 contracts.c.partition_key == partition_key,
                 contracts.c.version == version,
             )
-        ).one()
+        ).first()
+        if existing is None:
+            was = conn.execute(
+                select(contracts.c.currency).where(
+                    contracts.c.kind == kind, contracts.c.partition_key == partition_key
+                )
+            ).scalar()
+            raise CurrencyChanged(
+                f"{kind}/{partition_key}'s contract is in {was}: version {version} cannot be"
+                f" in {named} (a re-pricing would subtract one currency from another);"
+                " money in another currency is another partition's"
+            )
         if existing.body_sha256 == digest:
             # The same digest: the stored text is this one.
             return Published("unchanged", json.loads(text), existing.created_at)

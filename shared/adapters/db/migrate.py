@@ -36,11 +36,13 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str, first_period: str | None = None) -> None:
+def upgrade(url: str, first_period: str | None = None, currency: str | None = None) -> None:
     """Migrate to the latest schema. ``first_period``: the first booking
-    period's name, if this migration makes it (else the current UTC month)."""
+    period's name, if this migration makes it (else the current UTC month);
+    ``currency``: that of contracts published before they named one (USD)."""
     config = alembic_config(url)
     config.attributes["first_period"] = first_period
+    config.attributes["currency"] = currency
     command.upgrade(config, "head")
 
 

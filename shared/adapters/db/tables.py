@@ -74,6 +74,9 @@ contracts = Table(
     Column("body", Text, nullable=False),
     Column("body_sha256", KEY, nullable=False),
     Column("created_at", TS, nullable=False),
+    # Migration 0035: ISO 4217, the body's or SETTLEQ_CURRENCY's at publication;
+    # the same in every version of a partition's contract.
+    Column("currency", String(3), nullable=False),
 )
 
 jobs = Table(

@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from shared.domain.kinds.ids import DocumentId, PartitionKey
-from shared.domain.money import MONEY_PLACES, QUANTITY_PLACES, Money, Quantity
+from shared.domain.money import CURRENCY, MONEY_PLACES, QUANTITY_PLACES, Money, Quantity
 
 # No control characters (C0, DEL, C1), and no "|": reconciliation keys join
 # fields with "|" (docs/architecture.md#reconciliation-keys), so an id holding one could make two
@@ -62,6 +62,19 @@ class WireModel(BaseModel):
     """Every wire shape refuses unknown fields and coerces nothing."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Contract(WireModel):
+    """What every kind's contract may name beside its rates: the currency
+    (ISO 4217) its documents settle in; none, SETTLEQ_CURRENCY. A partition's
+    versions all name one (docs/api.md#contracts): a re-pricing's delta is
+    a difference of two amounts, never of two currencies."""
+
+    # Left out of the stored body when not named: a version published before
+    # contracts named a currency is the same text, and republishing it unchanged.
+    currency: Annotated[str, StringConstraints(pattern=CURRENCY)] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
 
 class Document(WireModel):

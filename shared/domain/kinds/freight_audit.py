@@ -23,6 +23,7 @@ from pydantic.config import JsonDict
 from shared.domain.keys import sha256_hex
 from shared.domain.kinds.base import (
     MAX_RAW_PAYLOAD,
+    Contract,
     Direction,
     Document,
     Fraction,
@@ -130,7 +131,7 @@ _A_RATE: JsonDict = {
 }
 
 
-class FreightContract(WireModel):
+class FreightContract(Contract):
     model_config = ConfigDict(json_schema_extra=_A_RATE)  # merged with WireModel's
 
     rate_per_mile: Rate | None = None

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from shared.domain.keys import promo_key, promo_line_item_hash
 from shared.domain.kinds.base import (
+    Contract,
     Direction,
     Document,
     Identifier,
@@ -66,7 +67,7 @@ class PromoBatch(WireModel):
     documents: list[PromoDocument] = Field(min_length=1)
 
 
-class PromoContract(WireModel):
+class PromoContract(Contract):
     tier_rates: RateTable
     tolerance: Price
 

@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 
 from shared.domain.keys import sha256_hex
 from shared.domain.kinds.base import (
+    Contract,
     Document,
     Identifier,
     Kind,
@@ -56,7 +57,7 @@ class RecipeBatch(WireModel):
     documents: list[RecipeDocument] = Field(min_length=1)
 
 
-class RecipeContract(WireModel):
+class RecipeContract(Contract):
     # Edible-portion quantities, none negative, at least one: an empty bill of
     # materials costs every recipe nothing. At most as many skus as a snapshot may
     # price (a bom sku without a price is missing_price): this also bounds the

@@ -125,10 +125,7 @@ def finalise(engine: Engine, period: str, how: domain.Journaling) -> None:
         booked_on = domain.accounts(how.accounts)
         tally = sums.tally(conn, in_period(row))
         balances = _carried_forward(conn, row, tally)
-        totals = [
-            {"kind": kind, "outcome": outcome, "rows": rows, "delta": shown(kind, delta)}
-            for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
-        ]
+        totals = sums.totals(balances)
         carried = _carried(conn, row, balances)
         heading = heading_of(conn, row, balances, how)
         made = domain.headed(domain.entries(period, balances, booked_on), heading)
@@ -153,9 +150,7 @@ def finalise(engine: Engine, period: str, how: domain.Journaling) -> None:
             "next": row.next,
             "closed_at": iso(row.closed_at),
             "rows": rows,
-            "totals": [
-                {"kind": t["kind"], "outcome": t["outcome"], "delta": t["delta"]} for t in totals
-            ],
+            "totals": [{k: t[k] for k in ("kind", "outcome", "currency", "delta")} for t in totals],
             "journal_sha256": digest,
         }
         conn.execute(
@@ -219,6 +214,7 @@ def _carried_forward(conn: Connection, row: Any, tally: sums.Tally) -> list[doma
             balance = found[group] = domain.Balance(*group, opening=ZERO)
         balance.activity = activity
     move_disputes(conn, row, sums.Scope(), found)
+    sums.priced(conn, found.values(), sums.Scope())
     insert_rows(
         conn,
         period_balances,
@@ -283,13 +279,16 @@ def move_disputes(
 
 
 def _carried(conn: Connection, row: Any, balances: list[domain.Balance]) -> dict[str, Any]:
-    """What a closed period carries over: the disputes open at its close and
-    the dead letters waiting, per kind."""
-    disputes: dict[str, tuple[int, Decimal]] = {}
+    """What a closed period carries over: the disputes open at its close, per
+    kind and currency, and the dead letters waiting, per kind."""
+    disputes: dict[tuple[str, str], tuple[int, Decimal]] = {}
     for b in balances:
         if b.in_dispute_count:
-            count, variance = disputes.get(b.kind, (0, ZERO))
-            disputes[b.kind] = (count + b.in_dispute_count, variance + b.in_dispute_variance)
+            count, variance = disputes.get((b.kind, b.currency), (0, ZERO))
+            disputes[(b.kind, b.currency)] = (
+                count + b.in_dispute_count,
+                variance + b.in_dispute_variance,
+            )
     waiting = conn.execute(
         select(dead_letters.c.kind, func.count(), func.sum(dead_letters.c.lines))
         .where(dead_letters.c.status == "dead")
@@ -298,8 +297,8 @@ def _carried(conn: Connection, row: Any, balances: list[domain.Balance]) -> dict
     ).all()
     return {
         "disputes": [
-            {"kind": kind, "count": count, "variance": shown(kind, variance)}
-            for kind, (count, variance) in sorted(disputes.items())
+            {"kind": kind, "currency": currency, "count": count, "variance": shown(kind, variance)}
+            for (kind, currency), (count, variance) in sorted(disputes.items())
         ],
         "dead_letters": [
             {"kind": kind, "count": count, "lines": int(lines or 0)}

@@ -42,6 +42,12 @@ LEDGER = (
 )
 HEADED = ("accounting_date", "entity", "currency", "counterparty")
 HEADER = ("period", "external_id", *LEDGER, *HEADED)
+# Each row with its contract's currency: a subquery, so the columns keep the
+# ledger's names (contracts has a kind, a partition_key and a created_at too).
+_PRICED = (
+    "SELECT l.*, c.currency FROM ledger_entries l LEFT JOIN contracts c"
+    " ON c.kind = l.kind AND c.partition_key = l.partition_key AND c.version = l.contract_version"
+)
 BLOCK = 1 << 16  # bytes handed on at once: a thread hop per block, not per row
 _TEXT = ("partition_key", "correlation_id", "document_id", "line_ref")
 
@@ -130,7 +136,10 @@ def _query(
         # the portable writer writes an empty cell.
         "accounting_date": sql.Literal(heading.accounting_date.isoformat()),
         "entity": sql.Literal(cell(heading.entity) or None),
-        "currency": sql.Literal(cell(heading.currency) or None),
+        # Its contract's (shared/adapters/db/periods/sums.py::priced).
+        "currency": sql.SQL("coalesce(currency, {})").format(
+            sql.Literal(cell(heading.currency) or None)
+        ),
         "counterparty": sql.SQL("cp.name"),
     }
     # Each partition's counterparty, as the heading has it: joined, so a
@@ -159,9 +168,11 @@ def _query(
             )
         )
     return sql.SQL(
-        "COPY (SELECT {cols} FROM ledger_entries LEFT JOIN {cp} USING (partition_key)"
+        "COPY (SELECT {cols} FROM ({priced}) AS ledger_entries"
+        " LEFT JOIN {cp} USING (partition_key)"
         " WHERE {where} ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)"
     ).format(
+        priced=sql.SQL(_PRICED),
         cp=counterparties,
         cols=sql.SQL(", ").join(
             sql.SQL("{} AS {}").format(columns[name], sql.Identifier(name)) for name in HEADER

@@ -15,16 +15,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, and_, select
 
 from shared.adapters.db.periods import close as closing
 from shared.adapters.db.periods import lines, sums
 from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
-from shared.adapters.db.tables import ledger_entries
+from shared.adapters.db.tables import contracts, ledger_entries
 from shared.adapters.db.types import utc
 from shared.domain import periods as domain
 from shared.domain.erp_journal import erp_csv as erp_journal_csv
-from shared.domain.kinds import shown
 from shared.domain.money import ZERO
 
 
@@ -68,12 +67,10 @@ def _summed(engine: Engine, row: Any, how: domain.Journaling) -> Summary:
     if row.status == OPEN:
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
-        totals = [
-            {"kind": kind, "outcome": outcome, "rows": rows, "delta": shown(kind, delta)}
-            for (kind, outcome), (rows, delta) in sorted(tally.outcomes.items())
-        ]
+            active = [domain.Balance(*g, opening=ZERO, activity=a) for g, a in tally.groups.items()]
+            sums.priced(conn, active, sums.Scope())
         count = sum(rows for rows, _ in tally.outcomes.values())
-        return _summary(row, count, totals)
+        return _summary(row, count, sums.totals(active))
     return _summary(row, row.rows or 0, list(row.totals or []))
 
 
@@ -125,6 +122,7 @@ def balances(
                 period_balances.c.period == row.name, *scope.on(period_balances)
             )
             found = [_stored(b) for b in conn.execute(query)]
+            sums.priced(conn, found, scope)
             return row, sorted(found, key=lambda b: (b.kind, b.partition_key))
         return row, _open_balances(conn, row, scope)
 
@@ -168,6 +166,7 @@ def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain
             balance = found[group] = domain.Balance(*group, opening=ZERO)
         balance.activity = activity
     closing.move_disputes(conn, row, scope, found)
+    sums.priced(conn, found.values(), scope)
     return sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
 
 
@@ -201,6 +200,7 @@ def balances_as_of(engine: Engine, when: dt.datetime, scope: sums.Scope) -> list
             if balance is None:
                 balance = found[group] = domain.Balance(*group, opening=ZERO)
             balance.activity = activity
+        sums.priced(conn, found.values(), scope)
     return sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
 
 
@@ -277,13 +277,23 @@ def journal_lines(
     row = period_row(engine, name, how)
     columns = [ledger_entries.c[c] for c in LINE_COLUMNS]
     query = (
-        select(*columns)
+        select(*columns, contracts.c.currency)
+        .select_from(ledger_entries.outerjoin(contracts, _its_contract()))
         .where(*closing.in_period(row), *scope.on(ledger_entries))
         .order_by(ledger_entries.c.id)
     )
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=2000).execute(query)
         yield from result
+
+
+def _its_contract() -> Any:
+    """A ledger row's contract version (its currency: sums.py::priced)."""
+    return and_(
+        contracts.c.kind == ledger_entries.c.kind,
+        contracts.c.partition_key == ledger_entries.c.partition_key,
+        contracts.c.version == ledger_entries.c.contract_version,
+    )
 
 
 def statement_lines(

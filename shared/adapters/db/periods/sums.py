@@ -8,7 +8,7 @@ and its ``sum`` is floating point, so there the rows are read and summed as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -16,9 +16,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, func, not_, select
 
 from shared.adapters.db.dialect import outcome_in
-from shared.adapters.db.tables import ledger_entries
+from shared.adapters.db.tables import contracts, ledger_entries
+from shared.domain.kinds import shown
 from shared.domain.money import ZERO
-from shared.domain.periods import Activity
+from shared.domain.periods import Activity, Balance
 
 Group = tuple[str, str]  # (kind, partition_key)
 
@@ -72,6 +73,38 @@ def tally(conn: Connection, where: Sequence[ColumnElement[bool]]) -> Tally:
         for kind, partition, outcome, again, delta in conn.execute(query):
             found.add(kind, partition, outcome, bool(again), 1, delta)
     return found
+
+
+def priced(conn: Connection, balances: Iterable[Balance], scope: Scope) -> None:
+    """Give each balance its currency: its partition's contract's (every
+    version names the same one, docs/api.md#contracts)."""
+    query = select(contracts.c.kind, contracts.c.partition_key, contracts.c.currency).where(
+        *scope.on(contracts)
+    )
+    found = {(kind, partition): currency for kind, partition, currency in conn.execute(query)}
+    for b in balances:
+        b.currency = found.get((b.kind, b.partition_key), "")
+
+
+def totals(balances: Iterable[Balance]) -> list[dict[str, Any]]:
+    """The rows and sum of delta of each (kind, outcome, currency) in
+    ``balances``' activity: a period's totals, never added across currencies."""
+    found: dict[tuple[str, str, str], tuple[int, Decimal]] = {}
+    for b in balances:
+        for outcome, (rows, delta) in b.activity.outcomes.items():
+            key = (b.kind, outcome, b.currency)
+            count, total = found.get(key, (0, ZERO))
+            found[key] = (count + rows, total + delta)
+    return [
+        {
+            "kind": kind,
+            "outcome": outcome,
+            "currency": currency,
+            "rows": rows,
+            "delta": shown(kind, delta),
+        }
+        for (kind, outcome, currency), (rows, delta) in sorted(found.items())
+    ]
 
 
 @dataclass(frozen=True)
