@@ -95,7 +95,7 @@ def _migrate(settings: Settings) -> None:
     from shared.adapters.db.engine import make_engine
     from shared.adapters.db.migrate import ensure_internal_key, upgrade
 
-    upgrade(settings.database_url, settings.first_period)
+    upgrade(settings.database_url, settings.first_period, settings.calendar())
     engine = make_engine(settings.database_url, component="settleq-cli")
     ensure_internal_key(engine)
     engine.dispose()

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, select
 
 from shared.adapters.db.periods import close as closing
 from shared.adapters.db.periods import lines, sums
-from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
+from shared.adapters.db.periods.tables import CLOSED, ENDED, OPEN, period_balances, periods
 from shared.adapters.db.tables import ledger_entries
 from shared.adapters.db.types import utc
 from shared.domain import periods as domain
@@ -46,6 +46,9 @@ class Summary:
     totals: list[dict[str, Any]]
     carried: dict[str, Any] | None
     journal_sha256: str | None
+    starts_at: dt.datetime | None = None
+    ends_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
 
 
 def summaries(engine: Engine, accounts: domain.Accounts) -> list[Summary]:
@@ -64,7 +67,7 @@ def _summed(engine: Engine, row: Any, accounts: domain.Accounts) -> Summary:
     from what its close stored (summed first if its close was cut short)."""
     if row.status == CLOSED and row.journal_sha256 is None:
         row = period_row(engine, row.name, accounts)
-    if row.status == OPEN:
+    if row.status in (OPEN, ENDED):
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
         totals = [
@@ -89,7 +92,14 @@ def _summary(row: Any, count: int, totals: list[dict[str, Any]]) -> Summary:
         totals=totals,
         carried=row.carried,
         journal_sha256=row.journal_sha256,
+        starts_at=_when(row.starts_at),
+        ends_at=_when(row.ends_at),
+        ended_at=_when(row.ended_at),
     )
+
+
+def _when(value: dt.datetime | None) -> dt.datetime | None:
+    return None if value is None else utc(value)
 
 
 def period_row(engine: Engine, name: str, accounts: domain.Accounts) -> Any:
@@ -152,7 +162,12 @@ def _stored(b: Any) -> domain.Balance:
 def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain.Balance]:
     found: dict[sums.Group, domain.Balance] = {}
     before = closing.previous(conn, row)
-    if before is not None:
+    if before is not None and before.status == ENDED:
+        # Ended, not yet closed: nothing summed it, so its closings are its own
+        # opening and rows, summed now (and so on back to a closed period).
+        for ended in _open_balances(conn, before, scope):
+            found[(ended.kind, ended.partition_key)] = closing.carried_forward(ended)
+    elif before is not None:
         query = select(period_balances).where(
             period_balances.c.period == before.name, *scope.on(period_balances)
         )
