@@ -25,6 +25,11 @@ let operator = false;
 
 const isOpen = (p) => p.status === "open";
 const openPeriod = () => periods.find(isOpen);
+// What "Close period" closes: the oldest ended (dated) period, which the close
+// makes final; else the open period if it is manual (a dated one ends by itself).
+const ended = (p) => p.status === "ended";
+const closable = () => periods.filter(ended).at(-1) || periods.find((p) => isOpen(p) && !p.ends_at);
+const heading = (p) => (isOpen(p) ? "Open" : ended(p) ? "Ended, to close" : "Last closed");
 const unitCosts = (kind) => NOT_TOTALS.has(kind);
 const kindLabel = (kind) => (unitCosts(kind) ? `${kind} (unit costs, not money)` : kind);
 const visible = () => !$("overview").hidden && !$("finance-view").hidden;
@@ -90,9 +95,11 @@ function periodCard(p) {
   const card = el("article", null, `period status-${p.status}`);
   card.dataset.period = p.name;
   card.dataset.status = p.status;
-  card.append(el("h3", `${isOpen(p) ? "Open" : "Last closed"}: ${p.name}`));
+  card.append(el("h3", `${heading(p)}: ${p.name}`));
   const facts = el("dl", null, "facts");
   fact(facts, "opened", when(p.opened_at));
+  fact(facts, "ends", when(p.ends_at));
+  fact(facts, "ended", when(p.ended_at));
   fact(facts, "closed", when(p.closed_at));
   fact(facts, "closed by", p.closed_by);
   fact(facts, "opened next", p.next);
@@ -125,15 +132,16 @@ function periodCard(p) {
 function renderPeriods() {
   const open = openPeriod();
   const closed = periods.find((p) => !isOpen(p));
+  const target = closable();
   $("period-open").replaceChildren(open ? periodCard(open) : el("p", "No open period.", "muted"));
   $("period-closed").replaceChildren(closed ? periodCard(closed) : el("p", "No period closed yet.", "muted"));
-  $("close-period").hidden = !operator || !open;
-  if (open) $("close-period").textContent = `Close period ${open.name}…`;
+  $("close-period").hidden = !operator || !target;
+  if (target) $("close-period").textContent = `Close period ${target.name}…`;
   const select = $("bal-period");
   const chosen = select.value;
   select.replaceChildren(
     ...periods.map((p) => {
-      const option = el("option", isOpen(p) ? `${p.name} (open)` : `${p.name} (closed)`);
+      const option = el("option", `${p.name} (${p.status})`);
       option.value = p.name;
       return option;
     }),
@@ -196,7 +204,12 @@ function renderBalances() {
   fill(table.tBodies[0], rows);
   fill(table.tFoot, totalRows(matching));
   const period = periods.find((p) => p.name === loaded.period);
-  const state = period && isOpen(period) ? "open: its balances still move" : "closed: its balances are final";
+  const state =
+    period && isOpen(period)
+      ? "open: its balances still move"
+      : period && ended(period)
+        ? "ended: its balances no longer move, and are final once it is closed"
+        : "closed: its balances are final";
   const cut = matching.length > ROWS_SHOWN ? ` Showing ${count(ROWS_SHOWN)} of ${count(matching.length)}: narrow the filter.` : "";
   $("balances-note").textContent = loaded.period ? `Period ${loaded.period}, ${state}.${cut}` : "";
   const costs = [...new Set(matching.map((b) => b.kind))].filter(unitCosts);
@@ -338,7 +351,7 @@ async function askToClose() {
     const page = await api("/v1/periods");
     periods = page.items;
     renderPeriods();
-    const open = openPeriod();
+    const open = closable();
     if (!open) return say("No period is open.", true);
     const [balances, summary] = await Promise.all([
       api(`/v1/balances?${new URLSearchParams({ period: open.name })}`),
@@ -347,7 +360,10 @@ async function askToClose() {
     $("close-name").textContent = open.name;
     $("close-form").dataset.period = open.name;
     confirmation(open, carriedNow(balances.items, summary));
-    $("close-next").value = suggestNext(open.name);
+    // An ended period's cut opened the next already: the close names none.
+    $("close-next").required = !ended(open);
+    $("close-next").closest("label").hidden = ended(open);
+    $("close-next").value = ended(open) ? "" : suggestNext(open.name);
     $("close-note").value = "";
     $("close-dialog").showModal();
     $("close-next").focus();
@@ -358,7 +374,9 @@ async function askToClose() {
 
 async function close(event) {
   event.preventDefault();
-  const body = { period: $("close-form").dataset.period, next: $("close-next").value.trim() };
+  const body = { period: $("close-form").dataset.period };
+  const next = $("close-next").value.trim();
+  if (next) body.next = next;
   const note = $("close-note").value.trim();
   if (note) body.note = note;
   $("close-confirm").disabled = true;
