@@ -11,6 +11,7 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -334,5 +335,38 @@ def test_a_manual_close_needs_its_next_name(fresh_url: str) -> None:
         with pytest.raises(close.NextRequired):
             close.close(engine, name, None, None, OP, ACCOUNTS, 30.0)
         assert _open(engine).name == name
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.both_backends
+def test_balances_carry_through_ended_periods_not_yet_closed(fresh_url: str) -> None:
+    length = 2
+    _until_a_second_or_more_left(length)
+    engine = _migrate(fresh_url, _seconds(length))
+    calendar = _seconds(length)
+    try:
+        names = []
+        for amount in ("1.25", "1.25"):
+            names.append(_open(engine).name)
+            settle_promo(engine, [promo_doc("V-1", [promo_line(1, "10", amount)])])
+            ends = utc(_open(engine).ends_at)
+            time.sleep(max((ends - dt.datetime.now(dt.UTC)).total_seconds(), 0) + 0.05)
+            assert dated.cut_due(engine, calendar, "UTC", 30.0)
+        settle_promo(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+        # Two ended periods, not closed: the open one opens at their sum.
+        _, [now] = reads.balances(engine, None, reads.sums.Scope(), ACCOUNTS)
+        assert (now.opening, now.closing) == (Decimal("2.50"), Decimal("3.75"))
+        _, [second] = reads.balances(engine, names[1], reads.sums.Scope(), ACCOUNTS)
+        assert (second.opening, second.closing) == (Decimal("1.25"), Decimal("2.50"))
+        # Closed in order, each carries the one before's closing.
+        with pytest.raises(close.EarlierNotClosed):
+            close.close(engine, names[1], None, None, OP, ACCOUNTS, 30.0)
+        for name in names:
+            close.close(engine, name, None, None, OP, ACCOUNTS, 30.0)
+        _, [second] = reads.balances(engine, names[1], reads.sums.Scope(), ACCOUNTS)
+        assert (second.opening, second.closing) == (Decimal("1.25"), Decimal("2.50"))
+        _, [now] = reads.balances(engine, None, reads.sums.Scope(), ACCOUNTS)
+        assert (now.opening, now.closing) == (Decimal("2.50"), Decimal("3.75"))
     finally:
         engine.dispose()

@@ -102,6 +102,11 @@ def close(
     ended = _ended(engine, period, next_name)
     if ended is not None:
         created = close_ended(engine, ended, next_name, note, actor)
+        # Its balances are carried forward from the period before's: summed
+        # first if that one's close was cut short.
+        before = _previous_name(engine, ended)
+        if before is not None:
+            finalise(engine, before, accounts)
         finalise(engine, period, accounts)
         return Closed(period, created)
     with engine.begin() as conn:
@@ -134,6 +139,12 @@ def _ended(engine: Engine, period: str, next_name: str | None) -> Any:
     if row is None or row.ended_at is None or row.status == OPEN:
         return None
     return row
+
+
+def _previous_name(engine: Engine, row: Any) -> str | None:
+    with engine.connect() as conn:
+        before = previous(conn, row)
+    return None if before is None else str(before.name)
 
 
 def close_ended(

@@ -160,19 +160,34 @@ def _stored(b: Any) -> domain.Balance:
 
 
 def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain.Balance]:
-    found: dict[sums.Group, domain.Balance] = {}
+    # Periods ended but not closed have no balances summed: each is summed
+    # now in turn, from the last closed period's, its closings the next one's
+    # opening.
+    unsummed = [row]
     before = closing.previous(conn, row)
-    if before is not None and before.status == ENDED:
-        # Ended, not yet closed: nothing summed it, so its closings are its own
-        # opening and rows, summed now (and so on back to a closed period).
-        for ended in _open_balances(conn, before, scope):
-            found[(ended.kind, ended.partition_key)] = closing.carried_forward(ended)
-    elif before is not None:
+    while before is not None and before.status == ENDED:
+        unsummed.append(before)
+        before = closing.previous(conn, before)
+    found: dict[sums.Group, domain.Balance] = {}
+    if before is not None:
         query = select(period_balances).where(
             period_balances.c.period == before.name, *scope.on(period_balances)
         )
         for b in conn.execute(query):
             found[(b.kind, b.partition_key)] = closing.carried_forward(b)
+    for ended in reversed(unsummed[1:]):
+        found = _activity(conn, ended, scope, found)
+        found = {group: closing.carried_forward(b) for group, b in found.items()}
+    return sorted(
+        _activity(conn, row, scope, found).values(), key=lambda b: (b.kind, b.partition_key)
+    )
+
+
+def _activity(
+    conn: Connection, row: Any, scope: sums.Scope, found: dict[sums.Group, domain.Balance]
+) -> dict[sums.Group, domain.Balance]:
+    """``found`` (the period's openings) with the period's activity and the
+    disputes it moved."""
     where = closing.in_period(row) + scope.on(ledger_entries)
     for group, activity in sums.tally(conn, where).groups.items():
         balance = found.get(group)
@@ -180,7 +195,7 @@ def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain
             balance = found[group] = domain.Balance(*group, opening=ZERO)
         balance.activity = activity
     closing.move_disputes(conn, row, scope, found)
-    return sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
+    return found
 
 
 def balances_as_of(engine: Engine, when: dt.datetime, scope: sums.Scope) -> list[domain.Balance]:
