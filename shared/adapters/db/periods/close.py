@@ -99,7 +99,7 @@ def close(
     only made final (``close_ended``); an open dated one is ``PeriodNotEnded``.
     With dated periods configured (``calendar``), a manual period closed into
     the name the calendar gives today opens that period dated."""
-    ended = _ended(engine, period, next_name)
+    ended = _ended(engine, period)
     if ended is not None:
         created = close_ended(engine, ended, next_name, note, actor)
         # Its balances are carried forward from the period before's: summed
@@ -131,7 +131,7 @@ def close(
     return Closed(period, created)
 
 
-def _ended(engine: Engine, period: str, next_name: str | None) -> Any:
+def _ended(engine: Engine, period: str) -> Any:
     """The row of ``period`` if a cut ended it (closed since, too, if it was
     ended first and this is the same close again), else None."""
     with engine.connect() as conn:
