@@ -81,7 +81,9 @@ def _caught_up(settings: Settings, ctx: WorkerContext, stop: threading.Event) ->
                 ctx.engine, settings.calendar(), settings.period_tz, settings.close_wait_s, stop
             )
         except SQLAlchemyError as exc:
-            log.warning("missed period cuts not made yet (%s): trying again", exc)
+            # The driver's first line names the host and database, never a password.
+            why = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            log.warning("missed period cuts not made yet (%s): trying again", why)
             stop.wait(1.0)
             continue
         return not stop.is_set()
