@@ -269,9 +269,13 @@ def _preview(client: Any, period: dict[str, Any], next_name: str | None) -> None
 
 
 def _print_closed(p: dict[str, Any]) -> None:
-    console.print(
-        f"closed {p['name']}: {p['rows']:,} ledger rows; {p['next']} is open", soft_wrap=True
+    # A dated period's next opened at its cut, and may itself have ended since.
+    after = (
+        f"it ended at {p['ends_at'][:19]}Z into {p['next']}"
+        if p.get("ended_at")
+        else f"{p['next']} is open"
     )
+    console.print(f"closed {p['name']}: {p['rows']:,} ledger rows; {after}", soft_wrap=True)
     if p["totals"]:
         console.print(_totals(p))
     carried = p.get("carried") or {"disputes": [], "dead_letters": []}
