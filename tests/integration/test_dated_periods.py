@@ -66,11 +66,11 @@ def _seconds(n: int) -> Calendar:
     return Calendar("seconds", "UTC", n)
 
 
-def _until_a_second_or_more_left(n: int) -> None:
-    """Starts a test's first period with at least a second of it left, so it
-    does not end before the test has made it."""
+def _until_a_second_or_more_left(n: int, seconds: float = 1.2) -> None:
+    """Starts a test's first period with at least ``seconds`` of it left, so
+    it does not end before the test has done what it must do before its end."""
     left = n - time.time() % n
-    if left < 1.2:
+    if left < seconds:
         time.sleep(left + 0.05)
 
 
@@ -238,8 +238,8 @@ def test_a_cut_missed_while_nothing_ran_is_made_before_the_first_booking(
 def test_an_ended_period_is_closed_final_without_a_cut_and_an_open_dated_one_is_refused(
     fresh_url: str, test_env: Any
 ) -> None:
-    length = 2
-    _until_a_second_or_more_left(length)
+    length = 6
+    _until_a_second_or_more_left(length, 5)
     engine = _migrate(fresh_url, _seconds(length))
     try:
         [first] = _periods(engine)
@@ -341,8 +341,8 @@ def test_a_manual_close_needs_its_next_name(fresh_url: str) -> None:
 
 @pytest.mark.both_backends
 def test_balances_carry_through_ended_periods_not_yet_closed(fresh_url: str) -> None:
-    length = 2
-    _until_a_second_or_more_left(length)
+    length = 4
+    _until_a_second_or_more_left(length, 2.5)
     engine = _migrate(fresh_url, _seconds(length))
     calendar = _seconds(length)
     try:
