@@ -301,7 +301,7 @@ def test_an_existing_deployment_migrates_manual_and_closes_as_before(
 ) -> None:
     config = alembic_config(fresh_url)
     config.attributes["first_period"] = "FY26-P12"
-    command.upgrade(config, "0034")
+    command.upgrade(config, "0035")
     engine = make_engine(fresh_url)
     try:
         # `settleq migrate` with the default setting (month) on a ledger migrated before.

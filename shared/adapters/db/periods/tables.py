@@ -57,7 +57,7 @@ periods = Table(
     # Migration 0034: the entity, currency, counterparties and accounting date
     # its journal carries, fixed at the close; null for a period closed before.
     Column("made_with", JSON, nullable=True),
-    # Migration 0035: a dated period's calendar range [starts_at, ends_at) and
+    # Migration 0036: a dated period's calendar range [starts_at, ends_at) and
     # when its cut was made; all null for a manual period, which is how a
     # ledger remembers it is manual.
     Column("starts_at", TS, nullable=True),

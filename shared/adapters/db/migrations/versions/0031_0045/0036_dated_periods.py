@@ -8,8 +8,8 @@ its open period into a dated one (docs/operations.md#the-month-end-close).
 A ledger this very ``settleq migrate`` made (``upgrade`` says so, with the
 calendar's first period) has its first period dated here.
 
-Revision ID: 0035
-Revises: 0034
+Revision ID: 0036
+Revises: 0035
 Create Date: 2026-12-07 16:00:00
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context, op
 
-revision = "0035"
-down_revision = "0034"
+revision = "0036"
+down_revision = "0035"
 branch_labels = None
 depends_on = None
 
