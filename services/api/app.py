@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.concurrency import run_in_threadpool
 from fastapi.staticfiles import StaticFiles
 
 from services.api.context import ApiContext
@@ -40,6 +41,7 @@ from services.api.routes import (
 )
 from services.api.webhooks import routes as webhooks
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.periods import dated
 from shared.adapters.rabbitmq.broker import close_broker, make_broker
 from shared.adapters.rabbitmq.publisher import EventPublisher
 from shared.config.settings import Settings
@@ -53,6 +55,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(settings.database_url, pool_size=10, component="settleq-api")
         broker = make_broker(settings)
         publishers = Publishers(broker, threads=4)
+        cutter = await run_in_threadpool(
+            dated.start,
+            engine,
+            settings.calendar(),
+            settings.period_tz,
+            settings.close_wait_s,
+        )
         app.state.ctx = ApiContext(
             settings=settings,
             engine=engine,
@@ -64,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            cutter.close()
             publishers.shutdown()
             close_broker(broker)
             engine.dispose()

@@ -95,7 +95,12 @@ def _migrate(settings: Settings) -> None:
     from shared.adapters.db.engine import make_engine
     from shared.adapters.db.migrate import ensure_internal_key, upgrade
 
-    upgrade(settings.database_url, settings.first_period, settings.currency)
+    upgrade(
+        settings.database_url,
+        settings.first_period,
+        settings.calendar(),
+        currency=settings.currency,
+    )
     engine = make_engine(settings.database_url, component="settleq-cli")
     ensure_internal_key(engine)
     engine.dispose()

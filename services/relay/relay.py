@@ -30,6 +30,7 @@ from sqlalchemy import Engine
 from services.relay.fanout import FanOut
 from services.relay.session import Session
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.periods import dated
 from shared.adapters.rabbitmq.publisher import exchange_name
 from shared.config.settings import Settings
 
@@ -66,11 +67,15 @@ def run_relay(settings: Settings) -> None:
         settings.relay_grace_s,
     )
     started = time.monotonic()
+    # The relay books nothing, but runs as long as the API: a cutter in it
+    # makes the period's cut at its end when no API runs.
+    cutter = dated.start(engine, settings.calendar(), settings.period_tz, settings.close_wait_s)
     fanning = threading.Thread(
         target=FanOut(settings, engine).run, args=(stop,), name="fan-out", daemon=True
     )
     fanning.start()
     Relay(settings, engine).run(stop)
     fanning.join(timeout=10)
+    cutter.close()
     engine.dispose()
     log.info("relay stopped after %.0f s", time.monotonic() - started)

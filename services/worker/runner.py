@@ -11,11 +11,13 @@ from collections.abc import Sequence
 import dramatiq
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from prometheus_client.exposition import ThreadingWSGIServer
+from sqlalchemy.exc import SQLAlchemyError
 
 from services.signals import wait_for_stop
 from services.worker.actors import build_broker, register_actors
 from services.worker.context import WorkerContext, make_context
 from services.worker.metrics import WorkerMetrics
+from shared.adapters.db.periods import dated
 from shared.adapters.rabbitmq.broker import close_broker
 from shared.config.settings import Settings
 from shared.domain.pipeline.messages import COMPUTE_HEAVY, FAST_PATH
@@ -49,6 +51,11 @@ def run_worker(
     if not ctx.key.wait(stop):
         _close(broker, ctx, server)
         return
+    # Nor before the cuts missed while nothing ran are made: a message settled
+    # now would book into a period that has ended.
+    if not _caught_up(settings, ctx, stop):
+        _close(broker, ctx, server)
+        return
     # What start-up loaded (~100k objects: libraries, models, contracts) lives as
     # long as the process: out of the collector's sight, a full collection
     # walks only what settling makes.
@@ -63,6 +70,24 @@ def run_worker(
     # Unacked messages of a stopped worker go back to RabbitMQ for redelivery.
     worker.stop(timeout=settings.task_timeout_s * 1000)
     _close(broker, ctx, server)
+
+
+def _caught_up(settings: Settings, ctx: WorkerContext, stop: threading.Event) -> bool:
+    """``dated.catch_up``, again after a pause while the database fails; False
+    when ``stop`` is set first."""
+    while not stop.is_set():
+        try:
+            dated.catch_up(
+                ctx.engine, settings.calendar(), settings.period_tz, settings.close_wait_s, stop
+            )
+        except SQLAlchemyError as exc:
+            # The driver's first line names the host and database, never a password.
+            why = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            log.warning("missed period cuts not made yet (%s): trying again", why)
+            stop.wait(1.0)
+            continue
+        return not stop.is_set()
+    return False
 
 
 def _close(broker: RabbitmqBroker, ctx: WorkerContext, server: ThreadingWSGIServer | None) -> None:

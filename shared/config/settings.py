@@ -24,6 +24,7 @@ from pydantic_settings import (
 from shared.adapters.db.urls import database_url_problem
 from shared.config.files import ConfigError, FileSettingsSource, env_name, secrets_dir_source
 from shared.domain.money import CURRENCY, DEFAULT_CURRENCY
+from shared.domain.period_dates import Calendar, zone_problem
 from shared.domain.periods import OWN, Booking, Journaling, PeriodName, booking
 from shared.domain.pipeline.events import EVENT_BATCH_LIMIT
 from shared.domain.pipeline.queues import DELIVERY_LIMIT, QueueType, family_queues, queue_for
@@ -197,6 +198,13 @@ class Settings(BaseSettings):
     # journal's accounts per kind (null leaves a kind out; a kind not named
     # keeps its default).
     first_period: PeriodName | None = None
+    # month or quarter: dated periods, each ended by settleq at its calendar end
+    # in period_tz; manual: a period ends only when an operator closes it. A
+    # ledger remembers its mode: an undated open period stays manual.
+    period: Literal["month", "quarter", "manual"] = "month"
+    period_tz: str = "UTC"
+    # Drills and tests only: dated periods this many seconds long instead.
+    period_seconds: int | None = Field(default=None, ge=1, le=366 * 86400)
     journal_accounts: dict[str, JournalAccounts | None] = Field(default_factory=dict)
     # What every journal line carries (docs/api.md#the-journal): the entity (a
     # subsidiary, ledger or company code) and the currency of contracts that
@@ -253,6 +261,22 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
+    @field_validator("period_tz")
+    @classmethod
+    def _iana_zone(cls, value: str) -> str:
+        problem = zone_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    def calendar(self) -> Calendar | None:
+        """The dated periods' calendar, or None when periods are manual."""
+        if self.period == "manual":
+            return None
+        if self.period_seconds is not None:
+            return Calendar("seconds", self.period_tz, self.period_seconds)
+        return Calendar(self.period, self.period_tz)
+
     @field_validator("journal_accounts")
     @classmethod
     def _known_kinds(cls, value: dict[str, JournalAccounts | None]) -> Any:
@@ -270,7 +294,7 @@ class Settings(BaseSettings):
 
     def journaling(self) -> Journaling:
         """How the journal is made: its accounts, entity, currency and time zone."""
-        return Journaling(self.journal_pairs(), self.journal_entity, self.currency)
+        return Journaling(self.journal_pairs(), self.journal_entity, self.currency, self.period_tz)
 
     @field_validator("queue_delivery_limit")
     @classmethod

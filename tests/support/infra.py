@@ -248,6 +248,8 @@ class ServiceEnv:
             "worker_threads": 2,
             # Every test of a session registers its endpoints with the same key.
             "webhook_max_endpoints": 1000,
+            # Periods end when a test closes them; dated ones are tested on their own.
+            "period": "manual",
         }
         values.update(self.overrides)
         values.update(overrides)

@@ -82,10 +82,16 @@ async def list_periods(ctx: Ctx, _: Viewer) -> wire.PeriodPage:
         409: {
             "model": ErrorBody,
             "description": "period_not_open, or close_waiting: transactions booking"
-            " into the period were still open after SETTLEQ_CLOSE_WAIT_S (nothing was cut)",
+            " into the period were still open after SETTLEQ_CLOSE_WAIT_S (nothing was cut);"
+            " period_not_ended: a dated period before its ends_at;"
+            " period_next_mismatch: an ended period's next is not the one its cut opened;"
+            " earlier_period_not_closed",
         },
         413: {"model": ErrorBody},
-        422: {"model": ErrorBody, "description": "period_name_used, or a bad name"},
+        422: {
+            "model": ErrorBody,
+            "description": "period_name_used, next_required, or a bad name",
+        },
     },
 )
 async def close_period(
@@ -95,7 +101,9 @@ async def close_period(
     transaction that booked into it has committed when this answers; none
     books into it afterwards. The same close again answers the same period.
     Settlement goes on while the close waits, and after `SETTLEQ_CLOSE_WAIT_S`
-    it gives up (409 `close_waiting`, naming what it waited on), cutting nothing."""
+    it gives up (409 `close_waiting`, naming what it waited on), cutting nothing.
+    A dated period is closed once it has `ended` (at its `ends_at`): the close
+    then makes it final and cuts nothing; before, 409 `period_not_ended`."""
     try:
         done = await run_in_threadpool(
             closing.close,
@@ -106,6 +114,7 @@ async def close_period(
             who.actor,
             _how(ctx),
             ctx.settings.close_wait_s,
+            ctx.settings.calendar(),
         )
     except booking.CutWaiting as exc:
         raise ApiError(409, "close_waiting", str(exc)) from None
@@ -114,6 +123,15 @@ async def close_period(
     except closing.PeriodNameUsed as exc:
         detail = {"loc": ["body", "next"], "type": "period_name_used", "msg": str(exc)}
         raise ApiError(422, "period_name_used", str(exc), [detail]) from None
+    except closing.PeriodNotEnded as exc:
+        raise ApiError(409, "period_not_ended", str(exc)) from None
+    except closing.NextNotOpened as exc:
+        raise ApiError(409, "period_next_mismatch", str(exc)) from None
+    except closing.EarlierNotClosed as exc:
+        raise ApiError(409, "earlier_period_not_closed", str(exc)) from None
+    except closing.NextRequired as exc:
+        detail = {"loc": ["body", "next"], "type": "next_required", "msg": str(exc)}
+        raise ApiError(422, "next_required", str(exc), [detail]) from None
     summary = await run_in_threadpool(reads.summary, ctx.engine, done.name, _how(ctx))
     return wire.period(summary)
 

@@ -51,7 +51,16 @@ class Carried(BaseModel):
 
 class Period(BaseModel):
     name: str
-    status: Literal["open", "closed"]
+    status: Literal["open", "ended", "closed"] = Field(
+        description="`ended`: a dated period past its `ends_at`, booking nothing, not yet closed."
+    )
+    starts_at: str | None = Field(
+        default=None, description="A dated period's start (inclusive); null when manual."
+    )
+    ends_at: str | None = Field(
+        default=None, description="A dated period's end (exclusive); null when manual."
+    )
+    ended_at: str | None = Field(default=None, description="When its cut at `ends_at` was made.")
     opened_at: str
     closed_at: str | None
     closed_by: str | None = Field(description="The closing operator token's fingerprint.")
@@ -74,6 +83,9 @@ def period(s: Summary) -> Period:
     return Period(
         name=s.name,
         status=s.status,
+        starts_at=iso(s.starts_at),
+        ends_at=iso(s.ends_at),
+        ended_at=iso(s.ended_at),
         opened_at=iso(s.opened_at) or "",
         closed_at=iso(s.closed_at),
         closed_by=s.closed_by,
@@ -92,7 +104,11 @@ class CloseRequest(BaseModel):
     period: str = Field(
         min_length=1, max_length=32, description="The open period, named: the close's guard."
     )
-    next: PeriodName
+    next: PeriodName | None = Field(
+        default=None,
+        description="The period to open: required to close an open (manual) period; for an"
+        " ended one, optional, and if given the period its cut opened.",
+    )
     note: str | None = Field(default=None, max_length=2000)
 
 

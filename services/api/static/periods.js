@@ -25,6 +25,11 @@ let operator = false;
 
 const isOpen = (p) => p.status === "open";
 const openPeriod = () => periods.find(isOpen);
+// What "Close period" closes: the oldest ended (dated) period, which the close
+// makes final; else the open period if it is manual (a dated one ends by itself).
+const ended = (p) => p.status === "ended";
+const closable = () => periods.filter(ended).at(-1) || periods.find((p) => isOpen(p) && !p.ends_at);
+const heading = (p) => (isOpen(p) ? "Open" : ended(p) ? "Ended, to close" : "Last closed");
 const unitCosts = (kind) => NOT_TOTALS.has(kind);
 const kindLabel = (kind) => (unitCosts(kind) ? `${kind} (unit costs, not money)` : kind);
 const visible = () => !$("overview").hidden && !$("finance-view").hidden;
@@ -44,13 +49,13 @@ function owed(item) {
   return (item.direction === "owed_to_us") !== negative(item.closing) ? "owes us" : "we owe";
 }
 
-// The sum of ``delta`` per kind and outcome: each kind on its own, never added
-// across kinds; a recipe's labelled as its unit costs.
+// The sum of ``delta`` per kind, outcome and currency: each on its own, never
+// added across kinds or currencies; a recipe's labelled as its unit costs.
 function totalsTable(totals, caption) {
   const table = el("table", null, "totals");
   table.append(el("caption", caption, "muted"));
   const head = table.createTHead().insertRow();
-  for (const [text, className] of [["kind"], ["outcome"], ["rows", "num"], ["sum of delta", "num"]]) {
+  for (const [text, className] of [["kind"], ["outcome"], ["rows", "num"], ["sum of delta", "num"], ["currency"]]) {
     head.appendChild(el("th", text, className));
   }
   const body = table.createTBody();
@@ -60,6 +65,7 @@ function totalsTable(totals, caption) {
       el("td", t.outcome),
       el("td", count(t.rows), "num"),
       el("td", money(t.delta, t.kind), "num"),
+      el("td", t.currency || ""),
     ]);
     tr.dataset.kind = t.kind;
     tr.dataset.outcome = t.outcome;
@@ -78,7 +84,7 @@ function fact(list, label, value) {
 const lines = (n) => `${count(n)} line${n === 1 ? "" : "s"}`;
 
 function carriedText(carried) {
-  const disputes = carried.disputes.map((d) => `${d.kind}: ${count(d.count)} open, variance ${money(d.variance, d.kind)}`);
+  const disputes = carried.disputes.map((d) => `${d.kind}: ${count(d.count)} open, variance ${inCurrency(d)}${money(d.variance, d.kind)}`);
   const letters = carried.dead_letters.map((d) => `${d.kind}: ${count(d.count)} (${lines(d.lines)})`);
   return {
     disputes: disputes.length ? disputes.join("; ") : "none open",
@@ -90,9 +96,11 @@ function periodCard(p) {
   const card = el("article", null, `period status-${p.status}`);
   card.dataset.period = p.name;
   card.dataset.status = p.status;
-  card.append(el("h3", `${isOpen(p) ? "Open" : "Last closed"}: ${p.name}`));
+  card.append(el("h3", `${heading(p)}: ${p.name}`));
   const facts = el("dl", null, "facts");
   fact(facts, "opened", when(p.opened_at));
+  fact(facts, "ends", when(p.ends_at));
+  fact(facts, "ended", when(p.ended_at));
   fact(facts, "closed", when(p.closed_at));
   fact(facts, "closed by", p.closed_by);
   fact(facts, "opened next", p.next);
@@ -125,15 +133,16 @@ function periodCard(p) {
 function renderPeriods() {
   const open = openPeriod();
   const closed = periods.find((p) => !isOpen(p));
+  const target = closable();
   $("period-open").replaceChildren(open ? periodCard(open) : el("p", "No open period.", "muted"));
   $("period-closed").replaceChildren(closed ? periodCard(closed) : el("p", "No period closed yet.", "muted"));
-  $("close-period").hidden = !operator || !open;
-  if (open) $("close-period").textContent = `Close period ${open.name}…`;
+  $("close-period").hidden = !operator || !target;
+  if (target) $("close-period").textContent = `Close period ${target.name}…`;
   const select = $("bal-period");
   const chosen = select.value;
   select.replaceChildren(
     ...periods.map((p) => {
-      const option = el("option", isOpen(p) ? `${p.name} (open)` : `${p.name} (closed)`);
+      const option = el("option", `${p.name} (${p.status})`);
       option.value = p.name;
       return option;
     }),
@@ -159,6 +168,7 @@ function balanceRow(b) {
     ...ACTIVITY.map((name) => el("td", money(b[name], b.kind), `num ${name}`)),
     el("td", count(b.in_dispute.count), "num in-dispute"),
     el("td", money(b.in_dispute.variance, b.kind), "num variance"),
+    el("td", b.currency, "currency"),
   ]);
   tr.dataset.kind = b.kind;
   tr.dataset.partition = b.partition_key;
@@ -166,14 +176,21 @@ function balanceRow(b) {
   return tr;
 }
 
-// Per money kind, its balances added up across the matching partitions; a
-// kind of unit costs gets no total (a sum of costs is no amount owed).
+// ``EUR `` before an amount in its currency: two currencies are never added.
+function inCurrency(item) {
+  return item.currency ? `${item.currency} ` : "";
+}
+
+// Per money kind and currency, its balances added up across the matching
+// partitions; a kind of unit costs gets no total (a sum of costs is no amount
+// owed), and two currencies are never added.
 function totalRows(items) {
-  const kinds = [...new Set(items.map((b) => b.kind))].sort();
-  return kinds
-    .filter((kind) => !unitCosts(kind))
-    .map((kind) => {
-      const mine = items.filter((b) => b.kind === kind);
+  const groups = [...new Set(items.map((b) => `${b.kind}\u0000${b.currency}`))].sort();
+  return groups
+    .map((group) => group.split("\u0000"))
+    .filter(([kind]) => !unitCosts(kind))
+    .map(([kind, currency]) => {
+      const mine = items.filter((b) => b.kind === kind && b.currency === currency);
       const tr = row([
         el("td", kind),
         el("td", `total of ${count(mine.length)} partition${mine.length === 1 ? "" : "s"}`),
@@ -181,6 +198,7 @@ function totalRows(items) {
         ...ACTIVITY.map((name) => el("td", money(decimalSum(mine.map((b) => b[name])), kind), `num ${name}`)),
         el("td", count(mine.reduce((n, b) => n + b.in_dispute.count, 0)), "num in-dispute"),
         el("td", money(decimalSum(mine.map((b) => b.in_dispute.variance)), kind), "num variance"),
+        el("td", currency, "currency"),
       ]);
       tr.dataset.kind = kind;
       return tr;
@@ -196,7 +214,12 @@ function renderBalances() {
   fill(table.tBodies[0], rows);
   fill(table.tFoot, totalRows(matching));
   const period = periods.find((p) => p.name === loaded.period);
-  const state = period && isOpen(period) ? "open: its balances still move" : "closed: its balances are final";
+  const state =
+    period && isOpen(period)
+      ? "open: its balances still move"
+      : period && ended(period)
+        ? "ended: its balances no longer move, and are final once it is closed"
+        : "closed: its balances are final";
   const cut = matching.length > ROWS_SHOWN ? ` Showing ${count(ROWS_SHOWN)} of ${count(matching.length)}: narrow the filter.` : "";
   $("balances-note").textContent = loaded.period ? `Period ${loaded.period}, ${state}.${cut}` : "";
   const costs = [...new Set(matching.map((b) => b.kind))].filter(unitCosts);
@@ -296,12 +319,13 @@ function carriedNow(items, summary) {
   const byKind = new Map();
   for (const b of items) {
     if (!b.in_dispute.count) continue;
-    const entry = byKind.get(b.kind) || { count: 0, variances: [] };
+    const key = `${b.kind}\u0000${b.currency}`;
+    const entry = byKind.get(key) || { kind: b.kind, currency: b.currency, count: 0, variances: [] };
     entry.count += b.in_dispute.count;
     entry.variances.push(b.in_dispute.variance);
-    byKind.set(b.kind, entry);
+    byKind.set(key, entry);
   }
-  const disputes = [...byKind.entries()].sort().map(([kind, e]) => ({ kind, count: e.count, variance: decimalSum(e.variances) }));
+  const disputes = [...byKind.entries()].sort().map(([, e]) => ({ kind: e.kind, currency: e.currency, count: e.count, variance: decimalSum(e.variances) }));
   const dead = summary.dead_letters.filter((d) => d.status === "dead");
   return {
     disputes,
@@ -312,7 +336,7 @@ function carriedNow(items, summary) {
 
 function confirmation(open, carried) {
   const disputes = carried.disputes.map((d) => {
-    const li = el("li", `${kindLabel(d.kind)}: ${count(d.count)} open dispute${d.count === 1 ? "" : "s"}, variance (claimed - model) ${money(d.variance, d.kind)}`);
+    const li = el("li", `${kindLabel(d.kind)}: ${count(d.count)} open dispute${d.count === 1 ? "" : "s"}, variance (claimed - model) ${inCurrency(d)}${money(d.variance, d.kind)}`);
     li.dataset.kind = d.kind;
     return li;
   });
@@ -338,7 +362,7 @@ async function askToClose() {
     const page = await api("/v1/periods");
     periods = page.items;
     renderPeriods();
-    const open = openPeriod();
+    const open = closable();
     if (!open) return say("No period is open.", true);
     const [balances, summary] = await Promise.all([
       api(`/v1/balances?${new URLSearchParams({ period: open.name })}`),
@@ -347,7 +371,10 @@ async function askToClose() {
     $("close-name").textContent = open.name;
     $("close-form").dataset.period = open.name;
     confirmation(open, carriedNow(balances.items, summary));
-    $("close-next").value = suggestNext(open.name);
+    // An ended period's cut opened the next already: the close names none.
+    $("close-next").required = !ended(open);
+    $("close-next").closest("label").hidden = ended(open);
+    $("close-next").value = ended(open) ? "" : suggestNext(open.name);
     $("close-note").value = "";
     $("close-dialog").showModal();
     $("close-next").focus();
@@ -358,7 +385,9 @@ async function askToClose() {
 
 async function close(event) {
   event.preventDefault();
-  const body = { period: $("close-form").dataset.period, next: $("close-next").value.trim() };
+  const body = { period: $("close-form").dataset.period };
+  const next = $("close-next").value.trim();
+  if (next) body.next = next;
   const note = $("close-note").value.trim();
   if (note) body.note = note;
   $("close-confirm").disabled = true;

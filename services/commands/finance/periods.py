@@ -243,12 +243,16 @@ def periods_list(
     show(table)
 
 
-def _preview(client: Any, period: dict[str, Any], next_name: str) -> None:
+def _preview(client: Any, period: dict[str, Any], next_name: str | None) -> None:
     """What closing ``period`` does: its totals, the disputes it carries over
     (open now) and the dead letters waiting."""
+    if period["status"] == "ended":
+        opens = f"it ended at {period['ends_at'][:19]}Z into {next_name}; the close makes it final"
+    else:
+        opens = f"the close opens {next_name}"
     console.print(
         f"period {period['name']} (open since {period['opened_at'][:19]}Z):"
-        f" {period['rows']:,} ledger rows; the close opens {next_name}",
+        f" {period['rows']:,} ledger rows; {opens}",
         soft_wrap=True,
     )
     if period["totals"]:
@@ -275,9 +279,13 @@ def _preview(client: Any, period: dict[str, Any], next_name: str) -> None:
 
 
 def _print_closed(p: dict[str, Any]) -> None:
-    console.print(
-        f"closed {p['name']}: {p['rows']:,} ledger rows; {p['next']} is open", soft_wrap=True
+    # A dated period's next opened at its cut, and may itself have ended since.
+    after = (
+        f"it ended at {p['ends_at'][:19]}Z into {p['next']}"
+        if p.get("ended_at")
+        else f"{p['next']} is open"
     )
+    console.print(f"closed {p['name']}: {p['rows']:,} ledger rows; {after}", soft_wrap=True)
     if p["totals"]:
         console.print(_totals(p))
     carried = p.get("carried") or {"disputes": [], "dead_letters": []}
@@ -296,13 +304,14 @@ def periods_close(
     ctx: typer.Context,
     period: Annotated[str, typer.Argument(help="The open period, named: the close's guard.")],
     next_name: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--next",
-            help="The period the close opens (1-32 of A-Z a-z 0-9 . _ -).",
+            help="The period the close opens (1-32 of A-Z a-z 0-9 . _ -); an ended"
+            " (dated) period's close opens none: its cut opened the next.",
             show_default=False,
         ),
-    ],
+    ] = None,
     note: Annotated[
         str | None,
         typer.Option(
@@ -323,10 +332,13 @@ def periods_close(
     found = _named(_periods(client), period)
     # A period that is not open is the API's to refuse, or (the same close
     # again) to answer as it did: nothing is closed that needs confirming.
-    if found is not None and found["status"] == "open" and not yes:
-        _preview(client, found, next_name)
-        typer.confirm(f"Close {period} and open {next_name}?", abort=True)
-    body = {"period": period, "next": next_name, "note": note}
+    if found is not None and found["status"] in ("open", "ended") and not yes:
+        _preview(client, found, next_name or found.get("next"))
+        opens = f" and open {next_name}" if next_name else ""
+        typer.confirm(f"Close {period}{opens}?", abort=True)
+    body: dict[str, Any] = {"period": period, "note": note}
+    if next_name is not None:
+        body["next"] = next_name
     _print_closed(answer(client.bearer("POST", "/admin/periods/close", body)))
 
 

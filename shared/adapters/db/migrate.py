@@ -3,6 +3,7 @@ read the key (``InternalKey``: once, when first needed)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import secrets
 import threading
@@ -11,10 +12,11 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, select, text
+from sqlalchemy import Engine, create_engine, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from shared.adapters.db import tables
+from shared.domain.period_dates import Calendar
 from shared.logs import mask
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -36,14 +38,35 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str, first_period: str | None = None, currency: str | None = None) -> None:
+def upgrade(
+    url: str,
+    first_period: str | None = None,
+    calendar: Calendar | None = None,
+    currency: str | None = None,
+) -> None:
     """Migrate to the latest schema. ``first_period``: the first booking
-    period's name, if this migration makes it (else the current UTC month);
-    ``currency``: that of contracts published before they named one (USD)."""
+    period's name, if this migration makes it (else the current UTC month).
+    With a ``calendar`` (dated periods), a ledger made by this migration gets
+    the calendar's current period as its first, dated; one migrated before
+    keeps the mode its open period has. ``currency``: that of contracts
+    published before they named one (USD)."""
     config = alembic_config(url)
     config.attributes["first_period"] = first_period
     config.attributes["currency"] = currency
+    if calendar is not None and _never_migrated(url):
+        first = calendar.containing(dt.datetime.now(dt.UTC))
+        config.attributes["first_period"] = first.name
+        config.attributes["dated_first"] = first
     command.upgrade(config, "head")
+
+
+def _never_migrated(url: str) -> bool:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return not inspect(conn).has_table("alembic_version")
+    finally:
+        engine.dispose()
 
 
 def unmigrated(engine: Engine, url: str) -> str | None:

@@ -27,12 +27,13 @@ from sqlalchemy import Connection, Engine, func, insert, select, update
 from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.operators import audit
 from shared.adapters.db.periods import booking, counterparties, sums
-from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
+from shared.adapters.db.periods.tables import CLOSED, ENDED, OPEN, period_balances, periods
 from shared.adapters.db.tables import dead_letters, ledger_entries, outbox
 from shared.adapters.db.types import utc
 from shared.domain import periods as domain
 from shared.domain.kinds import shown
 from shared.domain.money import ZERO
+from shared.domain.period_dates import Calendar
 from shared.domain.pipeline.events import PERIOD_CLOSED
 from shared.wire.times import iso
 
@@ -49,6 +50,30 @@ class PeriodNameUsed(Exception):
     """The next period's name is taken (422 ``period_name_used``)."""
 
 
+class PeriodNotEnded(Exception):
+    """A dated period is closed once it has ended, not before (409 ``period_not_ended``)."""
+
+    def __init__(self, period: str, ends_at: dt.datetime) -> None:
+        super().__init__(
+            f"{period} is a dated period: it ends by itself at {iso(ends_at)},"
+            " and can be closed once it has ended"
+        )
+        self.ends_at = ends_at
+
+
+class NextNotOpened(Exception):
+    """An ended period's ``next`` named another period than its cut opened
+    (409 ``period_next_mismatch``)."""
+
+
+class EarlierNotClosed(Exception):
+    """An ended period is closed after the periods before it (409 ``earlier_period_not_closed``)."""
+
+
+class NextRequired(Exception):
+    """Closing an open (manual) period opens ``next``: it must be named (422 ``next_required``)."""
+
+
 @dataclass(frozen=True)
 class Closed:
     """A close's answer: the period as it is now, and whether this request closed it."""
@@ -60,32 +85,113 @@ class Closed:
 def close(
     engine: Engine,
     period: str,
-    next_name: str,
+    next_name: str | None,
     note: str | None,
     actor: str,
     how: domain.Journaling,
     wait_s: float,
+    calendar: Calendar | None = None,
 ) -> Closed:
     """Close ``period`` and open ``next_name``. The same close again answers
     as the first did (``created`` False); another period than the open one is
     ``PeriodNotOpen``, a name already used ``PeriodNameUsed``; transactions
     booking into the period still open after ``wait_s`` are
-    ``booking.CutWaiting``, and nothing is cut."""
+    ``booking.CutWaiting``, and nothing is cut. An ended (dated) period is
+    only made final (``close_ended``); an open dated one is ``PeriodNotEnded``.
+    With dated periods configured (``calendar``), a manual period closed into
+    the name the calendar gives today opens that period dated."""
+    ended = _ended(engine, period)
+    if ended is not None:
+        created = close_ended(engine, ended, next_name, note, actor)
+        # Its balances are carried forward from the period before's: summed
+        # first if that one's close was cut short.
+        before = _previous_name(engine, ended)
+        if before is not None:
+            finalise(engine, before, how)
+        finalise(engine, period, how)
+        return Closed(period, created)
     with engine.begin() as conn:
         booking.cut_within(conn, wait_s)
         row = conn.execute(select(periods).where(periods.c.name == period)).first()
+        if row is not None and row.status == OPEN and row.ends_at is not None:
+            raise PeriodNotEnded(period, utc(row.ends_at))
+        if row is not None and row.status == OPEN and next_name is None:
+            raise NextRequired(f"closing {period} opens the next period: name it in next")
         if row is not None and row.status == CLOSED and row.next == next_name:
             created = False
-        elif row is None or row.status != OPEN:
+        elif row is None or row.status != OPEN or next_name is None:
             raise PeriodNotOpen(period, booking.open_period(conn))
         else:
             taken = conn.execute(select(periods.c.name).where(periods.c.name == next_name)).first()
             if taken is not None:
                 raise PeriodNameUsed(f"a period named {next_name} exists already")
             _cut(conn, row, next_name, note, actor)
+            _dated_next(conn, next_name, calendar)
             created = True
     finalise(engine, period, how)
     return Closed(period, created)
+
+
+def _ended(engine: Engine, period: str) -> Any:
+    """The row of ``period`` if a cut ended it (closed since, too, if it was
+    ended first and this is the same close again), else None."""
+    with engine.connect() as conn:
+        row = conn.execute(select(periods).where(periods.c.name == period)).first()
+    if row is None or row.ended_at is None or row.status == OPEN:
+        return None
+    return row
+
+
+def _previous_name(engine: Engine, row: Any) -> str | None:
+    with engine.connect() as conn:
+        before = previous(conn, row)
+    return None if before is None else str(before.name)
+
+
+def close_ended(
+    engine: Engine, row: Any, next_name: str | None, note: str | None, actor: str
+) -> bool:
+    """Make an ended period final: whether this call closed it (False: the
+    same close again). It cuts nothing: its cut at ``ends_at`` did."""
+    if next_name is not None and next_name != row.next:
+        raise NextNotOpened(
+            f"{row.name} ended at its ends_at into {row.next}: next may only name that"
+        )
+    if row.status == CLOSED:
+        return False
+    with engine.begin() as conn:
+        earlier = conn.execute(
+            select(periods.c.name)
+            .where(periods.c.seq < row.seq, periods.c.status != CLOSED)
+            .order_by(periods.c.seq)
+            .limit(1)
+        ).scalar()
+        if earlier is not None:
+            raise EarlierNotClosed(f"{earlier} ended before {row.name}: close it first")
+        changed = conn.execute(
+            update(periods)
+            .where(periods.c.name == row.name, periods.c.status == ENDED)
+            .values(status=CLOSED, closed_at=dt.datetime.now(dt.UTC), closed_by=actor, note=note)
+        ).rowcount
+        if changed != 1:
+            return False  # another request closed it first
+        audit.record(conn, actor, "period.close", row.name, {"next": row.next, "note": note})
+    return True
+
+
+def _dated_next(conn: Connection, next_name: str, calendar: Calendar | None) -> None:
+    """Dates the period a manual close opened, when dated periods are
+    configured and it is named as the calendar names today's period: the
+    operator's way from manual periods to dated ones."""
+    if calendar is None:
+        return
+    today = calendar.containing(dt.datetime.now(dt.UTC))
+    if today.name == next_name:
+        conn.execute(
+            update(periods)
+            .where(periods.c.name == next_name)
+            .values(starts_at=today.starts_at, ends_at=today.ends_at)
+        )
 
 
 def _cut(conn: Connection, row: Any, next_name: str, note: str | None, actor: str) -> None:
@@ -173,7 +279,7 @@ def heading_of(
     if row.made_with is not None:
         return domain.Heading.from_stored(row.made_with)
     date = domain.accounting_date(
-        utc(row.ends_at) if getattr(row, "ends_at", None) else None,
+        utc(row.ends_at) if row.ends_at is not None else None,
         utc(row.closed_at) if row.closed_at else None,
         dt.datetime.now(dt.UTC),
         ZoneInfo(how.tz),

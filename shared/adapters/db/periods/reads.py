@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, and_, select
 
 from shared.adapters.db.periods import close as closing
 from shared.adapters.db.periods import lines, sums
-from shared.adapters.db.periods.tables import CLOSED, OPEN, period_balances, periods
+from shared.adapters.db.periods.tables import CLOSED, ENDED, OPEN, period_balances, periods
 from shared.adapters.db.tables import contracts, ledger_entries
 from shared.adapters.db.types import utc
 from shared.domain import periods as domain
@@ -46,6 +46,9 @@ class Summary:
     totals: list[dict[str, Any]]
     carried: dict[str, Any] | None
     journal_sha256: str | None
+    starts_at: dt.datetime | None = None
+    ends_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
 
 
 def summaries(engine: Engine, how: domain.Journaling) -> list[Summary]:
@@ -64,7 +67,7 @@ def _summed(engine: Engine, row: Any, how: domain.Journaling) -> Summary:
     from what its close stored (summed first if its close was cut short)."""
     if row.status == CLOSED and row.journal_sha256 is None:
         row = period_row(engine, row.name, how)
-    if row.status == OPEN:
+    if row.status in (OPEN, ENDED):
         with engine.connect() as conn:
             tally = sums.tally(conn, closing.in_period(row))
             active = [domain.Balance(*g, opening=ZERO, activity=a) for g, a in tally.groups.items()]
@@ -87,7 +90,14 @@ def _summary(row: Any, count: int, totals: list[dict[str, Any]]) -> Summary:
         totals=totals,
         carried=row.carried,
         journal_sha256=row.journal_sha256,
+        starts_at=_when(row.starts_at),
+        ends_at=_when(row.ends_at),
+        ended_at=_when(row.ended_at),
     )
+
+
+def _when(value: dt.datetime | None) -> dt.datetime | None:
+    return None if value is None else utc(value)
 
 
 def period_row(engine: Engine, name: str, how: domain.Journaling) -> Any:
@@ -151,14 +161,34 @@ def _stored(b: Any) -> domain.Balance:
 
 
 def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain.Balance]:
-    found: dict[sums.Group, domain.Balance] = {}
+    # Periods ended but not closed have no balances summed: each is summed
+    # now in turn, from the last closed period's, its closings the next one's
+    # opening.
+    unsummed = [row]
     before = closing.previous(conn, row)
+    while before is not None and before.status == ENDED:
+        unsummed.append(before)
+        before = closing.previous(conn, before)
+    found: dict[sums.Group, domain.Balance] = {}
     if before is not None:
         query = select(period_balances).where(
             period_balances.c.period == before.name, *scope.on(period_balances)
         )
         for b in conn.execute(query):
             found[(b.kind, b.partition_key)] = closing.carried_forward(b)
+    for ended in reversed(unsummed[1:]):
+        found = _activity(conn, ended, scope, found)
+        found = {group: closing.carried_forward(b) for group, b in found.items()}
+    made = _activity(conn, row, scope, found).values()
+    sums.priced(conn, made, scope)
+    return sorted(made, key=lambda b: (b.kind, b.partition_key))
+
+
+def _activity(
+    conn: Connection, row: Any, scope: sums.Scope, found: dict[sums.Group, domain.Balance]
+) -> dict[sums.Group, domain.Balance]:
+    """``found`` (the period's openings) with the period's activity and the
+    disputes it moved."""
     where = closing.in_period(row) + scope.on(ledger_entries)
     for group, activity in sums.tally(conn, where).groups.items():
         balance = found.get(group)
@@ -166,8 +196,7 @@ def _open_balances(conn: Connection, row: Any, scope: sums.Scope) -> list[domain
             balance = found[group] = domain.Balance(*group, opening=ZERO)
         balance.activity = activity
     closing.move_disputes(conn, row, scope, found)
-    sums.priced(conn, found.values(), scope)
-    return sorted(found.values(), key=lambda b: (b.kind, b.partition_key))
+    return found
 
 
 def balances_as_of(engine: Engine, when: dt.datetime, scope: sums.Scope) -> list[domain.Balance]:

@@ -28,7 +28,8 @@ from shared.adapters.db.schema import ID, KEY, TS, metadata
 from shared.adapters.db.types import total_column_type
 
 NAME = String(32)
-OPEN, CLOSED = "open", "closed"
+# A dated period is ``ended`` from its cut at ends_at until an operator closes it.
+OPEN, ENDED, CLOSED = "open", "ended", "closed"
 
 periods = Table(
     "periods",
@@ -56,6 +57,12 @@ periods = Table(
     # Migration 0034: the entity, currency, counterparties and accounting date
     # its journal carries, fixed at the close; null for a period closed before.
     Column("made_with", JSON, nullable=True),
+    # Migration 0036: a dated period's calendar range [starts_at, ends_at) and
+    # when its cut was made; all null for a manual period, which is how a
+    # ledger remembers it is manual.
+    Column("starts_at", TS, nullable=True),
+    Column("ends_at", TS, nullable=True),
+    Column("ended_at", TS, nullable=True),
     Index(
         "uq_periods_open",
         "status",

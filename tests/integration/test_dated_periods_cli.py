@@ -1,0 +1,79 @@
+"""`settleq periods close` of a dated period (docs/operations.md#the-month-end-close):
+an ended one closes without --next; an open one is refused until its end."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from sqlalchemy import Engine
+
+from services.api.app import create_app
+from shared.adapters.db.engine import make_engine
+from shared.adapters.db.migrate import ensure_internal_key, upgrade
+from shared.domain.period_dates import Calendar
+from tests.integration.test_periods_cli import settleq
+from tests.support.factories import promo_doc, promo_line
+from tests.support.infra import OPERATOR_TOKEN, ServiceEnv
+from tests.support.periods import settle_promo
+from tests.support.stack import free_port
+from tests.unit.conftest import restore_logging  # noqa: F401 - the CLI configures logging
+
+pytestmark = pytest.mark.usefixtures("restore_logging")
+LENGTH = 6
+
+
+@pytest.fixture
+def served(tmp_path: Path, test_env: ServiceEnv) -> Iterator[tuple[str, Engine]]:
+    """An API over a fresh SQLite ledger of periods LENGTH seconds long."""
+    left = LENGTH - time.time() % LENGTH
+    if left < 5:
+        time.sleep(left + 0.05)
+    database = f"sqlite:///{tmp_path / 'ledger.db'}"
+    upgrade(database, None, Calendar("seconds", "UTC", LENGTH))
+    engine = make_engine(database)
+    ensure_internal_key(engine)
+    settings = test_env.settings(database_url=database, period="month", period_seconds=LENGTH)
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=port, log_level="warning", log_config=None
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="api", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", engine
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        engine.dispose()
+
+
+def test_an_ended_period_closes_from_the_command_line_without_next(
+    served: tuple[str, Engine],
+) -> None:
+    url, engine = served
+    settle_promo(engine, [promo_doc("V-1", [promo_line(1, "10", "1.25")])])
+    listed = settleq(url, "periods", "list", "--json").stdout
+    [first] = [p for p in json.loads(listed)["items"] if p["status"] == "open"]
+    refused = settleq(url, "periods", "close", first["name"], "--yes", token=OPERATOR_TOKEN, code=1)
+    assert "409 period_not_ended" in refused.stderr
+    deadline = time.monotonic() + 30
+    while (
+        json.loads(settleq(url, "periods", "list", "--json").stdout)["items"][-1]["status"]
+        == "open"
+    ):
+        assert time.monotonic() < deadline, "the API's cutter did not end the period"
+        time.sleep(0.2)
+    closed = settleq(url, "periods", "close", first["name"], "--yes", token=OPERATOR_TOKEN)
+    assert f"closed {first['name']}: 1 ledger rows; it ended at" in closed.stdout
+    assert "journal sha256" in closed.stdout
