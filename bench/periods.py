@@ -42,7 +42,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from sqlalchemy import Engine, event, select, text
@@ -316,8 +316,8 @@ def lines(http: httpx.Client, stack: Stack, period: str, expected: int) -> list[
     ]
 
 
-def _first_line(engine: Engine, period: str, accounts: domain.Accounts) -> Any:
-    streamed = reads.journal_lines(engine, period, sums.Scope(), accounts)
+def _first_line(engine: Engine, period: str, how: domain.Journaling) -> Any:
+    streamed = reads.journal_lines(engine, period, sums.Scope(), how)
     try:
         return next(streamed)
     finally:
@@ -342,7 +342,7 @@ def captured(engine: Engine) -> Iterator[list[tuple[str, Any]]]:
 def plans(engine: Engine, period: str) -> None:
     """EXPLAIN ANALYZE of the ledger's statements behind a closed and the open
     period's balance, the lines, and the close's sums of the open period."""
-    accounts = domain.accounts(None)
+    how = domain.Journaling()
     with engine.connect() as conn:
         partition = conn.execute(
             text("SELECT min(partition_key) FROM period_balances WHERE period = :p"), {"p": period}
@@ -351,11 +351,11 @@ def plans(engine: Engine, period: str) -> None:
         last_id = conn.execute(text("SELECT max(id) FROM ledger_entries")).scalar_one()
     scope = sums.Scope(None, [partition])
     reads_of: list[tuple[str, Callable[[], Any]]] = [
-        ("closed period's balance", lambda: reads.balances(engine, period, scope, accounts)),
-        ("open period's balance", lambda: reads.balances(engine, None, scope, accounts)),
+        ("closed period's balance", lambda: reads.balances(engine, period, scope, how)),
+        ("open period's balance", lambda: reads.balances(engine, None, scope, how)),
         (
             "journal lines",
-            lambda: next(reads.journal_lines(engine, period, sums.Scope(), accounts)),
+            lambda: next(reads.journal_lines(engine, period, sums.Scope(), how)),
         ),
     ]
 
@@ -417,7 +417,7 @@ class Writers:
         except BaseException as exc:  # noqa: BLE001 - reported by the bench
             self.errors.append(exc)
 
-    def __enter__(self) -> Writers:
+    def __enter__(self) -> Self:
         for thread in self.threads:
             thread.start()
         return self

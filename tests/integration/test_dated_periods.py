@@ -283,6 +283,9 @@ def test_an_ended_period_is_closed_final_without_a_cut_and_an_open_dated_one_is_
             assert body["status"] == "closed" and len(body["journal_sha256"]) == 64
             journal = http.get(f"/v1/periods/{first.name}/journal", headers=VIEWER).json()
             assert journal["final"] is True and journal["sha256"] == body["journal_sha256"]
+            # Its lines are dated the period's last day, not the close's.
+            last_day = (utc(ended.ends_at) - dt.timedelta(microseconds=1)).date().isoformat()
+            assert {e["accounting_date"] for e in journal["entries"]} == {last_day}
             again = http.post("/admin/periods/close", json={"period": first.name}, headers=OPERATOR)
             assert again.status_code == 200
             assert again.json()["journal_sha256"] == body["journal_sha256"]

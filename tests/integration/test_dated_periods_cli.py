@@ -74,6 +74,9 @@ def test_an_ended_period_closes_from_the_command_line_without_next(
     ):
         assert time.monotonic() < deadline, "the API's cutter did not end the period"
         time.sleep(0.2)
+    # Reviewed once ended: its balances no longer change, and it is not final yet.
+    reviewed = settleq(url, "balances", "--period", first["name"]).stdout
+    assert f"period {first['name']} (ended: they no longer change" in reviewed
     closed = settleq(url, "periods", "close", first["name"], "--yes", token=OPERATOR_TOKEN)
     assert f"closed {first['name']}: 1 ledger rows; it ended at" in closed.stdout
     assert "journal sha256" in closed.stdout

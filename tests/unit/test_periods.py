@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -260,3 +261,17 @@ def test_direction_is_the_kinds() -> None:
     assert KINDS["promo_accrual"].direction == "owed_to_us"
     assert KINDS["freight_audit"].direction == "owed_by_us"
     assert KINDS["recipe_cost"].direction is None
+
+
+def test_a_journals_accounting_date_is_a_dated_periods_last_day_else_the_closes() -> None:
+    utc, paris = dt.UTC, ZoneInfo("Europe/Paris")
+    closed = dt.datetime(2026, 12, 7, 9, 30, tzinfo=utc)
+    now = dt.datetime(2026, 12, 8, 23, 30, tzinfo=utc)
+    december = dt.datetime(2026, 12, 1, tzinfo=utc)
+    assert periods.accounting_date(december, closed, now, utc) == dt.date(2026, 11, 30)
+    # Midnight in Paris is 23:00 UTC the day before: still November's last day there.
+    in_paris = dt.datetime(2026, 11, 30, 23, tzinfo=utc)
+    assert periods.accounting_date(in_paris, closed, now, paris) == dt.date(2026, 11, 30)
+    assert periods.accounting_date(None, closed, now, utc) == dt.date(2026, 12, 7)
+    # A preview: today, in the periods' zone.
+    assert periods.accounting_date(None, None, now, paris) == dt.date(2026, 12, 9)

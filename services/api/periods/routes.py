@@ -369,6 +369,7 @@ async def read_balances(
     return wire.BalancePage(
         period=row.name,
         final=row.status == "closed",
+        status=row.status,
         as_of=None,
         items=[wire.balance(b) for b in found],
     )

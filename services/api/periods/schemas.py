@@ -145,6 +145,11 @@ class BalanceItem(BaseModel):
 class BalancePage(BaseModel):
     period: str | None = Field(description="The period, or null for a balance `as_of` an instant.")
     final: bool = Field(description="Whether the period is closed: its balances never change.")
+    status: Literal["open", "ended", "closed"] | None = Field(
+        default=None,
+        description="The period's: an ended one's balances no longer change, but it is not"
+        " closed yet; null for a balance `as_of` an instant.",
+    )
     as_of: str | None
     items: list[BalanceItem]
     next_cursor: str | None = None

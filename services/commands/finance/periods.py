@@ -416,10 +416,13 @@ def periods_journal(
 def _said_json(target: str, journal: dict[str, Any]) -> None:
     state = "final" if journal["final"] else "a preview: the period is open"
     entries = _count(len(journal["entries"]), "entry", "entries")
+    # Per currency: two are never added together.
+    sums = "; ".join(
+        f"{t['currency']} debits {t['debits']}, credits {t['credits']}"
+        for t in journal.get("totals", [])
+    )
     console.print(
-        f"wrote {target} ({entries}, debits {journal['debits']},"
-        f" credits {journal['credits']}); {state}",
-        soft_wrap=True,
+        f"wrote {target} ({entries}; {sums or 'nothing booked'}); {state}", soft_wrap=True
     )
     if journal["sha256"]:
         console.print(f"its CSV's sha256 {journal['sha256']}", soft_wrap=True)
@@ -546,7 +549,12 @@ def _balances_csv(items: list[dict[str, Any]]) -> bytes:
 def _balances_title(page: dict[str, Any]) -> str:
     if page["period"] is None:
         return f"balances as of {page['as_of']}"
-    state = "closed: final" if page["final"] else "open: they change until it closes"
+    if page["final"]:
+        state = "closed: final"
+    elif page.get("status") == "ended":
+        state = "ended: they no longer change; final once it is closed"
+    else:
+        state = "open: they change until it closes"
     return f"balances, period {page['period']} ({state})"
 
 
