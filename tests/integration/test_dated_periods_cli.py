@@ -4,16 +4,13 @@ an ended one closes without --next; an open one is refused until its end."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from sqlalchemy import Engine
 
-from services.api.app import create_app
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.migrate import ensure_internal_key, upgrade
 from shared.domain.period_dates import Calendar
@@ -21,7 +18,7 @@ from tests.integration.test_periods_cli import settleq
 from tests.support.factories import promo_doc, promo_line
 from tests.support.infra import OPERATOR_TOKEN, ServiceEnv
 from tests.support.periods import settle_promo
-from tests.support.stack import free_port
+from tests.support.served import api_in_thread
 from tests.unit.conftest import restore_logging  # noqa: F401 - the CLI configures logging
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -39,22 +36,10 @@ def served(tmp_path: Path, test_env: ServiceEnv) -> Iterator[tuple[str, Engine]]
     engine = make_engine(database)
     ensure_internal_key(engine)
     settings = test_env.settings(database_url=database, period="month", period_seconds=LENGTH)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", log_config=None
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="api", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}", engine
+        with api_in_thread(settings) as url:
+            yield url, engine
     finally:
-        server.should_exit = True
-        thread.join(30)
         engine.dispose()
 
 

@@ -15,8 +15,6 @@ import io
 import json
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -24,11 +22,9 @@ from typing import Any
 
 import pytest
 import typer.main
-import uvicorn
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine
 
-from services.api.app import create_app
 from services.commands import errors
 from services.commands.cli import app
 from services.commands.options import console
@@ -45,6 +41,7 @@ from tests.support.infra import (
     migrate,
 )
 from tests.support.periods import settle_promo
+from tests.support.served import api_in_thread
 from tests.support.stack import ROOT, free_port
 from tests.unit.conftest import restore_logging  # noqa: F401 - the CLI configures logging
 
@@ -71,22 +68,10 @@ def served(tmp_path: Path, test_env: ServiceEnv) -> Iterator[tuple[str, Engine]]
     migrate(database)
     engine = make_engine(database)
     settings = test_env.settings(database_url=database)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", log_config=None
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="api", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}", engine
+        with api_in_thread(settings) as url:
+            yield url, engine
     finally:
-        server.should_exit = True
-        thread.join(30)
         engine.dispose()
 
 
