@@ -22,14 +22,16 @@ from tests.support.served import api_in_thread
 from tests.unit.conftest import restore_logging  # noqa: F401 - the CLI configures logging
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
-LENGTH = 6
+# Long enough for two command-line runs on a busy machine before the first
+# period ends (the close before it must be refused).
+LENGTH = 15
 
 
 @pytest.fixture
 def served(tmp_path: Path, test_env: ServiceEnv) -> Iterator[tuple[str, Engine]]:
     """An API over a fresh SQLite ledger of periods LENGTH seconds long."""
     left = LENGTH - time.time() % LENGTH
-    if left < 5:
+    if left < 12:
         time.sleep(left + 0.05)
     database = f"sqlite:///{tmp_path / 'ledger.db'}"
     upgrade(database, None, Calendar("seconds", "UTC", LENGTH))
