@@ -376,7 +376,9 @@ def test_balances_carry_through_ended_periods_not_yet_closed(fresh_url: str) -> 
         # Closed in order, each carries the one before's closing.
         with pytest.raises(close.EarlierNotClosed):
             close.close(engine, names[1], None, None, OP, ACCOUNTS, 30.0)
-        for name in names:
+        # (Every ended one: a machine that stalled past a period's end made
+        # an empty one between them.)
+        for name in [p.name for p in _periods(engine) if p.status == "ended"]:
             close.close(engine, name, None, None, OP, ACCOUNTS, 30.0)
         _, [second] = reads.balances(engine, names[1], reads.sums.Scope(), ACCOUNTS)
         assert (second.opening, second.closing) == (Decimal("1.25"), Decimal("2.50"))
