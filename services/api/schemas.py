@@ -124,6 +124,9 @@ class Contract(BaseModel):
     version: int
     body: dict[str, Any]
     created_at: str
+    currency: str = Field(
+        description="ISO 4217: the body's `currency`, or SETTLEQ_CURRENCY's when it was published."
+    )
 
 
 class ContractVersion(BaseModel):

@@ -1153,3 +1153,16 @@ def test_two_currencies_are_never_added_together(http: TestClient, engine: Engin
     }
     statement = http.get(f"/v1/partitions/V-EUR/statement?period={name}", headers=VIEWER).json()
     assert [s["currency"] for s in statement["sections"]] == ["EUR"]
+
+
+def test_a_contract_version_says_its_currency_named_or_not(http: TestClient) -> None:
+    named = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05", "currency": "EUR"}
+    put = http.put("/v1/contracts/promo_accrual/V-CUR/1", json=named, headers=OPERATOR)
+    assert put.status_code == 201 and put.json()["currency"] == "EUR"
+    unnamed = {"tier_rates": {"T1": "0.125"}, "tolerance": "0.05"}
+    put = http.put("/v1/contracts/promo_accrual/V-DEF/1", json=unnamed, headers=OPERATOR)
+    assert put.status_code == 201 and put.json()["currency"] == "USD"
+    assert "currency" not in put.json()["body"]  # its text is the one published, unchanged
+    again = http.put("/v1/contracts/promo_accrual/V-DEF/1", json=unnamed, headers=OPERATOR)
+    read = http.get("/v1/contracts/promo_accrual/V-DEF/1", headers=OPERATOR)
+    assert again.status_code == 200 and again.json() == read.json() == put.json()

@@ -179,6 +179,7 @@ async def put_contract(
         version=version,
         body=stored.body,
         created_at=iso(stored.created_at) or "",
+        currency=stored.currency,
     )
     return JSONResponse(
         payload.model_dump(), status_code=201 if stored.result == "created" else 200
@@ -203,6 +204,7 @@ async def get_contract(ctx: Ctx, _: Operator, at: VersionAt, version: VersionPat
         version=version,
         body=stored["body"],
         created_at=iso(stored["created_at"]) or "",
+        currency=stored["currency"],
     )
 
 

@@ -44,6 +44,7 @@ class Published:
     result: Literal["created", "unchanged"]
     body: dict[str, Any]  # as stored: the canonical text's object
     created_at: dt.datetime  # the stored version's: the first publication's
+    currency: str  # the stored version's: its body's, or the default at its publication
 
 
 def put_contract(
@@ -111,9 +112,9 @@ def put_contract(
                         "body_sha256": digest,
                     },
                 )
-            return Published("created", json.loads(text), created)
+            return Published("created", json.loads(text), created, named)
         existing = conn.execute(
-            select(contracts.c.body_sha256, contracts.c.created_at).where(
+            select(contracts.c.body_sha256, contracts.c.created_at, contracts.c.currency).where(
                 contracts.c.kind == kind,
                 contracts.c.partition_key == partition_key,
                 contracts.c.version == version,
@@ -132,7 +133,7 @@ def put_contract(
             )
         if existing.body_sha256 == digest:
             # The same digest: the stored text is this one.
-            return Published("unchanged", json.loads(text), existing.created_at)
+            return Published("unchanged", json.loads(text), existing.created_at, existing.currency)
         newest: int = conn.execute(
             select(func.max(contracts.c.version)).where(
                 contracts.c.kind == kind, contracts.c.partition_key == partition_key
@@ -148,7 +149,7 @@ def get_contract(
 ) -> dict[str, Any] | None:
     with engine.connect() as conn:
         row = conn.execute(
-            select(contracts.c.body, contracts.c.created_at).where(
+            select(contracts.c.body, contracts.c.created_at, contracts.c.currency).where(
                 contracts.c.kind == kind,
                 contracts.c.partition_key == partition_key,
                 contracts.c.version == version,
@@ -156,7 +157,7 @@ def get_contract(
         ).first()
     if row is None:
         return None
-    return {"body": json.loads(row.body), "created_at": row.created_at}
+    return {"body": json.loads(row.body), "created_at": row.created_at, "currency": row.currency}
 
 
 def list_versions(engine: Engine, kind: str, partition_key: str) -> list[dict[str, Any]]:
