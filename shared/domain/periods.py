@@ -149,9 +149,9 @@ def accounts(configured: Given | None) -> dict[str, Booking | None]:
 
 @dataclass(kw_only=True)
 class Activity:
-    """A period's six sums of delta, and the rows they sum (all of them, and
-    those of each of ``MATCHES``), and the rows and sum of each outcome (the
-    journal entries of ``OWN``'s)."""
+    """A period's six sums of delta and the rows they sum, and each ledger
+    outcome's rows and sum of delta (``outcomes``: the journal entries of
+    ``OWN``'s, and the rows of ``MATCHES`` that period_balances keeps)."""
 
     posted: Decimal = ZERO
     disputed: Decimal = ZERO
@@ -160,8 +160,6 @@ class Activity:
     deducted: Decimal = ZERO
     written_off: Decimal = ZERO
     rows: int = 0
-    deducted_rows: int = 0
-    written_off_rows: int = 0
     outcomes: dict[str, tuple[int, Decimal]] = field(default_factory=dict)
 
     @property
@@ -176,11 +174,16 @@ class Activity:
         return value
 
     def rows_of(self, outcome: str) -> int:
-        """The rows of one of ``MATCHES``."""
-        if outcome not in MATCHES:
-            raise ValueError(f"rows are counted apart for {', '.join(MATCHES)} only")
-        count: int = getattr(self, f"{outcome}_rows")
-        return count
+        """The rows of ``outcome``."""
+        return self.of_outcome(outcome)[0]
+
+    @property
+    def deducted_rows(self) -> int:
+        return self.rows_of("deducted")
+
+    @property
+    def written_off_rows(self) -> int:
+        return self.rows_of("written_off")
 
     def add(self, outcome: str, supersedes: bool, delta: Decimal, rows: int = 1) -> None:
         """``rows`` ledger rows of ``outcome`` summing ``delta``: into the sum
@@ -189,8 +192,6 @@ class Activity:
         name = activity_of(outcome, supersedes)
         setattr(self, name, self.sum_of(name) + delta)
         self.rows += rows
-        if name in MATCHES:
-            setattr(self, f"{name}_rows", self.rows_of(name) + rows)
         count, total = self.outcomes.get(outcome, (0, ZERO))
         self.outcomes[outcome] = (count + rows, total + delta)
 
@@ -202,13 +203,16 @@ class Activity:
         """``outcomes`` as period_balances.outcomes keeps them: exact decimal strings."""
         return {o: [rows, str(total)] for o, (rows, total) in sorted(self.outcomes.items())}
 
-    def restore_outcomes(self, stored: Mapping[str, Sequence[Any]] | None) -> None:
+    def restore_outcomes(
+        self, stored: Mapping[str, Sequence[Any]] | None, match_rows: Mapping[str, int]
+    ) -> None:
         """``outcomes`` from period_balances; a period closed before they were
-        kept has only ``MATCHES``' (all its journal could book apart then)."""
+        kept has only ``MATCHES``' (all its journal could book apart then):
+        ``match_rows`` (its columns) and their sums."""
         if stored is not None:
             self.outcomes = {o: (int(v[0]), Decimal(v[1])) for o, v in stored.items()}
             return
-        self.outcomes = {o: (self.rows_of(o), self.sum_of(o)) for o in MATCHES if self.rows_of(o)}
+        self.outcomes = {o: (match_rows[o], self.sum_of(o)) for o in MATCHES if match_rows[o]}
 
 
 @dataclass

@@ -210,22 +210,21 @@ async def read_journal_lines(
         check_partition(partition_key, ["query", "partition_key"])
     how = _how(ctx)
     try:
-        summary = await run_in_threadpool(reads.summary, ctx.engine, period, how)
+        # The period's row, read once; never its summary, which would tally
+        # an open period's every row before the first line is sent.
+        row, booked_on, heading = await run_in_threadpool(reads.lines_made, ctx.engine, period, how)
     except reads.NoSuchPeriod:
         raise _not_found(period) from None
-    booked_on = await run_in_threadpool(reads.booked_on, ctx.engine, period, how)
-    heading = await run_in_threadpool(reads.heading, ctx.engine, period, how)
     partitions = None if partition_key is None else [partition_key]
-    filename = f"journal-lines-{summary.name}.csv"
+    filename = f"journal-lines-{row.name}.csv"
     if format == "csv" and ctx.engine.dialect.name == "postgresql":
-        row = await run_in_threadpool(reads.period_row, ctx.engine, period, how)
         blocks = lines.csv_blocks(ctx.engine, row, kind, partitions, booked_on, heading)
         return await csv_export.response(blocks, filename)
-    rows = reads.journal_lines(ctx.engine, summary.name, sums.Scope(kind, partitions), how)
+    rows = reads.journal_lines(ctx.engine, row.name, sums.Scope(kind, partitions), how)
     if format == "csv":
-        cells = _line_cells(summary.name, booked_on, heading, rows)
+        cells = _line_cells(row.name, booked_on, heading, rows)
         return await csv_export.response(csv_export.chunks(lines.HEADER, cells), filename)
-    return await _json_stream(_line_json(summary.name, booked_on, heading, rows))
+    return await _json_stream(_line_json(row.name, booked_on, heading, rows))
 
 
 def _external_id(period: str, booked_on: domain.Accounts, r: Any) -> str | None:

@@ -150,13 +150,12 @@ def _stored(b: Any) -> domain.Balance:
             deducted=b.deducted,
             written_off=b.written_off,
             rows=b.rows,
-            deducted_rows=b.deducted_rows,
-            written_off_rows=b.written_off_rows,
         ),
         b.in_dispute_count,
         b.in_dispute_variance,
     )
-    balance.activity.restore_outcomes(b.outcomes)
+    matched = {"deducted": b.deducted_rows, "written_off": b.written_off_rows}
+    balance.activity.restore_outcomes(b.outcomes, matched)
     return balance
 
 
@@ -293,9 +292,17 @@ def heading(engine: Engine, name: str, how: domain.Journaling) -> domain.Heading
     """What the lines of the period's journal carry: a closed period's as its
     close fixed them, else made now (a period closed before they were fixed
     gets today's, on its lines only: its journal's bytes are its close's)."""
+    return lines_made(engine, name, how)[2]
+
+
+def lines_made(
+    engine: Engine, name: str, how: domain.Journaling
+) -> tuple[Any, domain.Accounts, domain.Heading]:
+    """What the period's journal lines are made with, read once: its row, the
+    accounts its entries are on (``booked_on``) and their ``heading``."""
     row = period_row(engine, name, how)
     with engine.connect() as conn:
-        return closing.heading_of(conn, row, None, how)
+        return row, _booked_on(row, how), closing.heading_of(conn, row, None, how)
 
 
 def journal_lines(

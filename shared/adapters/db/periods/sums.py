@@ -78,8 +78,10 @@ def tally(conn: Connection, where: Sequence[ColumnElement[bool]]) -> Tally:
 def priced(conn: Connection, balances: Iterable[Balance], scope: Scope) -> None:
     """Give each balance its currency: its partition's contract's (every
     version names the same one, docs/api.md#contracts)."""
-    query = select(contracts.c.kind, contracts.c.partition_key, contracts.c.currency).where(
-        *scope.on(contracts)
+    query = (
+        select(contracts.c.kind, contracts.c.partition_key, contracts.c.currency)
+        .where(*scope.on(contracts))
+        .distinct()  # one a partition, however many versions it has
     )
     found = {(kind, partition): currency for kind, partition, currency in conn.execute(query)}
     for b in balances:
