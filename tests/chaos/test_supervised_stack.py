@@ -233,8 +233,10 @@ def test_sigterm_stops_up_within_the_grace_even_with_a_stuck_child(
     grace = 5.0 if stuck else 20.0
     stack = Stack(env, logs, **{**SUPERVISION, "shutdown_grace_s": grace})
     try:
-        up = stack._spawn("up", ["up", "--port", str(stack.port)])
-        wait_for("the API", lambda: httpx.get(f"{stack.url}/healthz", timeout=1).status_code == 200)
+        # start_up, not a bare spawn: the port free_port released can be taken
+        # first by another process (the cluster suite runs beside this one).
+        stack.start_up()
+        up = stack.processes["up"]
         roles = wait_for("every child", lambda: len(up_children(up)) == 5 and up_children(up))
         time.sleep(3)  # the workers are consuming
         if stuck:
