@@ -108,16 +108,19 @@ def settled_outcomes(
     return rows
 
 
-def insert_dead_letters(
-    conn: Connection,
+Letter = tuple[dict[str, Any], list[dict[str, Any]]]  # a dead letter, its lines' outcome rows
+
+
+def dead_letter_rows(
     chunk: ChunkRef,
     plan: ChunkPlan,
     attempts: int,
     now: dt.datetime,
     outcome: ChunkOutcome,
-) -> list[dict[str, Any]]:
-    """Insert the plan's dead letters; return their lines' outcome rows, linked to them."""
-    letters: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+) -> list[Letter]:
+    """The plan's dead letters, each with its lines' outcome rows (counted in
+    ``outcome``); nothing written (``insert_dead_letters`` writes them)."""
+    letters: list[Letter] = []
     for p in plan.lines:
         if p.settlement is None:
             letters.append(
@@ -141,9 +144,14 @@ def insert_dead_letters(
                 for n, line in enumerate(f.lines)
             ]
         letters.append((document_dead_letter(chunk, f, attempts, now), lines))
+    outcome.dead_lettered += sum(letter["lines"] for letter, _ in letters)
+    return letters
+
+
+def insert_dead_letters(conn: Connection, letters: list[Letter]) -> list[dict[str, Any]]:
+    """Insert ``dead_letter_rows``'s letters; return their lines' outcome rows, linked to them."""
     if not letters:
         return []
-    outcome.dead_lettered += sum(letter["lines"] for letter, _ in letters)
     ids: Iterable[Any] = conn.execute(
         dead_letters.insert().returning(dead_letters.c.id, sort_by_parameter_order=True),
         [letter for letter, _ in letters],

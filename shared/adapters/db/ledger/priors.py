@@ -92,7 +92,9 @@ def _partition_lock_id(kind: str, partition_key: str) -> int:
     return (0x5E771F << 32) | int.from_bytes(digest[:4], "big")
 
 
-def repriced_partitions(conn: Connection, kind: str, partitions: set[str]) -> set[str]:
+def repriced_partitions(
+    conn: Connection, kind: str, partitions: set[str], *, lock: bool = True
+) -> set[str]:
     """Of ``partitions``, those with a contract above version 1: only there can a
     promo or freight line have an earlier row of its key (a version's rows exist
     only once its contract does, and contracts are never deleted).
@@ -100,10 +102,11 @@ def repriced_partitions(conn: Connection, kind: str, partitions: set[str]) -> se
     On PostgreSQL it first takes a shared lock on each partition, held until
     commit: publishing a version above 1 takes the same lock exclusively
     (``lock_partition_for_repricing``), so it waits for every transaction that
-    found the partition not re-priced, and every later one finds it re-priced."""
+    found the partition not re-priced, and every later one finds it re-priced.
+    A preview, which writes nothing, reads them with ``lock=False``."""
     if not partitions:
         return set()
-    if conn.dialect.name == "postgresql":
+    if lock and conn.dialect.name == "postgresql":
         ids = sorted({_partition_lock_id(kind, p) for p in partitions})
         conn.execute(
             text(
@@ -153,14 +156,14 @@ def lock_lineage_ids(conn: Connection, ids: list[int]) -> None:
 
 
 def unit_repriced_partitions(
-    conn: Connection, kind: str, settled: Sequence[PlannedLine]
+    conn: Connection, kind: str, settled: Sequence[PlannedLine], *, lock: bool = True
 ) -> set[str]:
     """The unit's partitions with a contract above version 1 (promo, freight),
     read once: they decide both the lineage locks and which lines read their
     lineage's newest row (``may_have_prior``)."""
     if not settled or KINDS[kind].delta_basis != "key_versions":
         return set()
-    return repriced_partitions(conn, kind, {p.document.partition_key for p in settled})
+    return repriced_partitions(conn, kind, {p.document.partition_key for p in settled}, lock=lock)
 
 
 def may_have_prior(basis: DeltaBasis, p: PlannedLine, repriced: set[str]) -> bool:

@@ -24,6 +24,7 @@ from sqlalchemy import Connection
 from shared.adapters.db.ledger import priors
 from shared.adapters.db.ledger.rows import ledger_row
 from shared.domain.kinds import KINDS
+from shared.domain.pipeline.lineage import Standing
 from shared.domain.pipeline.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.pipeline.units import ChunkRef, LedgerRow
 
@@ -64,8 +65,14 @@ def write_rounds(
     period: str,
     repriced: set[str],
     insert: InsertRows,
+    carried: dict[priors.Lineage, priors.Newest] | None = None,
 ) -> Written:
-    """Write the first occurrence of every identity of ``settled``, round by round."""
+    """Write the first occurrence of every identity of ``settled``, round by round.
+
+    ``carried``: lineages' newest rows that ``insert`` took without writing them
+    (a preview's, ``ledger/preview.py``), which no read of the ledger finds: they
+    come before the ledger's and gain this unit's. None when ``insert`` writes,
+    and a later round reads what an earlier one wrote."""
     written = Written()
     basis = KINDS[chunk.kind].delta_basis
     for lines in priors.rounds(basis, first_occurrences(settled)):
@@ -77,6 +84,8 @@ def write_rounds(
         for p in lines:
             ident = (p.line.reconciliation_key, p.document.contract_version)
             newest = latest.get(priors.lineage(basis, p)) if latest else None
+            if carried:
+                newest = carried.get(priors.lineage(basis, p), newest)
             if priors.older_than_newest(basis, p, newest):
                 written.late.add(ident)
                 continue
@@ -91,6 +100,14 @@ def write_rounds(
         # Sorted so that concurrent units sharing keys lock them in the same order.
         ids = insert(conn, [rows[ident] for ident in sorted(rows)])
         written.rows += [as_ledger_row(rows[ident], row_id) for ident, row_id in ids.items()]
+        if carried is not None:
+            for p in lines:
+                row_id = ids.get((p.line.reconciliation_key, p.document.contract_version))
+                if row_id is not None:
+                    ident = (p.line.reconciliation_key, p.document.contract_version)
+                    carried[priors.lineage(basis, p)] = priors.Newest(
+                        row_id, rows[ident]["amount"], Standing.of(p.document)
+                    )
     written.rows.sort(key=lambda r: r.id)
     return written
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -40,6 +41,8 @@ from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
 from shared.adapters.db.ledger import postgres, priors, resolutions
 from shared.adapters.db.ledger.outcomes import (
+    Letter,
+    dead_letter_rows,
     duplicate_claims,
     insert_dead_letters,
     settled_outcomes,
@@ -62,6 +65,21 @@ from shared.domain.pipeline.settlement import ChunkPlan, PlannedLine
 from shared.domain.pipeline.units import ChunkOutcome, ChunkRef, LedgerRow, Unit, UnitResult
 
 
+@dataclass
+class Settled:
+    """A unit settled by ``LedgerWriter.settle``: its settled lines (those whose
+    change fits the ledger) and whether each was new, its ledger rows, its
+    counts, the outcome rows its ledger rows do not describe, and its dead
+    letters with their lines' outcome rows."""
+
+    settled: list[PlannedLine]
+    flags: list[bool]
+    written: Written
+    outcome: ChunkOutcome
+    rows: list[dict[str, Any]]
+    letters: list[Letter]
+
+
 class LedgerWriter:
     """Commits units of work into the ledger: the portable writer (SQLite, and
     the rules every backend shares). ``commit`` runs inside the caller's
@@ -69,9 +87,8 @@ class LedgerWriter:
 
     def commit(self, conn: Connection, unit: Unit) -> UnitResult | None:
         """Record a unit; what it wrote, or None when it was already processed."""
-        chunk, plan = unit.ref, unit.plan
-        settled = [p for p in plan.lines if p.settlement is not None]
-        outcome = ChunkOutcome()
+        chunk = unit.ref
+        settled = [p for p in unit.plan.lines if p.settlement is not None]
         repriced = priors.unit_repriced_partitions(conn, chunk.kind, settled)
         period = ""
         if settled:
@@ -91,17 +108,9 @@ class LedgerWriter:
         now = claim_marker(conn, chunk)
         if now is None:
             return None
-        written, flags = self.write(conn, chunk, settled, now, period, repriced)
-        if written.out_of_range:
-            dropped = {id(p) for p in written.out_of_range}
-            settled = [p for p in settled if id(p) not in dropped]
-            plan = _with_dead_lettered(plan, written.out_of_range)
-            flags = new_flags(settled, written.taken())
-        claims = duplicate_claims(conn, settled, flags, written)
-        rows = settled_outcomes(
-            chunk, settled, flags, outcome, lambda: _deltas(written), written.late, claims
-        )
-        rows += insert_dead_letters(conn, chunk, plan, unit.attempts, now, outcome)
+        done = self.settle(conn, unit, settled, now, period, repriced)
+        rows = done.rows + insert_dead_letters(conn, done.letters)
+        outcome = done.outcome
         if chunk.requeue is not None:
             # The requeued lines leave dead_lettered for the outcome they have now.
             outcome.dead_lettered -= chunk.requeue.lines
@@ -116,7 +125,35 @@ class LedgerWriter:
         _store_counts(conn, chunk, outcome)
         if chunk.requeue is None:
             webhook_events.after_chunk(conn, chunk.job_id, now)
-        return UnitResult(outcome, now, written.rows, write_outbox(conn, written.rows, now))
+        written = done.written.rows
+        return UnitResult(outcome, now, written, write_outbox(conn, written, now))
+
+    def settle(
+        self,
+        conn: Connection,
+        unit: Unit,
+        settled: list[PlannedLine],
+        now: dt.datetime,
+        period: str,
+        repriced: set[str],
+    ) -> Settled:
+        """What the unit comes to: its ledger rows (written by ``write``), each
+        line's outcome, its dead letters (not written yet). A commit and a
+        preview (ledger/preview.py) both come here: the one place these rules run."""
+        chunk, plan = unit.ref, unit.plan
+        outcome = ChunkOutcome()
+        written, flags = self.write(conn, chunk, settled, now, period, repriced)
+        if written.out_of_range:
+            dropped = {id(p) for p in written.out_of_range}
+            settled = [p for p in settled if id(p) not in dropped]
+            plan = _with_dead_lettered(plan, written.out_of_range)
+            flags = new_flags(settled, written.taken())
+        claims = duplicate_claims(conn, settled, flags, written)
+        rows = settled_outcomes(
+            chunk, settled, flags, outcome, lambda: _deltas(written), written.late, claims
+        )
+        letters = dead_letter_rows(chunk, plan, unit.attempts, now, outcome)
+        return Settled(settled, flags, written, outcome, rows, letters)
 
     def write(
         self,
