@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -35,31 +34,13 @@ from shared.adapters.db.tables import IDENTITY_OUTCOMES, ledger_entries
 from shared.adapters.db.types import identity_key, identity_keys
 from shared.domain.pipeline.settlement import PlannedLine
 from shared.domain.pipeline.units import ChunkRef, Unit
+from shared.domain.previews import PreviewLine
 
 # A duplicate's reason when its line outcome has none: which identity it met.
 ALREADY_SETTLED = "already_settled"  # in the ledger
 REPEATED = "repeated_in_batch"  # earlier in what is previewed
 
 _PROBE = 5000  # identities per existence query
-
-
-@dataclass(frozen=True, slots=True)
-class PreviewLine:
-    """One line as settlement would leave it: its outcome, the reason (a
-    duplicate's, a dead letter's, a noted line's), its amount, and the change
-    it moves (``delta``, None where nothing is written)."""
-
-    partition_key: str
-    document_id: str | None
-    line_ref: str | None
-    position: int | None
-    contract_version: int | None
-    outcome: str
-    reason: str | None
-    amount: Decimal | None
-    claimed_amount: Decimal | None
-    delta: Decimal | None
-    supersedes: bool  # its row would supersede an earlier one of its lineage
 
 
 class PreviewWriter(LedgerWriter):
@@ -126,12 +107,12 @@ class PreviewWriter(LedgerWriter):
             if new:
                 row = rows[ident]
                 note = next(others)["reason"] if s.note is not None else None
-                yield _line(p, row.outcome, note, s.amount, row.delta, row.supersedes_id)
+                yield _line(p, row.outcome, note, s.amount, row.delta)
                 continue
             reason = next(others)["reason"] or (
                 ALREADY_SETTLED if ident in self._in_ledger else REPEATED
             )
-            yield _line(p, "duplicate", reason, s.amount, None, None)
+            yield _line(p, "duplicate", reason, s.amount, None)
         for letter, line_rows in done.letters:
             # A document or chunk that could not be read has no lines: its letter.
             for o in line_rows or [letter]:
@@ -146,7 +127,7 @@ class PreviewWriter(LedgerWriter):
                     None,
                     o.get("claimed_amount"),
                     None,
-                    False,
+                    1 if line_rows else letter["lines"],
                 )
 
 
@@ -156,7 +137,6 @@ def _line(
     reason: str | None,
     amount: Decimal,
     delta: Decimal | None,
-    supersedes: int | None,
 ) -> PreviewLine:
     s = p.settlement
     assert s is not None
@@ -171,7 +151,6 @@ def _line(
         amount,
         s.claimed_amount,
         delta,
-        supersedes is not None,
     )
 
 
