@@ -23,6 +23,7 @@ from services.api.metrics import ApiMetrics, RequestMetrics
 from services.api.middleware import RefuseControlCharacters
 from services.api.openapi.doc import finish
 from services.api.periods import routes as periods
+from services.api.previews import contracts as contract_previews
 from services.api.query_guard import refuse_unknown_query
 from services.api.queue_stats import QueueStats
 from services.api.remittances import decisions as deduction_decisions
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         job_page,
         acknowledgements,
         contracts,
+        contract_previews,
         dead_letters,
         disputes,
         history,

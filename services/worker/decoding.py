@@ -4,11 +4,9 @@ signed digest; a unit that cannot be read (or trusted) is dead-lettered whole.""
 from __future__ import annotations
 
 import hashlib
-from functools import cache
 from typing import Any
 
 import msgspec
-from pydantic import TypeAdapter
 
 from services.worker.context import WorkerContext
 from services.worker.loading import Unit
@@ -17,15 +15,14 @@ from services.worker.stage_log import note_documents
 from shared.domain.keys import correlation_id_for
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind
-from shared.domain.pipeline.settlement import Decoded, decode_chunk, unreadable, with_correlation_id
+from shared.domain.pipeline.settlement import (
+    Decoded,
+    decode_chunk,
+    document_list,
+    unreadable,
+    with_correlation_id,
+)
 from shared.errors import StructuralError
-
-
-@cache
-def _document_list(kind: Kind[Any, Any]) -> TypeAdapter[Any]:
-    """A list of the kind's documents, built once a kind (not at import: the
-    registry is read when a unit names its kind, so any kind in it is known)."""
-    return TypeAdapter(list[kind.document_model])  # type: ignore[name-defined]
 
 
 class Envelope(msgspec.Struct):
@@ -66,7 +63,7 @@ def decode_documents(unit: Unit) -> tuple[Kind[Any, Any], Decoded]:
     kind = KINDS.get(unit.ref.kind)
     if kind is None:
         raise StructuralError("schema_invalid", f"unknown kind {unit.ref.kind!r}")
-    return kind, decode_chunk(kind, _document_list(kind), unit.payload, unit.ref.lines)
+    return kind, decode_chunk(kind, document_list(kind), unit.payload, unit.ref.lines)
 
 
 def decode(

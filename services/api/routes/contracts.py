@@ -104,7 +104,7 @@ VersionAt = Annotated[Address, Depends(version_address)]
 PartitionAt = Annotated[Address, Depends(partition_address)]
 
 
-def _contract_refused(exc: ValidationError) -> ApiError:
+def contract_refused(exc: ValidationError) -> ApiError:
     """The body's refusal; a contract that cannot price sensibly names the field
     in the message too (``tolerance must not be negative...``)."""
     error = validation_error(list(exc.errors()))
@@ -153,7 +153,7 @@ async def put_contract(
     try:
         contract = at.kind.contract_for_publication(body)
     except ValidationError as exc:
-        raise _contract_refused(exc) from None
+        raise contract_refused(exc) from None
     canonical = contract.model_dump(mode="json")
 
     def store() -> contracts_db.Published:

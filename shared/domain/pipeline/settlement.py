@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 import msgspec
@@ -78,10 +79,23 @@ def document_json(document: Document) -> str:
     return document.model_dump_json()
 
 
-def with_correlation_id(document: Document, correlation_id: str) -> Document:
+def document_with(document: Document, **changes: Any) -> Document:
+    """A decoded document with some fields changed, whichever decoder made it."""
     if isinstance(document, msgspec.Struct):
-        return msgspec.structs.replace(document, correlation_id=correlation_id)
-    return document.model_copy(update={"correlation_id": correlation_id})
+        return msgspec.structs.replace(document, **changes)
+    return document.model_copy(update=changes)
+
+
+def with_correlation_id(document: Document, correlation_id: str) -> Document:
+    return document_with(document, correlation_id=correlation_id)
+
+
+@cache
+def document_list(kind: Kind[Any, Any]) -> TypeAdapter[Any]:
+    """A list of the kind's documents (a chunk's), built once a kind (not at
+    import: the registry is read when a unit names its kind, so any kind in it
+    is known)."""
+    return TypeAdapter(list[kind.document_model])  # type: ignore[name-defined]
 
 
 @dataclass

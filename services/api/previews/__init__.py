@@ -1,0 +1,1 @@
+"""Previews (docs/api.md#previews): the money before it moves, writing nothing."""
