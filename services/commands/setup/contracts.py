@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import shlex
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
@@ -147,3 +149,110 @@ def _list_all(client: Any, kind: str | None, limit: int, cursor: str | None) -> 
     if not page["items"] and cursor is None:
         hint = f"settleq contracts put {kind or 'KIND'} PARTITION 1 FILE"
         console.print(f"no contracts: publish one with `{hint}`", soft_wrap=True)
+
+
+# Documents shown by the preview's table: the largest changes; --csv writes all.
+SHOWN_CHANGES = 20
+PREVIEW_COLUMNS = (
+    "partition_key",
+    "document_id",
+    "lines",
+    "amount_now",
+    "amount_preview",
+    "delta",
+    "changes",
+)
+
+
+@app.command("preview")
+def contracts_preview(
+    kind: KindArg,
+    partition: PartitionArg,
+    file: Annotated[str, typer.Argument(help="The unpublished body as JSON; - reads stdin.")],
+    period: Annotated[
+        str | None, typer.Option(help="The documents booked in this period (2026-11).")
+    ] = None,
+    job: Annotated[
+        list[str] | None, typer.Option(help="The documents of this job (repeatable).")
+    ] = None,
+    document: Annotated[list[str] | None, typer.Option(help="This document (repeatable).")] = None,
+    csv_file: Annotated[
+        str | None,
+        typer.Option("--csv", help="Write every document's figures as CSV to this file."),
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: OperatorTokenOpt = None,
+) -> None:
+    """Settle the selected documents' stored lines under an unpublished body,
+    writing nothing: the largest changes, the totals and the outcome changes."""
+    chosen = {
+        name: value
+        for name, value in (("period", period), ("job_ids", job), ("document_ids", document))
+        if value
+    }
+    if len(chosen) != 1:
+        raise typer.BadParameter("give exactly one of --period, --job, --document")
+    request = {"contract": read_body(file), "select": chosen}
+    path = _path(kind, partition) + "/preview"
+    client = _operator(url, token)
+    try:
+        found = answer(client.bearer("POST", path, request))
+    finally:
+        client.close()
+    _preview_table(found)
+    if csv_file is not None:
+        with open(csv_file, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out, lineterminator="\r\n")
+            writer.writerow(PREVIEW_COLUMNS)
+            for d in found["documents"]:
+                changes = "; ".join(f"{k}: {n}" for k, n in d["changes"].items())
+                writer.writerow([*(d[c] for c in PREVIEW_COLUMNS[:-1]), changes])
+        console.print(f"{len(found['documents'])} documents written to {csv_file}")
+
+
+def _preview_table(found: dict[str, Any]) -> None:
+    version = f"{found['kind']}/{found['partition_key']} as version {found['version']}"
+    documents = sorted(
+        found["documents"], key=lambda d: (-abs(Decimal(d["delta"])), d["document_id"])
+    )
+    table = Table(title=f"preview of {version}, largest changes ({found['currency']})")
+    for column in ("document", "lines", "now", "under the preview", "delta", "outcome changes"):
+        table.add_column(column, no_wrap=column not in ("document", "outcome changes"))
+    for d in documents[:SHOWN_CHANGES]:
+        changes = ", ".join(f"{k}: {n}" for k, n in d["changes"].items())
+        table.add_row(
+            d["document_id"],
+            str(d["lines"]),
+            d["amount_now"],
+            d["amount_preview"],
+            d["delta"],
+            changes,
+        )
+    show(table)
+    if len(documents) > SHOWN_CHANGES:
+        console.print(f"{len(documents) - SHOWN_CHANGES} more documents: --csv FILE lists all")
+    totals = Table(title="totals")
+    for column in ("partition", "documents", "lines", "now", "under the preview", "delta"):
+        totals.add_column(column, no_wrap=column != "partition")
+    for key, t in found["totals"].items():
+        totals.add_row(
+            key,
+            str(t["documents"]),
+            str(t["lines"]),
+            t["amount_now"],
+            t["amount_preview"],
+            t["delta"],
+        )
+    show(totals)
+    flips: dict[str, int] = {}
+    for t in found["totals"].values():
+        for change, n in t["changes"].items():
+            flips[change] = flips.get(change, 0) + n
+    for change, n in sorted(flips.items()):
+        console.print(f"{change}: {n} lines")
+    if found["not_stored"]:
+        console.print(
+            f"not stored (retention): {len(found['not_stored'])} documents, e.g. "
+            + ", ".join(found["not_stored"][:5])
+        )
+    console.print(f"digest {found['digest']}")
