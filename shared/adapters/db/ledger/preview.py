@@ -27,11 +27,12 @@ from sqlalchemy import Connection, select
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.ledger import priors
-from shared.adapters.db.ledger.rounds import Identity, Written, new_flags, write_rounds
+from shared.adapters.db.ledger.rounds import Carried, Identity, Written, new_flags, write_rounds
 from shared.adapters.db.ledger.writer import LedgerWriter, Settled
 from shared.adapters.db.periods import booking
 from shared.adapters.db.tables import IDENTITY_OUTCOMES, ledger_entries
 from shared.adapters.db.types import identity_key, identity_keys
+from shared.domain.kinds.base import DeltaBasis
 from shared.domain.pipeline.settlement import PlannedLine
 from shared.domain.pipeline.units import ChunkRef, Unit
 from shared.domain.previews import PreviewLine
@@ -44,13 +45,21 @@ _PROBE = 5000  # identities per existence query
 
 
 class PreviewWriter(LedgerWriter):
-    """Settles units as ``commit`` would, one after another, writing nothing."""
+    """Settles units as ``commit`` would, one after another, writing nothing.
 
-    def __init__(self) -> None:
+    ``unpublished``: (partition, version) pairs no contract has yet (a contract
+    preview's): the ledger holds no row of theirs, so none is looked for.
+    ``held`` keeps what the ledger held for each lineage the rounds read, before
+    any row this preview took: what a line has now (a contract preview's)."""
+
+    def __init__(self, unpublished: frozenset[tuple[str, int]] = frozenset()) -> None:
         self._ids = itertools.count(1)
-        self._carried: dict[priors.Lineage, priors.Newest] = {}
+        self._carried: dict[priors.Lineage, Carried] = {}
         self._taken: dict[Identity, Decimal | None] = {}  # by earlier units: their claims
         self._in_ledger: set[Identity] = set()
+        self._unpublished = unpublished
+        self.asked: set[priors.Lineage] = set()
+        self.held: dict[priors.Lineage, priors.Newest] = {}
 
     def preview(self, conn: Connection, unit: Unit) -> list[PreviewLine]:
         """The unit's lines as settling it now would leave them (``commit``
@@ -77,7 +86,15 @@ class PreviewWriter(LedgerWriter):
             if (ident := (p.line.reconciliation_key, p.document.contract_version)) in self._taken
         }
         written = write_rounds(
-            conn, chunk, settled, now, period, repriced, self.insert, self._carried
+            conn,
+            chunk,
+            settled,
+            now,
+            period,
+            repriced,
+            self.insert,
+            self._carried,
+            self.latest_rows,
         )
         # A duplicate of an identity an earlier unit took is judged by its claim,
         # as duplicate_claims would find it in the ledger.
@@ -86,6 +103,18 @@ class PreviewWriter(LedgerWriter):
             self._taken[(r.reconciliation_key, r.contract_version)] = r.claimed_amount
         return written, new_flags(settled, written.taken())
 
+    def latest_rows(
+        self, conn: Connection, kind: str, basis: DeltaBasis, lines: Sequence[PlannedLine]
+    ) -> dict[priors.Lineage, priors.Newest]:
+        """``priors.latest_rows``, kept: every read is the ledger's (no row this
+        preview took is in it), so the first one of a lineage is what it holds."""
+        found = priors.latest_rows(conn, kind, basis, lines)
+        for lineage in {priors.lineage(basis, p) for p in lines} - self.asked:
+            self.asked.add(lineage)
+            if (row := found.get(lineage)) is not None:
+                self.held[lineage] = row
+        return found
+
     def insert(self, conn: Connection, rows: list[dict[str, Any]]) -> dict[Identity, int]:
         """Take, without writing, the rows whose identity is free."""
         wanted = [
@@ -93,7 +122,12 @@ class PreviewWriter(LedgerWriter):
             for r in rows
             if (r["reconciliation_key"], r["contract_version"]) not in self._taken
         ]
-        found = _in_ledger(conn, wanted)
+        probed = [
+            (r["reconciliation_key"], r["contract_version"])
+            for r in rows
+            if (r["partition_key"], r["contract_version"]) not in self._unpublished
+        ]
+        found = _in_ledger(conn, probed) if probed else set()
         self._in_ledger |= found
         return {ident: next(self._ids) for ident in wanted if ident not in found}
 

@@ -42,11 +42,13 @@ Lineage = tuple[str, str]  # (partition_key, reconciliation key or line_ref)
 
 class Newest(NamedTuple):
     """A lineage's newest row: the one a new row supersedes (its id, and the
-    amount its delta is measured from), and where it stands."""
+    amount its delta is measured from), where it stands, and its outcome
+    (``resolved`` for a dispute's resolution; a preview tells what a line has now)."""
 
     id: int
     amount: Decimal
     standing: Standing
+    outcome: str = ""
 
 
 Prior = Newest | None
@@ -242,7 +244,7 @@ def latest_rows(
     # could not prove its predicate. A kind is a registry name, never input.
     named_kind: BindParameter[str] = bindparam("kind", kind, literal_execute=True)
     latest: dict[Lineage, Any] = {}
-    resolved: dict[int, tuple[int, Decimal]] = {}
+    resolved: dict[int, tuple[int, Decimal, str]] = {}
     wanted_set = set(wanted)
     for start in range(0, len(wanted), 2000):
         query = select(
@@ -252,6 +254,7 @@ def latest_rows(
             ledger_entries.c.amount,
             ledger_entries.c.contract_version,
             ledger_entries.c.effective_at,
+            ledger_entries.c.outcome,
         ).where(ledger_entries.c.kind == named_kind, where(wanted[start : start + 2000]))
         if basis == "key_versions":
             query = _with_resolutions(query)
@@ -260,13 +263,14 @@ def latest_rows(
             if key in wanted_set and (key not in latest or r.id > latest[key].id):
                 latest[key] = r
             if basis == "key_versions" and r.resolution_id is not None:
-                resolved[r.id] = (r.resolution_id, r.resolution_amount)
+                resolved[r.id] = (r.resolution_id, r.resolution_amount, "resolved")
     newest = {}
     for key, r in latest.items():
         # A row resolved since is followed by its resolution (the amount decided,
         # under the disputed row's version).
-        row_id, amount = resolved.get(r.id, (r.id, r.amount))
-        newest[key] = Newest(row_id, amount, Standing(r.contract_version, _utc(r.effective_at)))
+        row_id, amount, outcome = resolved.get(r.id, (r.id, r.amount, r.outcome))
+        standing = Standing(r.contract_version, _utc(r.effective_at))
+        newest[key] = Newest(row_id, amount, standing, outcome)
     return newest
 
 

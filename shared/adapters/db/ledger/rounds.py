@@ -24,11 +24,20 @@ from sqlalchemy import Connection
 from shared.adapters.db.ledger import priors
 from shared.adapters.db.ledger.rows import ledger_row
 from shared.domain.kinds import KINDS
+from shared.domain.kinds.base import DeltaBasis, Document
 from shared.domain.pipeline.lineage import Standing
 from shared.domain.pipeline.settlement import LEDGER_LIMIT, PlannedLine
 from shared.domain.pipeline.units import ChunkRef, LedgerRow
 
 Identity = tuple[str, int]  # (reconciliation key, contract version)
+
+# A lineage's row taken without being written: its id, amount and document
+# (its standing is made only when a later line of the lineage asks for it).
+Carried = tuple[int, Decimal, Document]
+# Read some lines' lineages' newest rows from the ledger (``priors.latest_rows``).
+LatestRows = Callable[
+    [Connection, str, DeltaBasis, Sequence[PlannedLine]], dict[priors.Lineage, priors.Newest]
+]
 
 # Insert fully made ledger rows (sorted by identity), ignoring a conflict on the
 # identity's partial unique index; the ids of the rows it took, by identity.
@@ -65,27 +74,30 @@ def write_rounds(
     period: str,
     repriced: set[str],
     insert: InsertRows,
-    carried: dict[priors.Lineage, priors.Newest] | None = None,
+    carried: dict[priors.Lineage, Carried] | None = None,
+    latest_rows: LatestRows = priors.latest_rows,
 ) -> Written:
     """Write the first occurrence of every identity of ``settled``, round by round.
 
     ``carried``: lineages' newest rows that ``insert`` took without writing them
     (a preview's, ``ledger/preview.py``), which no read of the ledger finds: they
     come before the ledger's and gain this unit's. None when ``insert`` writes,
-    and a later round reads what an earlier one wrote."""
+    and a later round reads what an earlier one wrote. ``latest_rows`` reads a
+    round's lineages from the ledger (a preview keeps what it read)."""
     written = Written()
     basis = KINDS[chunk.kind].delta_basis
     for lines in priors.rounds(basis, first_occurrences(settled)):
         # Only a line that may have an earlier row reads its lineage (the rule
         # that also lets the common case take no lock: priors.may_have_prior).
         probed = [p for p in lines if priors.may_have_prior(basis, p, repriced)]
-        latest = priors.latest_rows(conn, chunk.kind, basis, probed) if probed else {}
+        latest = latest_rows(conn, chunk.kind, basis, probed) if probed else {}
         rows: dict[Identity, dict[str, Any]] = {}
         for p in lines:
             ident = (p.line.reconciliation_key, p.document.contract_version)
             newest = latest.get(priors.lineage(basis, p)) if latest else None
-            if carried:
-                newest = carried.get(priors.lineage(basis, p), newest)
+            if carried and (earlier := carried.get(priors.lineage(basis, p))) is not None:
+                row_id, amount, document = earlier
+                newest = priors.Newest(row_id, amount, Standing.of(document))
             if priors.older_than_newest(basis, p, newest):
                 written.late.add(ident)
                 continue
@@ -102,12 +114,9 @@ def write_rounds(
         written.rows += [as_ledger_row(rows[ident], row_id) for ident, row_id in ids.items()]
         if carried is not None:
             for p in lines:
-                row_id = ids.get((p.line.reconciliation_key, p.document.contract_version))
-                if row_id is not None:
-                    ident = (p.line.reconciliation_key, p.document.contract_version)
-                    carried[priors.lineage(basis, p)] = priors.Newest(
-                        row_id, rows[ident]["amount"], Standing.of(p.document)
-                    )
+                ident = (p.line.reconciliation_key, p.document.contract_version)
+                if (taken := ids.get(ident)) is not None:
+                    carried[priors.lineage(basis, p)] = (taken, rows[ident]["amount"], p.document)
     written.rows.sort(key=lambda r: r.id)
     return written
 

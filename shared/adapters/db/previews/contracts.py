@@ -39,7 +39,7 @@ from shared.domain.pipeline.settlement import (
     plan_chunk,
 )
 from shared.domain.pipeline.units import ChunkRef, Unit
-from shared.domain.previews import NOTHING, Now, PreviewLine
+from shared.domain.previews import Now, PreviewLine
 
 # Documents settled per unit: its queries (lineages, identities) stay bounded.
 UNIT_DOCUMENTS = 2000
@@ -109,15 +109,27 @@ def preview_contract(
     result = ContractPreview(version)
     result.not_stored = sorted(set(wanted) - found.keys())
     documents = [document_with(found[d], contract_version=version) for d in sorted(found)]
-    writer = PreviewWriter()
+    writer = PreviewWriter(unpublished=frozenset({(partition_key, version)}))
     contracts_now = {(partition_key, version): contract}
     with engine.connect() as conn:
         for start in range(0, len(documents), UNIT_DOCUMENTS):
             batch = documents[start : start + UNIT_DOCUMENTS]
             plan = plan_chunk(kind, batch, contracts_now)
-            result.now.update(_held(conn, kind, plan))
             ref = ChunkRef("preview", "preview", kind.name, sum(map(kind.line_count, batch)))
             result.lines += writer.preview(conn, Unit(ref, plan, 1))
+            # What the rounds did not read (a line dead-lettered under the body)
+            # is read here, the same way.
+            lines = list(_every_line(plan))
+            unread = [p for p in lines if priors.lineage(kind.delta_basis, p) not in writer.asked]
+            if unread:
+                writer.latest_rows(conn, kind.name, kind.delta_basis, unread)
+            for p in lines:
+                row = writer.held.get(priors.lineage(kind.delta_basis, p))
+                if row is not None:
+                    d = p.document
+                    result.now[(d.partition_key, d.document_id, p.line.line_ref)] = Now(
+                        row.amount, row.outcome
+                    )
     with engine.begin() as conn:
         audit.record(
             conn,
@@ -216,28 +228,6 @@ def _stored_documents(
                 if d.partition_key == partition_key and d.document_id in wanted:
                     found[d.document_id] = d
     return found
-
-
-def _held(conn: Connection, kind: Kind[Any, Any], plan: ChunkPlan) -> Iterator[Any]:
-    """What the ledger holds now for each planned line's lineage, by (partition,
-    document, line_ref): its newest row's amount and outcome."""
-    lines = list(_every_line(plan))
-    newest = priors.latest_rows(conn, kind.name, kind.delta_basis, lines)
-    outcomes: dict[int, str] = {}
-    ids = sorted({n.id for n in newest.values()})
-    for part in _parts(ids):
-        outcomes.update(
-            conn.execute(
-                select(ledger_entries.c.id, ledger_entries.c.outcome).where(
-                    ledger_entries.c.id.in_(part)
-                )
-            ).all()
-        )
-    for p in lines:
-        row = newest.get(priors.lineage(kind.delta_basis, p))
-        if row is not None:
-            key = (p.document.partition_key, p.document.document_id, p.line.line_ref)
-            yield key, Now(row.amount, outcomes.get(row.id, NOTHING))
 
 
 def _every_line(plan: ChunkPlan) -> Iterator[PlannedLine]:
