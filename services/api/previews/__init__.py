@@ -1,0 +1,1 @@
+"""Previews (docs/api.md#previewing-a-batch): what settlement would do, writing nothing."""

@@ -1,0 +1,323 @@
+"""``POST /v1/batches?preview=true`` (docs/api.md#previewing-a-batch) against
+the real services, in process, on the PostgreSQL and the SQLite ledger.
+
+A preview answers each line's outcome as settlement would leave it, writes
+nothing (no row in any table, no Redis key), refuses what a submission refuses
+with the same codes, and is exact: the same batch submitted for real and
+settled by the worker's own stage moves the previewed money, to the cent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from services.api.app import create_app
+from services.commands.client import Client
+from services.worker.context import WorkerContext
+from services.worker.stages import settle_chunk
+from shared.adapters.db import tables
+from shared.adapters.db.contracts import put_contract
+from shared.adapters.db.jobs import intake as jobs_db
+from shared.domain.pipeline.messages import ChunkMessage
+from shared.domain.synthetic import promo_contract
+from tests.support.factories import promo_doc, promo_line, uid
+from tests.support.infra import (
+    PRODUCER_ID,
+    PRODUCER_SECRET,
+    SCOPED_ID,
+    SCOPED_SECRET,
+    ServiceEnv,
+)
+from tests.support.ledger import ledger_rows
+
+pytestmark = pytest.mark.both_backends
+
+PREVIEW = {"preview": "true"}
+
+
+@pytest.fixture(scope="module")
+def http(backend_env: ServiceEnv) -> Iterator[TestClient]:
+    # Chunks of two documents: a batch spans several, as a large one would.
+    settings = backend_env.settings(max_body_bytes=4 << 20, max_chunk_documents=2)
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def api(http: TestClient) -> Client:
+    return Client("http://testserver", PRODUCER_ID, PRODUCER_SECRET, http=http)
+
+
+def batch(*docs: dict[str, Any]) -> bytes:
+    return json.dumps({"kind": "promo_accrual", "documents": list(docs)}).encode()
+
+
+def vendor(ctx: WorkerContext) -> str:
+    name = uid("V-")
+    put_contract(ctx.engine, "promo_accrual", name, 1, promo_contract())
+    return name
+
+
+def submit_and_settle(ctx: WorkerContext, api: Client, body: bytes) -> str:
+    """Submit for real, then settle every chunk as a worker would, in this thread."""
+    response = api.submit(body)
+    assert response.status_code == 202, response.text
+    job_id: str = response.json()["job_id"]
+    for chunk_id, sha in jobs_db.stored_chunks(ctx.engine, job_id):
+        message = ChunkMessage(chunk_id, job_id, "promo_accrual", sha).signed(ctx.internal_key)
+        assert settle_chunk(ctx, message, 1) is not None
+    assert api.job(job_id)["state"] == "completed"
+    return job_id
+
+
+def preview(api: Client, body: bytes, **headers: Any) -> dict[str, Any]:
+    response = api.submit(body, query=PREVIEW, **headers)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def by_line(answer: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in answer["lines"]:
+        out.setdefault((line["document_id"], line["line_ref"]), []).append(line)
+    return out
+
+
+def test_a_preview_answers_each_outcome_and_reason(ctx: WorkerContext, api: Client) -> None:
+    v = vendor(ctx)
+    settled = promo_doc(v, [promo_line(1, "8", "1.00")])
+    submit_and_settle(ctx, api, batch(settled))
+    repeated = promo_doc(v, [promo_line(1, "16", "2.00")])
+    fresh = promo_doc(v, [promo_line(1, "8", "1.00"), promo_line(2, "4", "9.00")])
+    unknown = promo_doc(v, [promo_line(1, "8", "1.00"), promo_line(2, "1", "1.00")], version=9)
+    answer = preview(api, batch(fresh, settled, repeated, repeated, unknown))
+
+    assert answer["preview"] is True and answer["kind"] == "promo_accrual"
+    lines = by_line(answer)
+    [posted] = lines[(fresh["document_id"], "1")]
+    assert (posted["outcome"], posted["amount"], posted["delta"]) == ("posted", "1.00", "1.00")
+    [disputed] = lines[(fresh["document_id"], "2")]
+    assert (disputed["outcome"], disputed["amount"], disputed["claimed_amount"]) == (
+        "disputed",
+        "0.50",
+        "9.00",
+    )
+    [again] = lines[(settled["document_id"], "1")]
+    assert (again["outcome"], again["reason"], again["delta"]) == (
+        "duplicate",
+        "already_settled",
+        None,
+    )
+    first, second = lines[(repeated["document_id"], "1")]
+    assert (first["outcome"], first["delta"]) == ("posted", "2.00")
+    assert (second["outcome"], second["reason"]) == ("duplicate", "repeated_in_batch")
+    dead = lines[(unknown["document_id"], "1")] + lines[(unknown["document_id"], "2")]
+    assert {(d["outcome"], d["reason"]) for d in dead} == {
+        ("dead_lettered", "unknown_contract_version")
+    }
+    # In batch order: by document as sent, then by line.
+    assert [(x["document_id"], x["line_ref"]) for x in answer["lines"]] == [
+        (d["document_id"], str(n["line_no"]))
+        for d in (fresh, settled, repeated, repeated, unknown)
+        for n in d["lines"]
+    ]
+    positions = [x["position"] for x in answer["lines"]]
+    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+
+    totals = answer["totals"]
+    assert (totals["lines"], totals["posted"], totals["disputed"]) == (7, 2, 1)
+    assert (totals["duplicate"], totals["dead_lettered"]) == (2, 2)
+    assert (totals["amount_posted"], totals["amount_disputed"]) == ("3.00", "9.00")
+    assert (totals["delta_posted"], totals["delta_disputed"], totals["delta"]) == (
+        "3.00",
+        "0.50",
+        "3.50",
+    )
+    assert answer["partitions"] == {v: totals}
+    assert answer["digest"].startswith("sha256:")
+
+
+def test_the_same_preview_gives_the_same_bytes(ctx: WorkerContext, api: Client) -> None:
+    v = vendor(ctx)
+    body = batch(promo_doc(v, [promo_line(1, "8", "1.00"), promo_line(2, "4", "3.00")]))
+    first = api.submit(body, query=PREVIEW)
+    second = api.submit(body, query=PREVIEW)
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content
+
+
+def _row_counts(ctx: WorkerContext) -> dict[str, int]:
+    with ctx.engine.connect() as conn:
+        return {
+            t.name: conn.execute(select(func.count()).select_from(t)).scalar_one()
+            for t in tables.metadata.sorted_tables
+        }
+
+
+def _redis_keys(client: redis.Redis, prefix: str) -> set[bytes]:
+    return set(client.scan_iter(match=f"{prefix}:*", count=1000))
+
+
+def test_a_preview_writes_nothing(
+    ctx: WorkerContext, api: Client, backend_env: ServiceEnv, redis_client: redis.Redis
+) -> None:
+    v = vendor(ctx)
+    settled = promo_doc(v, [promo_line(1, "8", "1.00")])
+    submit_and_settle(ctx, api, batch(settled))
+    body = batch(
+        settled,
+        promo_doc(v, [promo_line(1, "8", "1.00"), promo_line(2, "4", "9.00")]),
+        promo_doc(v, [promo_line(1, "8", "1.00")], version=7),
+    )
+    rows = _row_counts(ctx)
+    keys = _redis_keys(redis_client, backend_env.queue_prefix)
+    answer = preview(api, body, idempotency_key=uid("idem-"))
+    assert answer["totals"]["lines"] == 4
+    assert _row_counts(ctx) == rows
+    assert _redis_keys(redis_client, backend_env.queue_prefix) == keys
+    # Nor was its idempotency key taken: the same body is then a new submission.
+    assert api.submit(body).status_code == 202
+
+
+def test_a_submission_moves_exactly_the_previewed_money(ctx: WorkerContext, api: Client) -> None:
+    v = vendor(ctx)
+    put_contract(
+        ctx.engine,
+        "promo_accrual",
+        v,
+        2,
+        {"tier_rates": {"T1": "0.13", "T2": "0.47", "T3": "1.15"}, "tolerance": "0.05"},
+    )
+    earlier = promo_doc(v, [promo_line(1, "8", "1.00"), promo_line(2, "3", "0.38")])
+    submit_and_settle(ctx, api, batch(earlier))
+    repriced = {**earlier, "contract_version": 2}  # each line moves by its new price
+    docs = [
+        repriced,
+        earlier,  # a duplicate: v1 is in the ledger already
+        promo_doc(v, [promo_line(1, "7", "0.88"), promo_line(2, "5", "4.00", tier="T2")]),
+        promo_doc(v, [promo_line(1, "3", "0.33", tier="T3")], version=5),
+        promo_doc(v, [promo_line(n, str(n), str(n * Decimal("0.125"))) for n in range(1, 9)]),
+    ]
+    body = batch(*docs)
+    answer = preview(api, body)
+
+    job_id = submit_and_settle(ctx, api, body)
+    moved = {"posted": Decimal(0), "disputed": Decimal(0)}
+    rows = {}
+    for row in ledger_rows(ctx.engine, job_id):
+        moved[row.outcome] += row.delta
+        rows[(row.document_id, row.line_ref)] = row
+    total = answer["totals"]
+    assert moved["posted"] == Decimal(total["delta_posted"])
+    assert moved["disputed"] == Decimal(total["delta_disputed"])
+    job = api.job(job_id)
+    outcomes = ("posted", "disputed", "duplicate", "dead_lettered")
+    assert {o: job["outcomes"][o] for o in outcomes} == {o: total[o] for o in outcomes}
+    lines = api.get(f"/v1/jobs/{job_id}/lines?limit=1000").json()["items"]
+    assert [(x["document_id"], x["line_ref"], x["outcome"], x["reason"]) for x in lines] == [
+        (x["document_id"], x["line_ref"], x["outcome"], _job_reason(x)) for x in answer["lines"]
+    ]
+    for line in answer["lines"]:
+        if line["delta"] is not None:
+            row = rows[(line["document_id"], line["line_ref"])]
+            assert (row.amount, row.delta) == (Decimal(line["amount"]), Decimal(line["delta"]))
+    # The ledger has moved: the same preview now finds every line settled.
+    again = preview(api, body)
+    assert Decimal(again["totals"]["delta"]) == 0
+    assert again["totals"]["duplicate"] + again["totals"]["dead_lettered"] == total["lines"]
+
+
+def _job_reason(line: dict[str, Any]) -> str | None:
+    """A duplicate's reason as the job's lines give it: a preview also names
+    which identity it met (the ledger's, or an earlier line's of the batch)."""
+    if line["reason"] in ("already_settled", "repeated_in_batch"):
+        return None
+    reason: str | None = line["reason"]
+    return reason
+
+
+REFUSED = [
+    pytest.param(
+        b'{"kind": "promo_accrual", "documents": [{"document_id": "D", "partition_key": "V",'
+        b' "contract_version": 1, "period": "P", "lines": [{"line_no": 1, "sku": "S",'
+        b' "promo_tier": "T1", "qualifying_units": 8, "claimed_amount": "1.00"}]}]}',
+        id="money-as-number",
+    ),
+    pytest.param(b'{"kind": "promo_accrual", "documents": []}', id="empty"),
+    pytest.param(b'{"kind": "nope", "documents": []}', id="unknown-kind"),
+    pytest.param(
+        batch(promo_doc("V-1", [promo_line(1, "8", "1.00"), promo_line(1, "8", "1.00")])),
+        id="duplicate-line",
+    ),
+    pytest.param(batch({**promo_doc("V-1", [promo_line(1, "8", "1.00")]), "x": 1}), id="extra"),
+    pytest.param(b"{not json", id="not-json"),
+]
+
+
+@pytest.mark.parametrize("body", REFUSED)
+def test_a_refused_body_gets_a_submissions_code(api: Client, body: bytes) -> None:
+    real = api.submit(body)
+    previewed = api.submit(body, query=PREVIEW)
+    assert 400 <= real.status_code < 500
+    assert (previewed.status_code, previewed.json()) == (real.status_code, real.json())
+
+
+def test_refusals_of_the_caller_are_a_submissions(http: TestClient, api: Client) -> None:
+    body = batch(promo_doc("VENDOR-9999", [promo_line(1, "8", "1.00")]))
+    scoped = Client("http://testserver", SCOPED_ID, SCOPED_SECRET, http=http)
+    for query in (None, PREVIEW):
+        response = scoped.submit(body, query=query)
+        assert (response.status_code, response.json()["error"]["code"]) == (
+            403,
+            "partition_not_allowed",
+        )
+    wrong = Client("http://testserver", PRODUCER_ID, "not-the-secret", http=http)
+    response = wrong.submit(body, query=PREVIEW)
+    assert (response.status_code, response.json()["error"]["code"]) == (401, "signature_invalid")
+    unsigned = http.post("/v1/batches?preview=true", content=body)
+    assert unsigned.status_code == 401
+    media = api.submit(body, content_type="text/csv", query=PREVIEW)
+    assert (media.status_code, media.json()["error"]["code"]) == (415, "unsupported_media_type")
+
+
+def test_a_reused_idempotency_key_is_refused_as_a_submission(
+    ctx: WorkerContext, api: Client
+) -> None:
+    v = vendor(ctx)
+    key = uid("idem-")
+    first = api.submit(batch(promo_doc(v, [promo_line(1, "8", "1.00")])), idempotency_key=key)
+    assert first.status_code == 202
+    other = batch(promo_doc(v, [promo_line(1, "4", "0.50")]))
+    response = api.submit(other, idempotency_key=key, query=PREVIEW)
+    assert (response.status_code, response.json()["error"]["code"]) == (
+        409,
+        "idempotency_key_reused",
+    )
+
+
+def test_an_x12_file_or_a_bad_flag_is_refused(api: Client) -> None:
+    x12 = api.submit(b"ISA*00*", "application/edi-x12", query={**PREVIEW, "contract_version": 1})
+    assert (x12.status_code, x12.json()["error"]["code"]) == (415, "preview_media_unsupported")
+    body = batch(promo_doc("V-1", [promo_line(1, "8", "1.00")]))
+    flag = api.submit(body, query={"preview": "yes"})
+    assert (flag.status_code, flag.json()["error"]["code"]) == (422, "preview_invalid")
+
+
+def test_more_than_ten_thousand_lines_are_refused(ctx: WorkerContext, api: Client) -> None:
+    v = vendor(ctx)
+    docs = [promo_doc(v, [promo_line(n, "8", "1.00") for n in range(1, 11)]) for _ in range(1000)]
+    docs.append(promo_doc(v, [promo_line(1, "8", "1.00")]))
+    rows = _row_counts(ctx)
+    response = api.submit(batch(*docs), query=PREVIEW)
+    assert (response.status_code, response.json()["error"]["code"]) == (413, "preview_too_large")
+    assert "10,000" in response.json()["error"]["message"]
+    assert _row_counts(ctx) == rows
