@@ -10,17 +10,23 @@ settled by the worker's own stage moves the previewed money, to the cent.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
+from typer.testing import CliRunner
 
 from services.api.app import create_app
+from services.commands.cli import app
 from services.commands.client import Client
+from services.commands.errors import explain
+from services.commands.intake import batches as submit_command
 from services.worker.context import WorkerContext
 from services.worker.stages import settle_chunk
 from shared.adapters.db import tables
@@ -37,6 +43,7 @@ from tests.support.infra import (
     ServiceEnv,
 )
 from tests.support.ledger import ledger_rows
+from tests.unit.conftest import restore_logging  # noqa: F401 - the CLI tests' fixture
 
 pytestmark = pytest.mark.both_backends
 
@@ -321,3 +328,57 @@ def test_more_than_ten_thousand_lines_are_refused(ctx: WorkerContext, api: Clien
     assert (response.status_code, response.json()["error"]["code"]) == (413, "preview_too_large")
     assert "10,000" in response.json()["error"]["message"]
     assert _row_counts(ctx) == rows
+
+
+# --- settleq submit --preview --------------------------------------------------------
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_settleq_submit_preview_prints_outcomes_money_and_reasons(
+    ctx: WorkerContext, api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(submit_command, "make_client", lambda *args: api)
+    v, w = vendor(ctx), vendor(ctx)
+    settled = promo_doc(v, [promo_line(1, "8", "1.00")])
+    submit_and_settle(ctx, api, batch(settled))
+    file = tmp_path / "batch.json"
+    file.write_bytes(
+        batch(
+            settled,
+            promo_doc(v, [promo_line(1, "8", "1.00"), promo_line(2, "4", "9.00")]),
+            promo_doc(w, [promo_line(1, "80", "10.00"), promo_line(2, "1", "1.00")], version=3),
+            promo_doc(w, [promo_line(1, "8000", "1000.00")]),
+        )
+    )
+    rows = _row_counts(ctx)
+    shown = CliRunner().invoke(app, ["submit", str(file), "--preview"])
+    assert shown.exit_code == 0, shown.output
+    out = shown.output
+    assert "preview of a promo_accrual batch: 6 lines; nothing was submitted" in out
+    # Per partition: posted, disputed, duplicate, dead-lettered, then the money.
+    assert re.search(rf"{v}\W+1\W+1\W+1\W+0\W+1\.00\W+9\.00\W+1\.50", out), out
+    assert re.search(rf"{w}\W+1\W+0\W+0\W+2\W+1,000\.00\W+0\.00\W+1,000\.00", out), out
+    assert re.search(r"total\W+2\W+1\W+1\W+2\W+1,001\.00\W+9\.00\W+1,001\.50", out), out
+    assert re.search(r"dead-lettered: 2 line\(s\)\n\s+unknown_contract_version\s+2", out), out
+    assert re.search(r"duplicate: 1 line\(s\)\n\s+already_settled\s+1", out), out
+    assert "digest sha256:" in out
+    assert _row_counts(ctx) == rows
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_settleq_submit_preview_prints_a_refusal_a_line_a_problem(
+    api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(submit_command, "make_client", lambda *args: api)
+    file = tmp_path / "batch.json"
+    file.write_bytes(b'{"kind": "promo_accrual", "documents": []}')
+    previewed = CliRunner().invoke(app, ["submit", str(file), "--preview"])
+    submitted = CliRunner().invoke(app, ["submit", str(file)])
+    # What the command line prints of a refusal (errors.run: then exit 1).
+    said = explain(previewed.exception) if previewed.exception else None
+    assert (
+        said == "422 too_short: documents: List should have at least 1 item after validation, not 0"
+    )
+    assert said == (explain(submitted.exception) if submitted.exception else None)
+    waited = CliRunner().invoke(app, ["submit", str(file), "--preview", "--wait"])
+    assert waited.exit_code == 2 and "no job to wait for" in waited.output
