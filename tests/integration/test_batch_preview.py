@@ -33,7 +33,7 @@ from shared.adapters.db import tables
 from shared.adapters.db.contracts import put_contract
 from shared.adapters.db.jobs import intake as jobs_db
 from shared.domain.pipeline.messages import ChunkMessage
-from shared.domain.synthetic import promo_contract
+from shared.domain.synthetic import GENERATORS, freight_contract, promo_contract
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import (
     PRODUCER_ID,
@@ -73,13 +73,15 @@ def vendor(ctx: WorkerContext) -> str:
     return name
 
 
-def submit_and_settle(ctx: WorkerContext, api: Client, body: bytes) -> str:
+def submit_and_settle(
+    ctx: WorkerContext, api: Client, body: bytes, kind: str = "promo_accrual"
+) -> str:
     """Submit for real, then settle every chunk as a worker would, in this thread."""
     response = api.submit(body)
     assert response.status_code == 202, response.text
     job_id: str = response.json()["job_id"]
     for chunk_id, sha in jobs_db.stored_chunks(ctx.engine, job_id):
-        message = ChunkMessage(chunk_id, job_id, "promo_accrual", sha).signed(ctx.internal_key)
+        message = ChunkMessage(chunk_id, job_id, kind, sha).signed(ctx.internal_key)
         assert settle_chunk(ctx, message, 1) is not None
     assert api.job(job_id)["state"] == "completed"
     return job_id
@@ -162,6 +164,17 @@ def test_the_same_preview_gives_the_same_bytes(ctx: WorkerContext, api: Client) 
     assert first.content == second.content
 
 
+def test_an_ndjson_body_previews_as_its_json(ctx: WorkerContext, api: Client) -> None:
+    v = vendor(ctx)
+    docs = [
+        promo_doc(v, [promo_line(1, "8", "1.00"), promo_line(2, str(n), "3.00")]) for n in range(5)
+    ]
+    ndjson = "\n".join(json.dumps(x) for x in [{"kind": "promo_accrual"}, *docs]).encode()
+    as_ndjson = api.submit(ndjson, "application/x-ndjson", query=PREVIEW)
+    assert as_ndjson.status_code == 200, as_ndjson.text
+    assert as_ndjson.json() == preview(api, batch(*docs))
+
+
 def _row_counts(ctx: WorkerContext) -> dict[str, int]:
     with ctx.engine.connect() as conn:
         return {
@@ -241,6 +254,73 @@ def test_a_submission_moves_exactly_the_previewed_money(ctx: WorkerContext, api:
     again = preview(api, body)
     assert Decimal(again["totals"]["delta"]) == 0
     assert again["totals"]["duplicate"] + again["totals"]["dead_lettered"] == total["lines"]
+
+
+# A second contract version of each kind, priced apart from the first.
+REPRICED = {
+    "promo_accrual": {
+        "tier_rates": {"T1": "0.13", "T2": "0.47", "T3": "1.15"},
+        "tolerance": "0.05",
+    },
+    "recipe_cost": {"bom": {"FLOUR": "0.30", "TOMATO": "0.175", "MOZZ": "0.125", "BASIL": "0.005"}},
+    "freight_audit": {
+        **freight_contract(),
+        "rates": {**freight_contract()["rates"], "mile": "2.20"},
+    },
+}
+
+
+def _own_partitions(documents: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+    """The generator's documents under partitions of this test alone (a recipe's
+    id is its partition)."""
+    out = []
+    for d in documents:
+        key = f"{tag}-{d['partition_key']}"
+        out.append({**d, "partition_key": key, **({"recipe_id": key} if "recipe_id" in d else {})})
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATORS))
+def test_every_kind_moves_exactly_the_previewed_money(
+    ctx: WorkerContext, api: Client, kind: str
+) -> None:
+    """Settled once, then sent again mixed: some documents at a new contract
+    version (re-priced), some as they were (duplicates), some new, some under a
+    version no one published (dead-lettered), over several chunks."""
+    make_batch, make_contract = GENERATORS[kind]
+    tag = uid("P")
+    first = _own_partitions(make_batch(24, seed=11)["documents"], tag)
+    for key in sorted({d["partition_key"] for d in first}):
+        put_contract(ctx.engine, kind, key, 1, make_contract())
+        put_contract(ctx.engine, kind, key, 2, REPRICED[kind])
+    submit_and_settle(ctx, api, json.dumps({"kind": kind, "documents": first}).encode(), kind)
+    fresh = _own_partitions(make_batch(12, seed=12)["documents"], tag)
+    docs = [
+        *({**d, "contract_version": 2} for d in first[::2]),
+        *first[1::3],
+        *fresh,
+        {**first[-1], "contract_version": 9},
+    ]
+    body = json.dumps({"kind": kind, "documents": docs}).encode()
+    answer = preview(api, body)
+    total = answer["totals"]
+    assert total["posted"] and total["duplicate"] and total["dead_lettered"]
+
+    job_id = submit_and_settle(ctx, api, body, kind)
+    rows = ledger_rows(ctx.engine, job_id)
+    for outcome in ("posted", "disputed"):
+        moved = sum((r.delta for r in rows if r.outcome == outcome), Decimal(0))
+        assert moved == Decimal(total[f"delta_{outcome}"]), outcome
+    lines = api.get(f"/v1/jobs/{job_id}/lines?limit=1000").json()["items"]
+    assert [(x["document_id"], x["line_ref"], x["outcome"], x["reason"]) for x in lines] == [
+        (x["document_id"], x["line_ref"], x["outcome"], _job_reason(x)) for x in answer["lines"]
+    ]
+    by_ref = {(r.document_id, r.line_ref): r for r in rows}
+    written = [x for x in answer["lines"] if x["delta"] is not None]
+    assert len(written) == len(rows)
+    for line in written:
+        row = by_ref[(line["document_id"], line["line_ref"])]
+        assert (row.amount, row.delta) == (Decimal(line["amount"]), Decimal(line["delta"]))
 
 
 def _job_reason(line: dict[str, Any]) -> str | None:
