@@ -393,7 +393,7 @@ def test_a_reused_idempotency_key_is_refused_as_a_submission(
 
 def test_an_x12_file_or_a_bad_flag_is_refused(api: Client) -> None:
     x12 = api.submit(b"ISA*00*", "application/edi-x12", query={**PREVIEW, "contract_version": 1})
-    assert (x12.status_code, x12.json()["error"]["code"]) == (415, "preview_media_unsupported")
+    assert (x12.status_code, x12.json()["error"]["code"]) == (422, "preview_x12_unsupported")
     body = batch(promo_doc("V-1", [promo_line(1, "8", "1.00")]))
     flag = api.submit(body, query={"preview": "yes"})
     assert (flag.status_code, flag.json()["error"]["code"]) == (422, "preview_invalid")

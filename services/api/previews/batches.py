@@ -56,11 +56,13 @@ def wanted(request_query: Any) -> bool:
 
 
 def refuse_media(media: str) -> None:
-    """An X12 file is not previewed (yet): said before its body is read."""
+    """An X12 file is not previewed (yet): said before its body is read. A 422,
+    as the other refusals of a query that does not apply to the body
+    (services/api/edi/query.py::query_applies): the content type alone is taken."""
     if media == EDI_X12:
         raise ApiError(
-            415,
-            "preview_media_unsupported",
+            422,
+            "preview_x12_unsupported",
             "an application/edi-x12 file cannot be previewed: preview its documents as"
             " application/json or application/x-ndjson",
         )

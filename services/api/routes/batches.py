@@ -68,7 +68,10 @@ _errors: dict[int | str, dict[str, Any]] = {
             " interchange this key had accepted before as part of another file"
             " (edi_duplicate_interchange)"
         ),
-        413: "body above the configured limit",
+        413: (
+            "body above the configured limit (payload_too_large), or a preview of more"
+            f" than {previews.MAX_LINES:,} lines (preview_too_large)"
+        ),
         415: "unsupported content type",
         429: "queues are above SETTLEQ_MAX_QUEUE_DEPTH: retry after Retry-After seconds",
         422: (
