@@ -376,6 +376,20 @@ def test_refusals_of_the_caller_are_a_submissions(http: TestClient, api: Client)
     assert (media.status_code, media.json()["error"]["code"]) == (415, "unsupported_media_type")
 
 
+def test_full_queues_hold_back_a_submission_not_a_preview(
+    ctx: WorkerContext, api: Client, backend_env: ServiceEnv
+) -> None:
+    """A preview queues nothing: backpressure is about what the queues hold."""
+    v = vendor(ctx)
+    assert api.submit(batch(promo_doc(v, [promo_line(1, "8", "1.00")]))).status_code == 202
+    body = batch(promo_doc(v, [promo_line(1, "4", "0.50")]))
+    with TestClient(create_app(backend_env.settings(max_queue_depth=0))) as full:
+        client = Client("http://testserver", PRODUCER_ID, PRODUCER_SECRET, http=full)
+        refused = client.submit(body)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (429, "backpressure")
+        assert preview(client, body)["totals"]["posted"] == 1
+
+
 def test_a_reused_idempotency_key_is_refused_as_a_submission(
     ctx: WorkerContext, api: Client
 ) -> None:
