@@ -15,6 +15,7 @@ there is none).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -44,7 +45,7 @@ MAX_LINES = 10_000
 _UNSTORED = "preview"
 
 
-def wanted(request_query: Any) -> bool:
+def wanted(request_query: Mapping[str, str]) -> bool:
     """``?preview=``: ``true`` or ``false`` (absent: false); anything else is
     refused rather than taken for a submission."""
     value = request_query.get("preview")
@@ -89,7 +90,8 @@ def preview_batch(
     lines: list[PreviewLine] = []
     with ctx.engine.connect() as conn:
         # One snapshot for the whole batch, and no write possible: on PostgreSQL
-        # a read-only repeatable-read transaction (SQLite reads one anyway).
+        # a read-only repeatable-read transaction; on SQLite every transaction
+        # takes the one write lock, so nothing changes under it either.
         conn = conn.execution_options(**_READ_ONLY.get(conn.dialect.name, {}))
         for chunk in batch.chunks:
             lines += writer.preview(conn, _unit(conn, kind, chunk))
