@@ -44,6 +44,51 @@ class Accepted(BaseModel):
     )
 
 
+class PreviewLine(BaseModel):
+    """A line of a batch preview, as settlement would leave it (docs/api.md#previewing-a-batch)."""
+
+    partition_key: str
+    document_id: str | None
+    line_ref: str | None
+    position: int | None = Field(description="its place in the batch, as the job would give it")
+    contract_version: int | None
+    outcome: Literal["posted", "disputed", "duplicate", "dead_lettered"]
+    reason: str | None = Field(
+        description="a duplicate's (already_settled, repeated_in_batch, newer_version_settled,"
+        " claimed_amount_differs), a dead letter's, or a note"
+    )
+    amount: str | None
+    claimed_amount: str | None
+    delta: str | None = Field(description="what its ledger row would move; null: none written")
+    lines: int | None = Field(
+        None, description="only when not 1: the lines a dead-lettered document covers"
+    )
+
+
+class PreviewTotals(BaseModel):
+    lines: int
+    posted: int
+    disputed: int
+    duplicate: int
+    dead_lettered: int
+    amount_posted: str
+    amount_disputed: str = Field(description="the disputed lines' claims")
+    delta_posted: str
+    delta_disputed: str
+    delta: str
+
+
+class BatchPreview(BaseModel):
+    """``POST /v1/batches?preview=true``: what submitting the batch now would do."""
+
+    preview: Literal[True]
+    kind: str
+    lines: list[PreviewLine]
+    totals: PreviewTotals
+    partitions: dict[str, PreviewTotals]
+    digest: str = Field(description="sha256 of the answer without it, as canonical JSON")
+
+
 class JobPage(BaseModel):
     items: list[Job]
     next_cursor: str | None

@@ -1,1 +1,1 @@
-"""Previews (docs/api.md#previews): the money before it moves, writing nothing."""
+"""Previews (docs/api.md#previews): what settlement would do, writing nothing."""

@@ -21,7 +21,8 @@ from services.api.edi.query import edi_query
 from services.api.edi.refusal import kept, refusal, write_997
 from services.api.errors import ApiError, ErrorBody
 from services.api.intake.ingest import Ingest, Ingested, media_type
-from services.api.schemas import Accepted
+from services.api.previews import batches as previews
+from services.api.schemas import Accepted, BatchPreview
 from services.api.submission import Submitted, response_body, submit, submit_file
 from shared.adapters.db.edi import partners as partners_db
 from shared.adapters.db.edi.partners import Refusal
@@ -67,7 +68,10 @@ _errors: dict[int | str, dict[str, Any]] = {
             " interchange this key had accepted before as part of another file"
             " (edi_duplicate_interchange)"
         ),
-        413: "body above the configured limit",
+        413: (
+            "body above the configured limit (payload_too_large), or a preview of more"
+            f" than {previews.MAX_LINES:,} lines (preview_too_large)"
+        ),
         415: "unsupported content type",
         429: "queues are above SETTLEQ_MAX_QUEUE_DEPTH: retry after Retry-After seconds",
         422: (
@@ -77,7 +81,13 @@ _errors: dict[int | str, dict[str, Any]] = {
         503: "broker or database unavailable: nothing was accepted",
     }.items()
 }
-_errors[200] = {"model": Accepted, "description": "the same submission, seen before"}
+_errors[200] = {
+    "model": Accepted | BatchPreview,
+    "description": (
+        "the same submission, seen before; with preview=true, the preview"
+        " (docs/api.md#previewing-a-batch)"
+    ),
+}
 
 
 def request_body() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -129,8 +139,9 @@ _IDENTIFIER = {
     "maxLength": 128,
     "pattern": r"^[^\x00-\x1f\x7f-\x9f|]+$",
 }
-# Read by services/api/edi/query.py::edi_query; checked whenever given.
-_X12_QUERY = [
+# Read by services/api/edi/query.py::edi_query (checked whenever given) and
+# services/api/previews/batches.py::wanted.
+_QUERY = [
     _query_parameter(
         "contract_version",
         {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
@@ -151,12 +162,21 @@ _X12_QUERY = [
         "application/edi-x12, 810s: the period (else the sender's profile's, else BIG-01's"
         " quarter)",
     ),
+    _query_parameter(
+        "preview",
+        {"type": "boolean", "default": False},
+        "true: answer what submitting this batch now would do, line by line, and store"
+        f" nothing (at most {previews.MAX_LINES:,} lines; JSON and NDJSON only:"
+        " docs/api.md#previewing-a-batch)",
+    ),
 ]
 
 
-def _new_ingest(ctx: ApiContext, request: Request, key: Any) -> Ingest:
+def _new_ingest(ctx: ApiContext, request: Request, key: Any, preview: bool) -> Ingest:
     media = media_type(request.headers.get("content-type", ""))
     query = edi_query(request.query_params, media)
+    if preview:
+        previews.refuse_media(media)
     if query is None:
         return Ingest(ctx.settings, key, media)
     return EdiIngest(
@@ -218,16 +238,18 @@ def _log_accepted(result: Submitted, partitions: set[str], key_id: str, started:
     response_model=Accepted,
     responses=_errors,
     # The body as the registry is at import; app.openapi writes it anew.
-    openapi_extra={"requestBody": request_body()[0], "parameters": _X12_QUERY},
+    openapi_extra={"requestBody": request_body()[0], "parameters": _QUERY},
 )
 async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
     started = time.perf_counter()
     # Header checks first: an unsigned, stale or unknown caller is refused
     # before a byte of its body is read.
     key, verifier = await producer_verifier(ctx, request)
-    ingest = _new_ingest(ctx, request, key)
+    preview = previews.wanted(request.query_params)
+    ingest = _new_ingest(ctx, request, key, preview)
     idempotency_key = _idempotency_key(request)
-    depth = await run_in_threadpool(ctx.queue_depth.current)
+    # A preview queues nothing: the queues' depth does not hold it back.
+    depth = 0 if preview else await run_in_threadpool(ctx.queue_depth.current)
     if depth > ctx.settings.max_queue_depth:
         # Nothing is read or stored: the producer retries the same batch later.
         raise ApiError(
@@ -259,6 +281,11 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
         verifier.verify()
     except SignatureError as exc:
         raise ApiError(401, exc.code, str(exc)) from None
+    if preview:
+        batch = await run_in_threadpool(ingest.finish)
+        answer = await run_in_threadpool(previews.preview_batch, ctx, key, batch, idempotency_key)
+        previews.log_preview(answer, batch, key.key_id, started)
+        return JSONResponse(answer)
     if isinstance(ingest, EdiIngest):
         # Mapped and stored at once: its chunks go to the database as they are built.
         result, batch = await run_in_threadpool(_submit_file, ctx, key, ingest, idempotency_key)

@@ -15,6 +15,8 @@ import typer
 from services.commands.errors import answer
 from services.commands.help import default
 from services.commands.intake import edi
+from services.commands.intake.previews import QUERY as PREVIEW
+from services.commands.intake.previews import print_preview
 from services.commands.options import (
     DEFAULT_URL,
     KeyOpt,
@@ -98,6 +100,15 @@ def submit(
             help="With --wait: give up (exit 1) after this many seconds; the job goes on."
         ),
     ] = 3600,
+    preview: Annotated[
+        bool,
+        typer.Option(
+            "--preview",
+            help="Submit nothing: show what submitting now would do (each outcome's lines"
+            " and money per partition, why lines would be dead-lettered or duplicates);"
+            " JSON or NDJSON, at most 10,000 lines.",
+        ),
+    ] = False,
     url: UrlOpt = DEFAULT_URL,
     key_id: KeyOpt = None,
     secret: SecretOpt = None,
@@ -107,20 +118,32 @@ def submit(
     ] = None,
 ) -> None:
     """Sign and submit a batch; with --wait, follow it to its outcome table.
+    With --preview, submit nothing: print what submitting it now would do
+    (docs/api.md#previewing-a-batch).
 
     With --wait, exit 3 when lines were dead-lettered (their reasons and counts
     printed), 130 on Ctrl-C (the job goes on). An X12 file
     (docs/api.md#edi-intake) also prints its 997 acknowledgement; a refused one
     prints each problem and the 997 the refusal carries (exit 1).
     """
+    if preview and wait:
+        raise typer.BadParameter(
+            "a preview submits nothing: no job to wait for", param_hint="--wait"
+        )
     stdin = str(file) == "-"
     body = sys.stdin.buffer.read() if stdin else file.read_bytes()
     ctype = content_type or _content_type(body, ndjson, None if stdin else file)
     x12 = ctype == edi.EDI_X12
     query = {"contract_version": contract_version, "partition_key": partition_key, "period": period}
     client = make_client(url, key_id, secret, None)
-    response = client.submit(body, ctype, idempotency_key, query if x12 else None)
+    given = query if x12 else {}
+    response = client.submit(
+        body, ctype, idempotency_key, {**given, **PREVIEW} if preview else given
+    )
     edi.refuse(response)
+    if preview:
+        print_preview(answer(response))
+        return
     accepted = answer(response)
     if response.status_code == 200:
         console.print(f"already submitted as job {accepted['job_id']}: {accepted['lines']} lines")

@@ -44,6 +44,20 @@ REPEATED = "repeated_in_batch"  # earlier in what is previewed
 _PROBE = 5000  # identities per existence query
 
 
+# One snapshot for a whole preview, and no write possible: on PostgreSQL a
+# read-only repeatable-read transaction (which never gets a transaction id);
+# on SQLite every transaction takes the one write lock, so nothing changes
+# under it either.
+_READ_ONLY: dict[str, dict[str, Any]] = {
+    "postgresql": {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+}
+
+
+def read_only(conn: Connection) -> Connection:
+    """``conn`` for a preview: one snapshot, read only."""
+    return conn.execution_options(**_READ_ONLY.get(conn.dialect.name, {}))
+
+
 class PreviewWriter(LedgerWriter):
     """Settles units as ``commit`` would, one after another, writing nothing.
 

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from shared.adapters.db.dialect import outcome_in
 from shared.adapters.db.ledger import priors
-from shared.adapters.db.ledger.preview import PreviewWriter
+from shared.adapters.db.ledger.preview import PreviewWriter, read_only
 from shared.adapters.db.operators import audit
 from shared.adapters.db.periods.tables import periods
 from shared.adapters.db.stored_chunk import job_payloads
@@ -112,6 +112,7 @@ def preview_contract(
     writer = PreviewWriter(unpublished=frozenset({(partition_key, version)}))
     contracts_now = {(partition_key, version): contract}
     with engine.connect() as conn:
+        conn = read_only(conn)
         for start in range(0, len(documents), UNIT_DOCUMENTS):
             batch = documents[start : start + UNIT_DOCUMENTS]
             plan = plan_chunk(kind, batch, contracts_now)

@@ -1,0 +1,158 @@
+"""``POST /v1/batches?preview=true`` (docs/api.md#previewing-a-batch): a batch
+the front door accepted, settled as the workers would settle it now, and
+nothing written.
+
+The batch is read, screened and chunked by the front door's own intake, so it
+is refused with the same codes as a submission. Its chunks are decoded and
+planned as a worker plans them (each chunk's lines at the positions the job
+would give them), then settled in order by one ``PreviewWriter``: the ledger
+writer's own rules, its later chunks finding the earlier ones' rows as a real
+job's would. Nothing is stored: no job, chunk, idempotency key, ledger,
+outbox or dead letter row, and no Redis lease (a lease guards a write, and
+there is none).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection
+
+from services.api.context import ApiContext
+from services.api.errors import ApiError
+from services.api.intake.ingest import EDI_X12, Ingested
+from shared.adapters.db.contracts import load_bodies
+from shared.adapters.db.jobs import intake as jobs_db
+from shared.adapters.db.ledger.preview import PreviewWriter, read_only
+from shared.config.settings import ProducerKey
+from shared.domain.kinds import KINDS
+from shared.domain.kinds.base import Kind
+from shared.domain.pipeline.chunking import NewChunk
+from shared.domain.pipeline.settlement import Decoded, decode_chunk, document_list, plan_chunk
+from shared.domain.pipeline.units import ChunkRef, Unit, chunk_start
+from shared.domain.previews import PreviewLine, digest, totals
+from shared.logs import only, stage_event
+
+log = logging.getLogger("settleq.api")
+
+# A preview answers synchronously, every line in one body.
+MAX_LINES = 10_000
+# The ids of what a preview never stores: its rows name them, and are dropped.
+_UNSTORED = "preview"
+
+
+def wanted(request_query: Mapping[str, str]) -> bool:
+    """``?preview=``: ``true`` or ``false`` (absent: false); anything else is
+    refused rather than taken for a submission."""
+    value = request_query.get("preview")
+    if value is None or value == "false":
+        return False
+    if value == "true":
+        return True
+    raise ApiError(422, "preview_invalid", "preview must be true or false")
+
+
+def refuse_media(media: str) -> None:
+    """An X12 file is not previewed (yet): said before its body is read. A 422,
+    as the other refusals of a query that does not apply to the body
+    (services/api/edi/query.py::query_applies): the content type alone is taken."""
+    if media == EDI_X12:
+        raise ApiError(
+            422,
+            "preview_x12_unsupported",
+            "an application/edi-x12 file cannot be previewed: preview its documents as"
+            " application/json or application/x-ndjson",
+        )
+
+
+def preview_batch(
+    ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: str | None
+) -> dict[str, Any]:
+    """The preview's answer (docs/api.md#previewing-a-batch): each line's
+    outcome in batch order, the totals in all and per partition, and the
+    digest of the rest. 413 ``preview_too_large`` above ``MAX_LINES`` lines;
+    409 ``idempotency_key_reused`` as a submission would refuse it."""
+    if batch.lines > MAX_LINES:
+        raise ApiError(
+            413,
+            "preview_too_large",
+            f"a preview takes at most {MAX_LINES:,} lines; this batch has {batch.lines:,}:"
+            " preview it in parts",
+        )
+    if idempotency_key is not None:
+        _check_key(ctx, key, idempotency_key, batch.body_sha256)
+    kind = KINDS[batch.kind]
+    writer = PreviewWriter()
+    lines: list[PreviewLine] = []
+    with ctx.engine.connect() as conn:
+        conn = read_only(conn)
+        for chunk in batch.chunks:
+            lines += writer.preview(conn, _unit(conn, kind, chunk))
+    lines.sort(key=_order)
+    whole, parts = totals(lines)
+    answer: dict[str, Any] = {
+        "preview": True,
+        "kind": batch.kind,
+        "lines": [line.wire() for line in lines],
+        "totals": whole.wire(),
+        "partitions": {pk: t.wire() for pk, t in parts.items()},
+    }
+    answer["digest"] = digest(answer)
+    return answer
+
+
+def _check_key(ctx: ApiContext, key: ProducerKey, idempotency_key: str, body_sha256: str) -> None:
+    """A key already used with another body is refused as a submission refuses it."""
+    job = jobs_db.find_job(ctx.engine, key.key_id, idempotency_key)
+    if job is not None and job.body_sha256 != body_sha256:
+        raise ApiError(
+            409, "idempotency_key_reused", "this Idempotency-Key was used with a different body"
+        )
+
+
+def _unit(conn: Connection, kind: Kind[Any, Any], chunk: NewChunk) -> Unit:
+    """A chunk as a worker would settle it (services/worker/stages.py::settle_chunk):
+    decoded from its stored bytes, planned against the contract versions its
+    documents pin (one the ledger lacks dead-letters them)."""
+    decoded: Decoded = decode_chunk(kind, document_list(kind), chunk.payload, chunk.lines)
+    pinned = {(d.partition_key, d.contract_version) for d in decoded.documents}
+    contracts = {
+        k: kind.contract_model.model_validate(body)
+        for k, body in load_bodies(conn, kind.name, pinned).items()
+    }
+    plan = plan_chunk(kind, decoded.documents, contracts, chunk_start(chunk.seq))
+    plan.failed_documents += decoded.failures
+    ref = ChunkRef(_UNSTORED, _UNSTORED, kind.name, chunk.lines)
+    return Unit(ref, plan, 1)
+
+
+def _order(line: PreviewLine) -> tuple[bool, int]:
+    # Every line has its position: the front door validated each document, so
+    # none fails to decode; one that did would follow, in settlement order.
+    return (line.position is None, line.position or 0)
+
+
+def log_preview(answer: dict[str, Any], batch: Ingested, key_id: str, started: float) -> None:
+    """The front door's one event per preview, as ``accept`` is per batch:
+    nothing is stored, so it has no job id."""
+    counts = answer["totals"]
+    stage_event(
+        log,
+        "preview",
+        started=started,
+        job_id=None,
+        chunk_id=None,
+        partition_key=only(batch.partitions),
+        correlation_id=None,
+        status="previewed",
+        key_id=key_id,
+        kind=batch.kind,
+        partitions=len(batch.partitions),
+        documents=batch.documents,
+        lines=batch.lines,
+        chunks=batch.chunks_total,
+        outcomes={o: counts[o] for o in ("posted", "disputed", "duplicate", "dead_lettered")},
+        digest=answer["digest"],
+    )

@@ -1,0 +1,75 @@
+"""``settleq submit FILE --preview`` (docs/api.md#previewing-a-batch): what
+submitting a batch now would do, as the API previewed it; nothing is submitted."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.table import Table
+
+from services.commands.money import money
+from services.commands.options import amount_column, console, show, sums_money
+
+OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
+# The outcomes whose lines say why they change nothing.
+EXPLAINED = ("dead_lettered", "duplicate")
+QUERY = {"preview": "true"}
+
+
+def print_preview(answer: dict[str, Any]) -> None:
+    """The lines per outcome and partition with their money, then why lines
+    were dead-lettered or duplicates (reasons by count), then the digest."""
+    kind, whole = answer["kind"], answer["totals"]
+    console.print(
+        f"preview of a {kind} batch: {whole['lines']:,} lines; nothing was submitted",
+        soft_wrap=True,
+    )
+    totals = sums_money(kind)
+    table = Table()
+    table.add_column("partition")
+    for outcome in OUTCOMES:
+        amount_column(table, outcome)
+    if totals:
+        for column in ("posted amount", "disputed claims", "ledger delta"):
+            amount_column(table, column)
+    partitions = answer["partitions"]
+    for key, part in partitions.items():
+        table.add_row(key, *_cells(part, kind, totals))
+    if len(partitions) > 1:
+        table.add_section()
+        table.add_row("total", *_cells(whole, kind, totals), style="bold")
+    show(table)
+    if not totals:
+        console.print(
+            f"{kind} amounts are unit costs, not totalled: the API's answer gives each line's",
+            soft_wrap=True,
+        )
+    for outcome, reasons in _reasons(answer["lines"]).items():
+        console.print(f"{outcome.replace('_', '-')}: {sum(reasons.values()):,} line(s)")
+        width = max(len(reason) for reason in reasons)
+        for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0])):
+            console.print(f"  {reason:<{width}}  {count:>,}", soft_wrap=True)
+    console.print(f"digest {answer['digest']}", soft_wrap=True)
+
+
+def _cells(part: dict[str, Any], kind: str, totals: bool) -> list[str]:
+    cells = [f"{part[outcome]:,}" for outcome in OUTCOMES]
+    if totals:
+        cells += [
+            money(part["amount_posted"], kind),
+            money(part["amount_disputed"], kind),
+            money(part["delta"], kind),
+        ]
+    return cells
+
+
+def _reasons(lines: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+    """Per outcome that moves nothing, its lines' reasons with their counts (a
+    dead letter of a whole document counts each line it covers)."""
+    out: dict[str, Counter[str]] = {outcome: Counter() for outcome in EXPLAINED}
+    for line in lines:
+        if line["outcome"] in out:
+            reason = line["reason"] or "no reason given"
+            out[line["outcome"]][reason] += line.get("lines") or 1
+    return {outcome: reasons for outcome, reasons in out.items() if reasons}
