@@ -55,7 +55,7 @@ def publish_job(ctx: ApiContext, job_id: str, kind_name: str, lines: int) -> Non
     jobs_db.mark_accepted(ctx.engine, job_id)
 
 
-def _previous(
+def previous_job(
     ctx: ApiContext,
     key: ProducerKey,
     idempotency_key: str,
@@ -89,7 +89,7 @@ def _repeated(
     body_sha256: str,
     file: EdiFile | None = None,
 ) -> Submitted | None:
-    job = _previous(ctx, key, idempotency_key, body_sha256, file)
+    job = previous_job(ctx, key, idempotency_key, body_sha256, file)
     return None if job is None else _resubmitted(ctx, job)
 
 
@@ -134,6 +134,22 @@ def submit_file(
         ingest.close()  # its mapping children, however the request ended
 
 
+def preview_file(
+    ctx: ApiContext, key: ProducerKey, ingest: EdiIngest, idempotency_key: str | None
+) -> Ingested:
+    """An X12 file read, checked and mapped as ``submit_file`` reads, checks and
+    maps it, into nothing (docs/api.md#previewing-a-batch): ``EdiRefused`` for
+    its content, 409 ``edi_duplicate_interchange`` for an interchange another
+    submission holds, 409 ``idempotency_key_reused``; a repeat is previewed."""
+    try:
+        file = ingest.read()
+        key_used = idempotency_key or file.file_sha256
+        previous_job(ctx, key, key_used, file.submission_sha256, file)
+        return ingest.finish()
+    finally:
+        ingest.close()
+
+
 def _submit_file(
     ctx: ApiContext, key: ProducerKey, ingest: EdiIngest, idempotency_key: str | None
 ) -> tuple[Submitted, Ingested]:
@@ -143,7 +159,7 @@ def _submit_file(
     # Decided before the file is mapped: a 409 costs no mapping, and a repeat
     # opens no transaction. A repeat is still mapped (into nothing) so that
     # it is refused, or answered with its skipped sets, as the first time.
-    previous = _previous(ctx, key, key_used, body_sha256, file)
+    previous = previous_job(ctx, key, key_used, body_sha256, file)
     if previous is not None:
         batch = ingest.finish(Discard())
         return _resubmitted(ctx, previous), batch

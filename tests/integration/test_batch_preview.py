@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from typer.testing import CliRunner
 
 from services.api.app import create_app
@@ -44,6 +44,7 @@ from tests.support.infra import (
     ServiceEnv,
 )
 from tests.support.ledger import ledger_rows
+from tests.support.x12_files import PROMO_CONTRACT, Freight, Promo, freight_file, promo_file
 from tests.unit.conftest import restore_logging  # noqa: F401 - the CLI tests' fixture
 
 pytestmark = pytest.mark.both_backends
@@ -421,9 +422,70 @@ def test_a_reused_idempotency_key_is_refused_as_a_submission(
     )
 
 
-def test_an_x12_file_or_a_bad_flag_is_refused(api: Client) -> None:
-    x12 = api.submit(b"ISA*00*", "application/edi-x12", query={**PREVIEW, "contract_version": 1})
-    assert (x12.status_code, x12.json()["error"]["code"]) == (422, "preview_x12_unsupported")
+def _control_number(ctx: WorkerContext) -> int | None:
+    """Where the 997s' control number sequence stands (PostgreSQL's)."""
+    if ctx.engine.dialect.name != "postgresql":
+        return None
+    with ctx.engine.connect() as conn:
+        return int(conn.execute(text("SELECT last_value FROM edi_control_number")).scalar_one())
+
+
+def test_an_x12_file_previews_each_set_with_the_997_that_would_accept_it(
+    ctx: WorkerContext, api: Client
+) -> None:
+    """Its sets settle as the same invoices sent as JSON would: the preview,
+    then the file submitted and settled, move the same money; the preview
+    stores nothing and takes no control number."""
+    v = uid("V-")
+    put_contract(ctx.engine, "promo_accrual", v, 1, PROMO_CONTRACT)
+    posted, disputed = Promo(uid("P"), v), Promo(uid("P"), v, claimed="12.00")
+    body = promo_file(posted, disputed)
+    rows, number = _row_counts(ctx), _control_number(ctx)
+    query = {**PREVIEW, "contract_version": 1}
+    response = api.submit(body, "application/edi-x12", query=query)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert (_row_counts(ctx), _control_number(ctx)) == (rows, number)
+    sets = {d["document_id"]: d for d in answer["documents"]}
+    assert (sets[posted.invoice]["posted"], sets[disputed.invoice]["disputed"]) == (1, 1)
+    assert sets[posted.invoice]["amount_posted"] == "10.00"
+    ack = answer["acknowledgement"]
+    assert ack.startswith("ISA") and "AK9*A*2*2*2" in ack
+
+    job = api.submit(body, "application/edi-x12", query={"contract_version": 1})
+    assert job.status_code == 202, job.text
+    job_id = job.json()["job_id"]
+    for chunk_id, sha in jobs_db.stored_chunks(ctx.engine, job_id):
+        message = ChunkMessage(chunk_id, job_id, "promo_accrual", sha).signed(ctx.internal_key)
+        assert settle_chunk(ctx, message, 1) is not None
+    moved = {(r.document_id, r.outcome): r.delta for r in ledger_rows(ctx.engine, job_id)}
+    assert moved == {
+        (line["document_id"], line["outcome"]): Decimal(line["delta"]) for line in answer["lines"]
+    }
+    # The file again: a repeat previews what its lines are now, duplicates.
+    again = api.submit(body, "application/edi-x12", query=query).json()
+    assert again["totals"]["duplicate"] == 2
+
+
+def test_a_refused_x12_file_is_the_submissions_422_and_keeps_nothing(
+    ctx: WorkerContext, api: Client
+) -> None:
+    carrier = uid("C").upper()
+    body = freight_file(Freight(uid("F"), carrier))
+    broken = body.replace(b"SE*9*0001", b"SE*8*0001")
+    rows, number = _row_counts(ctx), _control_number(ctx)
+    query = {**PREVIEW, "contract_version": 1}
+    response = api.submit(broken, "application/edi-x12", query=query)
+    assert (response.status_code, response.json()["error"]["code"]) == (422, "edi_count_mismatch")
+    ack = response.json()["error"]["acknowledgement"]
+    assert ack.startswith("ISA") and "AK5*R" in ack
+    # Not in its sender's health, no control number taken.
+    assert (_row_counts(ctx), _control_number(ctx)) == (rows, number)
+    real = api.submit(broken, "application/edi-x12", query={"contract_version": 1})
+    assert real.json()["error"]["code"] == response.json()["error"]["code"]
+
+
+def test_a_bad_flag_is_refused(api: Client) -> None:
     body = batch(promo_doc("V-1", [promo_line(1, "8", "1.00")]))
     flag = api.submit(body, query={"preview": "yes"})
     assert (flag.status_code, flag.json()["error"]["code"]) == (422, "preview_invalid")

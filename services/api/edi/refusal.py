@@ -8,6 +8,8 @@ increase whatever the answer was); nothing else is stored.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from functools import partial
 
 from services.api.context import ApiContext
 from services.api.errors import ApiError
@@ -25,7 +27,19 @@ def write_997(
     ctx: ApiContext, interchanges: tuple[Interchange, ...], problems: list[Problem]
 ) -> bytes:
     """The 997 answering ``interchanges``, numbered from the database's sequence."""
-    numbers = allocate_control_numbers(ctx.engine, len(interchanges))
+    return _997(interchanges, problems, allocate_control_numbers(ctx.engine, len(interchanges)))
+
+
+def preview_997(interchanges: tuple[Interchange, ...], problems: list[Problem]) -> bytes:
+    """The 997 a submission would send, numbered 1, 2, ... in place of the
+    control numbers a submission allocates (docs/api.md#previewing-a-batch):
+    a preview takes none from the sequence."""
+    return _997(interchanges, problems, list(range(1, len(interchanges) + 1)))
+
+
+def _997(
+    interchanges: tuple[Interchange, ...], problems: list[Problem], numbers: list[int]
+) -> bytes:
     with collector_paused():  # two segments a set, freed by reference counting
         return acknowledge(
             interchanges, problems, control_numbers=numbers, now=dt.datetime.now(dt.UTC)
@@ -37,13 +51,20 @@ def text_of(ack: bytes) -> str:
     return ack.decode("utf-8", errors="replace")
 
 
-def refusal(ctx: ApiContext, refused: EdiRefused, acknowledge: bool = True) -> ApiError:
+def refusal(
+    ctx: ApiContext,
+    refused: EdiRefused,
+    acknowledge: bool = True,
+    write: Callable[[tuple[Interchange, ...], list[Problem]], bytes] | None = None,
+) -> ApiError:
     """The 422; without its 997 when the partner's profile asks for none
-    (``acknowledge`` false: the details still say what is wrong)."""
+    (``acknowledge`` false: the details still say what is wrong). ``write``
+    writes the 997 (by default ``write_997``; a preview's numbers none)."""
     problems = refused.problems
     ack = None
     if refused.interchanges and acknowledge:
-        ack = text_of(write_997(ctx, refused.interchanges, problems))
+        write = write or partial(write_997, ctx)
+        ack = text_of(write(refused.interchanges, problems))
     message = problems[0].message
     if len(problems) > 1:
         message = f"{message} (and {len(problems) - 1} more problem(s))"

@@ -22,17 +22,15 @@ from sqlalchemy import Connection
 
 from services.api.context import ApiContext
 from services.api.errors import ApiError
-from services.api.intake.ingest import EDI_X12, Ingested
+from services.api.intake.ingest import Ingested
 from shared.adapters.db.contracts import load_bodies
-from shared.adapters.db.jobs import intake as jobs_db
 from shared.adapters.db.ledger.preview import PreviewWriter, read_only
-from shared.config.settings import ProducerKey
 from shared.domain.kinds import KINDS
 from shared.domain.kinds.base import Kind
 from shared.domain.pipeline.chunking import NewChunk
 from shared.domain.pipeline.settlement import Decoded, decode_chunk, document_list, plan_chunk
 from shared.domain.pipeline.units import ChunkRef, Unit, chunk_start
-from shared.domain.previews import PreviewLine, digest, totals
+from shared.domain.previews import PreviewLine, Totals, digest, totals
 from shared.logs import only, stage_event
 
 log = logging.getLogger("settleq.api")
@@ -54,35 +52,46 @@ def wanted(request_query: Mapping[str, str]) -> bool:
     raise ApiError(422, "preview_invalid", "preview must be true or false")
 
 
-def refuse_media(media: str) -> None:
-    """An X12 file is not previewed (yet): said before its body is read. A 422,
-    as the other refusals of a query that does not apply to the body
-    (services/api/edi/query.py::query_applies): the content type alone is taken."""
-    if media == EDI_X12:
-        raise ApiError(
-            422,
-            "preview_x12_unsupported",
-            "an application/edi-x12 file cannot be previewed: preview its documents as"
-            " application/json or application/x-ndjson",
-        )
-
-
-def preview_batch(
-    ctx: ApiContext, key: ProducerKey, batch: Ingested, idempotency_key: str | None
-) -> dict[str, Any]:
+def preview_batch(ctx: ApiContext, batch: Ingested) -> dict[str, Any]:
     """The preview's answer (docs/api.md#previewing-a-batch): each line's
     outcome in batch order, the totals in all and per partition, and the
-    digest of the rest. 413 ``preview_too_large`` above ``MAX_LINES`` lines;
-    409 ``idempotency_key_reused`` as a submission would refuse it."""
+    digest of the rest. 413 ``preview_too_large`` above ``MAX_LINES`` lines.
+    (The route refuses a reused idempotency key, or an X12 interchange another
+    submission holds, as a submission does: services/api/routes/batches.py.)"""
     if batch.lines > MAX_LINES:
-        raise ApiError(
-            413,
-            "preview_too_large",
-            f"a preview takes at most {MAX_LINES:,} lines; this batch has {batch.lines:,}:"
-            " preview it in parts",
-        )
-    if idempotency_key is not None:
-        _check_key(ctx, key, idempotency_key, batch.body_sha256)
+        raise _too_large(batch.lines)
+    answer, lines = _preview(ctx, batch)
+    if batch.edi is not None:
+        # An X12 file's: each transaction set's settlement (a set is one
+        # document), and the 997 that would accept it, not digested (its date
+        # and time are the preview's; its control numbers 1, 2, ...: a
+        # submission allocates its own).
+        answer["documents"] = _documents(lines)
+        ack = batch.edi.acknowledgement
+        answer["acknowledgement"] = None if ack is None else ack.decode("utf-8", "replace")
+    return answer
+
+
+def _too_large(lines: int) -> ApiError:
+    return ApiError(
+        413,
+        "preview_too_large",
+        f"a preview takes at most {MAX_LINES:,} lines; this batch has {lines:,}:"
+        " preview it in parts",
+    )
+
+
+def _documents(lines: list[PreviewLine]) -> list[dict[str, Any]]:
+    """Each document's totals, in batch order (an X12 set is one document)."""
+    by_document: dict[tuple[str, str | None], Totals] = {}
+    for line in lines:
+        by_document.setdefault((line.partition_key, line.document_id), Totals()).add(line)
+    return [
+        {"partition_key": pk, "document_id": d, **t.wire()} for (pk, d), t in by_document.items()
+    ]
+
+
+def _preview(ctx: ApiContext, batch: Ingested) -> tuple[dict[str, Any], list[PreviewLine]]:
     kind = KINDS[batch.kind]
     writer = PreviewWriter()
     lines: list[PreviewLine] = []
@@ -100,16 +109,7 @@ def preview_batch(
         "partitions": {pk: t.wire() for pk, t in parts.items()},
     }
     answer["digest"] = digest(answer)
-    return answer
-
-
-def _check_key(ctx: ApiContext, key: ProducerKey, idempotency_key: str, body_sha256: str) -> None:
-    """A key already used with another body is refused as a submission refuses it."""
-    job = jobs_db.find_job(ctx.engine, key.key_id, idempotency_key)
-    if job is not None and job.body_sha256 != body_sha256:
-        raise ApiError(
-            409, "idempotency_key_reused", "this Idempotency-Key was used with a different body"
-        )
+    return answer, lines
 
 
 def _unit(conn: Connection, kind: Kind[Any, Any], chunk: NewChunk) -> Unit:

@@ -18,12 +18,19 @@ from services.api.auth import Ctx, producer_verifier
 from services.api.context import ApiContext
 from services.api.edi.ingest import EdiIngest
 from services.api.edi.query import edi_query
-from services.api.edi.refusal import kept, refusal, write_997
+from services.api.edi.refusal import kept, preview_997, refusal, write_997
 from services.api.errors import ApiError, ErrorBody
 from services.api.intake.ingest import Ingest, Ingested, media_type
 from services.api.previews import batches as previews
 from services.api.schemas import Accepted, BatchPreview
-from services.api.submission import Submitted, response_body, submit, submit_file
+from services.api.submission import (
+    Submitted,
+    preview_file,
+    previous_job,
+    response_body,
+    submit,
+    submit_file,
+)
 from shared.adapters.db.edi import partners as partners_db
 from shared.adapters.db.edi.partners import Refusal
 from shared.config.settings import ProducerKey
@@ -166,8 +173,7 @@ _QUERY = [
         "preview",
         {"type": "boolean", "default": False},
         "true: answer what submitting this batch now would do, line by line, and store"
-        f" nothing (at most {previews.MAX_LINES:,} lines; JSON and NDJSON only:"
-        " docs/api.md#previewing-a-batch)",
+        f" nothing (at most {previews.MAX_LINES:,} lines: docs/api.md#previewing-a-batch)",
     ),
 ]
 
@@ -175,8 +181,6 @@ _QUERY = [
 def _new_ingest(ctx: ApiContext, request: Request, key: Any, preview: bool) -> Ingest:
     media = media_type(request.headers.get("content-type", ""))
     query = edi_query(request.query_params, media)
-    if preview:
-        previews.refuse_media(media)
     if query is None:
         return Ingest(ctx.settings, key, media)
     return EdiIngest(
@@ -184,7 +188,8 @@ def _new_ingest(ctx: ApiContext, request: Request, key: Any, preview: bool) -> I
         key,
         media,
         query=query,
-        acknowledge=partial(write_997, ctx),
+        # A preview's 997 takes no control numbers from the sequence.
+        acknowledge=preview_997 if preview else partial(write_997, ctx),
         partner=partial(partners_db.get, ctx.engine),
     )
 
@@ -198,6 +203,27 @@ def _submit_file(
         error = refusal(ctx, refused, ingest.acknowledge_policy != "never")
         _keep(ctx, kept(refused, key.key_id, ingest.sha.hexdigest(), error))
         raise error from None
+
+
+def _preview(
+    ctx: ApiContext, key: ProducerKey, ingest: Ingest, idempotency_key: str | None
+) -> tuple[dict[str, Any], Ingested]:
+    """What submitting the body now would do, and its batch. An X12 file is
+    read and refused as a submission's, but its 997 takes no control numbers
+    and its refusal is not kept in its senders' health."""
+    if isinstance(ingest, EdiIngest):
+        try:
+            batch = preview_file(ctx, key, ingest, idempotency_key)
+        except EdiRefused as refused:
+            error = refusal(ctx, refused, ingest.acknowledge_policy != "never", preview_997)
+            raise error from None
+    else:
+        batch = ingest.finish()
+        if idempotency_key is not None:
+            # A key used with another body is refused as a submission refuses it
+            # (409); a repeat is previewed: its lines are what they are now.
+            previous_job(ctx, key, idempotency_key, batch.body_sha256)
+    return previews.preview_batch(ctx, batch), batch
 
 
 def _keep(ctx: ApiContext, refused: list[Refusal]) -> None:
@@ -282,8 +308,7 @@ async def submit_batch(request: Request, ctx: Ctx) -> JSONResponse:
     except SignatureError as exc:
         raise ApiError(401, exc.code, str(exc)) from None
     if preview:
-        batch = await run_in_threadpool(ingest.finish)
-        answer = await run_in_threadpool(previews.preview_batch, ctx, key, batch, idempotency_key)
+        answer, batch = await run_in_threadpool(_preview, ctx, key, ingest, idempotency_key)
         previews.log_preview(answer, batch, key.key_id, started)
         return JSONResponse(answer)
     if isinstance(ingest, EdiIngest):

@@ -50,7 +50,18 @@ def print_preview(answer: dict[str, Any]) -> None:
         width = max(len(reason) for reason in reasons)
         for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0])):
             console.print(f"  {reason:<{width}}  {count:>,}", soft_wrap=True)
+    _x12(answer)
     console.print(f"digest {answer['digest']}", soft_wrap=True)
+
+
+def _x12(answer: dict[str, Any]) -> None:
+    """An X12 file's sets, and the 997 a submission would send (its control
+    numbers and time are placeholders: docs/api.md#previewing-a-batch)."""
+    if answer.get("documents") is not None:
+        console.print(f"{len(answer['documents']):,} transaction set(s)", soft_wrap=True)
+    if answer.get("acknowledgement"):
+        console.print("the 997 that would be sent:")
+        console.print(answer["acknowledgement"], soft_wrap=True)
 
 
 def _cells(part: dict[str, Any], kind: str, totals: bool) -> list[str]:
