@@ -19,6 +19,9 @@ const LARGEST = 20;
 // The contract whose page was drawn last: its pasted body and selection are
 // kept while the page is drawn again (an operator token given, a sign-in).
 let drawn = null;
+// Each drawing of the page counts: one started later (a sign-in's route and a
+// hashchange at once) is the one that draws, never both in turn.
+let drawing = 0;
 let onSignOut = () => {};
 
 export const contractsInHash = () => location.hash === "#contracts";
@@ -138,11 +141,13 @@ export async function showContracts() {
 
 // The selection a preview settles: the last closed period's documents (the
 // newest closed: its money no longer moves), else the user names one.
-async function defaultSelection() {
-  $("cp-by").value = "period";
-  $("cp-select").value = "";
+async function lastClosed() {
   const { items } = await api("/v1/periods");
-  const closed = items.find((p) => p.status === "closed");
+  return items.find((p) => p.status === "closed") || null;
+}
+
+function defaultSelection(closed) {
+  $("cp-by").value = "period";
   $("cp-select").value = closed ? closed.name : "";
   $("cp-select-note").textContent = closed
     ? `the last closed period, ${closed.name}`
@@ -153,17 +158,17 @@ async function defaultSelection() {
 function renderVersions(items) {
   const newestFirst = [...items].sort((a, b) => b.version - a.version);
   const rows = newestFirst.map((v) => {
-    const tr = row([el("td", String(v.version), "num"), el("td", when(v.created_at)), cell(el("code", v.body_sha256, "sha256"))]);
+    const tr = row([el("td", String(v.version), "num"), el("td", when(v.created_at)), cell(el("code", v.body_sha256, "sha256"), "sha")]);
     tr.dataset.version = String(v.version);
     return tr;
   });
   if (!rows.length) rows.push(row([el("td", "no version published", "muted")]));
   fill($("contract-versions").tBodies[0], rows);
-  return newestFirst[0] || null;
 }
 
 export async function showContract() {
   const wanted = contractInHash();
+  const mine = ++drawing;
   $("contract-page").hidden = !wanted;
   if (!wanted) return;
   say("contract", "");
@@ -174,27 +179,28 @@ export async function showContract() {
     $("cp-body").value = "";
     $("contract-body").textContent = "";
     $("contract-newest").textContent = "";
+    fill($("contract-versions").tBodies[0], []);
   }
   try {
     if (!(await operatorOr("contract-operator"))) throw new Forbidden();
     const list = await api(contractPath(wanted), { asOperator: true });
-    const newest = renderVersions(list.items);
-    let body = null;
-    if (newest) {
-      const published = await api(`${contractPath(wanted)}/${newest.version}`, { asOperator: true });
-      body = JSON.stringify(published.body, null, 2);
-      $("contract-newest").textContent = `Version ${newest.version}, in ${published.currency}, published ${when(published.created_at)}:`;
-    } else {
-      $("contract-newest").textContent = "No version is published for this partition yet.";
-    }
-    // An answer for a contract no longer shown draws nothing.
-    if (keyOf(contractInHash() || {}) !== keyOf(wanted)) return;
-    $("contract-body").textContent = body ?? "";
-    if (fresh || !$("cp-body").value) $("cp-body").value = body ?? "";
-    $("cp-body").dataset.newest = body ?? "";
-    if (fresh) await defaultSelection();
+    const newest = [...list.items].sort((a, b) => b.version - a.version)[0];
+    const published = newest ? await api(`${contractPath(wanted)}/${newest.version}`, { asOperator: true }) : null;
+    const closed = fresh ? await lastClosed() : null;
+    // Only the latest drawing draws: an earlier one's answers may come last.
+    if (mine !== drawing) return;
+    renderVersions(list.items);
+    const body = published ? JSON.stringify(published.body, null, 2) : "";
+    $("contract-newest").textContent = published
+      ? `Version ${published.version}, in ${published.currency}, published ${when(published.created_at)}:`
+      : "No version is published for this partition yet.";
+    $("contract-body").textContent = body;
+    if (fresh || !$("cp-body").value) $("cp-body").value = body;
+    $("cp-body").dataset.newest = body;
+    if (fresh) defaultSelection(closed);
     drawn = wanted;
   } catch (error) {
+    if (mine !== drawing) return;
     refused("contract", "contract-operator", error, "Contracts");
   }
 }
