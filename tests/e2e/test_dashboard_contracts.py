@@ -226,3 +226,35 @@ def test_a_pasted_body_is_previewed_over_the_last_closed_period(
         finally:
             browser.close()
     assert _versions(stack, vendor) == [1, 2]  # a preview publishes nothing
+
+
+@pytest.mark.regression
+def test_the_largest_changes_are_ranked_by_delta_exactly(stack: Stack) -> None:
+    """|delta| compared as whole numbers of the finest places, never floats: two
+    deltas a double cannot tell apart are ranked; a negative delta ranks by its
+    size; a document whose outcome alone changes is listed, an unchanged one not."""
+    from playwright.sync_api import sync_playwright
+
+    documents = [
+        {"document_id": "same", "delta": "0.0000", "changes": {}},
+        {"document_id": "outcome", "delta": "0.0000", "changes": {"posted→disputed": 1}},
+        {"document_id": "small-b", "delta": "3.00", "changes": {}},
+        {"document_id": "small-a", "delta": "3.0000", "changes": {}},
+        {"document_id": "pos", "delta": "12.5000", "changes": {}},
+        {"document_id": "neg", "delta": "-12.5000", "changes": {}},
+        {"document_id": "huge-2", "delta": "99999999999999999.9998", "changes": {}},
+        {"document_id": "huge-1", "delta": "99999999999999999.9999", "changes": {}},
+    ]
+    script = "async ([d, n]) => (await import('/dashboard/assets/contracts.js')).largest(d, n)"
+    with sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = signed_in(browser, stack, 1200)
+            ranked = page.evaluate(script, [documents, 20])
+            order = [d["document_id"] for d in ranked["documents"]]
+            assert order == ["huge-1", "huge-2", "neg", "pos", "small-a", "small-b", "outcome"]
+            assert ranked["changed"] == 7
+            cut = page.evaluate(script, [documents, 3])
+            assert [d["document_id"] for d in cut["documents"]] == order[:3]
+        finally:
+            browser.close()

@@ -43,16 +43,17 @@ function say(where, text, isError = false) {
   $(`${where}-done`).textContent = isError ? "" : text;
 }
 
-// Whether this tab reads as an operator; the token form shown when not. A
-// wrong operator token is forgotten, so that the form asks again.
+// Whether this tab reads as an operator; the token form shown when not.
 async function operatorOr(form) {
   const operator = await mayOperate();
   $(form).hidden = operator;
   return operator;
 }
 
+// A wrong operator token (unknown, or a viewer's) is forgotten, so that the
+// form asks again; a signed-in token no longer valid signs out.
 function refused(where, form, error, what) {
-  const badOperator = error instanceof Unauthorized && hasOperatorToken();
+  const badOperator = (error instanceof Unauthorized || error instanceof Forbidden) && hasOperatorToken();
   if (badOperator) clearOperatorToken();
   else if (error instanceof Unauthorized) return onSignOut("The token is no longer valid.");
   const needsOperator = error instanceof Forbidden || badOperator;
@@ -120,7 +121,7 @@ async function loadList() {
   if (!rows.length) rows.push(row([el("td", "no contract published", "muted")]));
   fill($("contracts-table").tBodies[0], rows);
   $("contracts-note").textContent = more
-    ? `More than ${count(versions.length)} versions: the contracts of the first ${count(versions.length)} are shown. Narrow by kind or partition.`
+    ? `More than ${count(versions.length)} versions: the contracts of the oldest ${count(versions.length)} are shown, their counts maybe short. Narrow by kind or partition.`
     : `${plural(contracts.length, "contract")}, ${plural(versions.length, "version")}.`;
 }
 
@@ -301,32 +302,39 @@ function outcomeCards(p) {
   ];
 }
 
-// The documents whose money or outcome would change, the largest |delta| first.
-function largestRows(p) {
-  const changed = p.documents.filter((d) => magnitude(d.delta, 0) !== 0n || Object.keys(d.changes || {}).length);
+// The documents whose money or outcome would change, the largest |delta| first
+// (ties by document id): those shown, and how many changed.
+export function largest(documents, shown = LARGEST) {
+  const changed = documents.filter((d) => magnitude(d.delta, 0) !== 0n || Object.keys(d.changes || {}).length);
   const places = Math.max(0, ...changed.map((d) => (String(d.delta).split(".")[1] || "").length));
   const ranked = changed
     .map((d) => ({ d, size: magnitude(d.delta, places) }))
     .sort((a, b) => (a.size === b.size ? a.d.document_id.localeCompare(b.d.document_id) : a.size < b.size ? 1 : -1))
-    .slice(0, LARGEST)
-    .map(({ d }) => {
-      const tr = row([
-        cell(link(d.document_id, `#document/${encodeURIComponent(d.document_id)}`)),
-        el("td", d.partition_key),
-        el("td", count(d.lines), "num lines"),
-        el("td", amount(d.amount_now), "num now"),
-        el("td", amount(d.amount_preview), "num preview"),
-        el("td", amount(d.delta), "num delta"),
-        el("td", changesText(d.changes), "changes"),
-      ]);
-      tr.dataset.document = d.document_id;
-      return tr;
-    });
-  $("cp-largest-note").textContent = changed.length
-    ? `${plural(changed.length, "document")} of ${count(p.documents.length)} would change` +
-      (changed.length > LARGEST ? `: the ${LARGEST} largest by |delta| are shown.` : ".")
+    .slice(0, shown)
+    .map(({ d }) => d);
+  return { documents: ranked, changed: changed.length };
+}
+
+function largestRows(p) {
+  const { documents, changed } = largest(p.documents);
+  const rows = documents.map((d) => {
+    const tr = row([
+      cell(link(d.document_id, `#document/${encodeURIComponent(d.document_id)}`)),
+      el("td", d.partition_key),
+      el("td", count(d.lines), "num lines"),
+      el("td", amount(d.amount_now), "num now"),
+      el("td", amount(d.amount_preview), "num preview"),
+      el("td", amount(d.delta), "num delta"),
+      el("td", changesText(d.changes), "changes"),
+    ]);
+    tr.dataset.document = d.document_id;
+    return tr;
+  });
+  $("cp-largest-note").textContent = changed
+    ? `${plural(changed, "document")} of ${count(p.documents.length)} would change` +
+      (changed > LARGEST ? `: the ${LARGEST} largest by |delta| are shown.` : ".")
     : `None of the ${plural(p.documents.length, "document")} would change.`;
-  return ranked;
+  return rows;
 }
 
 function renderPreview(p) {
@@ -378,8 +386,14 @@ async function preview(event) {
   } catch (error) {
     say("cp", "");
     if (error instanceof Refused) showRefusal(error.code, error.reason ?? error.message, error.details);
-    else if (error instanceof Forbidden || error instanceof Unauthorized) showRefusal("forbidden", "A preview needs an operator token.");
-    else showRefusal(null, error.message);
+    else if (error instanceof Forbidden || error instanceof Unauthorized) {
+      // A wrong operator token is forgotten and asked for again; a signed-in
+      // token no longer valid signs out, as on every other page.
+      if (error instanceof Unauthorized && !hasOperatorToken()) return onSignOut("The token is no longer valid.");
+      clearOperatorToken();
+      $("contract-operator").hidden = false;
+      showRefusal("forbidden", "A preview needs an operator token.");
+    } else showRefusal(null, error.message);
   } finally {
     $("cp-run").disabled = false;
   }
