@@ -213,14 +213,14 @@ function clearPreview() {
   $("cp-done").textContent = "";
 }
 
-// A refusal as the API words it: its code, its message, and each detail's field.
+// A refusal as the API words it: its code, its message, and each detail's
+// field that the message does not already name.
 function showRefusal(code, message, details = []) {
   const node = $("cp-error");
   node.dataset.code = code || "";
   const fields = details
-    .filter((d) => d && d.msg)
-    .map((d) => (Array.isArray(d.loc) ? `${d.loc.join(".")}: ${d.msg}` : d.msg))
-    .filter((text) => text !== message);
+    .filter((d) => d && d.msg && !String(message).includes(d.msg))
+    .map((d) => (Array.isArray(d.loc) ? `${d.loc.join(".")}: ${d.msg}` : d.msg));
   node.replaceChildren(el("strong", code || "refused"), `: ${message}`);
   if (fields.length) {
     const list = el("ul", null, "details");
