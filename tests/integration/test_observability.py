@@ -118,6 +118,7 @@ def test_dashboard_page_is_a_static_shell_with_a_strict_policy(http: TestClient)
         "letters",
         "periods",
         "deductions",
+        "contracts",
     ):
         script = http.get(f"/dashboard/assets/{module}.js")
         assert script.status_code == 200 and "javascript" in script.headers["content-type"]

@@ -11,6 +11,17 @@ const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel("s
 
 export class Unauthorized extends Error {}
 export class Forbidden extends Error {}
+// Another refusal, with the API's error code and details kept apart from its
+// words: a page may show or test the code itself (`contract_invalid`).
+export class Refused extends Error {
+  constructor(status, error) {
+    super(error ? `${error.code}: ${error.message}` : `HTTP ${status}`);
+    this.status = status;
+    this.code = error?.code ?? null;
+    this.reason = error?.message ?? null;
+    this.details = error?.details ?? [];
+  }
+}
 
 const stored = (key) => sessionStorage.getItem(key) || localStorage.getItem(key);
 const remembered = () => Boolean(localStorage.getItem(TOKEN_KEY));
@@ -56,22 +67,19 @@ export function shareTokens(onTokens, onForget) {
   if (!token()) channel.postMessage({ ask: true });
 }
 
-async function send(path, { method = "GET", body, asOperator = false, accept = "application/json" } = {}) {
+// ``json``: a body already serialized, sent as typed: a pasted contract's
+// decimals would be floats once through JSON.parse and JSON.stringify.
+async function send(path, { method = "GET", body, json, asOperator = false, accept = "application/json" } = {}) {
   const bearer = (asOperator && stored(OPERATOR_KEY)) || token();
   const headers = { Authorization: `Bearer ${bearer}`, Accept: accept };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    cache: "no-store",
-  });
+  const payload = json ?? (body === undefined ? undefined : JSON.stringify(body));
+  if (payload !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: payload, cache: "no-store" });
   if (response.status === 401) throw new Unauthorized();
   if (response.status === 403) throw new Forbidden();
   if (!response.ok) {
     const error = await response.json().catch(() => null);
-    const detail = error?.error ? `${error.error.code}: ${error.error.message}` : `HTTP ${response.status}`;
-    throw new Error(detail);
+    throw new Refused(response.status, error?.error);
   }
   return response;
 }

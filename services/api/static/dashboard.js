@@ -11,6 +11,7 @@ import { disputesInHash, showDisputes, wireDisputes } from "./disputes.js";
 import { deductionsInHash, remittanceInHash, showDeductions, showRemittance, wireDeductions } from "./deductions.js";
 import { partnerInHash, partnersInHash, showPartner, showPartners } from "./partners.js";
 import { forgetPeriods, refreshPeriods, showPeriods, wirePeriods } from "./periods.js";
+import { contractInHash, contractsInHash, forgetContracts, showContract, showContracts, wireContracts } from "./contracts.js";
 
 const REFRESH_MS = 2000;
 // The dispute stats sum every open dispute (a query over the whole queue): read
@@ -254,6 +255,7 @@ function signOut(message, everywhere = true) {
   clearTimeout(timer);
   disputesReadAt = -Infinity;
   forgetPeriods();
+  forgetContracts();
   if (everywhere) forget();
   $("board").hidden = true;
   $("sign-out").hidden = true;
@@ -275,6 +277,8 @@ const VIEWS = [
   "partner-page",
   "deductions-page",
   "remittance-page",
+  "contracts-page",
+  "contract-page",
 ];
 
 // A hash that does not decode (`#document/%E0%A4%A`): each view's own reading of
@@ -305,7 +309,9 @@ function route() {
       partnersInHash() ||
       partnerInHash() ||
       deductionsInHash() ||
-      remittanceInHash(),
+      remittanceInHash() ||
+      contractsInHash() ||
+      contractInHash(),
   );
   showView();
   showJob();
@@ -317,6 +323,8 @@ function route() {
   showPartner();
   showDeductions();
   showRemittance();
+  showContracts();
+  showContract();
   showPeriods();
 }
 
@@ -354,6 +362,7 @@ function start() {
   wireDisputes();
   wireDeductions();
   wirePeriods();
+  wireContracts(signOut);
   window.addEventListener("hashchange", route);
   window.addEventListener("resize", markJobsOverflow);
   shareTokens(open, () => signOut("Signed out in another tab.", false));
