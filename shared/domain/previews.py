@@ -13,14 +13,14 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, localcontext
+from decimal import Context, Decimal, localcontext
 from typing import Any
 
 from shared.domain.money import ZERO
 
 OUTCOMES = ("posted", "disputed", "duplicate", "dead_lettered")
 # Exact sums: the default 28 digits could round a large total.
-_EXACT = {"prec": 60}
+_EXACT = Context(prec=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +73,7 @@ class Totals:
     def add(self, line: PreviewLine) -> None:
         self.lines += line.lines
         self.outcomes[line.outcome] += line.lines
-        with localcontext() as ctx:
-            ctx.prec = _EXACT["prec"]
+        with localcontext(_EXACT):
             if line.outcome == "posted":
                 self.amount_posted += line.amount or ZERO
                 self.delta_posted += line.delta or ZERO
@@ -84,8 +83,7 @@ class Totals:
 
     @property
     def delta(self) -> Decimal:
-        with localcontext() as ctx:
-            ctx.prec = _EXACT["prec"]
+        with localcontext(_EXACT):
             return self.delta_posted + self.delta_disputed
 
     def wire(self) -> dict[str, Any]:
@@ -136,8 +134,7 @@ class DocumentChange:
 
     @property
     def amount_preview(self) -> Decimal:
-        with localcontext() as ctx:
-            ctx.prec = _EXACT["prec"]
+        with localcontext(_EXACT):
             return self.amount_now + self.delta
 
     def wire(self) -> dict[str, Any]:
@@ -161,8 +158,7 @@ def document_changes(
     dead letter) leaves the ledger as it is. An outcome change is counted where
     the line's outcome under the preview is not its outcome now."""
     out: dict[tuple[str, str], DocumentChange] = {}
-    with localcontext() as ctx:
-        ctx.prec = _EXACT["prec"]
+    with localcontext(_EXACT):
         for line in lines:
             if line.document_id is None:
                 continue
@@ -188,8 +184,7 @@ def change_totals(docs: Iterable[DocumentChange]) -> dict[str, dict[str, Any]]:
     """Per partition: documents, lines, money now and under the preview, what
     moves, and the outcome changes."""
     parts: dict[str, dict[str, Any]] = {}
-    with localcontext() as ctx:
-        ctx.prec = _EXACT["prec"]
+    with localcontext(_EXACT):
         for d in docs:
             part = parts.setdefault(
                 d.partition_key,
