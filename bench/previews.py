@@ -55,13 +55,16 @@ VENDOR = "VENDOR-0000"
 JOB_DOCUMENTS = 20_000  # documents a stored job holds
 
 # Any lock or transaction id of another backend of this database that a
-# settlement could wait on: an advisory lock, a row or tuple lock, an xid.
+# settlement could wait on: an advisory lock, a row or tuple lock, an xid
+# (but the audit line's, the preview's one write, in a transaction of its own).
 _HELD = """
 SELECT count(*) FILTER (WHERE l.locktype = 'advisory'),
        count(*) FILTER (WHERE l.locktype IN ('tuple', 'transactionid') AND l.granted),
        (SELECT count(*) FROM pg_stat_activity a
         WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
-          AND a.backend_xid IS NOT NULL)
+          AND a.backend_xid IS NOT NULL
+          -- the preview's own audit line, written once it is done
+          AND a.query NOT LIKE 'INSERT INTO audit_log%')
 FROM pg_locks l
 WHERE l.pid <> pg_backend_pid() AND l.database = (
     SELECT oid FROM pg_database WHERE datname = current_database())

@@ -235,6 +235,14 @@ def test_a_preview_names_its_outcome_changes_and_the_documents_no_longer_stored(
             "period_not_found",
             404,
         ),
+        (  # a job id no job can have (a NUL would reach the database: a 500)
+            {
+                "contract": {"tier_rates": {"T1": "0.1"}, "tolerance": "0"},
+                "select": {"job_ids": ["job\u0000"]},
+            },
+            None,
+            422,
+        ),
     ],
 )
 def test_a_bad_preview_is_refused_with_its_code(

@@ -28,7 +28,8 @@ class Select(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     period: PeriodName | None = None
-    job_ids: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+    # As jobs.id holds them (uuid4().hex; services/api/pagination.py's rule).
+    job_ids: list[Annotated[str, Field(pattern=r"^[0-9A-Za-z_-]{1,32}$")]] | None = Field(
         default=None, min_length=1, max_length=MAX_IDS
     )
     document_ids: list[DocumentId] | None = Field(default=None, min_length=1, max_length=MAX_IDS)
