@@ -554,3 +554,46 @@ def test_settleq_submit_preview_prints_a_refusal_a_line_a_problem(
     assert said == (explain(submitted.exception) if submitted.exception else None)
     waited = CliRunner().invoke(app, ["submit", str(file), "--preview", "--wait"])
     assert waited.exit_code == 2 and "no job to wait for" in waited.output
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_settleq_submit_preview_lists_each_unit_costs_change(
+    ctx: WorkerContext, api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recipe's costs add up to nothing: a supplier's price change is shown
+    line by line, each location's cost and its change, the largest first."""
+    monkeypatch.setattr(submit_command, "make_client", lambda *args: api)
+    recipe = uid("R-")
+    put_contract(ctx.engine, "recipe_cost", recipe, 1, {"bom": {"FLOUR": "0.500"}})
+
+    def request(at: str, flour: str, stores: list[str]) -> dict[str, Any]:
+        return {
+            "document_id": uid("RQ-"),
+            "partition_key": recipe,
+            "contract_version": 1,
+            "recipe_id": recipe,
+            "location_ids": stores,
+            "effective_at": at,
+            "pricing_snapshot": {"FLOUR": flour},
+            "trigger": "vendor_rate",
+        }
+
+    before = [
+        request("2026-01-01T00:00:00Z", "0.80", ["EAST-1"]),
+        request("2026-01-01T00:00:00Z", "0.90", ["WEST-1"]),
+    ]
+    body = json.dumps({"kind": "recipe_cost", "documents": before}).encode()
+    submit_and_settle(ctx, api, body, "recipe_cost")
+    after = [
+        request("2026-02-01T00:00:00Z", "0.92", ["EAST-1"]),
+        request("2026-02-01T00:00:00Z", "1.10", ["WEST-1"]),
+    ]
+    file = tmp_path / "feb.json"
+    file.write_text(json.dumps({"kind": "recipe_cost", "documents": after}))
+    shown = CliRunner().invoke(app, ["submit", str(file), "--preview"])
+    assert shown.exit_code == 0, shown.output
+    out = shown.output
+    # WEST-1 moves 0.1000 (0.45 → 0.55), EAST-1 0.0600 (0.40 → 0.46): largest first.
+    west = re.search(rf"{recipe}\W+\S+\W+WEST-1\W+0\.55\d*\W+0\.1\d*", out)
+    east = re.search(rf"{recipe}\W+\S+\W+EAST-1\W+0\.46\d*\W+0\.06\d*", out)
+    assert west and east and west.start() < east.start(), out

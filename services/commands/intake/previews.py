@@ -4,6 +4,7 @@ submitting a batch now would do, as the API previewed it; nothing is submitted."
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from rich.table import Table
@@ -41,10 +42,7 @@ def print_preview(answer: dict[str, Any]) -> None:
         table.add_row("total", *_cells(whole, kind, totals), style="bold")
     show(table)
     if not totals:
-        console.print(
-            f"{kind} amounts are unit costs, not totalled: the API's answer gives each line's",
-            soft_wrap=True,
-        )
+        _unit_costs(answer["lines"], kind)
     for outcome, reasons in _reasons(answer["lines"]).items():
         console.print(f"{outcome.replace('_', '-')}: {sum(reasons.values()):,} line(s)")
         width = max(len(reason) for reason in reasons)
@@ -62,6 +60,34 @@ def _x12(answer: dict[str, Any]) -> None:
     if answer.get("acknowledgement"):
         console.print("the 997 that would be sent:")
         console.print(answer["acknowledgement"], soft_wrap=True)
+
+
+# Lines whose cost a preview of unit costs lists, the largest changes first.
+SHOWN_COSTS = 50
+
+
+def _unit_costs(lines: list[dict[str, Any]], kind: str) -> None:
+    """A kind whose amounts are unit costs (a recipe's at each location) adds
+    none up: each line's cost under the batch and its change, the largest
+    changes first (a supplier's price change across recipes and locations)."""
+    moved = [line for line in lines if line["delta"] is not None]
+    moved.sort(key=lambda line: (-abs(Decimal(line["delta"])), line["position"] or 0))
+    table = Table(title=f"{kind}: unit costs, each line's (not totalled)")
+    for column in ("partition", "document", "line"):
+        table.add_column(column)
+    for column in ("cost", "change"):
+        amount_column(table, column)
+    for line in moved[:SHOWN_COSTS]:
+        table.add_row(
+            line["partition_key"],
+            line["document_id"],
+            line["line_ref"],
+            money(line["amount"], kind),
+            money(line["delta"], kind),
+        )
+    show(table)
+    if len(moved) > SHOWN_COSTS:
+        console.print(f"{len(moved) - SHOWN_COSTS:,} more lines change", soft_wrap=True)
 
 
 def _cells(part: dict[str, Any], kind: str, totals: bool) -> list[str]:
