@@ -13,10 +13,10 @@ import pytest
 
 from services.api.errors import ApiError
 from services.api.intake.ingest import JSON, NDJSON, Ingest
-from services.worker.decoding import ENVELOPES, _document_list
+from services.worker.decoding import ENVELOPES
 from shared.config.settings import ProducerKey, Settings
 from shared.domain.kinds import KINDS
-from shared.domain.pipeline.settlement import decode_chunk
+from shared.domain.pipeline.settlement import decode_chunk, document_list
 
 KEY = ProducerKey(key_id="k", secrets=["s" * 32], partitions=["*"])
 
@@ -52,7 +52,7 @@ def test_a_whole_number_written_as_a_float_is_accepted_and_read_back_by_the_work
     [chunk] = accepted.chunks
     [envelope] = ENVELOPES.decode(chunk.payload)  # the fast path's reading
     assert envelope.contract_version == 1
-    decoded = decode_chunk(KINDS[kind], _document_list(KINDS[kind]), chunk.payload, chunk.lines)
+    decoded = decode_chunk(KINDS[kind], document_list(KINDS[kind]), chunk.payload, chunk.lines)
     assert not decoded.failures
     [document] = decoded.documents
     assert document.contract_version == 1

@@ -17,14 +17,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from shared.domain.kinds import KINDS
-from shared.domain.kinds.base import Document, Kind
-from shared.domain.pipeline.settlement import Decoded, decode_chunk, plan_chunk
+from shared.domain.kinds.base import Document
+from shared.domain.pipeline.settlement import Decoded, decode_chunk, document_list, plan_chunk
 from shared.domain.requeue.lines import restrict_to_line
 from shared.errors import StructuralError
 
@@ -55,11 +52,6 @@ class Cause:
     message: str
 
 
-@cache
-def _document_list(kind: Kind[Any, Any]) -> TypeAdapter[Any]:
-    return TypeAdapter(list[kind.document_model])  # type: ignore[name-defined]
-
-
 def decode_letter(work: LetterWork) -> Decoded | None:
     """The letter's document (or its decoding failure); None for an unknown kind."""
     kind = KINDS.get(work.kind)
@@ -67,7 +59,7 @@ def decode_letter(work: LetterWork) -> Decoded | None:
         return None
     payload = b"[" + work.payload.encode() + b"]"
     try:
-        return decode_chunk(kind, _document_list(kind), payload, work.lines)
+        return decode_chunk(kind, document_list(kind), payload, work.lines)
     except StructuralError:
         return Decoded([], [])
 
