@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, delete, func, select
 
 from services.api.app import create_app
 from services.commands.client import Client
@@ -195,18 +195,21 @@ def test_a_preview_names_its_outcome_changes_and_the_documents_no_longer_stored(
     kind, vendor, v1, v2, docs = promo_case()
     put_contract(ctx.engine, kind, vendor, 1, v1)
     settle(ctx, kind, docs)
-    gone = uid("INV-GONE-")
+    # Settled, then its stored chunks deleted (as a retention policy would):
+    # its lines are in the ledger, its documents no longer stored.
+    retired = promo_doc(vendor, [promo_line(1, "8", "1.00")])
+    retired_job = settle(ctx, kind, [retired])
+    with ctx.engine.begin() as conn:
+        conn.execute(delete(tables.chunks).where(tables.chunks.c.job_id == retired_job))
+    wanted = [docs[0]["document_id"], docs[2]["document_id"], retired["document_id"]]
     answer = operator.bearer(
         "POST",
         f"/v1/contracts/{kind}/{vendor}/preview",
-        {
-            "contract": v2,
-            "select": {"document_ids": [docs[0]["document_id"], docs[2]["document_id"], gone]},
-        },
+        {"contract": v2, "select": {"document_ids": wanted}},
     )
     assert answer.status_code == 200, answer.text
     preview = answer.json()
-    assert preview["not_stored"] == [gone]
+    assert preview["not_stored"] == [retired["document_id"]]  # never guessed
     changes = preview["totals"][vendor]["changes"]
     assert changes.get("posted→dead_lettered") == 1  # T2 is not in the new version
     assert sum(changes.values()) >= 1
