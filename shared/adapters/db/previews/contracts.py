@@ -143,7 +143,9 @@ def preview_contract(
 
 
 def _selected(conn: Connection, kind: str, partition_key: str, selection: Selection) -> list[str]:
-    """The selected document ids (a job's are found in its stored chunks too)."""
+    """The selected document ids: those with a posted or disputed row booked in
+    the period; those with a ledger row or a dead letter in one of the jobs; or
+    the ids given (each then looked for in the store, or ``not_stored``)."""
     le = ledger_entries.c
     if selection.period is not None:
         exists = conn.execute(select(periods.c.name).where(periods.c.name == selection.period))
