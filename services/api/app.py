@@ -54,6 +54,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url, pool_size=10, component="settleq-api")
+        replica = (
+            None
+            if settings.read_database_url is None
+            else make_engine(settings.read_database_url, component="settleq-api-read")
+        )
         broker = make_broker(settings)
         publishers = Publishers(broker, threads=4)
         cutter = await run_in_threadpool(
@@ -70,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             queue_depth=QueueStats(settings, engine),
             publishers=publishers,
             events=EventPublisher(broker, engine, settings.queue_prefix, settings.event_batch_max),
+            replica=replica,
         )
         try:
             yield
@@ -78,6 +84,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             publishers.shutdown()
             close_broker(broker)
             engine.dispose()
+            if replica is not None:
+                replica.dispose()
 
     app = FastAPI(
         title="settleq",

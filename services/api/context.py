@@ -29,6 +29,9 @@ class ApiContext:
     # A resolution's events, published at its commit
     # (docs/architecture.md#events-at-commit-and-the-relay).
     events: EventPublisher
+    # SETTLEQ_READ_DATABASE_URL's replica, or None: reads that may lag
+    # (docs/operations.md#reads-from-a-replica); ``reader`` picks the engine.
+    replica: Engine | None = None
     # Read when first needed, so the API starts (and answers 503) while the
     # database is down.
     _key: InternalKey = field(init=False)
@@ -43,6 +46,11 @@ class ApiContext:
         self._key = InternalKey(self.engine, self.settings.internal_signing_key)
         self.keys = Keyring(self.engine, self.settings.producer_keys, lambda: self.internal_key)
         self.feed_watch = FeedWatch(self.engine)
+
+    @property
+    def reader(self) -> Engine:
+        """The engine of reads that may lag: the replica's if there is one."""
+        return self.replica or self.engine
 
     def publish_events(self, outbox_ids: Sequence[int], messages: Sequence[Message]) -> bool:
         """Publish committed units' events on a publishing thread (its connection

@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SETTLEQ_", extra="ignore")
 
     database_url: str = "sqlite:///./settleq.db"
+    # A replica for reads that may lag (docs/operations.md#reads-from-a-replica):
+    # closed periods' journals and lines, and history. Never the feed, an open
+    # period or anything read before a write. None: the primary serves them.
+    read_database_url: str | None = None
     broker_url: str = "amqp://guest:guest@127.0.0.1:5672/"
     redis_url: str = "redis://127.0.0.1:6379/0"
     queue_prefix: str = Field(default="settleq", pattern=r"^[A-Za-z0-9_-]{1,64}$")
@@ -253,10 +257,10 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    @field_validator("database_url")
+    @field_validator("database_url", "read_database_url")
     @classmethod
-    def _ledger_url(cls, value: str) -> str:
-        problem = database_url_problem(value)
+    def _ledger_url(cls, value: str | None) -> str | None:
+        problem = None if value is None else database_url_problem(value)
         if problem is not None:
             raise ValueError(problem)
         return value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -13,9 +14,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from services.api import csv_export
 from services.api.auth import Ctx, Operator, Reader, Viewer
+from services.api.context import ApiContext
 from services.api.errors import ApiError, ErrorBody
 from services.api.params import KindName, check_kind, check_partition, readable_partitions
 from services.api.periods import schemas as wire
@@ -28,6 +32,7 @@ from shared.domain.money import BASIS, ZERO, at_quantum
 from shared.wire.times import ISO_TIME, iso, parse_instant
 
 router = APIRouter(tags=["periods"])
+log = logging.getLogger("settleq.api")
 UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     **UNAUTHENTICATED,
@@ -159,8 +164,9 @@ async def read_journal(
     the same entries as that ERP's journal import file."""
     if format in erp_journal.FORMATS:
         return await _erp_journal(ctx, period, format)
+    engine = await _closed_reader(ctx, period)
     try:
-        found = await run_in_threadpool(reads.journal, ctx.engine, period, _how(ctx))
+        found = await run_in_threadpool(reads.journal, engine, period, _how(ctx))
     except reads.NoSuchPeriod:
         raise _not_found(period) from None
     if format == "csv":
@@ -173,9 +179,26 @@ async def read_journal(
     return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
 
 
-async def _erp_journal(ctx: Any, period: str, fmt: str) -> Response:
+async def _closed_reader(ctx: ApiContext, period: str) -> Engine:
+    """Where a period's journal and lines are read: the replica
+    (docs/operations.md#reads-from-a-replica) once it shows the period closed,
+    so that its rows and its entries can no longer change; else (an open or
+    ended period, a replica behind the close, or one that cannot be reached)
+    the primary."""
+    if ctx.replica is None:
+        return ctx.engine
     try:
-        data = await run_in_threadpool(reads.erp_journal, ctx.engine, period, _how(ctx), fmt)
+        closed = await run_in_threadpool(reads.closed_on, ctx.replica, period)
+    except SQLAlchemyError:
+        log.warning("the read replica did not answer; reading period %s from the primary", period)
+        closed = False
+    return ctx.replica if closed else ctx.engine
+
+
+async def _erp_journal(ctx: Any, period: str, fmt: str) -> Response:
+    engine = await _closed_reader(ctx, period)
+    try:
+        data = await run_in_threadpool(reads.erp_journal, engine, period, _how(ctx), fmt)
     except reads.NoSuchPeriod:
         raise _not_found(period) from None
     except ValueError as exc:
@@ -209,18 +232,19 @@ async def read_journal_lines(
     if partition_key is not None:
         check_partition(partition_key, ["query", "partition_key"])
     how = _how(ctx)
+    engine = await _closed_reader(ctx, period)
     try:
         # The period's row, read once; never its summary, which would tally
         # an open period's every row before the first line is sent.
-        row, booked_on, heading = await run_in_threadpool(reads.lines_made, ctx.engine, period, how)
+        row, booked_on, heading = await run_in_threadpool(reads.lines_made, engine, period, how)
     except reads.NoSuchPeriod:
         raise _not_found(period) from None
     partitions = None if partition_key is None else [partition_key]
     filename = f"journal-lines-{row.name}.csv"
-    if format == "csv" and ctx.engine.dialect.name == "postgresql":
-        blocks = lines.csv_blocks(ctx.engine, row, kind, partitions, booked_on, heading)
+    if format == "csv" and engine.dialect.name == "postgresql":
+        blocks = lines.csv_blocks(engine, row, kind, partitions, booked_on, heading)
         return await csv_export.response(blocks, filename)
-    rows = reads.journal_lines(ctx.engine, row.name, sums.Scope(kind, partitions), how)
+    rows = reads.journal_lines(engine, row.name, sums.Scope(kind, partitions), how)
     if format == "csv":
         cells = _line_cells(row.name, booked_on, heading, rows)
         return await csv_export.response(csv_export.chunks(lines.HEADER, cells), filename)

@@ -53,12 +53,14 @@ async def get_identity(reconciliation_key: KeyPath, ctx: Ctx, _: Viewer) -> Iden
     every dispute it had with its resolution (decision, amount, note, decider)."""
 
     def load() -> Identity:
-        rows = history.identity(ctx.engine, reconciliation_key)
+        # History may lag: the replica's, if there is one
+        # (docs/operations.md#reads-from-a-replica).
+        rows = history.identity(ctx.reader, reconciliation_key)
         if not rows:
             raise ApiError(404, "identity_not_found", "no ledger row has this reconciliation key")
         disputed = [r.id for r in rows if r.outcome == "disputed"]
         # A line has a dispute per contract version at most: a few reads.
-        every = [d for d in (disputes_db.get(ctx.engine, i) for i in disputed) if d is not None]
+        every = [d for d in (disputes_db.get(ctx.reader, i) for i in disputed) if d is not None]
         seen = [dispute(d) for d in every]
         open_ones = [d for d in seen if d.status == "open"]
         with localcontext(EXACT_SUMS):
@@ -116,7 +118,7 @@ async def find_lines(
 
     def load() -> DocumentLinePage:
         rows = history.document_lines(
-            ctx.engine,
+            ctx.reader,
             document_id,
             partition_key=partition_key,
             outcome=outcome,
@@ -125,7 +127,7 @@ async def find_lines(
         )
         items = [
             DocumentLine(**fields, job_id=r.job_id, kind=r.kind, partition_key=r.partition_key)
-            for r, fields in zip(rows, line_fields(ctx.engine, rows), strict=True)
+            for r, fields in zip(rows, line_fields(ctx.reader, rows), strict=True)
         ]
         last = rows[-1] if len(rows) == limit else None
         next_cursor = encode_document_line_cursor(*last.cursor) if last else None

@@ -253,6 +253,15 @@ def booked_on(engine: Engine, name: str, how: domain.Journaling) -> domain.Accou
     return _booked_on(period_row(engine, name, how), how)
 
 
+def closed_on(engine: Engine, name: str) -> bool:
+    """Whether ``engine``'s database shows the period closed. A replica that
+    does holds every row booked in it: they all committed before its close
+    (periods/booking.py), and a standby replays commits in their WAL order."""
+    with engine.connect() as conn:
+        status = conn.execute(select(periods.c.status).where(periods.c.name == name)).scalar()
+    return status == CLOSED
+
+
 def journal(engine: Engine, name: str, how: domain.Journaling) -> Journal:
     """A period's journal: a closed one's as it was closed (``final``), the
     open one's a preview with today's accounts."""
