@@ -82,6 +82,7 @@ MALFORMED_DATABASE_URLS = {
     "no-scheme": ("127.0.0.1:5432/db", "has no scheme"),
     "a-word": ("foo", "has no scheme"),
     "mysql": ("mysql://u@127.0.0.1/x", "names mysql"),
+    "libpq-host-list": ("postgresql://u@h1:5432,h2:5432/x", "write each as a host parameter"),
     "sqlite-no-directory": ("sqlite:////nonexistent-dir/x.db", "/nonexistent-dir does not exist"),
 }
 

@@ -131,3 +131,39 @@ def test_a_lagging_replica_never_skips_repeats_or_disagrees(test_env: ServiceEnv
         finally:
             primary.dispose()
             standby.dispose()
+
+
+def test_one_url_of_both_hosts_reaches_the_standby_once_promoted() -> None:
+    """SETTLEQ_DATABASE_URL may name several hosts, ``target_session_attrs=
+    read-write`` choosing the one that takes writes at each connect: the same
+    engine settles on the primary, then, once it is gone and the standby
+    promoted, on the standby, with nothing to restart and nothing lost or
+    doubled of what the standby had replayed."""
+    with primary_and_standby() as pair:
+        migrate(pair.primary_url)
+        engine = make_engine(pair.both_url)
+        standby = make_engine(pair.standby_url)
+        vendor = uid("V-F")
+        try:
+            before = [promo_doc(vendor, [promo_line(n, "8", "1.00")]) for n in (1, 2)]
+            settle_promo(engine, before)
+            replayed_up_to_now(engine, standby)
+            pair.stop_primary()
+            pair.promote_standby()
+            settle_promo(engine, [promo_doc(vendor, [promo_line(1, "16", "2.00")])])
+            with engine.connect() as conn:
+                where = conn.execute(text("SELECT inet_server_port()")).scalar_one()
+                rows = (
+                    conn.execute(
+                        select(tables.ledger_entries.c.reconciliation_key).where(
+                            tables.ledger_entries.c.partition_key == vendor
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
+            assert where == pair.ports[1]
+            assert len(rows) == len(set(rows)) == 3
+        finally:
+            engine.dispose()
+            standby.dispose()

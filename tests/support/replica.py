@@ -24,10 +24,22 @@ class Pair:
     primary_url: str
     standby_url: str
     primary_data: Path
+    standby_data: Path
+    ports: tuple[int, int]
+
+    @property
+    def both_url(self) -> str:
+        """Both hosts in one URL, the one that takes writes chosen at each connect
+        (docs/operations.md#connections-and-names)."""
+        hosts = "&".join(f"host=127.0.0.1:{port}" for port in self.ports)
+        return f"postgresql://postgres@/{DATABASE}?{hosts}&target_session_attrs=read-write"
 
     def stop_primary(self) -> None:
         """The primary gone at once, as a dead host's (``-m immediate``)."""
         _pg_ctl(self.primary_data, "-m", "immediate", "stop")
+
+    def promote_standby(self) -> None:
+        _pg_ctl(self.standby_data, "promote")
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -78,7 +90,7 @@ def primary_and_standby() -> Iterator[Pair]:
                 psql = ["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
                 _run([*psql, "-c", f"CREATE DATABASE {DATABASE}"], "CREATE DATABASE")
         urls = [f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}" for port in ports]
-        yield Pair(urls[0], urls[1], primary)
+        yield Pair(urls[0], urls[1], primary, standby, ports)
     finally:
         for data in reversed(started):
             with contextlib.suppress(Exception):

@@ -28,6 +28,13 @@ def database_url_problem(url: str) -> str | None:
     if dialect == "sqlite":
         # sqlite:///relative.db, sqlite:////absolute.db, or sqlite:// (in memory)
         return None if rest == "" or rest.startswith("/") else "names no file: sqlite:///path.db"
+    netloc = urlsplit(url).netloc
+    if "," in netloc.rpartition("@")[2]:
+        # libpq's host list (h1:5432,h2:5432) is no URL SQLAlchemy reads.
+        return (
+            "names several hosts in libpq's form: write each as a host parameter,"
+            " postgresql://user@/db?host=h1:5432&host=h2:5432&target_session_attrs=read-write"
+        )
     try:
         urlsplit(url).port  # noqa: B018 - reading the host and port is the check
     except ValueError:
