@@ -36,6 +36,17 @@ export function setOperatorToken(value) {
   if (remembered()) localStorage.setItem(OPERATOR_KEY, value);
 }
 export const hasOperatorToken = () => Boolean(stored(OPERATOR_KEY));
+// A page's form asking for an operator token: its one input is taken (and
+// cleared), then the page shown again with it.
+export function operatorTokenForm(form, show) {
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = form.querySelector("input");
+    setOperatorToken(input.value.trim());
+    input.value = "";
+    show();
+  });
+}
 export function clearOperatorToken() {
   sessionStorage.removeItem(OPERATOR_KEY);
   localStorage.removeItem(OPERATOR_KEY);

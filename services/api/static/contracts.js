@@ -6,7 +6,7 @@
 // nothing and writes no ledger row: this page never publishes. Contracts are
 // an operator's to read: a viewer's page asks for an operator token first, and
 // asks no operator endpoint before it has one (a 403 is a console error).
-import { Forbidden, Refused, Unauthorized, api, clearOperatorToken, hasOperatorToken, mayOperate, setOperatorToken } from "./api.js";
+import { Forbidden, Refused, Unauthorized, api, clearOperatorToken, hasOperatorToken, mayOperate, operatorTokenForm } from "./api.js";
 import { $, cell, el, fill, link, row } from "./dom.js";
 import { QUANTUM_PLACES, count, decimal, when } from "./format.js";
 
@@ -410,18 +410,8 @@ export function wireContracts(signOut) {
     event.preventDefault();
     showContracts();
   });
-  for (const [form, show] of [
-    ["contracts-operator", showContracts],
-    ["contract-operator", showContract],
-  ]) {
-    $(form).addEventListener("submit", (event) => {
-      event.preventDefault();
-      const input = $(form).querySelector("input");
-      setOperatorToken(input.value.trim());
-      input.value = "";
-      show();
-    });
-  }
+  operatorTokenForm($("contracts-operator"), showContracts);
+  operatorTokenForm($("contract-operator"), showContract);
   $("cp-form").addEventListener("submit", preview);
   $("cp-reset").addEventListener("click", () => {
     $("cp-body").value = $("cp-body").dataset.newest || "";

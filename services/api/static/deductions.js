@@ -8,7 +8,7 @@
 // deduction is accepted (written off) or denied (to recover), with a required
 // note, after a confirmation stating its amount; a viewer sees no buttons.
 // Amounts arrive at their kind's quantum: shown grouped, as sent.
-import { Forbidden, Unauthorized, api, mayOperate, setOperatorToken } from "./api.js";
+import { Forbidden, Unauthorized, api, mayOperate, operatorTokenForm } from "./api.js";
 import { $, cell, el, fill, link, markOverflow, row } from "./dom.js";
 import { count, decimal, when } from "./format.js";
 
@@ -357,16 +357,6 @@ export function wireDeductions() {
   });
   $("ded-more").addEventListener("click", () => loadList(true));
   window.addEventListener("resize", markDeductionsOverflow);
-  for (const [form, show] of [
-    ["ded-operator", showDeductions],
-    ["rem-operator", showRemittance],
-  ]) {
-    $(form).addEventListener("submit", (event) => {
-      event.preventDefault();
-      const input = $(form).querySelector("input");
-      setOperatorToken(input.value.trim());
-      input.value = "";
-      show();
-    });
-  }
+  operatorTokenForm($("ded-operator"), showDeductions);
+  operatorTokenForm($("rem-operator"), showRemittance);
 }
