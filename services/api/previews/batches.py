@@ -95,10 +95,12 @@ def _preview(ctx: ApiContext, batch: Ingested) -> tuple[dict[str, Any], list[Pre
     kind = KINDS[batch.kind]
     writer = PreviewWriter()
     lines: list[PreviewLine] = []
+    # The versions read so far, parsed once for every chunk (a worker's cache).
+    contracts: dict[tuple[str, int], Any] = {}
     with ctx.engine.connect() as conn:
         conn = read_only(conn)
         for chunk in batch.chunks:
-            lines += writer.preview(conn, _unit(conn, kind, chunk))
+            lines += writer.preview(conn, _unit(conn, kind, chunk, contracts))
     lines.sort(key=_order)
     whole, parts = totals(lines)
     answer: dict[str, Any] = {
@@ -112,16 +114,20 @@ def _preview(ctx: ApiContext, batch: Ingested) -> tuple[dict[str, Any], list[Pre
     return answer, lines
 
 
-def _unit(conn: Connection, kind: Kind[Any, Any], chunk: NewChunk) -> Unit:
+def _unit(
+    conn: Connection, kind: Kind[Any, Any], chunk: NewChunk, known: dict[tuple[str, int], Any]
+) -> Unit:
     """A chunk as a worker would settle it (services/worker/stages.py::settle_chunk):
     decoded from its stored bytes, planned against the contract versions its
-    documents pin (one the ledger lacks dead-letters them)."""
+    documents pin (one the ledger lacks dead-letters them); those not in
+    ``known`` are read and parsed, and kept there."""
     decoded: Decoded = decode_chunk(kind, document_list(kind), chunk.payload, chunk.lines)
     pinned = {(d.partition_key, d.contract_version) for d in decoded.documents}
-    contracts = {
-        k: kind.contract_model.model_validate(body)
-        for k, body in load_bodies(conn, kind.name, pinned).items()
-    }
+    missing = pinned - known.keys()
+    if missing:
+        bodies = load_bodies(conn, kind.name, missing)
+        known.update({k: kind.contract_model.model_validate(b) for k, b in bodies.items()})
+    contracts = {k: known[k] for k in pinned if k in known}
     plan = plan_chunk(kind, decoded.documents, contracts, chunk_start(chunk.seq))
     plan.failed_documents += decoded.failures
     ref = ChunkRef(_UNSTORED, _UNSTORED, kind.name, chunk.lines)
