@@ -21,6 +21,7 @@ from sqlalchemy import text
 
 from shared.adapters.db.engine import make_engine
 from shared.adapters.db.ledger import priors
+from shared.adapters.db.periods import booking
 from tests.support.netns import Topology
 from tests.support.service_host import ServiceHost
 from tests.support.stack import ROOT
@@ -66,12 +67,12 @@ def test_a_host_cut_off_mid_transaction_releases_its_locks_within_30_s(
             conn.execute(text(f"SET LOCAL lock_timeout = '{RELEASED_WITHIN_S + 15}s'"))
             priors.lock_lineage_ids(conn, [lock])
             took = time.monotonic() - cut_at
-            sessions = conn.execute(
-                text("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'ghost@%'")
-            ).scalar_one()
+            # And the booking lock, which a close takes alone: asked of the lock
+            # itself, not of pg_stat_activity, where the ghost's backend may still
+            # be on its way out once its transaction has ended (ci-like saw it).
+            booking.cut(conn)
         print(f"\nthe lineage lock was free {took:.1f} s after the cut")
         assert took < RELEASED_WITHIN_S, took
-        assert sessions == 0  # its session ended: the booking lock went with it
     finally:
         cluster_topology.restore(host)
         ghost.kill()
