@@ -24,10 +24,11 @@ from dramatiq.middleware import (
 
 from services.worker import stage_log
 from services.worker.context import WorkerContext
-from services.worker.failures import is_transient, reason_of
+from services.worker.failures import is_transient, lost_the_database, reason_of
 from services.worker.metrics import WorkerMetrics
 from services.worker.stage_log import UnitEvents, outcome_fields, unit_events
 from services.worker.stages import dead_letter_chunk, settle_chunk, validate_chunk
+from shared.adapters.db.engine import takes_writes
 from shared.adapters.rabbitmq.broker import make_broker
 from shared.adapters.rabbitmq.declare import RETURNS
 from shared.config.settings import Settings
@@ -61,16 +62,25 @@ def build_broker(settings: Settings) -> RabbitmqBroker:
     )
 
 
-# Message option: how many of its retries were waits on another attempt's
-# lease (ClaimContended), which are not attempts.
+# Message options: how many of its retries were waits on another attempt's
+# lease (ClaimContended), and how many were waits for a primary database (its
+# host died, a failover is under way). Neither is an attempt.
 CONTENDED = "contended"
+OUTAGE = "outage"
+# A unit waits for a primary this often, about a second apart (some 10 to 15
+# minutes, past any failover), before further failures count as attempts:
+# a database gone for good still ends in dead letters, never in a loop.
+OUTAGE_WAITS = 600
+OUTAGE_RETRY_MS = 1000
 
 
 def current_attempt() -> int:
     message = CurrentMessage.get_current_message()
     if message is None:
         return 1
-    return int(message.options.get("retries", 0)) - int(message.options.get(CONTENDED, 0)) + 1
+    options = message.options
+    waits = int(options.get(CONTENDED, 0)) + int(options.get(OUTAGE, 0))
+    return int(options.get("retries", 0)) - waits + 1
 
 
 def _wait_for_lease(ctx: WorkerContext, exc: ClaimContended) -> dramatiq.Retry | None:
@@ -88,6 +98,25 @@ def _wait_for_lease(ctx: WorkerContext, exc: ClaimContended) -> dramatiq.Retry |
     # come back at the same instant.
     wait = max(exc.wait_ms, settings.backoff_base_ms)
     return dramatiq.Retry(exc.reason, delay=int(wait * random.uniform(1.05, 1.25)))
+
+
+def _wait_for_database(ctx: WorkerContext) -> dramatiq.Retry | None:
+    """While no primary takes writes (its host died, a failover is under way):
+    the retry that waits for one without counting as an attempt, about a second
+    later, so that work resumes within seconds of a promotion rather than after
+    a backoff grown through the outage, and five quick failures do not
+    dead-letter it. None when a primary answers now (only this session was
+    lost: the attempt counts), or once the unit has waited ``OUTAGE_WAITS``
+    times. Whether the failed attempt's commit landed before its connection
+    went is the unit's marker's to say on the next attempt."""
+    message = CurrentMessage.get_current_message()
+    if message is None or int(message.options.get(OUTAGE, 0)) >= OUTAGE_WAITS:
+        return None
+    if takes_writes(ctx.engine):
+        return None
+    message.options[OUTAGE] = int(message.options.get(OUTAGE, 0)) + 1
+    wait = min(OUTAGE_RETRY_MS, ctx.settings.backoff_max_ms)
+    return dramatiq.Retry("database_unavailable", delay=int(wait * random.uniform(1.0, 1.25)))
 
 
 def current_returns() -> int:
@@ -140,6 +169,9 @@ def _failed(
     reason = reason_of(exc)
     if isinstance(exc, ClaimContended) and (retry := _wait_for_lease(ctx, exc)) is not None:
         events.emit(name, started, logging.INFO, status="retry", reason=reason)
+        raise retry from exc
+    if lost_the_database(exc) and (retry := _wait_for_database(ctx)) is not None:
+        events.emit(name, started, logging.INFO, status="retry", reason="database_unavailable")
         raise retry from exc
     if is_transient(exc):
         if attempt < ctx.settings.max_attempts:

@@ -53,7 +53,9 @@ def _pg_ctl(data: Path, *args: str) -> None:
 
 
 @contextlib.contextmanager
-def primary_and_standby() -> Iterator[Pair]:
+def primary_and_standby(synchronous: bool = False) -> Iterator[Pair]:
+    """``synchronous``: the primary acknowledges a commit once the standby has
+    it (``synchronous_standby_names``), so a promotion loses none it answered."""
     root = Path(tempfile.mkdtemp(prefix="settleq-replica-"))
     root.chmod(0o755)  # postgres traverses it
     if os.geteuid() == 0:
@@ -89,6 +91,10 @@ def primary_and_standby() -> Iterator[Pair]:
             if data is primary:
                 psql = ["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
                 _run([*psql, "-c", f"CREATE DATABASE {DATABASE}"], "CREATE DATABASE")
+        if synchronous:  # once the standby streams: before, a commit would wait for it
+            psql = ["psql", "-h", "127.0.0.1", "-p", str(ports[0]), "-U", "postgres"]
+            sql = "ALTER SYSTEM SET synchronous_standby_names = '*'"
+            _run([*psql, "-c", sql, "-c", "SELECT pg_reload_conf()"], "synchronous_standby_names")
         urls = [f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}" for port in ports]
         yield Pair(urls[0], urls[1], primary, standby, ports)
     finally:

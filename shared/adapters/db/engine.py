@@ -6,7 +6,7 @@ import os
 import socket
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, exc
 
 from shared.adapters.db.types import sqlite_cmp_abs_diff, sqlite_sub
 
@@ -33,6 +33,21 @@ SERVER_KEEPALIVES = (
     "tcp_keepalives_count=3",
     "tcp_user_timeout=20000",
 )
+
+
+def takes_writes(engine: Engine) -> bool:
+    """Whether a new connection reaches a server that takes writes now: a
+    primary (with several hosts in the URL, whichever one is; a standby, or one
+    being promoted, is read-only)."""
+    if engine.dialect.name != "postgresql":
+        return True  # a file: there is no other host to wait for
+    try:
+        with engine.connect() as conn:
+            return bool(conn.exec_driver_sql("SHOW transaction_read_only").scalar_one() == "off")
+    except exc.DBAPIError:
+        return False
+    except exc.SQLAlchemyError:  # the pool busy, not the server gone
+        return True
 
 
 def normalize_url(url: str) -> str:
