@@ -11,21 +11,25 @@ from sqlalchemy import Engine, create_engine, event, exc
 from shared.adapters.db.types import sqlite_cmp_abs_diff, sqlite_sub
 
 # A peer gone without a word (a host cut off mid-transaction, docs/operations.md#ghost-locks)
-# is given up by the server within 20 s, and with its session go every lock
-# and uncommitted row it held (the booking lock, lineage locks, a unit's
-# marker), rather than after TCP's default two hours (a silent connection) or
-# fifteen minutes (a reply it never acknowledged): keepalives probe a silent
-# connection after 5 s, every 2 s, 3 times (11 s), and TCP_USER_TIMEOUT ends
-# one whose sent data stays unacknowledged for 20 s. The client keeps its
-# keepalives only: a worker waiting on a server that is gone fails its unit
-# (retried elsewhere) instead of hanging, but a COPY it sends to a server that
-# is merely busy (waiting on a lock) is never cut. A long statement or lock
-# wait is answered by the peer's kernel and never cut either.
+# is given up within 20 s, and with its session go every lock and uncommitted
+# row it held (the booking lock, lineage locks, a unit's marker), rather than
+# after TCP's default two hours (a silent connection) or fifteen minutes (data
+# it never acknowledged): keepalives probe a silent connection after 5 s, every
+# 2 s, 3 times (11 s), and TCP_USER_TIMEOUT ends one whose sent data stays
+# unacknowledged for 20 s (the server's end) or 10 s (the client's). The
+# server's end frees what a cut-off client held. The client's end frees a
+# process whose primary was cut off while it sent (a COPY, a query, the pool's
+# pre-ping: keepalives never probe a connection with data in flight), so that
+# it fails over to the promoted standby instead of hanging until the link comes
+# back (docs/operations.md#when-the-primary-is-gone). A server that is merely
+# busy (a COPY waiting on a lock, its receive window full) still acknowledges
+# the window probes, and is not cut (measured: docs/operations.md#ghost-locks).
 CLIENT_KEEPALIVES = {
     "keepalives": 1,
     "keepalives_idle": 5,
     "keepalives_interval": 2,
     "keepalives_count": 3,
+    "tcp_user_timeout": 10000,
 }
 SERVER_KEEPALIVES = (
     "tcp_keepalives_idle=5",
@@ -69,7 +73,7 @@ def make_engine(
     url = normalize_url(url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
-    connect_args: dict[str, Any] = {"connect_timeout": 5, **CLIENT_KEEPALIVES}
+    connect_args: dict[str, Any] = {"connect_timeout": 5}
     settings = [*SERVER_KEEPALIVES, *(() if durable_commits else ("synchronous_commit=off",))]
     ours = " ".join(f"-c {setting}" for setting in settings)
     engine = create_engine(
@@ -87,6 +91,9 @@ def make_engine(
         # (a worker's children) names its own pid. A *fallback*, so an operator's
         # PGAPPNAME or an application_name in the URL still wins.
         params.setdefault("fallback_application_name", session_name(component))
+        # Defaults: the URL's own (``?tcp_user_timeout=60000``) win.
+        for key, value in CLIENT_KEEPALIVES.items():
+            params.setdefault(key, value)
         # After an operator's own options (the URL's ?options=), which it keeps.
         params["options"] = f"{params['options']} {ours}" if params.get("options") else ours
 
