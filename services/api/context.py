@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from services.api.feed_watch import FeedWatch
 from services.api.intake.publishers import Publishers
@@ -17,6 +20,8 @@ from shared.adapters.db.operators.producer_keys import Keyring
 from shared.adapters.rabbitmq.publisher import EventPublisher
 from shared.config.settings import Settings
 from shared.domain.pipeline.events import Message
+
+log = logging.getLogger("settleq.api")
 
 
 @dataclass
@@ -51,6 +56,21 @@ class ApiContext:
     def reader(self) -> Engine:
         """The engine of reads that may lag: the replica's if there is one."""
         return self.replica or self.engine
+
+    async def settled_reader(self, settled: Callable[[Engine], bool], what: str) -> Engine:
+        """Where a read of something that no longer changes is made: the replica
+        once it shows it ``settled`` (a closed period, a completed job), since a
+        standby replays commits in their WAL order and so has every row that
+        committed before it; else (not settled there yet, or a replica that does
+        not answer) the primary (docs/operations.md#reads-from-a-replica)."""
+        if self.replica is None:
+            return self.engine
+        try:
+            there = await run_in_threadpool(settled, self.replica)
+        except SQLAlchemyError:
+            log.warning("the read replica did not answer; reading %s from the primary", what)
+            there = False
+        return self.replica if there else self.engine
 
     def publish_events(self, outbox_ids: Sequence[int], messages: Sequence[Message]) -> bool:
         """Publish committed units' events on a publishing thread (its connection

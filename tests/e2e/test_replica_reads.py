@@ -76,6 +76,12 @@ def journal_csv(http: TestClient, period: str) -> bytes:
     return answer.content
 
 
+def job_lines(http: TestClient, job_id: str) -> bytes:
+    answer = http.get(f"/v1/jobs/{job_id}/lines.csv", headers=VIEWER)
+    assert answer.status_code == 200, answer.text
+    return answer.content
+
+
 def test_a_lagging_replica_never_skips_repeats_or_disagrees(test_env: ServiceEnv) -> None:
     with primary_and_standby() as pair:
         migrate(pair.primary_url)
@@ -85,9 +91,9 @@ def test_a_lagging_replica_never_skips_repeats_or_disagrees(test_env: ServiceEnv
         )
         vendor = uid("V-R")
 
-        def settle(n: int) -> None:
+        def settle(n: int) -> str:
             docs = [promo_doc(vendor, [promo_line(1, "8", "1.00")]) for _ in range(n)]
-            settle_promo(primary, docs)
+            return settle_promo(primary, docs)
 
         try:
             with TestClient(create_app(settings)) as http:
@@ -96,12 +102,12 @@ def test_a_lagging_replica_never_skips_repeats_or_disagrees(test_env: ServiceEnv
                     for p in http.get("/v1/periods", headers=VIEWER).json()["items"]
                     if p["status"] == "open"
                 ]
-                settle(3)
+                early_job = settle(3)
                 close(http, first, "R-2")
                 replayed_up_to_now(primary, standby)
                 with standby.connect() as conn:
                     conn.execute(text("SELECT pg_wal_replay_pause()"))
-                settle(4)
+                late_job = settle(4)
                 close(http, "R-2", "R-3")
                 settle(2)
 
@@ -126,8 +132,15 @@ def test_a_lagging_replica_never_skips_repeats_or_disagrees(test_env: ServiceEnv
                 # with the primary gone.
                 served = journal_csv(http, first)
                 assert hashlib.sha256(served).hexdigest() == hashed[first]
+                # A job completed after the pause: its lines are the primary's
+                # (the replica does not have it); one completed before it, the
+                # replica's too.
+                assert len(job_lines(http, late_job).splitlines()) == 1 + 4
+                early_lines = job_lines(http, early_job)
+                assert len(early_lines.splitlines()) == 1 + 3
                 pair.stop_primary()
                 assert journal_csv(http, first) == served
+                assert job_lines(http, early_job) == early_lines
         finally:
             primary.dispose()
             standby.dispose()

@@ -13,12 +13,14 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
+from sqlalchemy import Engine
 
 from services.api import csv_export
 from services.api.auth import Ctx, Reader
 from services.api.jobs import lines_csv as job_csv
 from services.api.jobs.routes import ERRORS, _visible_job
 from shared.adapters.db.jobs import detail as job_detail
+from shared.adapters.db.jobs import queries as jobs_db
 from shared.domain.kinds import shown
 from shared.wire.times import iso
 
@@ -99,6 +101,11 @@ async def job_timeline(job_id: str, ctx: Ctx, who: Reader) -> JobTimeline:
     return await run_in_threadpool(load)
 
 
+def _completed_on(engine: Engine, job_id: str) -> bool:
+    there = jobs_db.job_status(engine, job_id)
+    return there is not None and there.state == "completed"
+
+
 @router.get(
     "/v1/jobs/{job_id}/lines.csv",
     operation_id="exportJobLines",
@@ -115,7 +122,11 @@ async def job_timeline(job_id: str, ctx: Ctx, who: Reader) -> JobTimeline:
 async def job_lines_csv(
     job_id: str, ctx: Ctx, who: Reader, outcome: Outcome | None = None
 ) -> StreamingResponse:
-    status = await run_in_threadpool(_visible_job, ctx, who, job_id)
-    source = job_csv.chunks(ctx.engine, job_id, status.kind, outcome)
+    # A completed job's lines from the replica once it shows the job completed
+    # (its every chunk's marker, committed with the chunk's rows); a requeued
+    # dead letter's row may then lag, as history does.
+    engine = await ctx.settled_reader(lambda replica: _completed_on(replica, job_id), job_id)
+    status = await run_in_threadpool(_visible_job, ctx, who, job_id, engine)
+    source = job_csv.chunks(engine, job_id, status.kind, outcome)
     suffix = f"-{outcome}" if outcome else ""
     return await csv_export.response(source, f"job-{job_id}{suffix}.csv")

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import Engine
 
 from services.api.auth import Ctx, Principal, Reader
 from services.api.context import ApiContext
@@ -30,8 +31,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _visible_job(ctx: ApiContext, who: Principal, job_id: str) -> jobs_db.JobStatus:
-    status = jobs_db.job_status(ctx.engine, job_id)
+def _visible_job(
+    ctx: ApiContext, who: Principal, job_id: str, engine: Engine | None = None
+) -> jobs_db.JobStatus:
+    """``engine``: where to read it (a replica's, once it shows the job completed)."""
+    status = jobs_db.job_status(engine or ctx.engine, job_id)
     # A producer sees only its own jobs; another's is indistinguishable from none.
     if status is None or (who.role == "producer" and status.key_id != who.key_id):
         raise ApiError(404, "job_not_found", "no such job")

@@ -15,7 +15,6 @@ from fastapi import APIRouter, Body, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 from services.api import csv_export
 from services.api.auth import Ctx, Operator, Reader, Viewer
@@ -180,19 +179,9 @@ async def read_journal(
 
 
 async def _closed_reader(ctx: ApiContext, period: str) -> Engine:
-    """Where a period's journal and lines are read: the replica
-    (docs/operations.md#reads-from-a-replica) once it shows the period closed,
-    so that its rows and its entries can no longer change; else (an open or
-    ended period, a replica behind the close, or one that cannot be reached)
-    the primary."""
-    if ctx.replica is None:
-        return ctx.engine
-    try:
-        closed = await run_in_threadpool(reads.closed_on, ctx.replica, period)
-    except SQLAlchemyError:
-        log.warning("the read replica did not answer; reading period %s from the primary", period)
-        closed = False
-    return ctx.replica if closed else ctx.engine
+    """A period's journal and lines: from the replica once it shows the period
+    closed, its rows and entries fixed; an open or ended one from the primary."""
+    return await ctx.settled_reader(lambda engine: reads.closed_on(engine, period), period)
 
 
 async def _erp_journal(ctx: Any, period: str, fmt: str) -> Response:
