@@ -269,8 +269,11 @@ def test_a_child_killed_or_stopped_mid_file_changes_nothing(
     alone = _outcome(body, 1)
     with edi_blocks.listening(_kill_at(2, how)):
         assert _outcome(body, 2) == alone
-        # The frames it wrote before are taken, then no more.
-        assert taken[:2] == [0, 1] and len(taken) < 250
+        # The frames it wrote before are taken, in order, then no more. On a
+        # loaded machine the parent may map every set before the child's first
+        # frame comes (ci-like, with the cluster suite beside it: none taken),
+        # which changes nothing either.
+        assert taken == list(range(len(taken))) and len(taken) < 250
         taken.clear()
         refused = _with_set(body, 1990, *BAD)
         alone = _outcome(refused, 1)
