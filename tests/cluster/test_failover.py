@@ -53,7 +53,7 @@ from tests.support.chaos_checks import (
 from tests.support.events import drain
 from tests.support.factories import promo_doc, promo_line, uid
 from tests.support.infra import ServiceEnv, migrate, new_prefix
-from tests.support.netns import Namespace, Topology
+from tests.support.netns import Topology
 from tests.support.service_host import ServiceHost
 from tests.support.stack import Stack
 from tests.support.workload import Generated, generate, ndjson
@@ -149,11 +149,6 @@ class FeedReader:
 
 def lines(n: int) -> list[dict[str, Any]]:
     return [promo_line(i, "8", "1.00") for i in range(1, n + 1)]
-
-
-def start_host(stack: Stack, host: Namespace) -> None:
-    stack.start_worker("fast_path", name=f"fast-{host.name}", netns=host.name)
-    stack.start_worker("compute_heavy", name=f"heavy-{host.name}", netns=host.name)
 
 
 def synchronous_commit_cost(pg: Formation) -> tuple[float, float]:
@@ -309,7 +304,7 @@ def test_the_primary_cut_off_then_killed_loses_and_doubles_nothing(
             stack.start_api(netns=services.namespace.name)
             stack._spawn("relay", ["relay"], netns=services.namespace.name)
             for host in topology.hosts[:2]:
-                start_host(stack, host)
+                stack.start_host(host.name)
             events = EventsQueue(env.queue_prefix, services.broker_url, {"x-queue-type": "quorum"})
             data = generate(LINES, vendors=25, seed=81)
             publish_contracts(stack, data.documents)

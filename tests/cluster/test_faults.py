@@ -108,7 +108,7 @@ def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
         stack.start_api(netns=services.namespace.name)
         stack._spawn("relay", ["relay"], netns=services.namespace.name)
         for host in topology.hosts[:2]:
-            start_host(stack, host)
+            stack.start_host(host.name)
         events = EventsQueue(env.queue_prefix, services.broker_url, {"x-queue-type": "quorum"})
         job_id = submit_claim(stack, data)
         producer = stack.producer()
@@ -119,7 +119,7 @@ def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
         strike: dict[str, Callable[[], int]] = {
             "leader_node_stop": lambda: stop_the_leader(services, env.queue_prefix),
             "host_cut_off": lambda: cut_off(topology, services, topology.hosts[0]),
-            "host_added": lambda: start_host(stack, topology.hosts[2]) or 0,
+            "host_added": lambda: stack.start_host(topology.hosts[2].name) or 0,
             "host_workers_sigkill": lambda: kill_host(stack, services, topology.hosts[1]),
         }
         # Chunks in flight long enough to be struck, and a drain that outlasts
@@ -169,12 +169,6 @@ def test_a_cluster_and_hosts_that_come_and_go_lose_and_double_nothing(
     assert LINES - census.terminal == 0 and census.doubled == 0
     assert exact, (census.job, census.outcomes, data.expect)
     assert len(delivered) == census.ledger_rows
-
-
-def start_host(stack: Stack, host: Namespace) -> None:
-    """A worker host: one worker of each tier, in the host's namespace."""
-    stack.start_worker("fast_path", name=f"fast-{host.name}", netns=host.name)
-    stack.start_worker("compute_heavy", name=f"heavy-{host.name}", netns=host.name)
 
 
 def stop_the_leader(services: ServiceHost, prefix: str) -> int:

@@ -182,6 +182,12 @@ class Stack:
         args = ["worker", "--queues", tier, "--processes", "1", "--metrics-port", str(port)]
         return self._spawn(name, [*args, "--checked"] if checked else args, netns, **overrides)
 
+    def start_host(self, netns: str) -> None:
+        """A worker host (tests/cluster): one worker of each tier in the network
+        namespace ``netns``, named ``fast-<netns>`` and ``heavy-<netns>``."""
+        self.start_worker("fast_path", name=f"fast-{netns}", netns=netns)
+        self.start_worker("compute_heavy", name=f"heavy-{netns}", netns=netns)
+
     def scrape(self, name: str, token: str | None = VIEWER_TOKEN) -> httpx.Response:
         """GET a process's ``/metrics``: the API's (``api``) or a worker's, by name."""
         url = self.url if name == "api" else f"http://127.0.0.1:{self.metrics_ports[name]}"
