@@ -13,7 +13,8 @@ of 5,000 numbered and positioned as settlement numbers them.
 
 What those rows reference is filled minimally: the contracts they settled under,
 their jobs (completed: one ``chunk_results`` row per chunk, summing exactly to
-the chunk's rows) and ``job_partitions``. Left out, as nothing the run does
+the chunk's rows), ``job_partitions``, and where the rows are (a range a chunk
+and one a document of it, as the ledger writer records them). Left out, as nothing the run does
 reads them: chunk payloads, published outbox rows (the relay reads unpublished
 ones, through a partial index) and ``line_outcomes`` (history has no duplicates
 or noted lines). Then ``VACUUM (ANALYZE)``, as autovacuum would long since have
@@ -426,7 +427,9 @@ def fill(
         writer = TextRows(booking) if fmt == "text" else BinaryRows(booking)
         filled.before = ledger_size(conn)
         started, cpu, server = time.monotonic(), time.process_time(), service_cpu()["postgres"]
-        results = []
+        results: list[tuple[Any, ...]] = []
+        job_ranges: list[tuple[Any, ...]] = []
+        document_ranges: list[tuple[Any, ...]] = []
         with conn.transaction(), conn.cursor().copy(writer.sql) as copy:
             if fmt == "binary":
                 copy.set_types(LEDGER_TYPES)
@@ -434,12 +437,13 @@ def fill(
                 writer.write(copy, chunk)
                 booking.note(chunk)
                 results.append(chunk_result(chunk))
+                chunk_ranges(chunk, job_ranges, document_ranges)
                 chunk.rows = []
         with conn.transaction():
             conn.execute(
                 "SELECT setval(pg_get_serial_sequence('ledger_entries', 'id'), %s)", (rows,)
             )
-            references(conn, history, results)
+            references(conn, history, results, job_ranges, document_ranges)
             if sizes:
                 book_periods(conn, booking, history.jobs[0].at)
         filled.copy_s = time.monotonic() - started
@@ -511,8 +515,30 @@ def chunk_result(chunk: Chunk) -> tuple[Any, ...]:
     )
 
 
-def references(conn: psycopg.Connection, history: History, results: list[tuple[Any, ...]]) -> None:
-    """What the history's rows name: contracts, jobs, their partitions and chunk results."""
+def chunk_ranges(
+    chunk: Chunk, jobs: list[tuple[Any, ...]], documents: list[tuple[Any, ...]]
+) -> None:
+    """Where the chunk's rows are, as the ledger writer records a unit's
+    (ledger/ranges.py): its job's range, and each document's."""
+    rows = chunk.rows
+    first, last = rows[0], rows[-1]
+    jobs.append((chunk.job_id, first[0], last[0], first[-1], last[-1], 0))
+    start = 0
+    for n in range(1, len(rows) + 1):
+        if n == len(rows) or rows[n][3] != rows[start][3]:
+            documents.append((rows[start][3], rows[start][2], rows[start][0], rows[n - 1][0]))
+            start = n
+
+
+def references(
+    conn: psycopg.Connection,
+    history: History,
+    results: list[tuple[Any, ...]],
+    job_ranges: list[tuple[Any, ...]],
+    document_ranges: list[tuple[Any, ...]],
+) -> None:
+    """What the history's rows name: contracts, jobs, their partitions and chunk
+    results; and where they are (the ledger's ranges)."""
     body = canonical_body(CONTRACT)
     digest = hashlib.sha256(body.encode()).hexdigest()
     oldest = history.jobs[0].at - dt.timedelta(days=30)
@@ -536,6 +562,9 @@ def references(conn: psycopg.Connection, history: History, results: list[tuple[A
         "job_partitions (job_id, partition_key)": history.partitions,
         "chunk_results (chunk_id, job_id, source, posted, disputed, duplicate, dead_lettered,"
         " amount_posted, amount_disputed, created_at)": results,
+        "ledger_job_ranges (job_id, first_id, last_id, first_position, last_position,"
+        " unpositioned)": job_ranges,
+        "ledger_document_ranges (document_id, partition_key, first_id, last_id)": (document_ranges),
     }
     cursor = conn.cursor()
     for target, rows in tables.items():

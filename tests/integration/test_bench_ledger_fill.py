@@ -11,7 +11,9 @@ import pytest
 
 from bench import ledger_fill
 from shared.adapters.db.engine import make_engine
+from shared.adapters.db.jobs.lines import stream_lines
 from shared.adapters.db.jobs.queries import job_status
+from shared.adapters.db.ledger.read.history import document_lines
 from shared.adapters.db.periods import reads, sums
 from shared.domain import periods as domain
 from tests.support.infra import isolated_env
@@ -54,6 +56,16 @@ def test_filled_jobs_read_as_completed_with_counters_equal_to_their_ledger_rows(
                 assert status.amounts["posted"] == sums["posted"][1]
                 assert status.amounts["disputed"] == sums["disputed"][2]
                 assert sum(status.outcomes.values()) == status.lines
+                # Its lines page and its documents find every row through their ranges.
+                lines = stream_lines(engine, job_id, outcome=None)
+                assert sum(1 for _ in lines) == status.lines
+            documents = conn.execute(
+                "SELECT document_id, partition_key, count(*) FROM ledger_entries"
+                " GROUP BY document_id, partition_key ORDER BY document_id LIMIT 3"
+            ).fetchall()
+            for document_id, partition_key, count in documents:
+                found = document_lines(engine, document_id, partition_key=partition_key, limit=99)
+                assert len(found) == count
             keys, partitions, periods = conn.execute(
                 "SELECT count(DISTINCT reconciliation_key), array_agg(DISTINCT partition_key),"
                 " array_agg(DISTINCT split_part(document_id, '-CLAIM-', 1))"

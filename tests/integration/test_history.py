@@ -126,10 +126,12 @@ def test_migration_0018_builds_the_document_indexes_concurrently() -> None:
                 conn.execute(
                     text("CREATE INDEX ix_line_outcomes_document ON line_outcomes (job_id)")
                 )
-            command.upgrade(config, "head")
+            command.upgrade(config, "0018")
+            assert _indexes(fresh) >= {"ix_ledger_entries_document", "ix_line_outcomes_document"}
+            command.upgrade(config, "head")  # 0037 drops the ledger's: ranges find its rows
             with fresh.connect() as conn:
                 assert compare_metadata(MigrationContext.configure(conn), tables.metadata) == []
-            assert _indexes(fresh) >= {"ix_ledger_entries_document", "ix_line_outcomes_document"}
+            assert "ix_line_outcomes_document" in _indexes(fresh)
             command.downgrade(config, "0017")
             assert not _indexes(fresh) & {"ix_ledger_entries_document", "ix_line_outcomes_document"}
         finally:

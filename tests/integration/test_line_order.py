@@ -20,7 +20,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, event, inspect, select, update
+from sqlalchemy import Engine, case, event, func, inspect, select, update
 
 from services.api.app import create_app
 from services.worker.context import WorkerContext
@@ -243,6 +243,27 @@ def test_a_requeued_whole_chunk_takes_its_chunks_place(
     assert _pages(http, job_id, 3) == expected
 
 
+def _from_before_positions(conn: Any, jobs: list[str], documents: set[str]) -> None:
+    """The documents' rows of the jobs made as if written before migration 0013:
+    no position, and the job's ranges as migration 0037 builds them for old rows
+    (one a unit: a unit's rows share their ``created_at``)."""
+    for table in (tables.ledger_entries, tables.line_outcomes):
+        c = table.c
+        mine = c.job_id.in_(jobs) & c.document_id.in_(documents)
+        conn.execute(update(table).where(mine).values(position=None))
+    le, r = tables.ledger_entries.c, tables.ledger_job_ranges
+    conn.execute(r.delete().where(r.c.job_id.in_(jobs)))
+    unplaced = func.sum(case((le.position.is_(None), 1), else_=0))
+    rebuilt = (
+        select(le.job_id, func.min(le.id), func.max(le.id), func.min(le.position))
+        .add_columns(func.max(le.position), unplaced)
+        .where(le.job_id.in_(jobs))
+        .group_by(le.job_id, le.created_at)
+    )
+    columns = ["job_id", "first_id", "last_id", "first_position", "last_position", "unpositioned"]
+    conn.execute(r.insert().from_select(columns, rebuilt))
+
+
 def test_rows_from_before_positions_follow_the_positioned_ones(
     ctx: WorkerContext, backend_env: ServiceEnv, http: TestClient, vendor: str
 ) -> None:
@@ -252,10 +273,10 @@ def test_rows_from_before_positions_follow_the_positioned_ones(
     old = {docs[n]["document_id"] for n in (0, 1, 7, 11)}
     unpositioned: list[tuple[int, int, Line]] = []
     with ctx.engine.begin() as conn:
+        _from_before_positions(conn, [job_id], old)
         for rank, table in enumerate((tables.ledger_entries, tables.line_outcomes)):
             c = table.c
             mine = (c.job_id == job_id) & c.document_id.in_(old)
-            conn.execute(update(table).where(mine).values(position=None))
             listed = c.outcome.in_(("posted", "disputed") if rank == 0 else OUTCOMES[2:])
             for r in conn.execute(select(table).where(mine, listed)):
                 unpositioned.append((rank, r.id, (r.document_id, r.line_ref, r.outcome)))
@@ -372,10 +393,7 @@ def _large_jobs(ctx: WorkerContext, backend_env: ServiceEnv, vendor: str) -> dic
     docs = [promo_doc(vendor, lines) for _ in range(100)]
     jobs = [_settle_job(ctx, backend_env, docs, per_chunk=50)[0] for _ in range(2)]
     with ctx.engine.begin() as conn:
-        for table in (tables.ledger_entries, tables.line_outcomes):
-            c = table.c
-            old = c.job_id.in_(jobs) & (c.document_id == docs[-1]["document_id"])
-            conn.execute(update(table).where(old).values(position=None))
+        _from_before_positions(conn, jobs, {docs[-1]["document_id"]})
         conn.exec_driver_sql("ANALYZE")
     cursors = {}
     for job_id in jobs:
@@ -389,10 +407,12 @@ def test_pages_read_the_job_index_in_order_and_sort_nothing(
     ctx: WorkerContext, backend_env: ServiceEnv, vendor: str
 ) -> None:
     """Every page, filtered or not, first or after a cursor, among positioned rows
-    or not, can read one range of a ``(job_id, outcome, position, id)`` index in
-    its order, and sort nothing. (On this small ledger PostgreSQL may prefer a
-    bitmap scan and a sort of a few rows, or, for the disputed filter, the dispute
-    queue's index: the assertions are on what the index can do, see ``_plans``.)"""
+    or not, reads the job's ranges by their key, then each range of the ledger's
+    primary key (a unit's rows, sorted on their own: no more), and the other
+    outcomes one range of a ``(job_id, [outcome,] position, id)`` index in its
+    order, sorting nothing. (On this small ledger PostgreSQL may prefer a bitmap
+    scan and a sort of a few rows, or, for the disputed filter, the dispute
+    queue's index: the assertions are on what the indexes can do, see ``_plans``.)"""
     cursors = _large_jobs(ctx, backend_env, vendor)
 
     def pages() -> None:
@@ -414,26 +434,43 @@ def test_pages_read_the_job_index_in_order_and_sort_nothing(
 
 
 JOB_INDEXES = {
-    "ix_ledger_entries_job_id_outcome_position_id",
+    "pk_ledger_job_ranges",
+    "ix_ledger_entries_job_disputes",
     "ix_line_outcomes_job_id_outcome_position_id",
 }
+SQLITE_JOB_INDEXES = {"sqlite_autoindex_ledger_job_ranges_1", *JOB_INDEXES}
+
+
+def _in_a_range(statement: str) -> bool:
+    """Does the statement read a range of the ledger's ids (a unit's rows)?"""
+    return "ledger_entries.id BETWEEN" in statement
 
 
 def _assert_in_index_order(statement: str, nodes: list[dict[str, Any]]) -> None:
-    """PostgreSQL: index scans of the job indexes, and no sort."""
+    """PostgreSQL: index scans of the job indexes, and no sort; or one range of
+    the ledger's primary key, its rows sorted."""
     summary = [(n["Node Type"], n.get("Index Name")) for n in nodes]
     scans = [n for n in nodes if "Scan" in n["Node Type"]]
     assert scans and all(n["Node Type"] == "Index Scan" for n in scans), (statement, summary)
+    if _in_a_range(statement):
+        assert {n["Index Name"] for n in scans} == {"pk_ledger_entries"}, (statement, summary)
+        return
     assert {n["Index Name"] for n in scans} <= JOB_INDEXES, (statement, summary)
-    assert not [n for n in nodes if "Sort" in n["Node Type"]], (statement, summary)
+    if "ledger_job_ranges" not in statement:  # a job's few ranges: sorted in Python
+        assert not [n for n in nodes if "Sort" in n["Node Type"]], (statement, summary)
 
 
 def _assert_searched_in_order(statement: str, steps: list[str]) -> None:
-    """SQLite: every step searches a job index, and none sorts (a temp b-tree)."""
-    assert not [step for step in steps if "TEMP B-TREE" in step], (statement, steps)
+    """SQLite: every step searches a job index, and none sorts (a temp b-tree);
+    or one range of the ledger's rowid."""
     searches = [step for step in steps if step.startswith(("SEARCH", "SCAN"))]
     assert searches, (statement, steps)
-    assert all(any(ix in step for ix in JOB_INDEXES) for step in searches), (statement, steps)
+    if _in_a_range(statement):
+        assert all("INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in s for s in searches), steps
+        return
+    assert not [step for step in steps if "TEMP B-TREE" in step], (statement, steps)
+    indexed = [any(ix in step for ix in SQLITE_JOB_INDEXES) for step in searches]
+    assert all(indexed), (statement, steps)
 
 
 @pytest.fixture
@@ -485,8 +522,8 @@ def test_migration_0013_goes_up_and_down(fresh_url: str) -> None:
             # The declared table's types, its columns of 0012 only.
             conn.execute(tables.ledger_entries.insert().values(**before))
         command.upgrade(config, "head")
-        assert _job_indexes(engine) == {
-            "ix_ledger_entries_job_id_outcome_position_id": _NEW,
+        assert _job_indexes(engine) == {  # the ledger's, by migration 0037
+            "ix_ledger_entries_job_disputes": ["job_id", "position", "id"],
             "ix_line_outcomes_job_id_outcome_position_id": _NEW,
         }
         [line] = list_lines(engine, "j13", outcome=None, after=None, limit=10)

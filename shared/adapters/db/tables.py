@@ -194,13 +194,18 @@ ledger_entries = Table(
         postgresql_where=text("outcome = 'disputed'"),
         sqlite_where=text("outcome = 'disputed'"),
     ),
-    # A job's lines of one outcome in batch order: its lines page merges the
-    # posted and disputed ranges (docs/api.md#jobs). Also the job's rows for its
-    # page's partitions and the dispute queue's job filter.
-    Index(None, "job_id", "outcome", "position", "id"),
-    # A document's rows across its jobs, by id alone or with its partition
-    # (GET /v1/lines, migration 0018).
-    Index("ix_ledger_entries_document", "document_id", "partition_key", "id"),
+    # A job's disputed rows in batch order: its lines page's disputed lines, its
+    # disputed total, the dispute queue's job filter. Partial, as the queue's:
+    # a posted line costs it nothing. A job's and a document's other rows are
+    # found through their id ranges (ledger_job_ranges, ledger_document_ranges).
+    Index(
+        "ix_ledger_entries_job_disputes",
+        "job_id",
+        "position",
+        "id",
+        postgresql_where=text("outcome = 'disputed'"),
+        sqlite_where=text("outcome = 'disputed'"),
+    ),
     # A remittance's rows: one per deduction, document and outcome, the key
     # saying which (remittances/booking.py), so a replay inserts nothing.
     Index(
@@ -243,6 +248,34 @@ Index(
     ledger_entries.c.id,
     postgresql_where=_line_history,
     sqlite_where=_line_history,
+)
+
+# Where a job's and a document's ledger rows are, as id ranges: one row per
+# unit of work a job, one per document a unit (ledger/ranges.py), where an
+# index of the ledger's own would cost an entry a line (migration 0037). A
+# range may hold other rows too (ids drawn by concurrent units interleave):
+# a read through it filters by job or document as well.
+ledger_job_ranges = Table(
+    "ledger_job_ranges",
+    metadata,
+    Column("job_id", JOB_ID, primary_key=True),
+    Column("first_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("last_id", BigInteger, nullable=False),
+    # The batch positions of the range's lines (null: none has one).
+    Column("first_position", BigInteger, nullable=True),
+    Column("last_position", BigInteger, nullable=True),
+    # Of its rows, how many have no position (resolutions, matches, rows from
+    # before positions): a job's lines page reads them after the positioned ones.
+    Column("unpositioned", Integer, nullable=False),
+)
+
+ledger_document_ranges = Table(
+    "ledger_document_ranges",
+    metadata,
+    Column("document_id", ID, primary_key=True),
+    Column("partition_key", ID, primary_key=True),
+    Column("first_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("last_id", BigInteger, nullable=False),
 )
 
 line_outcomes = Table(

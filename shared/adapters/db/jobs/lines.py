@@ -10,11 +10,13 @@ A page lists the job's lines by (position, source, id): ``position`` is the
 line's place in the batch (shared/domain/pipeline/units.py::chunk_start), so the lines
 come in the order the batch had them whichever chunk settled first; rows
 written before positions were (null) come after the positioned ones, by
-source and id. Each outcome is one range of its table's
-``(job_id, outcome, position, id)`` index, read in order from the cursor
-(positioned rows, then the null ones); a page merges the ranges of the
-outcomes asked for, so neither an outcome filter nor a large job ever sorts
-the job's rows. A cursor is the last line's (position, source, id).
+source and id. Each outcome is read in order from the cursor (positioned rows,
+then the null ones): the posted ones through the job's id ranges
+(ledger/read/ranges.py), each unit's a range sorted on its own; the disputed ones
+from their partial index ``ix_ledger_entries_job_disputes``; the others from
+``line_outcomes``'s ``(job_id, outcome, position, id)`` index. A page merges
+the outcomes asked for, so neither an outcome filter nor a large job ever
+sorts the job's rows. A cursor is the last line's (position, source, id).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, select, true, tuple_
 
 from shared.adapters.db.dialect import outcome_in
+from shared.adapters.db.ledger import job_ranges
 from shared.adapters.db.tables import ledger_entries, line_outcomes
 
 Source = Literal["ledger", "other"]
@@ -165,17 +168,68 @@ def _unpositioned_after(c: Any, source: Source, after: After | None) -> ColumnEl
     return condition
 
 
+def _ranged(conn: Connection, job_id: str, after: After | None, limit: int) -> list[Any]:
+    """Up to ``limit`` posted rows of the job after the cursor, in order, read
+    through the job's id ranges (ledger/read/ranges.py), a range at a time in the
+    order of their first positions, until no range left can hold a row before
+    the ``limit``-th found. Ranges may overlap: a row is kept once."""
+    _, c, query = _select(job_id, "posted")
+    found: dict[int, Any] = {}
+    kept: list[Any] = []
+    spans = job_ranges(conn, job_id)
+    if after is None or after[0] is not None:
+        low = None if after is None else after[0]
+        placed = sorted(
+            (
+                r
+                for r in spans
+                if r.last_position is not None and (low is None or r.last_position >= low)
+            ),
+            key=lambda r: (r.first_position, r.first_id),
+        )
+        positioned = query.where(_positioned_after(c, "ledger", after))
+        for r in placed:
+            if len(kept) == limit and r.first_position > kept[-1].position:
+                break
+            rows = conn.execute(
+                positioned.where(c.id.between(r.first_id, r.last_id))
+                .order_by(c.position, c.id)
+                .limit(limit)
+            )
+            found.update((row.id, row) for row in rows)
+            kept = sorted(found.values(), key=lambda row: (row.position, row.id))[:limit]
+    if len(kept) < limit:
+        unpositioned = _unpositioned_after(c, "ledger", after)
+        if unpositioned is not None:
+            rest = query.where(c.position.is_(None), unpositioned)
+            tail: dict[int, Any] = {}
+            ordered: list[Any] = []
+            wanted = limit - len(kept)
+            for r in sorted((r for r in spans if r.unpositioned), key=lambda r: r.first_id):
+                if len(ordered) == wanted and r.first_id > ordered[-1].id:
+                    break
+                rows = conn.execute(
+                    rest.where(c.id.between(r.first_id, r.last_id)).order_by(c.id).limit(wanted)
+                )
+                tail.update((row.id, row) for row in rows)
+                ordered = sorted(tail.values(), key=lambda row: row.id)[:wanted]
+            kept += ordered
+    return kept
+
+
 def _stream(
     conn: Connection, job_id: str, outcome: str, after: After | None, limit: int
 ) -> list[LineRow]:
     """Up to ``limit`` lines of one outcome after the cursor, in order."""
     source, c, query = _select(job_id, outcome)
     found: list[Any] = []
-    if after is None or after[0] is not None:
+    if outcome == "posted":
+        found = _ranged(conn, job_id, after, limit)
+    elif after is None or after[0] is not None:
         positioned = query.where(_positioned_after(c, source, after))
         found += conn.execute(positioned.order_by(c.position, c.id).limit(limit)).all()
     unpositioned = _unpositioned_after(c, source, after)
-    if len(found) < limit and unpositioned is not None:
+    if outcome != "posted" and len(found) < limit and unpositioned is not None:
         rest = query.where(c.position.is_(None), unpositioned)
         # By id, spelled as the index's order: ``position IS NULL`` is no equality
         # to PostgreSQL's planner, and ``ORDER BY id`` alone would sort the range.

@@ -200,20 +200,22 @@ def _ledger_text(
     ids: list[int],
     period: str,
 ) -> tuple[str, list[LedgerRow]]:
-    """The new lines as COPY rows of ``_COLUMNS``, and as the rows written: delta
-    is the amount, no row is superseded. In key order, ids ascending with it:
-    consecutive inserts into the identity's index (random keys) then land near
-    each other, which costs the server less than inserting them in arrival
-    order, and two COPYs racing on shared keys wait on them in one order, never
-    on each other in a cycle."""
+    """The new lines as COPY rows of ``_COLUMNS``, and as the rows written, in id
+    order: delta is the amount, no row is superseded. Ids ascend in batch order,
+    so a document's rows are one range of them (ranges.py); the rows go in key
+    order: consecutive inserts into the identity's index (random keys) then land
+    near each other, which costs the server less than inserting them in
+    arrival order, and two COPYs racing on shared keys wait on them in one
+    order, never on each other in a cycle."""
     # A document's lines are consecutive: its fields are escaped once, not per line.
     head = f"\t1\t{field(kind)}\t"
     tail = f"\t{field(job_id)}\t"
     booked = f"\t{field(period)}\n"
     doc = None
     middle = end = ""
-    rows: list[tuple[str, PlannedLine]] = []  # each row after its id, which starts with its key
+    rows: list[tuple[str, int, PlannedLine]] = []  # each row after its id, starting with its key
     append = rows.append
+    next_id = iter(ids).__next__
     for p, new in zip(settled, flags, strict=True):
         if not new:
             continue
@@ -232,15 +234,14 @@ def _ledger_text(
             (
                 f"{p.line.reconciliation_key}{middle}{ref}{tail}{s.outcome}\t{amount}"
                 f"\t{claimed}\t{amount}{end}{p.position}{booked}",
+                next_id(),
                 p,
             )
         )
-    rows.sort()  # each starts with its key, a distinct one: the rows sort by key
-    text = "".join(f"{i}\t{row}" for i, (row, _) in zip(ids, rows, strict=True))
     # tuple.__new__: a NamedTuple's own __new__ is a Python call per row.
     make = tuple.__new__
     written = []
-    for i, (_, p) in zip(ids, rows, strict=True):
+    for _, i, p in rows:
         d, s = p.document, p.settlement
         assert s is not None
         row = (
@@ -261,4 +262,6 @@ def _ledger_text(
             period,
         )
         written.append(make(LedgerRow, row))
+    rows.sort()  # each starts with its key, a distinct one: the rows sort by key
+    text = "".join(f"{i}\t{row}" for row, i, _ in rows)
     return text, written

@@ -39,7 +39,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 
 from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.dialect import insert_ignoring_conflicts, outcome_in
-from shared.adapters.db.ledger import postgres, priors, resolutions
+from shared.adapters.db.ledger import postgres, priors, ranges, resolutions
 from shared.adapters.db.ledger.outcomes import (
     Letter,
     dead_letter_rows,
@@ -126,6 +126,10 @@ class LedgerWriter:
         if chunk.requeue is None:
             webhook_events.after_chunk(conn, chunk.job_id, now)
         written = done.written.rows
+        if written:
+            placed = [p.position for p in done.settled if p.position is not None]
+            span = (min(placed), max(placed)) if placed else None
+            ranges.record(conn, written, span, len(done.settled) - len(placed))
         return UnitResult(outcome, now, written, write_outbox(conn, written, now))
 
     def settle(
@@ -366,6 +370,7 @@ def _booked(conn: Connection, rows: list[LedgerRow], now: dt.datetime) -> Booked
     events each, so a bulk resolution's messages stay small whatever its notes
     (shared/domain/pipeline/events.py)."""
     ordered = sorted(rows, key=lambda r: r.id)
+    ranges.record(conn, ordered)
     outbox = []
     for start in range(0, len(ordered), EVENTS_PER_OUTBOX_ROW):
         part = ordered[start : start + EVENTS_PER_OUTBOX_ROW]

@@ -3,7 +3,7 @@ remittance's transaction sees and changes them
 (docs/architecture.md#remittances-and-deductions).
 
 A document's open amount is the sum of ``delta`` over all its rows. The
-documents a reference names are read by id (``ix_ledger_entries_document``).
+documents a reference names are read by id (in their id ranges, ledger/ranges.py).
 Matching by amount needs every document's open amount; on PostgreSQL they are
 summed once per transaction, only when a deduction needs it, into a temporary
 table indexed by amount, which each match then keeps current, so a partition
@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, text
 
+from shared.adapters.db.ledger.read import ranges
 from shared.adapters.db.tables import ledger_entries as le
 from shared.adapters.db.types import utc
 from shared.domain.money import ZERO
@@ -57,6 +58,10 @@ class OpenDocuments:
         if not wanted or (self._summed and not self._server):
             self._absent.update(i for i in wanted if i not in self.known)
             return
+        where = (
+            ranges.within(le.c.id, ranges.of_documents(self.conn, wanted, self.partition_key)),
+            le.c.document_id.in_(wanted),
+        )
         if self._server:
             rows = self.conn.execute(
                 select(
@@ -65,12 +70,12 @@ class OpenDocuments:
                     func.min(le.c.created_at),
                     func.max(le.c.contract_version),
                 )
-                .where(*self._of_partition(), le.c.document_id.in_(wanted))
+                .where(*self._of_partition(), *where)
                 .group_by(le.c.document_id)
             )
             self._keep(rows)
         else:
-            self._sum_in_memory(le.c.document_id.in_(wanted))
+            self._sum_in_memory(*where)
         self._absent.update(i for i in wanted if i not in self.known)
 
     def _keep(self, rows: Iterable[Any]) -> None:
@@ -79,13 +84,11 @@ class OpenDocuments:
                 self.known[document_id] = OpenDocument(document_id, Decimal(total), utc(first))
                 self.versions[document_id] = int(version)
 
-    def _sum_in_memory(self, where: Any = None) -> None:
+    def _sum_in_memory(self, *where: Any) -> None:
         """SQLite: the rows summed here, exactly (its own sum would be a float's)."""
         query = select(le.c.document_id, le.c.delta, le.c.created_at, le.c.contract_version).where(
-            *self._of_partition()
+            *self._of_partition(), *where
         )
-        if where is not None:
-            query = query.where(where)
         found: dict[str, list[Any]] = {}
         for document_id, delta, created_at, version in self.conn.execute(query):
             sums = found.setdefault(document_id, [ZERO, created_at, version])

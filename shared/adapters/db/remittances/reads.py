@@ -38,6 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import ColumnElement
 
+from shared.adapters.db.ledger.read import ranges
 from shared.adapters.db.remittances.tables import deductions as dd
 from shared.adapters.db.remittances.tables import remittances as rm
 from shared.adapters.db.tables import ledger_entries as le
@@ -356,15 +357,17 @@ def _deductions(conn: Any, query: Any, order: str) -> list[Deduction]:
 
 
 def _with_matches(conn: Any, found: Sequence[Deduction]) -> None:
-    """Each deduction's ledger rows, in one read for a page (by the ledger's
-    ``job_id`` index: the remittance's id)."""
+    """Each deduction's ledger rows, in one read for a page (in the id ranges
+    of their job: the remittance's id, ledger/ranges.py)."""
     if not found:
         return
     by_ref = {f"D{d.id}": d for d in found}
+    remittances = sorted({d.remittance_id for d in found})
     rows = conn.execute(
         select(le.c.line_ref, le.c.document_id, le.c.outcome, le.c.amount)
         .where(
-            le.c.job_id.in_(sorted({d.remittance_id for d in found})),
+            ranges.within(le.c.id, ranges.of_jobs(conn, remittances)),
+            le.c.job_id.in_(remittances),
             le.c.outcome.in_(_BOOKED),
             le.c.line_ref.in_(sorted(by_ref)),
         )

@@ -4,6 +4,7 @@
 - ``history``: a line's story and a document's lines, from the ledger's
   indexes whatever its size.
 - ``events``: the rows the relay builds its outcome events from.
+- ``ranges``: where a job's and a document's rows are, by id.
 
 The journal joins them next. Nothing here imports the ledger's writer
 (pyproject.toml's import contracts): a read never books a row, so a change to

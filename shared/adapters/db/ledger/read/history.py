@@ -5,7 +5,8 @@ their job (docs/api.md#ledger-history-and-search).
   first: its posted and disputed rows at each contract version (the identity
   index) and the resolutions of its disputed rows (the resolution index).
 - ``document_lines(engine, document_id, ...)``: the lines of a document across
-  every job that carried it: the ledger's rows (``ix_ledger_entries_document``)
+  every job that carried it: the ledger's rows (in the document's id ranges,
+  ranges.py)
   and the duplicates and dead-lettered lines (``ix_line_outcomes_document``),
   whose partition is their dead letter's or, for a duplicate, its identity's.
 
@@ -22,6 +23,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Engine, Select, func, literal, null, select, text, tuple_, union_all
 
+from shared.adapters.db.ledger.read import ranges
 from shared.adapters.db.tables import dead_letters, jobs, ledger_entries, line_outcomes
 from shared.adapters.db.types import identity_key
 
@@ -122,21 +124,28 @@ def document_lines(
     dead-lettered line of the same line, then oldest first. ``after`` is the
     last one's ``cursor``. A document's rows are found through its indexes
     and sorted: a document is as many rows as its lines times its jobs."""
-    parts = []
-    if outcome in (None, "posted", "disputed"):
-        parts.append(_ledger(document_id, partition_key, outcome))
-    if outcome in (None, "duplicate", "dead_lettered"):
-        parts.append(_outcomes(document_id, partition_key, outcome))
-    lines = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery("lines")
-    order = (func.length(lines.c.line_ref), lines.c.line_ref, lines.c.rank, lines.c.id)
-    query = select(*(c for c in lines.c if c.name != "rank"))
-    if after is not None:
-        ref, rank, last_id = after
-        query = query.where(tuple_(*order) > tuple_(len(ref), ref, rank, last_id))
-    return _read(engine, query.order_by(*order).limit(limit))
+    with engine.connect() as conn:
+        parts = []
+        if outcome in (None, "posted", "disputed"):
+            where = ranges.of_documents(conn, [document_id], partition_key)
+            parts.append(_ledger(document_id, partition_key, outcome, where))
+        if outcome in (None, "duplicate", "dead_lettered"):
+            parts.append(_outcomes(document_id, partition_key, outcome))
+        lines = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery("lines")
+        order = (func.length(lines.c.line_ref), lines.c.line_ref, lines.c.rank, lines.c.id)
+        query = select(*(c for c in lines.c if c.name != "rank"))
+        if after is not None:
+            ref, rank, last_id = after
+            query = query.where(tuple_(*order) > tuple_(len(ref), ref, rank, last_id))
+        return [DocumentLine(*row) for row in conn.execute(query.order_by(*order).limit(limit))]
 
 
-def _ledger(document_id: str, partition_key: str | None, outcome: str | None) -> Select[Any]:
+def _ledger(
+    document_id: str,
+    partition_key: str | None,
+    outcome: str | None,
+    where: list[ranges.Interval],
+) -> Select[Any]:
     query = select(
         literal("ledger").label("source"),
         le.c.id,
@@ -155,7 +164,7 @@ def _ledger(document_id: str, partition_key: str | None, outcome: str | None) ->
         le.c.correlation_id,
         null().label("ledger_claimed_amount"),
         literal(0).label("rank"),
-    ).where(le.c.document_id == document_id, _SETTLED)
+    ).where(ranges.within(le.c.id, where), le.c.document_id == document_id, _SETTLED)
     if partition_key is not None:
         query = query.where(le.c.partition_key == partition_key)
     if outcome is not None:
@@ -207,8 +216,3 @@ def _outcomes(document_id: str, partition_key: str | None, outcome: str | None) 
     if outcome is not None:
         query = query.where(lo.c.outcome == outcome)
     return query
-
-
-def _read(engine: Engine, query: Any) -> list[DocumentLine]:
-    with engine.connect() as conn:
-        return [DocumentLine(*row) for row in conn.execute(query)]
