@@ -88,12 +88,13 @@ SETTLE_STAGES = (
 
 def stage_table(stats: pstats.Stats, cpu_s: float, lines: int) -> str:
     """Each stage's share of the profiled settle, as core-µs a line of the
-    worker's unprofiled CPU (the profile's own cost spread in proportion).
-    Waits on a server count as the profile's time, not as CPU: a stage that
-    waits (commit, publish) reads high."""
+    worker's CPU under the profile (about 1.5 times its CPU without: compare
+    the shares, or scale by the settle line of an unprofiled run). Waits on a
+    server count as the profile's time, not as CPU: a stage that waits
+    (commit, publish) reads high."""
     raw: dict[tuple[str, int, str], Any] = stats.stats  # type: ignore[attr-defined]
     total = max(cumulative for (_, _, _, cumulative, _) in raw.values())
-    out = [f"{'stage':46} µs a line (scaled)  share of the profile"]
+    out = [f"{'stage':46} µs a line (profiled)  share of the profile"]
     for label, filename, function in SETTLE_STAGES:
         spent = sum(
             entry[3]

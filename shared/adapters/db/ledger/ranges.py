@@ -9,6 +9,8 @@ ledger by job or by document costs an entry a line
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection
@@ -30,26 +32,16 @@ def record(
     matches) are no lines and have no position."""
     if not rows:
         return
-    jobs: dict[str, list[Any]] = {}
+    # Per group, not per row in Python: a unit's rows are one job's, and its
+    # documents' rows are consecutive (groupby and min/max run in C).
+    jobs: dict[str, list[int]] = {}
+    for job_id, group in groupby(rows, _JOB):
+        ids = [row[0] for row in group]
+        _widen(jobs, job_id, min(ids), max(ids), len(ids))
     documents: dict[tuple[str, str], list[int]] = {}
-    for row in rows:
-        i = row.id
-        job = jobs.get(row.job_id)
-        if job is None:
-            jobs[row.job_id] = job = [i, i, 0]
-        elif i < job[0]:
-            job[0] = i
-        elif i > job[1]:
-            job[1] = i
-        job[2] += 1
-        document = (row.document_id, row.partition_key)
-        span = documents.get(document)
-        if span is None:
-            documents[document] = [i, i]
-        elif i < span[0]:
-            span[0] = i
-        elif i > span[1]:
-            span[1] = i
+    for document, group in groupby(rows, _DOCUMENT):
+        ids = [row[0] for row in group]
+        _widen(documents, document, min(ids), max(ids), len(ids))
     low, high = positions if positions is not None else (None, None)
     insert_rows(
         conn,
@@ -71,6 +63,21 @@ def record(
         ledger_document_ranges,
         [
             {"document_id": d, "partition_key": p, "first_id": first, "last_id": last}
-            for (d, p), (first, last) in documents.items()
+            for (d, p), (first, last, _) in documents.items()
         ],
     )
+
+
+_JOB = itemgetter(LedgerRow._fields.index("job_id"))
+_DOCUMENT = itemgetter(
+    LedgerRow._fields.index("document_id"), LedgerRow._fields.index("partition_key")
+)
+
+
+def _widen(spans: dict[Any, list[int]], name: Any, first: int, last: int, count: int) -> None:
+    """Add a run of ``count`` ids from ``first`` to ``last`` to ``name``'s span."""
+    span = spans.get(name)
+    if span is None:
+        spans[name] = [first, last, count]
+    else:
+        span[0], span[1], span[2] = min(span[0], first), max(span[1], last), span[2] + count
