@@ -166,6 +166,29 @@ def test_an_outcome_filter_keeps_the_batch_order(
     assert _pages(http, job_id, 100, outcome) == wanted
 
 
+@pytest.mark.parametrize("limit", [1, 2, 5, 36])
+def test_overlapping_ranges_list_each_line_once_in_batch_order(
+    ctx: WorkerContext, backend_env: ServiceEnv, http: TestClient, vendor: str, limit: int
+) -> None:
+    """Two units of one job committing at once draw interleaved ids, so their
+    ranges overlap: made so here by widening each of the job's ranges over its
+    neighbours' ids. Each line is still listed once, in batch order."""
+    job_id, _, expected = _mixed_job(ctx, backend_env, vendor)
+    r = tables.ledger_job_ranges
+    with ctx.engine.begin() as conn:
+        spans = conn.execute(select(r.c.first_id, r.c.last_id).where(r.c.job_id == job_id)).all()
+        assert len(spans) > 1
+        low, high = min(s.first_id for s in spans), max(s.last_id for s in spans)
+        for first, last in spans:
+            wider = r.update().where(r.c.job_id == job_id, r.c.first_id == first)
+            conn.execute(wider.values(last_id=high if last < high else last))
+        # A range starting below every other: a first id no other range has.
+        widest = {"job_id": job_id, "first_id": low - 1, "last_id": high, "unpositioned": 0}
+        conn.execute(r.insert().values(**widest, first_position=0, last_position=10**12))
+    assert _pages(http, job_id, limit) == expected
+    assert _pages(http, job_id, limit, "posted") == [e for e in expected if e[2] == "posted"]
+
+
 def test_the_csv_export_streams_the_same_order(
     http: TestClient, mixed_job: tuple[str, list[Line]]
 ) -> None:
