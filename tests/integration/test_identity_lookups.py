@@ -15,10 +15,9 @@ import hashlib
 import re
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, text
 
 from shared.adapters.db.bulk import insert_rows
 from shared.adapters.db.disputes import queue as disputes
@@ -35,6 +34,7 @@ from tests.support.disputes import (
     row,
     settle,
 )
+from tests.support.plans import explained
 
 SCAN = "Seq Scan on ledger_entries"
 
@@ -84,27 +84,9 @@ def history_rows(engine: Engine) -> None:
 
 @pytest.fixture
 def plans(engine: Engine) -> Iterator[list[tuple[str, str]]]:
-    """(statement, plan) of every SELECT that names the key, as the server
-    would run it were a sequential scan of anything its last resort."""
-    found: list[tuple[str, str]] = []
-
-    def explain(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if not statement.lstrip().upper().startswith("SELECT"):
-            return
-        if "reconciliation_key" not in statement or "ledger_entries" not in statement:
-            return
-        cursor.execute("SET enable_seqscan = off")
-        try:
-            cursor.execute("EXPLAIN " + statement, parameters)
-            found.append((statement, "\n".join(r[0] for r in cursor.fetchall())))
-        finally:
-            cursor.execute("RESET enable_seqscan")
-
-    event.listen(engine, "before_cursor_execute", explain)
-    try:
+    """(statement, plan) of every SELECT that names the key."""
+    with explained(engine, lambda s: "reconciliation_key" in s and "ledger_entries" in s) as found:
         yield found
-    finally:
-        event.remove(engine, "before_cursor_execute", explain)
 
 
 def test_every_read_by_key_finds_it_through_the_identity_index(

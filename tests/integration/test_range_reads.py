@@ -10,15 +10,15 @@ partial index."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
 from shared.adapters.db.jobs.lines import list_lines, stream_lines
 from shared.adapters.db.ledger.read import history
 from shared.adapters.db.remittances.open_documents import OpenDocuments
 from tests.support.disputes import disputed_doc, new_vendor, settle
+from tests.support.plans import explained
 
 ALLOWED = {
     "pk_ledger_entries",  # a range of ids
@@ -34,23 +34,8 @@ def plans(engine: Engine) -> Iterator[list[tuple[str, str]]]:
     """(statement, plan) of every SELECT of the ledger or its ranges."""
     if engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's plans")
-    found: list[tuple[str, str]] = []
-
-    def explain(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if not statement.lstrip().upper().startswith("SELECT") or "ledger_" not in statement:
-            return
-        cursor.execute("SET enable_seqscan = off")
-        try:
-            cursor.execute("EXPLAIN " + statement, parameters)
-            found.append((statement, "\n".join(r[0] for r in cursor.fetchall())))
-        finally:
-            cursor.execute("RESET enable_seqscan")
-
-    event.listen(engine, "before_cursor_execute", explain)
-    try:
+    with explained(engine, lambda s: "ledger_" in s) as found:
         yield found
-    finally:
-        event.remove(engine, "before_cursor_execute", explain)
 
 
 def _ledger_indexes(plan: str) -> set[str]:
