@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 import pika
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, text
 
 from shared.adapters.db import tables
 from shared.adapters.rabbitmq.broker import connection_parameters
@@ -22,6 +22,16 @@ from tests.support.stack import Stack
 from tests.support.workload import CONTRACT, Expectation, Generated, ndjson
 
 ledger = tables.ledger_entries
+UNRANGED = text(
+    """
+SELECT count(*) FROM ledger_entries l WHERE l.job_id = :job_id AND (
+    NOT EXISTS (SELECT 1 FROM ledger_job_ranges r
+                WHERE r.job_id = l.job_id AND l.id BETWEEN r.first_id AND r.last_id)
+    OR NOT EXISTS (SELECT 1 FROM ledger_document_ranges d
+                   WHERE d.document_id = l.document_id AND d.partition_key = l.partition_key
+                     AND l.id BETWEEN d.first_id AND d.last_id))
+"""
+)
 
 
 def wait_for(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float) -> Any:
@@ -92,6 +102,9 @@ class Census:
     doubled: int  # (reconciliation_key, contract_version) pairs with more than one row
     ledger_rows: int  # in the whole database: each row is one outcome event
     result_rows: int  # the job's processed markers (one per chunk)
+    # The job's rows no range of their job or of their document holds: rows its
+    # lines page, GET /v1/lines and a remittance's match would not find.
+    unranged: int = 0
 
     @classmethod
     def take(cls, engine: Engine, job: dict[str, Any]) -> Census:
@@ -110,8 +123,9 @@ class Census:
                     results.c.job_id == job["job_id"], results.c.source == "chunk"
                 )
             ).scalar_one()
+            unranged = conn.execute(UNRANGED, {"job_id": job["job_id"]}).scalar_one()
         outcomes = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
-        return cls(job, outcomes, int(doubled), int(ledger_rows), int(result_rows))
+        return cls(job, outcomes, int(doubled), int(ledger_rows), int(result_rows), int(unranged))
 
     @property
     def terminal(self) -> int:
@@ -123,6 +137,7 @@ class Census:
             "lines accepted": f"{self.job['lines']:,}",
             "lines lost": f"{lines - self.terminal:,}",
             "identities duplicated in the ledger": f"{self.doubled:,}",
+            "rows outside their job's or document's ranges": f"{self.unranged:,}",
             "counters exact": "yes" if exact else "no",
             "job outcomes": json.dumps(self.job["outcomes"]),
             "events committed and published (ledger rows; outbox left 0)": f"{self.ledger_rows:,}",
@@ -132,11 +147,13 @@ class Census:
         return ["| total | value |", "|---|---:|", *(f"| {k} | {v} |" for k, v in facts.items())]
 
     def counters_exact(self, lines: int, expect: Expectation) -> bool:
-        """The job's counters and sums equal the expectation and the ledger's rows."""
+        """The job's counters and sums equal the expectation and the ledger's rows,
+        and every row of the job is in its job's and its document's ranges."""
         job, zero = self.job, (0, Decimal(0), Decimal(0))
         posted, disputed = self.outcomes.get("posted", zero), self.outcomes.get("disputed", zero)
         return (
-            job["lines"] == lines == self.terminal
+            self.unranged == 0
+            and job["lines"] == lines == self.terminal
             and job["outcomes"]["posted"] == expect.posted == posted[0]
             and job["outcomes"]["disputed"] == expect.disputed == disputed[0]
             and job["outcomes"]["duplicate"] == expect.duplicate

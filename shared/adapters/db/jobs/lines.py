@@ -25,6 +25,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, select, true, tuple_
@@ -170,50 +171,54 @@ def _unpositioned_after(c: Any, source: Source, after: After | None) -> ColumnEl
 
 def _ranged(conn: Connection, job_id: str, after: After | None, limit: int) -> list[Any]:
     """Up to ``limit`` posted rows of the job after the cursor, in order, read
-    through the job's id ranges (ledger/read/ranges.py), a range at a time in the
-    order of their first positions, until no range left can hold a row before
-    the ``limit``-th found. Ranges may overlap: a row is kept once."""
+    through the job's id ranges (ledger/read/ranges.py): positioned rows by
+    (position, id), then the unpositioned ones by id."""
     _, c, query = _select(job_id, "posted")
-    found: dict[int, Any] = {}
-    kept: list[Any] = []
     spans = job_ranges(conn, job_id)
+    kept: list[Any] = []
     if after is None or after[0] is not None:
         low = None if after is None else after[0]
-        placed = sorted(
-            (
-                r
-                for r in spans
-                if r.last_position is not None and (low is None or r.last_position >= low)
-            ),
-            key=lambda r: (r.first_position, r.first_id),
-        )
+        placed = [
+            (r.first_position, r)
+            for r in spans
+            if r.last_position is not None and (low is None or r.last_position >= low)
+        ]
         positioned = query.where(_positioned_after(c, "ledger", after))
-        for r in placed:
-            if len(kept) == limit and r.first_position > kept[-1].position:
-                break
-            rows = conn.execute(
-                positioned.where(c.id.between(r.first_id, r.last_id))
-                .order_by(c.position, c.id)
-                .limit(limit)
-            )
-            found.update((row.id, row) for row in rows)
-            kept = sorted(found.values(), key=lambda row: (row.position, row.id))[:limit]
-    if len(kept) < limit:
-        unpositioned = _unpositioned_after(c, "ledger", after)
-        if unpositioned is not None:
-            rest = query.where(c.position.is_(None), unpositioned)
-            tail: dict[int, Any] = {}
-            ordered: list[Any] = []
-            wanted = limit - len(kept)
-            for r in sorted((r for r in spans if r.unpositioned), key=lambda r: r.first_id):
-                if len(ordered) == wanted and r.first_id > ordered[-1].id:
-                    break
-                rows = conn.execute(
-                    rest.where(c.id.between(r.first_id, r.last_id)).order_by(c.id).limit(wanted)
-                )
-                tail.update((row.id, row) for row in rows)
-                ordered = sorted(tail.values(), key=lambda row: row.id)[:wanted]
-            kept += ordered
+        kept = _through(conn, positioned, c, placed, ("position", "id"), limit)
+    unpositioned = _unpositioned_after(c, "ledger", after)
+    if len(kept) < limit and unpositioned is not None:
+        rest = query.where(c.position.is_(None), unpositioned)
+        unplaced = [(r.first_id, r) for r in spans if r.unpositioned]
+        kept += _through(conn, rest, c, unplaced, ("id",), limit - len(kept))
+    return kept
+
+
+def _through(
+    conn: Connection,
+    query: Select[Any],
+    c: Any,
+    spans: list[tuple[int, Any]],
+    order: tuple[str, ...],
+    limit: int,
+) -> list[Any]:
+    """Up to ``limit`` rows of ``query`` (``c``: its table's columns) by the
+    columns ``order``, read a range at a time in the order of each range's
+    least first column (``spans``: that value and the range), until no range
+    left can hold a row before the ``limit``-th found. Ranges may overlap: a
+    row is kept once."""
+    found: dict[int, Any] = {}
+    kept: list[Any] = []
+    key, first = attrgetter(*order), attrgetter(order[0])
+    for start, r in sorted(spans, key=lambda s: (s[0], s[1].first_id)):
+        if len(kept) == limit and start > first(kept[-1]):
+            break
+        rows = conn.execute(
+            query.where(c.id.between(r.first_id, r.last_id))
+            .order_by(*(c[name] for name in order))
+            .limit(limit)
+        )
+        found.update((row.id, row) for row in rows)
+        kept = sorted(found.values(), key=key)[:limit]
     return kept
 
 
