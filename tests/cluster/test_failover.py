@@ -216,6 +216,31 @@ def first_settled_after(engine: Engine, wall: float) -> float | None:
     return float((first - at).total_seconds())
 
 
+def _chunks_settled(url: str, job_id: str) -> int:
+    results = tables.chunk_results
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            query = select(func.count()).where(
+                results.c.job_id == job_id, results.c.source == "chunk"
+            )
+            return int(conn.execute(query).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def _wait_for_a_chunk(url: str, job_id: str, settled: int, timeout: float) -> None:
+    """Until a chunk of the job more than ``settled`` is, polled closely: the
+    claim drains a chunk in tens of milliseconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(Exception):  # the promoted node not answering yet
+            if _chunks_settled(url, job_id) > settled:
+                return
+        assert time.monotonic() < deadline, "no chunk settled after the promotion"
+        time.sleep(0.05)
+
+
 def strike(topology: Topology, pg: Formation, fault: Fault, progress: float) -> tuple[Node, Node]:
     """Cut the primary off or kill its host; wait for the other node's
     promotion. The old primary and the new."""
@@ -251,11 +276,16 @@ def drain_through_both(
 
     cut, killed = faults
     at = wait_for(progress, lambda p: p >= 0.2, 600)
+    chunks_at_cut = _chunks_settled(pg.url, job_id)
     old, new = strike(topology, pg, cut, at)
     # Settling resumes on the promoted node; from then on it waits for the
     # booking lock, so that the claim still drains when the second fault comes.
-    wait_for(progress, lambda p: p > at, PROMOTED_WITHIN_S)
-    lock = BookingLock(pg.url)
+    # Seen in the database, not through the API, which may answer late after a
+    # promotion while the workers drain the claim.
+    # On the promoted node by name: the one cut off may take writes until its
+    # keeper demotes it, and the formation's URL may still choose it.
+    _wait_for_a_chunk(pg.node_url(new), job_id, chunks_at_cut, PROMOTED_WITHIN_S)
+    lock = BookingLock(pg.node_url(new))
     try:
         lock.hold()
         time.sleep(max(0.0, CUT_S - (time.monotonic() - cut.at)))

@@ -72,6 +72,11 @@ class Formation:
         hosts = "&".join(f"host={node.address}" for node in self.nodes.values())
         return f"postgresql://postgres@/{DATABASE}?{hosts}&target_session_attrs=read-write"
 
+    def node_url(self, node: Node) -> str:
+        """One node's database alone: a cut-off primary not yet demoted still
+        takes writes, and the formation's URL may choose it."""
+        return f"postgresql://postgres@{node.address}/{DATABASE}"
+
     @property
     def monitor_uri(self) -> str:
         address = self.monitor_host.address
